@@ -1,0 +1,3 @@
+"""stackmgr: keep dirty git trees safe and reproducible."""
+
+__version__ = "0.1.0"

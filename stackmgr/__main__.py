@@ -1,0 +1,3 @@
+from stackmgr.entry import main
+
+raise SystemExit(main())

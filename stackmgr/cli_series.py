@@ -1,0 +1,162 @@
+"""`stackmgr series …`: list, show and edit series files."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from stackmgr import output
+from stackmgr.config import Store, open_store
+from stackmgr.errors import UsageProblem
+from stackmgr.fsutil import locked
+from stackmgr.names import patch_name
+
+
+class _SeriesGroup(click.Group):
+    """`stackmgr series NAME` shows a series; `stackmgr series new|add|remove|move …` edit one."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            args = ["show", *args]
+        return super().parse_args(ctx, args)
+
+
+def _ctx_store(ctx: click.Context) -> tuple[Store, bool]:
+    root = ctx.find_root().obj
+    return open_store(root.store), root.json
+
+
+@click.group("series", cls=_SeriesGroup, invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
+@click.pass_context
+def series_group(ctx: click.Context, as_json: bool) -> None:
+    """List series, show one (`series NAME`), or edit one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from stackmgr.series import SeriesFile, list_series
+
+    store, global_json = _ctx_store(ctx)
+    rows = []
+    for name in list_series(store):
+        series = SeriesFile.load(store, name)
+        rows.append({"name": name, "patches": len(series.entries), "missing": len(series.missing_patches())})
+    if as_json or global_json:
+        output.emit_json({"schema": 1, "series": rows})
+        return
+    if not rows:
+        output.out("no series yet; create one with `stackmgr series new NAME` or `stackmgr save NAME --series S`")
+    for row in rows:
+        missing = output.paint(f", {row['missing']} missing", "red") if row["missing"] else ""
+        output.out(f"{row['name']:<40} {row['patches']} patches{missing}")
+
+
+@series_group.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
+@click.pass_context
+def show(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Show a series: each patch with its tree, +/- and whether its file exists."""
+    from stackmgr.preserved import PatchIndex
+    from stackmgr.series import SeriesFile
+
+    store, global_json = _ctx_store(ctx)
+    series = SeriesFile.load(store, name)
+    index = PatchIndex.load(store)
+    rows: list[dict[str, Any]] = []
+    for n, entry in enumerate(series.entries, start=1):
+        rec = index.record(entry.patch)
+        files, plus, minus = (rec.get("stat") or (0, 0, 0)) if rec else (0, 0, 0)
+        rows.append({
+            "position": n, "patch": entry.name, "file": entry.patch, "exists": rec is not None,
+            "tree": rec["tree"] if rec else None, "subject": rec["subject"] if rec else None,
+            "files": files, "insertions": plus, "deletions": minus, "guards": entry.guards,
+            "error": rec["error"] if rec else None,
+            "size": os.path.getsize(os.path.join(store.patches_dir, entry.patch)) if rec else None,
+        })  # fmt: skip
+    index.save()
+    if as_json or global_json:
+        output.emit_json({"schema": 1, "series": name, "patches": rows})
+        return
+    output.out(f"series {name}: {len(rows)} patches")
+    for row in rows:
+        if not row["exists"]:
+            output.out(f"  {row['position']:>3}. {row['patch']:<44} {output.paint('MISSING', 'red')}")
+            continue
+        guards = " " + " ".join("#" + g for g in row["guards"]) if row["guards"] else ""
+        problem = output.paint(f"  ({row['error']})", "red") if row["error"] else ""
+        output.out(f"  {row['position']:>3}. {row['patch']:<44} {row['tree'] or '?':<18} "
+                   f"+{row['insertions']} -{row['deletions']}{guards}{problem}")  # fmt: skip
+
+
+@series_group.command("new")
+@click.argument("name")
+@click.pass_context
+def new(ctx: click.Context, name: str) -> None:
+    """Create an empty series."""
+    from stackmgr.series import SeriesFile
+
+    store, _ = _ctx_store(ctx)
+    with locked(store.lock_path, "the store"):
+        series = SeriesFile.load_or_new(store, name)
+        if series.exists:
+            raise UsageProblem(f"series {name} already exists", f"see `stackmgr series {name}`")
+        series.write()
+    output.out(f"created series {name}")
+
+
+@series_group.command("add")
+@click.argument("name")
+@click.argument("patches", nargs=-1, required=True)
+@click.option("--at", "position", type=click.IntRange(min=1), help="Insert at this position (1 = first).")
+@click.pass_context
+def add(ctx: click.Context, name: str, patches: tuple[str, ...], position: int | None) -> None:
+    """Append PATCHES to series NAME (created when missing)."""
+    from stackmgr.series import SeriesFile
+
+    store, _ = _ctx_store(ctx)
+    with locked(store.lock_path, "the store"):
+        series = SeriesFile.load_or_new(store, name)
+        at = (position - 1) if position else len(series.entries)
+        for offset, patch in enumerate(patches):
+            filename = patch_name(patch) + ".patch"
+            if not os.path.isfile(os.path.join(store.patches_dir, filename)):
+                raise UsageProblem(f"no patch file patches/{filename}", "save it first or check the name")
+            series.insert(filename, at + offset)
+        series.write()
+    output.out(f"series {name}: added {', '.join(patches)}")
+
+
+@series_group.command("remove")
+@click.argument("name")
+@click.argument("patches", nargs=-1, required=True)
+@click.pass_context
+def remove(ctx: click.Context, name: str, patches: tuple[str, ...]) -> None:
+    """Remove PATCHES from series NAME (the patch files stay)."""
+    from stackmgr.series import SeriesFile
+
+    store, _ = _ctx_store(ctx)
+    with locked(store.lock_path, "the store"):
+        series = SeriesFile.load(store, name)
+        for patch in patches:
+            series.remove(patch)
+        series.write()
+    output.out(f"series {name}: removed {', '.join(patches)}")
+
+
+@series_group.command("move")
+@click.argument("name")
+@click.argument("patch")
+@click.argument("position", type=click.IntRange(min=1))
+@click.pass_context
+def move(ctx: click.Context, name: str, patch: str, position: int) -> None:
+    """Move PATCH to POSITION (1 = first) in series NAME."""
+    from stackmgr.series import SeriesFile
+
+    store, _ = _ctx_store(ctx)
+    with locked(store.lock_path, "the store"):
+        series = SeriesFile.load(store, name)
+        series.move(patch, position - 1)
+        series.write()
+    output.out(f"series {name}: {patch} is now number {min(position, len(series.entries))}")

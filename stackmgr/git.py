@@ -1,0 +1,314 @@
+"""The one module that talks to git.
+
+Every call runs at a tree's top level, bytes in and bytes out, with the user's diff/apply/colour configuration
+pinned off. Plumbing goes through one small runner (the same contract as GitPython's
+`Git.execute(..., stdout_as_string=False, strip_newline_in_stdout=False)`, without its 80 ms import, which
+alone would exceed the budget of `check` in a shell prompt); GitPython's `Repo` is used, lazily, to discover
+and validate a repository when a tree is registered.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stackmgr.errors import GitFailed, StackmgrError
+from stackmgr.types import Change, CommitId, TreeId
+
+# Settings that change what diff/apply/status print or do; always pinned (SPEC §6, research §3.5).
+PINNED = (
+    "-c", "core.quotePath=true", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
+    "-c", "color.ui=never", "-c", "color.diff=never", "-c", "core.pager=cat",
+    "-c", "apply.whitespace=nowarn", "-c", "diff.suppressBlankEmpty=false", "-c", "diff.indentHeuristic=true",
+    "-c", "diff.renames=false", "-c", "diff.relative=false", "-c", "core.safecrlf=false",
+    "-c", "diff.statGraphWidth=50", "-c", "diff.statNameWidth=60",
+)  # fmt: skip
+DIFF_FLAGS = (
+    "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--binary",
+    "--src-prefix=a/", "--dst-prefix=b/", "-U3", "--diff-algorithm=myers", "--ignore-submodules=none",
+    "-O/dev/null",
+)  # fmt: skip
+_DROP_ENV = (
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR", "GIT_NAMESPACE",
+    "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_LITERAL_PATHSPECS", "GIT_GLOB_PATHSPECS",
+    "GIT_NOGLOB_PATHSPECS", "GIT_ICASE_PATHSPECS", "GIT_EXTERNAL_DIFF", "GIT_DIFF_OPTS", "GIT_PAGER",
+    "GIT_CONFIG_PARAMETERS",
+)  # fmt: skip
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV}
+    env.update(LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", PAGER="cat")
+    return env
+
+
+def _argv(args: Sequence[str | bytes]) -> list[str | bytes]:
+    return ["git", *PINNED, *args]
+
+
+def _env(index: str | None) -> dict[str, str]:
+    env = _base_env()
+    if index:
+        env["GIT_INDEX_FILE"] = index
+    return env
+
+
+def run(
+    top: str, args: Sequence[str | bytes], *, index: str | None = None, stdin: bytes | None = None,
+    ok: Sequence[int] = (0,),
+) -> bytes:  # fmt: skip
+    """Run git in `top`; return stdout bytes. Any exit code outside `ok` raises GitFailed."""
+    return finish(start(top, args, index=index, stdin=stdin is not None), stdin, ok)[1]
+
+
+def run_rc(top: str, args: Sequence[str | bytes], *, index: str | None = None) -> tuple[int, bytes, bytes]:
+    proc = start(top, args, index=index)
+    out, err = proc.communicate()
+    return proc.returncode, out, err
+
+
+def start(top: str, args: Sequence[str | bytes], *, index: str | None = None, stdin: bool = False) -> subprocess.Popen[bytes]:
+    """Start git without waiting, so independent git calls of one command overlap."""
+    try:
+        return subprocess.Popen(
+            _argv(args), cwd=top, env=_env(index), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        )  # fmt: skip
+    except FileNotFoundError:
+        raise StackmgrError("git is not installed or not on PATH", "install git") from None
+
+
+def finish(proc: subprocess.Popen[bytes], stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> tuple[int, bytes]:
+    out, err = proc.communicate(stdin)
+    if proc.returncode not in ok:
+        raise GitFailed([os.fsdecode(a) for a in proc.args], proc.returncode, err)  # type: ignore[union-attr]
+    return proc.returncode, out
+
+
+def zsplit(data: bytes) -> list[bytes]:
+    return [p for p in data.split(b"\0") if p]
+
+
+def parse_raw(data: bytes) -> list[Change]:
+    """Parse `--raw -z` output (no renames): ':om nm ob nb S\\0path\\0' records."""
+    fields = data.split(b"\0")
+    changes = []
+    for i in range(0, len(fields) - 1, 2):
+        meta = fields[i]
+        if not meta:
+            break
+        om, nm, ob, nb, status = meta[1:].decode("ascii").split(" ")
+        changes.append(Change(fields[i + 1], om, nm, ob, nb, status[:1]))
+    return changes
+
+
+@dataclass(frozen=True)
+class Repo:
+    """A non-bare git working tree: its top level and its (per-worktree) git directory."""
+
+    top: str
+    git_dir: str
+
+    @property
+    def stackmgr_dir(self) -> str:
+        return os.path.join(self.git_dir, "stackmgr")
+
+    def operation_in_progress(self) -> str | None:
+        """The name of a merge/rebase/cherry-pick/revert/am/bisect in progress, if any."""
+        for marker, what in (
+            ("MERGE_HEAD", "a merge"), ("rebase-merge", "a rebase"), ("rebase-apply", "a rebase or am"),
+            ("CHERRY_PICK_HEAD", "a cherry-pick"), ("REVERT_HEAD", "a revert"), ("BISECT_LOG", "a bisect"),
+        ):  # fmt: skip
+            if os.path.exists(os.path.join(self.git_dir, marker)):
+                return what
+        return None
+
+
+def open_repo(path: str) -> Repo:
+    """Find the git directory of the working tree at `path` without spawning git (this is on `check`'s path)."""
+    if not os.path.isdir(path):
+        raise StackmgrError(f"{path} does not exist", "fix the tree's path in the store config")
+    dotgit = os.path.join(path, ".git")
+    if os.path.isdir(dotgit):
+        return Repo(path, dotgit)
+    if os.path.isfile(dotgit):
+        with open(dotgit, "rb") as f:
+            line = f.read(4096).strip()
+        if line.startswith(b"gitdir: "):
+            return Repo(path, os.path.normpath(os.path.join(path, os.fsdecode(line[8:]))))
+    raise StackmgrError(f"{path} is not the top level of a git working tree", "register the repository's top directory")
+
+
+def discover_toplevel(path: str) -> str:
+    """The top level of the git working tree containing `path` (GitPython's Repo discovery)."""
+    import git  # GitPython: only here, where start-up time does not matter
+
+    try:
+        repo = git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise StackmgrError(f"{path} is not inside a git repository", "run `git init` there or pick another path") from None
+    try:
+        if repo.bare or repo.working_tree_dir is None:
+            raise StackmgrError(f"{path} is a bare repository", "register a repository with a working tree")
+        return os.path.realpath(str(repo.working_tree_dir))
+    finally:
+        repo.close()
+
+
+def head_commit(top: str) -> CommitId | None:
+    rc, out, _ = run_rc(top, ["rev-parse", "-q", "--verify", "HEAD^{commit}"])
+    return CommitId(out.decode().strip()) if rc == 0 else None
+
+
+def resolve_commit(top: str, rev: str) -> CommitId:
+    rc, out, _ = run_rc(top, ["rev-parse", "-q", "--verify", "--end-of-options", rev + "^{commit}"])
+    if rc != 0:
+        raise StackmgrError(f"'{rev}' is not a commit in {top}", "give a commit id, branch or tag that exists there")
+    return CommitId(out.decode().strip())
+
+
+def has_commit(top: str, commit: str) -> bool:
+    return run_rc(top, ["cat-file", "-e", commit + "^{commit}"])[0] == 0
+
+
+def author_ident(top: str) -> tuple[str, str, int, str]:
+    """(name, email, unix time, tz) as git would record the author: config, GIT_AUTHOR_* and all."""
+    rc, out, err = run_rc(top, ["var", "GIT_AUTHOR_IDENT"])
+    if rc != 0:
+        raise StackmgrError(
+            "git does not know who you are", "set it with `git config --global user.name/user.email`"
+        )
+    ident = out.decode("utf-8", "replace").strip()
+    name_email, stamp, tz = ident.rsplit(" ", 2)
+    name, _, email = name_email.partition(" <")
+    return name, email.rstrip(">"), int(stamp), tz
+
+
+def write_tree(top: str, index: str) -> TreeId:
+    return TreeId(run(top, ["write-tree"], index=index).decode().strip())
+
+
+def diff_raw(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> list[Change]:
+    """Changes between two tree-ish ids (`--raw -z`, no renames)."""
+    spec = ["--", *_literal(paths)] if paths else []
+    return parse_raw(run(top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new, *spec]))
+
+
+def diff_patch(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> bytes:
+    """The binary-safe, full-index patch from `old` to `new` (tree-ish ids)."""
+    spec = ["--", *_literal(paths)] if paths else []
+    return run(top, ["diff-tree", "-r", "-p", *DIFF_FLAGS, old, new, *spec])
+
+
+def diff_stat(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> bytes:
+    """The diffstat and summary that `git format-patch` puts above a diff."""
+    spec = ["--", *_literal(paths)] if paths else []
+    return run(top, ["diff-tree", "-r", "--stat=72", "--summary", "--no-color", "--no-renames", old, new, *spec])
+
+
+def blob_entries(top: str, rev: str, paths: Sequence[bytes]) -> dict[bytes, tuple[str, str]]:
+    """path -> (mode, blob) of `paths` in commit `rev`."""
+    out = run(top, ["ls-tree", "-z", "--full-tree", rev, "--", *_literal(paths)])
+    entries = {}
+    for rec in zsplit(out):
+        meta, path = rec.split(b"\t", 1)
+        mode, _type, oid = meta.decode().split(" ")
+        entries[path] = (mode, oid)
+    return entries
+
+
+def apply_to_index(top: str, index: str, patch_path: str) -> tuple[bool, str]:
+    """Strictly apply a patch file to a (temporary) index: no fuzz, no recount, no whitespace fixing."""
+    rc, _, err = run_rc(top, ["apply", "--cached", "--whitespace=nowarn", "-p1", os.path.abspath(patch_path)], index=index)
+    return rc == 0, err.decode("utf-8", "replace").strip()
+
+
+def _literal(paths: Sequence[bytes]) -> list[bytes]:
+    return [b":(literal)" + p for p in paths]
+
+
+class TempIndex:
+    """A private index for one tree, kept in `.git/stackmgr/` so later snapshots are warm.
+
+    It is seeded once from the real index (stat data, sparse and intent-to-add entries) and then owned by
+    stackmgr; the user's real index is never written by it.
+    """
+
+    def __init__(self, repo: Repo, name: str = "index") -> None:
+        self.repo = repo
+        self.path = os.path.join(repo.stackmgr_dir, name)
+
+    def seed(self) -> None:
+        """Make sure the index exists; copy2 keeps the real index's mtime, so racy-git checks stay sound."""
+        if os.path.exists(self.path):
+            return
+        os.makedirs(self.repo.stackmgr_dir, exist_ok=True)
+        real = os.path.join(self.repo.git_dir, "index")
+        if os.path.exists(real):
+            tmp = self.path + ".seed"
+            shutil.copy2(real, tmp)
+            os.replace(tmp, self.path)
+        else:
+            self.read_tree("HEAD")
+
+    def discard(self) -> None:
+        for path in (self.path, self.path + ".lock"):
+            if os.path.exists(path):
+                os.unlink(path)
+
+    def read_tree(self, treeish: str) -> None:
+        run(self.repo.top, ["read-tree", treeish], index=self.path)
+
+    def start_status(self) -> subprocess.Popen[bytes]:
+        return start(
+            self.repo.top,
+            ["status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=none"],
+            index=self.path,
+        )
+
+    def update(self, add: Sequence[bytes], remove: Sequence[bytes]) -> None:
+        """Record the working-tree state of `add` (hashing them into the object store) and drop `remove`."""
+        if remove:
+            run(self.repo.top, ["update-index", "-z", "--force-remove", "--stdin"], index=self.path,
+                stdin=b"".join(p + b"\0" for p in remove))  # fmt: skip
+        if add:
+            run(self.repo.top, ["update-index", "-z", "--add", "--remove", "--replace", "--stdin"], index=self.path,
+                stdin=b"".join(p + b"\0" for p in add))  # fmt: skip
+
+    def changes_against(self, commit: str) -> list[Change]:
+        out = run(self.repo.top, ["diff-index", "--cached", "-r", "-z", "--raw", "--no-renames", "--full-index",
+                                  "--ignore-submodules=none", commit], index=self.path)  # fmt: skip
+        return parse_raw(out)
+
+    def write_tree(self) -> TreeId:
+        return write_tree(self.repo.top, self.path)
+
+
+def start_staged_changes(repo: Repo) -> subprocess.Popen[bytes]:
+    """What the user's real index holds against HEAD (staged edits, unmerged paths); read-only."""
+    return start(repo.top, ["--no-optional-locks", "diff-index", "--cached", "-r", "-z", "--raw", "--no-renames",
+                            "--full-index", "HEAD"])  # fmt: skip
+
+
+def start_check_ignore(repo: Repo) -> subprocess.Popen[bytes]:
+    return start(repo.top, ["check-ignore", "--no-index", "-z", "--stdin"], stdin=True)
+
+
+def scratch_index(repo: Repo, purpose: str) -> str:
+    """A fresh path for a throwaway index inside the tree's git directory (same filesystem, never the real one)."""
+    os.makedirs(repo.stackmgr_dir, exist_ok=True)
+    return os.path.join(repo.stackmgr_dir, f"{purpose}.{os.getpid()}.index")
+
+
+
+def numstat(top: str, old: str, new: str) -> dict[bytes, tuple[int, int] | None]:
+    """path -> (lines added, lines deleted); None for a binary file."""
+    out = run(top, ["diff-tree", "-r", "-z", "--numstat", "--no-renames", old, new])
+    stats: dict[bytes, tuple[int, int] | None] = {}
+    for rec in zsplit(out):
+        added, deleted, path = rec.split(b"\t", 2)
+        stats[path] = None if added == b"-" else (int(added), int(deleted))
+    return stats

@@ -1,0 +1,82 @@
+"""Rendering: data to stdout, diagnostics to stderr, colour only on a TTY and never with NO_COLOR."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, TextIO
+
+from stackmgr.status import TreeReport
+from stackmgr.types import show_path
+
+_CODES = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
+
+
+def color_on(stream: TextIO) -> bool:
+    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+def paint(text: str, style: str, stream: TextIO = sys.stdout) -> str:
+    return f"\x1b[{_CODES[style]}m{text}\x1b[0m" if color_on(stream) else text
+
+
+def out(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+
+
+def err(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+def emit_json(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+_KIND_LETTER = {"added": "A", "deleted": "D", "modified": "M", "mode": "m", "typechange": "T",
+                "modified+mode": "M", "submodule": "S"}  # fmt: skip
+
+
+def render_status(report: TreeReport) -> None:
+    out(paint(report.name, "bold") + f"  {report.path}")
+    if report.state != "ok" or report.snapshot is None or report.assessment is None:
+        out(f"  {paint(report.state, 'yellow')}: {report.error}")
+        return
+    snap, found = report.snapshot, report.assessment
+    out(f"  HEAD {snap.head[:12]}" + (f"  ({snap.operation} in progress)" if snap.operation else ""))
+    blockers = report.blockers
+    if not snap.changes:
+        out("  no changes against HEAD")
+    else:
+        verdict = paint(f"{len(blockers)} not preserved", "red") if blockers else paint("all preserved", "green")
+        out(f"  {len(snap.changes)} changed, {verdict}")
+        width = min(60, max(len(show_path(c.path)) for c in snap.changes))
+        for c in snap.changes:
+            stat = report.numstat.get(c.path)
+            counts = f"+{stat[0]} -{stat[1]}" if stat else ("binary" if c.path in report.numstat else "")
+            owners = found.preserved.get(c.path)
+            where = ("saved in " + ", ".join(owners)) if owners else paint("NOT PRESERVED", "red")
+            out(f"    {_KIND_LETTER.get(c.kind, '?')} {show_path(c.path):<{width}}  {counts:>12}  {where}")
+    other = [(p, why) for p, why in blockers if why not in _KIND_LETTER]
+    for path, why in other:
+        out(f"    ! {show_path(path)}  {paint(why, 'red')}")
+    for u in snap.unprotected:
+        size = f", {human_size(u.size)}" if u.size else ""
+        out(f"  unprotected: {show_path(u.path)} ({u.reason}{size}; never saved, never deleted)")
+    present = [(n, hit, total) for n, (hit, total) in sorted(found.presence.items()) if hit]
+    for name, hit, total in present:
+        out(f"  patch {name}: " + ("fully present" if hit == total else f"partly present ({hit}/{total} files)"))
+
+
+def render_blockers(name: str, blockers: list[tuple[bytes, str]]) -> None:
+    for path, why in blockers:
+        out(f"{name}: {show_path(path)} ({why})")

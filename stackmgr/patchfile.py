@@ -1,0 +1,216 @@
+"""The patch file of SPEC §3.1: a mail-style header git am accepts, then a full-index binary diff, as bytes."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from stackmgr.errors import StackmgrError
+from stackmgr.types import NULL_ID
+
+FROM_LINE = b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_HEX40 = re.compile(rb"[0-9a-f]{40}")
+_STAT_TOTALS = re.compile(rb"\n (\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?\n")
+
+
+@dataclass(frozen=True)
+class PatchHeader:
+    tree: str
+    base: str
+    subject: str
+    body: str
+    author: str  # "Name <email>"
+    date: str  # as written
+
+
+@dataclass(frozen=True)
+class PostImage:
+    """What one file of a patch becomes: mode "000000" for a deletion; blob None when the patch does not say
+    (a mode-only change keeps the base's blob)."""
+
+    path: bytes
+    mode: str
+    blob: str | None
+
+
+def rfc2822(unix: int, tz: str) -> str:
+    sign = -1 if tz.startswith("-") else 1
+    offset = sign * (int(tz[1:3]) * 3600 + int(tz[3:5]) * 60)
+    t = time.gmtime(unix + offset)
+    return (f"{_DAYS[t.tm_wday]}, {t.tm_mday:02d} {_MONTHS[t.tm_mon - 1]} {t.tm_year} "
+            f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d} {tz}")  # fmt: skip
+
+
+def check_message(message: str) -> tuple[str, str]:
+    """Split a description into (subject, body); refuse lines `git am` would take for the start of the diff."""
+    lines = message.replace("\r\n", "\n").strip("\n").split("\n")
+    subject = " ".join(ln.strip() for ln in lines[: _para_end(lines)] if ln.strip())
+    body = "\n".join(lines[_para_end(lines) :]).strip("\n")
+    for n, line in enumerate(body.split("\n"), start=2):
+        if line.startswith(("---", "diff -", "Index: ")):
+            raise StackmgrError(f"line {n} of the message starts with '{line[:7]}', which git am reads as the diff",
+                                "reword or indent that line")  # fmt: skip
+    if not subject:
+        raise StackmgrError("the message is empty", "pass -m 'what this change does'")
+    return subject, body
+
+
+def _para_end(lines: list[str]) -> int:
+    for i, line in enumerate(lines):
+        if not line.strip():
+            return i
+    return len(lines)
+
+
+def _mime_word(text: str) -> str:
+    if text.isascii():
+        return text
+    from email.header import Header
+
+    return Header(text, "utf-8", maxlinelen=1000).encode()
+
+
+def render(
+    *, tree: str, base: str, subject: str, body: str, name: str, email: str, date: str, stat: bytes, diff: bytes
+) -> bytes:
+    """The patch file bytes; `stat` and `diff` are git's own output, copied untouched."""
+    eight_bit = not (subject.isascii() and body.isascii() and name.isascii())
+    head = [f"From: {_mime_word(name)} <{email}>", f"Date: {date}", f"Subject: [PATCH] {_mime_word(subject)}"]
+    if eight_bit:
+        head += ["MIME-Version: 1.0", "Content-Type: text/plain; charset=UTF-8", "Content-Transfer-Encoding: 8bit"]
+    text = "\n".join(head) + "\n\n" + (body + "\n\n" if body else "")
+    text += f"Stackmgr-Tree: {tree}\nStackmgr-Base: {base}\n---\n"
+    return FROM_LINE + text.encode("utf-8") + stat + b"\n" + diff
+
+
+def diff_part(data: bytes) -> bytes:
+    at = data.find(b"\ndiff --git ")
+    return data[at + 1 :] if at >= 0 else b""
+
+
+def parse_header(data: bytes, source: str) -> PatchHeader:
+    """Read the mail header and Stackmgr trailers; a file without them is not a stackmgr patch."""
+    end = data.find(b"\n---\n")
+    diff_at = data.find(b"\ndiff --git ")
+    if end < 0 or (0 <= diff_at < end):
+        end = diff_at
+    if end < 0:
+        raise StackmgrError(f"{source}: not a patch (no diff found)", "save it again or import it")
+    text = data[:end].decode("utf-8", "replace")
+    head, _, desc = text.partition("\n\n")
+    fields = _header_fields(head)
+    trailers = dict(re.findall(r"^(Stackmgr-Tree|Stackmgr-Base): *(\S+) *$", desc, re.M))
+    if "Stackmgr-Tree" not in trailers or "Stackmgr-Base" not in trailers:
+        raise StackmgrError(f"{source}: no Stackmgr-Tree/Stackmgr-Base lines", "import it with `stackmgr import`")
+    body = re.sub(r"(?m)^Stackmgr-(Tree|Base):.*\n?", "", desc).strip("\n")
+    subject = re.sub(r"^\[PATCH[^\]]*\] *", "", fields.get("subject", ""))
+    return PatchHeader(trailers["Stackmgr-Tree"], trailers["Stackmgr-Base"], subject, body,
+                       fields.get("from", ""), fields.get("date", ""))  # fmt: skip
+
+
+def _header_fields(head: str) -> dict[str, str]:
+    from email.header import decode_header, make_header
+
+    fields: dict[str, str] = {}
+    last = ""
+    for line in head.split("\n")[1:]:
+        if line[:1] in (" ", "\t") and last:
+            fields[last] += " " + line.strip()
+        elif ":" in line:
+            key, _, value = line.partition(":")
+            last = key.strip().lower()
+            fields[last] = value.strip()
+    for key in ("subject", "from"):
+        if "=?" in fields.get(key, ""):
+            fields[key] = str(make_header(decode_header(fields[key])))
+    return fields
+
+
+def post_images(diff: bytes, source: str) -> list[PostImage]:
+    """Every file a `--full-index --no-renames` diff touches, with the mode and blob it ends with."""
+    images: dict[bytes, PostImage] = {}
+    for section in diff.split(b"\ndiff --git "):
+        head = section[len(b"diff --git ") :] if section.startswith(b"diff --git ") else section
+        if not head:
+            continue
+        line, _, rest = head.partition(b"\n")
+        image = _post_image(_diff_git_path(line, source), rest, source)
+        images[image.path] = image  # a type change is a deletion then a creation: the last one stands
+    return list(images.values())
+
+
+def _post_image(path: bytes, rest: bytes, source: str) -> PostImage:
+    mode: str | None = None
+    blob: str | None = None
+    for line in rest.split(b"\n"):
+        if line.startswith((b"@@", b"GIT binary patch", b"--- ", b"Binary files")):
+            break
+        if line.startswith((b"new file mode ", b"new mode ")):
+            mode = line.rsplit(b" ", 1)[1].decode()
+        elif line.startswith(b"deleted file mode "):
+            return PostImage(path, "000000", NULL_ID)
+        elif line.startswith(b"index "):
+            parts = line[6:].split(b" ")
+            old_new = parts[0].split(b"..")
+            if len(old_new) != 2 or not _HEX40.fullmatch(old_new[1]):
+                raise StackmgrError(f"{source}: '{path.decode(errors='replace')}' has no full-index line",
+                                    "save the patch again (stackmgr writes --full-index)")  # fmt: skip
+            blob = old_new[1].decode()
+            if len(parts) > 1 and mode is None:
+                mode = parts[1].decode()
+    if mode is None:
+        raise StackmgrError(f"{source}: cannot tell the mode of '{path.decode(errors='replace')}'",
+                            "save the patch again")  # fmt: skip
+    return PostImage(path, mode, blob)
+
+
+def _diff_git_path(line: bytes, source: str) -> bytes:
+    """The path of a `diff --git a/P b/P` line (renames are off, so both sides name the same path)."""
+    if line.startswith(b'"'):
+        path, _ = unquote_c(line)
+        if path.startswith(b"a/"):
+            return path[2:]
+    else:
+        half = (len(line) - 5) // 2
+        if line.startswith(b"a/") and line[2 + half : 5 + half] == b" b/" and line[2 : 2 + half] == line[5 + half :]:
+            return line[2 : 2 + half]
+    raise StackmgrError(f"{source}: cannot read the file name in 'diff --git {line[:60].decode(errors='replace')}'",
+                        "save the patch again without renames")  # fmt: skip
+
+
+_ESCAPES = {ord("a"): 7, ord("b"): 8, ord("t"): 9, ord("n"): 10, ord("v"): 11, ord("f"): 12, ord("r"): 13,
+            ord('"'): 34, ord("\\"): 92}  # fmt: skip
+
+
+def unquote_c(data: bytes) -> tuple[bytes, bytes]:
+    """Undo git's C-quoting of a path that starts `data`; return (path, what follows the closing quote)."""
+    out = bytearray()
+    i = 1
+    while i < len(data):
+        ch = data[i]
+        if ch == 34:  # closing quote
+            return bytes(out), data[i + 1 :]
+        if ch == 92:
+            nxt = data[i + 1]
+            if 48 <= nxt <= 55:
+                out.append(int(data[i + 1 : i + 4], 8))
+                i += 4
+                continue
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    raise StackmgrError("unterminated quoted file name in a patch")
+
+
+def stat_totals(data: bytes) -> tuple[int, int, int]:
+    """(files, insertions, deletions) from the diffstat above the diff."""
+    head = data[: max(data.find(b"\ndiff --git "), 0)]
+    m = _STAT_TOTALS.search(head)
+    if not m:
+        return 0, 0, 0
+    return int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0)

@@ -1,0 +1,207 @@
+"""Is every change of a tree preserved? (SPEC §4)
+
+A change (path, mode, blob) is preserved when some patch of that tree ends that path with that mode and blob.
+Full blob ids make this a lookup: each patch's post-images are indexed once, in a cache under `.stackmgr/`
+keyed by the patch file's sha256 (and its stat data, so an unchanged file is not even re-read). The cache is
+always safe to delete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from stackmgr import git, patchfile
+from stackmgr.config import Store
+from stackmgr.errors import StackmgrError
+from stackmgr.fsutil import atomic_write
+from stackmgr.snapshot import Snapshot
+from stackmgr.types import Change
+
+CACHE_VERSION = 1
+Record = dict[str, Any]
+
+
+@dataclass
+class Assessment:
+    """The answer for one tree: which changes are preserved (and by which patches), which are not."""
+
+    preserved: dict[bytes, list[str]] = field(default_factory=dict)
+    unpreserved: list[Change] = field(default_factory=list)
+    presence: dict[str, tuple[int, int]] = field(default_factory=dict)  # patch -> (entries present, entries)
+
+    def blockers(self, snap: Snapshot) -> list[tuple[bytes, str]]:
+        """Everything that keeps the tree from being safe to reset, as (path, why)."""
+        out = [(c.path, c.kind) for c in self.unpreserved]
+        out += [(p, "staged and unstaged versions differ") for p in snap.staged_differs]
+        out += [(p, "unmerged") for p in snap.unmerged]
+        out += [(p, "submodule has uncommitted changes inside") for p in snap.dirty_submodules]
+        return out
+
+
+class PatchIndex:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.path = os.path.join(store.state_dir, "cache", "patch-index.json")
+        self.records: dict[str, Record] = {}
+        self.dirty = False
+
+    @classmethod
+    def load(cls, store: Store) -> PatchIndex:
+        idx = cls(store)
+        try:
+            with open(idx.path, "rb") as f:
+                data = json.loads(f.read())
+            if data.get("version") == CACHE_VERSION:
+                idx.records = data["patches"]
+        except (OSError, ValueError, KeyError, TypeError):
+            idx.dirty = True
+        return idx
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        blob = json.dumps({"version": CACHE_VERSION, "patches": self.records}, sort_keys=True).encode()
+        try:
+            atomic_write(self.path, blob)
+        except StackmgrError:
+            pass  # a read-only store still answers; the cache is only an accelerator
+        self.dirty = False
+
+    def refresh(self) -> None:
+        """Bring every patch file's record up to date (stat first, re-read only what changed)."""
+        try:
+            names = {n for n in os.listdir(self.store.patches_dir) if n.endswith(".patch")}
+        except FileNotFoundError:
+            names = set()
+        for gone in set(self.records) - names:
+            del self.records[gone]
+            self.dirty = True
+        for name in sorted(names):
+            self.record(name)
+
+    def record(self, filename: str) -> Record | None:
+        path = os.path.join(self.store.patches_dir, filename)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            if self.records.pop(filename, None) is not None:
+                self.dirty = True
+            return None
+        sig = [st.st_size, st.st_mtime_ns, st.st_ino]
+        rec = self.records.get(filename)
+        if rec is not None and rec["sig"] == sig:
+            return rec
+        with open(path, "rb") as f:
+            data = f.read()
+        digest = hashlib.sha256(data).hexdigest()
+        if rec is None or rec["sha256"] != digest:
+            rec = self._parse(filename, data, digest)
+        rec["sig"] = sig
+        self.records[filename] = rec
+        self.dirty = True
+        return rec
+
+    def _parse(self, filename: str, data: bytes, digest: str) -> Record:
+        rec: Record = {"sha256": digest, "tree": None, "base": None, "subject": "", "entries": [], "error": None}
+        try:
+            header = patchfile.parse_header(data, filename)
+            images = patchfile.post_images(patchfile.diff_part(data), filename)
+        except StackmgrError as exc:
+            rec["error"] = exc.message
+            return rec
+        rec.update(tree=header.tree, base=header.base, subject=header.subject, stat=patchfile.stat_totals(data))
+        missing = [im.path for im in images if im.blob is None]
+        base_blobs = self._base_blobs(header.tree, header.base, missing) if missing else {}
+        rec["entries"] = [
+            [os.fsdecode(im.path), im.mode, im.blob if im.blob is not None else base_blobs.get(im.path)]
+            for im in images
+        ]
+        return rec
+
+    def _base_blobs(self, tree: str, base: str, paths: list[bytes]) -> dict[bytes, str]:
+        """Blobs a mode-only change keeps, looked up at the patch's base (unknown when the base is absent)."""
+        config = self.store.trees.get(tree)
+        try:
+            if config is None:
+                return {}
+            top = git.open_repo(config.path).top
+            if not git.has_commit(top, base):
+                return {}
+            return {p: blob for p, (_mode, blob) in git.blob_entries(top, base, paths).items()}
+        except StackmgrError:
+            return {}
+
+    def entries_by_path(self, tree: str) -> dict[bytes, list[tuple[str, str | None, str]]]:
+        table: dict[bytes, list[tuple[str, str | None, str]]] = {}
+        for filename, rec in self.records.items():
+            if rec["tree"] != tree:
+                continue
+            for path, mode, blob in rec["entries"]:
+                table.setdefault(os.fsencode(path), []).append((mode, blob, filename))
+        return table
+
+    def patches_of(self, tree: str) -> list[str]:
+        return sorted(name[: -len(".patch")] for name, rec in self.records.items() if rec["tree"] == tree)
+
+
+def _match(idx: PatchIndex, snap: Snapshot) -> Assessment:
+    table = idx.entries_by_path(snap.tree)
+    result = Assessment()
+    for change in snap.changes:
+        owners = [f for mode, blob, f in table.get(change.path, ()) if (mode, blob) == (change.new_mode, change.new_blob)]
+        if owners:
+            result.preserved[change.path] = sorted(f[: -len(".patch")] for f in owners)
+        else:
+            result.unpreserved.append(change)
+    return result
+
+
+def _owners_current(idx: PatchIndex, result: Assessment) -> bool:
+    """Every preserving patch named in `result` is still the file that was indexed."""
+    names = {n for owners in result.preserved.values() for n in owners}
+    before = {n: idx.records.get(n + ".patch", {}).get("sha256") for n in names}
+    return all(
+        (rec := idx.record(n + ".patch")) is not None and rec["sha256"] == before[n] for n in names
+    )
+
+
+def assess(store: Store, snap: Snapshot, *, full: bool = False) -> Assessment:
+    """Match the snapshot's changes against the store's patches.
+
+    Fast path (shell prompts): trust the cache, then re-validate only the patches that preserve something. Any
+    doubt (an unmatched change, a changed owner, `full`) re-reads the whole store before answering.
+    """
+    idx = PatchIndex.load(store)
+    if full or not idx.records:
+        idx.refresh()
+    result = _match(idx, snap)
+    if not full and (result.unpreserved or not _owners_current(idx, result)):
+        idx.refresh()
+        result = _match(idx, snap)
+    if full:
+        result.presence = _presence(idx, snap)
+    idx.save()
+    return result
+
+
+def _presence(idx: PatchIndex, snap: Snapshot) -> dict[str, tuple[int, int]]:
+    state = {c.path: (c.new_mode, c.new_blob) for c in snap.changes}
+    presence = {}
+    for filename, rec in idx.records.items():
+        if rec["tree"] != snap.tree or not rec["entries"]:
+            continue
+        hits = sum(1 for p, mode, blob in rec["entries"] if state.get(os.fsencode(p)) == (mode, blob))
+        presence[filename[: -len(".patch")]] = (hits, len(rec["entries"]))
+    return presence
+
+
+def index_saved_patch(store: Store, filename: str) -> None:
+    """Record a just-written patch in the cache, so the next `check` needs no re-read."""
+    idx = PatchIndex.load(store)
+    idx.record(filename)
+    idx.save()

@@ -1,0 +1,238 @@
+"""`stackmgr save`: write a tree's changes into patches/NAME.patch, verified by a round trip (SPEC §3.1, §5)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stackmgr import git, patchfile
+from stackmgr.config import Store
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.fsutil import atomic_write, locked
+from stackmgr.names import inside, patch_name
+from stackmgr.preserved import index_saved_patch
+from stackmgr.series import SeriesFile
+from stackmgr.snapshot import Snapshot, take_snapshot
+from stackmgr.types import Change, show_path
+
+_CONFLICT = re.compile(rb"^\+(<<<<<<<|>>>>>>>)( |$)", re.M)
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    name: str
+    path: str
+    tree: str
+    base: str
+    files: int
+    insertions: int
+    deletions: int
+    outcome: str  # "saved" | "updated" | "unchanged"
+    series: str | None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SaveRequest:
+    name: str
+    tree: str | None = None
+    message: str | None = None
+    series: str | None = None
+    base: str | None = None
+    paths: tuple[str, ...] = ()
+    update: bool = False
+    allow_conflict_markers: bool = False
+
+
+def pick_tree(store: Store, wanted: str | None) -> tuple[str, Snapshot]:
+    """The tree to save from: the one named, else the only tree with changes."""
+    if wanted is not None:
+        config = store.tree(wanted)
+        return wanted, take_snapshot(wanted, config.path, store.max_untracked_bytes)
+    if not store.trees:
+        raise UsageProblem("the store has no trees", "register one with `stackmgr tree add NAME PATH`")
+    dirty = []
+    for name, config in sorted(store.trees.items()):
+        if not os.path.isdir(config.path):
+            continue
+        snap = take_snapshot(name, config.path, store.max_untracked_bytes)
+        if snap.changes:
+            dirty.append((name, snap))
+    if len(dirty) == 1:
+        return dirty[0]
+    if not dirty:
+        raise StackmgrError("no tree has changes to save", "edit something first, or name the tree with -t")
+    names = ", ".join(n for n, _ in dirty)
+    raise UsageProblem(f"more than one tree has changes ({names})", "say which with -t TREE")
+
+
+def _select(snap: Snapshot, wanted: Sequence[str]) -> list[Change]:
+    if not wanted:
+        return list(snap.changes)
+    chosen: dict[bytes, Change] = {}
+    top = os.path.realpath(snap.repo.top)
+    cwd = os.path.realpath(os.getcwd())
+    for raw in wanted:
+        base = cwd if os.path.commonpath([top, cwd]) == top else top
+        rel = os.path.relpath(os.path.normpath(os.path.join(base, raw)), top)
+        if rel.startswith(".."):
+            raise UsageProblem(f"'{raw}' is outside tree {snap.tree} ({top})", "give paths inside the tree")
+        prefix = os.fsencode(rel) if rel != "." else b""
+        hits = [c for c in snap.changes if not prefix or c.path == prefix or c.path.startswith(prefix + b"/")]
+        if not hits:
+            raise UsageProblem(f"no changes under '{raw}' in tree {snap.tree}", "see `stackmgr status`")
+        chosen.update((c.path, c) for c in hits)
+    return [chosen[p] for p in sorted(chosen)]
+
+
+def save(store: Store, req: SaveRequest) -> SaveResult:
+    name = patch_name(req.name)
+    filename = name + ".patch"
+    os.makedirs(store.patches_dir, exist_ok=True)
+    target = inside(store.patches_dir, filename)
+    with locked(store.lock_path, "the store"):
+        tree, snap = pick_tree(store, req.tree)
+        _refuse_unsafe_state(snap)
+        changes = _select(snap, req.paths)
+        if not changes:
+            raise StackmgrError(f"tree {tree} has no changes to save", "edit something first")
+        base = git.resolve_commit(snap.repo.top, req.base) if req.base else snap.head
+        paths = [c.path for c in changes] if req.paths else []
+        series = _series_for(store, req.series, name)
+        data, stat = _build(store, tree, snap, base, paths, name, req)
+        _refuse_conflict_markers(data, req.allow_conflict_markers)
+        outcome = _write_verified(store, snap, target, data, base, paths, req.update)
+        if series is not None and name not in series.patch_names():
+            series.append(filename)
+            series.write()
+        index_saved_patch(store, filename)
+    warnings = tuple(f"{show_path(p)}: its staged version differs; the patch holds the working-tree version"
+                     for p in snap.staged_differs if not paths or p in paths)  # fmt: skip
+    files, plus, minus = patchfile.stat_totals(data)
+    return SaveResult(name, target, tree, base, files, plus, minus, outcome,
+                      series.name if series else None, warnings)  # fmt: skip
+
+
+def _refuse_unsafe_state(snap: Snapshot) -> None:
+    if snap.operation:
+        raise StackmgrError(f"tree {snap.tree} is in the middle of {snap.operation}",
+                            "finish or abort it first (git status says how)")  # fmt: skip
+    if snap.unmerged:
+        raise StackmgrError(f"tree {snap.tree} has unmerged paths ({show_path(snap.unmerged[0])})",
+                            "resolve them and `git add` them first")  # fmt: skip
+
+
+def _series_for(store: Store, name: str | None, patch: str) -> SeriesFile | None:
+    if name is None:
+        return None
+    series = SeriesFile.load_or_new(store, name)
+    if series.entries and patch not in series.patch_names():
+        raise UsageProblem(
+            f"series {name} already has patches and is not applied to this tree",
+            f"save without --series, then `stackmgr series add {name} {patch}`",
+        )
+    return series
+
+
+def _build(
+    store: Store, tree: str, snap: Snapshot, base: str, paths: list[bytes], name: str, req: SaveRequest
+) -> tuple[bytes, bytes]:
+    top = snap.repo.top
+    tree_id = snap.tree_id()
+    diff = git.diff_patch(top, base, tree_id, paths)
+    if not diff:
+        raise StackmgrError(f"tree {tree} has no changes to save against {base[:12]}", "edit something first")
+    stat = git.diff_stat(top, base, tree_id, paths)
+    subject, body = patchfile.check_message(req.message or name)
+    author, email, stamp, tz = git.author_ident(top)
+    date = patchfile.rfc2822(stamp, tz)
+    existing = _read(os.path.join(store.patches_dir, name + ".patch"))
+    if existing is not None:
+        date, author, email = _keep_identity(existing, date, author, email)
+    data = patchfile.render(tree=tree, base=base, subject=subject, body=body, name=author, email=email,
+                            date=date, stat=stat, diff=diff)  # fmt: skip
+    return data, stat
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def _keep_identity(existing: bytes, date: str, author: str, email: str) -> tuple[str, str, str]:
+    """Re-saving keeps the first author and date, so an unchanged state gives identical bytes."""
+    try:
+        header = patchfile.parse_header(existing, "existing patch")
+    except StackmgrError:
+        return date, author, email
+    name, _, mail = header.author.rpartition(" <")
+    if not (name and mail.endswith(">") and header.date):
+        return date, author, email
+    return header.date, name, mail[:-1]
+
+
+def _refuse_conflict_markers(data: bytes, allowed: bool) -> None:
+    if allowed:
+        return
+    for section in patchfile.diff_part(data).split(b"\ndiff --git "):
+        if b"\nGIT binary patch" in section:
+            continue
+        if _CONFLICT.search(section):
+            name = section.split(b"\n", 1)[0].removeprefix(b"diff --git ").decode("utf-8", "replace")
+            raise StackmgrError(f"conflict markers in {name}",
+                                "resolve them, or pass --allow-conflict-markers if they are content")  # fmt: skip
+
+
+def _write_verified(
+    store: Store, snap: Snapshot, target: str, data: bytes, base: str, paths: list[bytes], update: bool
+) -> str:
+    """Write the patch only once its bytes, applied to the base, reproduce the snapshot for the saved paths."""
+    existing = _read(target)
+    if existing == data:
+        return "unchanged"
+    if existing is not None and not update:
+        raise StackmgrError(f"patch {os.path.basename(target)} already exists",
+                            "pass --update to replace it, or pick another name")  # fmt: skip
+    tmp = target + f".{os.getpid()}.new"
+    atomic_write(tmp, data)
+    try:
+        _verify_round_trip(snap, tmp, base, paths)
+        if existing is not None:
+            _keep_previous(store, os.path.basename(target), existing)
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return "updated" if existing is not None else "saved"
+
+
+def _verify_round_trip(snap: Snapshot, patch_path: str, base: str, paths: list[bytes]) -> None:
+    top = snap.repo.top
+    index = git.scratch_index(snap.repo, "verify")
+    try:
+        git.run(top, ["read-tree", base], index=index)
+        ok, err = git.apply_to_index(top, index, patch_path)
+        if not ok:
+            raise StackmgrError(f"the written patch does not apply to its base ({err.splitlines()[-1] if err else '?'})",
+                                "nothing was saved; please report this")  # fmt: skip
+        result = git.write_tree(top, index)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(index)
+    if git.diff_raw(top, base, result) != git.diff_raw(top, base, snap.tree_id(), paths):
+        raise StackmgrError("the written patch does not reproduce the working tree", "nothing was saved; please report this")
+
+
+def _keep_previous(store: Store, filename: str, existing: bytes) -> None:
+    """--update keeps the replaced version under patches/.versions/ for interdiff."""
+    digest = hashlib.sha256(existing).hexdigest()[:12]
+    directory = os.path.join(store.patches_dir, ".versions", filename[: -len(".patch")])
+    os.makedirs(directory, exist_ok=True)
+    atomic_write(os.path.join(directory, f"{digest}.patch"), existing)

@@ -1,0 +1,198 @@
+"""Series files (SPEC §3.2): the intersection of quilt's and Mercurial MQ's grammar.
+
+    # comment lines start in column 0
+    first-fix.patch
+    kernel-tweak.patch -p1 #+xpu
+
+Parsing keeps every line as written, so edits rewrite only the entries they touch and comments survive.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from stackmgr.config import Store
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.fsutil import atomic_write
+from stackmgr.names import check_name, inside, patch_name
+
+_GUARD = re.compile(r"#[+-][A-Za-z0-9_.-]+")
+
+
+@dataclass
+class Entry:
+    patch: str  # file name relative to patches/, e.g. "fix.patch"
+    lineno: int
+    guards: list[str] = field(default_factory=list)  # "+xpu" / "-xpu"
+    strip: bool = False  # an explicit -p1 was written
+    comment: str = ""  # a trailing "# ..." kept as written
+
+    @property
+    def name(self) -> str:
+        return self.patch[: -len(".patch")] if self.patch.endswith(".patch") else self.patch
+
+    def render(self) -> str:
+        parts = [self.patch] + (["-p1"] if self.strip else []) + ["#" + g for g in self.guards]
+        return " ".join(parts + ([self.comment] if self.comment else []))
+
+
+@dataclass
+class Line:
+    text: str  # without its line ending
+    ending: str
+    entry: Entry | None = None
+
+
+class SeriesError(StackmgrError):
+    def __init__(self, path: str, lineno: int, message: str, hint: str | None = None) -> None:
+        super().__init__(f"{path}:{lineno}: {message}", hint or "edit the series file to fix it")
+
+
+def parse_entry(path: str, lineno: int, text: str) -> Entry | None:
+    stripped = text.strip()
+    if not stripped:
+        return None
+    if text.startswith("#"):
+        return None
+    if stripped.startswith("#"):
+        raise SeriesError(path, lineno, "comment not in column 0", "move the '#' to the start of the line")
+    words = stripped.split()
+    entry = Entry(words[0], lineno)
+    try:
+        check_name("patch", entry.patch)
+    except UsageProblem as exc:
+        raise SeriesError(path, lineno, exc.message) from None
+    for n, word in enumerate(words[1:], start=1):
+        if word == "-p1":
+            entry.strip = True
+        elif _GUARD.fullmatch(word):
+            entry.guards.append(word[1:])
+        elif word.startswith(("#+", "#-")):
+            raise SeriesError(path, lineno, f"bad guard '{word}'", "guards look like #+name or #-name")
+        elif word.startswith("#"):
+            entry.comment = " ".join(words[n:])
+            break
+        elif word.startswith("-p"):
+            raise SeriesError(path, lineno, f"'{word}' is not supported", "patches are stored for -p1; drop the option")
+        else:
+            raise SeriesError(path, lineno, f"unexpected '{word}' after the patch name",
+                              "one patch name per line, then optional -p1 and #+guard / #-guard")  # fmt: skip
+    return entry
+
+
+class SeriesFile:
+    def __init__(self, store: Store, name: str, lines: list[Line], exists: bool) -> None:
+        self.store = store
+        self.name = name
+        self.path = series_path(store, name)
+        self.lines = lines
+        self.exists = exists
+
+    @classmethod
+    def load(cls, store: Store, name: str) -> SeriesFile:
+        path = series_path(store, name)
+        if not os.path.exists(path):
+            raise UsageProblem(f"no series named '{name}'", "list them with `stackmgr series`")
+        return cls._read(store, name, path)
+
+    @classmethod
+    def load_or_new(cls, store: Store, name: str) -> SeriesFile:
+        path = series_path(store, name)
+        if os.path.exists(path):
+            return cls._read(store, name, path)
+        return cls(store, name, [], exists=False)
+
+    @classmethod
+    def _read(cls, store: Store, name: str, path: str) -> SeriesFile:
+        if not os.path.isfile(path):
+            raise StackmgrError(f"{path} is not a regular file", "replace it with a series file")
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "surrogateescape")
+        rel = os.path.relpath(path, store.root)
+        lines = []
+        seen: dict[str, int] = {}
+        for lineno, raw in enumerate(text.splitlines(keepends=True), start=1):
+            body = raw.rstrip("\r\n")
+            entry = parse_entry(rel, lineno, body)
+            if entry is not None:
+                if entry.patch in seen:
+                    raise SeriesError(rel, lineno, f"'{entry.patch}' is listed twice (first on line {seen[entry.patch]})",
+                                      "remove one of the two lines")  # fmt: skip
+                seen[entry.patch] = lineno
+            lines.append(Line(body, raw[len(body) :], entry))
+        return cls(store, name, lines, exists=True)
+
+    @property
+    def entries(self) -> list[Entry]:
+        return [ln.entry for ln in self.lines if ln.entry is not None]
+
+    def patch_names(self) -> list[str]:
+        return [e.name for e in self.entries]
+
+    def missing_patches(self) -> list[Entry]:
+        return [e for e in self.entries if not os.path.isfile(os.path.join(self.store.patches_dir, e.patch))]
+
+    def check_files(self) -> None:
+        """Missing patch files are an error before anything is touched (unlike quilt, which applies them empty)."""
+        missing = self.missing_patches()
+        if missing:
+            rel = os.path.relpath(self.path, self.store.root)
+            names = ", ".join(f"{e.patch} (line {e.lineno})" for e in missing)
+            raise StackmgrError(f"{rel}: missing patch files: {names}", "restore them or remove those lines")
+
+    def _find(self, patch: str) -> int:
+        wanted = patch_name(patch) + ".patch"
+        for i, line in enumerate(self.lines):
+            if line.entry is not None and line.entry.patch in (wanted, patch):
+                return i
+        raise UsageProblem(f"'{patch}' is not in series {self.name}", f"see `stackmgr series {self.name}`")
+
+    def append(self, filename: str) -> None:
+        self.insert(filename, len(self.entries))
+
+    def insert(self, filename: str, position: int) -> None:
+        """Insert `filename` so that it becomes entry number `position` (0-based)."""
+        if filename in (e.patch for e in self.entries):
+            raise UsageProblem(f"'{filename}' is already in series {self.name}", "each patch appears once")
+        entry = Entry(filename, 0)
+        entries = self.entries
+        at = len(self.lines) if position >= len(entries) else self.lines.index(
+            next(ln for ln in self.lines if ln.entry is entries[max(position, 0)])
+        )
+        if at == len(self.lines) and self.lines and not self.lines[-1].ending:
+            self.lines[-1].ending = "\n"
+        self.lines.insert(at, Line(entry.render(), "\n", entry))
+
+    def remove(self, patch: str) -> Entry:
+        line = self.lines.pop(self._find(patch))
+        assert line.entry is not None
+        return line.entry
+
+    def move(self, patch: str, position: int) -> None:
+        entry = self.remove(patch)
+        self.insert(entry.patch, position)
+        moved = self.lines[self._find(entry.patch)]
+        moved.entry = entry
+        moved.text = entry.render()
+
+    def render(self) -> bytes:
+        return "".join(ln.text + ln.ending for ln in self.lines).encode("utf-8", "surrogateescape")
+
+    def write(self) -> None:
+        os.makedirs(self.store.series_dir, exist_ok=True)
+        atomic_write(self.path, self.render())
+        self.exists = True
+
+
+def series_path(store: Store, name: str) -> str:
+    return inside(store.series_dir, check_name("series", name))
+
+
+def list_series(store: Store) -> list[str]:
+    try:
+        names = os.listdir(store.series_dir)
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if not n.startswith(".") and os.path.isfile(os.path.join(store.series_dir, n)))

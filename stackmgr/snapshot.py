@@ -1,0 +1,209 @@
+"""The snapshot of a tree: the git tree id of its working tree, and its changes against HEAD (SPEC §4).
+
+One `git status` on the tree's private index finds what moved since the last snapshot; only those paths are
+re-hashed (`update-index`). Untracked files over the size limit, special files and nested repositories are
+left out and reported as unprotected; ignored files never enter.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+
+from stackmgr import git
+from stackmgr.errors import StackmgrError
+from stackmgr.fsutil import locked
+from stackmgr.types import EMPTY_BLOB, Change, CommitId, TreeId, Unprotected
+
+
+@dataclass
+class Snapshot:
+    tree: str
+    repo: git.Repo
+    head: CommitId
+    changes: list[Change]
+    unprotected: list[Unprotected]
+    staged_differs: list[bytes] = field(default_factory=list)
+    unmerged: list[bytes] = field(default_factory=list)
+    dirty_submodules: list[bytes] = field(default_factory=list)
+    operation: str | None = None
+    _tree_id: TreeId | None = None
+
+    def tree_id(self) -> TreeId:
+        """The working tree as a git tree (written on demand: `check` never needs it)."""
+        if self._tree_id is None:
+            self._tree_id = git.TempIndex(self.repo).write_tree()
+        return self._tree_id
+
+    def change_map(self) -> dict[bytes, Change]:
+        return {c.path: c for c in self.changes}
+
+
+@dataclass
+class _Status:
+    head: str = ""
+    stale: list[bytes] = field(default_factory=list)  # working tree differs from the private index
+    untracked: list[bytes] = field(default_factory=list)
+    index_only_adds: list[bytes] = field(default_factory=list)  # in the private index, not in HEAD
+    changes: list[Change] = field(default_factory=list)  # HEAD -> private index
+    dirty_submodules: list[bytes] = field(default_factory=list)
+
+
+def _parse_status(out: bytes) -> _Status:
+    st = _Status()
+    records = out.split(b"\0")
+    i = 0
+    while i < len(records):
+        rec = records[i]
+        i += 1
+        if not rec:
+            continue
+        kind = rec[:1]
+        if kind == b"#":
+            if rec.startswith(b"# branch.oid "):
+                st.head = rec[13:].decode()
+        elif kind == b"?":
+            st.untracked.append(rec[2:])
+        elif kind == b"1":
+            xy, sub, mh, mi, mw, hh, hi, path = rec[2:].split(b" ", 7)
+            _ordinary(st, xy, sub, mh.decode(), mi.decode(), hh.decode(), hi.decode(), path)
+        elif kind == b"u":
+            st.stale.append(rec[2:].split(b" ", 9)[9])
+        elif kind == b"2":  # renames are off; never expected, but never dropped either
+            st.stale.append(rec[2:].split(b" ", 8)[8])
+            i += 1
+    return st
+
+
+def _ordinary(st: _Status, xy: bytes, sub: bytes, mh: str, mi: str, hh: str, hi: str, path: bytes) -> None:
+    x, y = xy[:1], xy[1:]
+    if y != b".":
+        st.stale.append(path)
+    if x != b".":
+        st.changes.append(Change(path, mh, mi, hh, hi))
+    if x == b"A":
+        st.index_only_adds.append(path)
+    if sub.startswith(b"S") and (sub[2:3] == b"M" or sub[3:4] == b"U"):
+        st.dirty_submodules.append(path)
+
+
+def take_snapshot(tree: str, path: str, max_untracked_bytes: int, *, find_special: bool = True) -> Snapshot:
+    """Snapshot the working tree at `path`. The real index is read, never written."""
+    repo = git.open_repo(path)
+    index = git.TempIndex(repo)
+    with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {tree}"):
+        try:
+            index.seed()
+        except StackmgrError:
+            _refuse_unborn(tree, repo)
+            raise
+        status_proc = index.start_status()
+        staged_proc = git.start_staged_changes(repo)
+        st = _parse_status(git.finish(status_proc)[1])
+        if st.head in ("", "(initial)"):
+            staged_proc.communicate()
+            _refuse_unborn(tree, repo)
+        staged = git.parse_raw(git.finish(staged_proc)[1])
+        snap = _reconcile(tree, repo, index, st, staged, max_untracked_bytes)
+    if find_special:
+        snap.unprotected.extend(_special_files(repo))
+    snap.operation = repo.operation_in_progress()
+    return snap
+
+
+def _refuse_unborn(tree: str, repo: git.Repo) -> None:
+    if git.head_commit(repo.top) is None:
+        raise StackmgrError(f"tree {tree} ({repo.top}) has no commits yet", "make a first commit there")
+
+
+def _reconcile(
+    tree: str, repo: git.Repo, index: git.TempIndex, st: _Status, staged: list[Change], limit: int
+) -> Snapshot:
+    tracked_adds = {c.path for c in staged if c.old_mode == "000000" and c.new_mode != "000000"}
+    unprotected: list[Unprotected] = []
+    add: list[bytes] = []
+    remove: list[bytes] = []
+    for p in st.untracked:
+        verdict = _untracked_verdict(repo.top, p, limit, p in tracked_adds)
+        if verdict is None:
+            add.append(p)
+        elif verdict.reason != "gone":
+            unprotected.append(verdict)
+    index_only = set(st.index_only_adds) - tracked_adds
+    for p in st.stale:
+        verdict = _untracked_verdict(repo.top, p, limit, False) if p in index_only else None
+        if verdict is None or verdict.reason == "gone":
+            add.append(p)
+        else:
+            unprotected.append(verdict)
+            remove.append(p)
+    remove.extend(_now_ignored(repo, sorted(index_only - set(remove))))
+    if add or remove:
+        index.update(add, remove)
+        changes = index.changes_against(st.head)
+    else:
+        changes = st.changes
+    snap = Snapshot(tree, repo, CommitId(st.head), changes, unprotected, dirty_submodules=st.dirty_submodules)
+    _compare_staged(snap, staged)
+    return snap
+
+
+def _untracked_verdict(top: str, path: bytes, limit: int, tracked: bool) -> Unprotected | None:
+    """None when the untracked file can be snapshotted; else why it is left out."""
+    if path.endswith(b"/"):
+        return Unprotected(path.rstrip(b"/"), "nested repository", 0)
+    try:
+        st = os.lstat(os.path.join(os.fsencode(top), path))
+    except FileNotFoundError:
+        return Unprotected(path, "gone", 0)
+    if stat.S_ISLNK(st.st_mode):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return Unprotected(path, "special", 0)
+    if st.st_size > limit and not tracked:
+        return Unprotected(path, "large", st.st_size)
+    return None
+
+
+def _now_ignored(repo: git.Repo, paths: list[bytes]) -> list[bytes]:
+    """Files the private index holds from an earlier snapshot that a .gitignore now covers."""
+    if not paths:
+        return []
+    proc = git.start_check_ignore(repo)
+    rc, out = git.finish(proc, b"".join(p + b"\0" for p in paths), ok=(0, 1))
+    return git.zsplit(out) if rc == 0 else []
+
+
+def _compare_staged(snap: Snapshot, staged: list[Change]) -> None:
+    """Find unmerged paths and paths whose staged version is neither HEAD's nor the working tree's."""
+    worktree = snap.change_map()
+    for c in staged:
+        if c.status == "U":
+            snap.unmerged.append(c.path)
+            continue
+        if c.new_mode == "000000" or (c.old_mode == "000000" and c.new_blob == EMPTY_BLOB):
+            continue  # a staged deletion or an intent-to-add entry holds no content of its own
+        w = worktree.get(c.path)
+        w_state = (w.new_mode, w.new_blob) if w else (c.old_mode, c.old_blob)
+        if w_state != (c.new_mode, c.new_blob):
+            snap.staged_differs.append(c.path)
+
+
+def _special_files(repo: git.Repo) -> list[Unprotected]:
+    """FIFOs, sockets and devices: git never lists them, so look (status/save only, not `check`)."""
+    found = []
+    top = os.fsencode(repo.top)
+    for dirpath, dirnames, filenames in os.walk(top):
+        if dirpath == top and b".git" in dirnames:
+            dirnames.remove(b".git")
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            try:
+                mode = os.lstat(full).st_mode
+            except OSError:
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
+                found.append(os.path.relpath(full, top))
+    ignored = set(_now_ignored(repo, found))
+    return [Unprotected(p, "special", 0) for p in found if p not in ignored]

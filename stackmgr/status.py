@@ -1,0 +1,85 @@
+"""`status`, `check` and `trees`: per tree, what changed, what is preserved, what is unprotected."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from stackmgr import git
+from stackmgr.config import Store, TreeConfig
+from stackmgr.errors import StackmgrError
+from stackmgr.preserved import Assessment, assess
+from stackmgr.snapshot import Snapshot, take_snapshot
+from stackmgr.types import show_path
+
+JSON_SCHEMA = 1
+
+
+@dataclass
+class TreeReport:
+    name: str
+    path: str
+    state: str  # "ok" | "missing" | "error"
+    error: str | None = None
+    snapshot: Snapshot | None = None
+    assessment: Assessment | None = None
+    numstat: dict[bytes, tuple[int, int] | None] = field(default_factory=dict)
+
+    @property
+    def blockers(self) -> list[tuple[bytes, str]]:
+        if self.snapshot is None or self.assessment is None:
+            return []
+        return self.assessment.blockers(self.snapshot)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "path": self.path, "state": self.state, "error": self.error}
+        snap, found = self.snapshot, self.assessment
+        if snap is None or found is None:
+            return out
+        changes = []
+        for c in snap.changes:
+            stat = self.numstat.get(c.path)
+            changes.append({
+                "path": show_path(c.path), "kind": c.kind, "mode": c.new_mode, "blob": c.new_blob,
+                "added": stat[0] if stat else None, "deleted": stat[1] if stat else None,
+                "binary": c.path in self.numstat and stat is None,
+                "preserved_by": found.preserved.get(c.path, []),
+            })  # fmt: skip
+        out.update(
+            head=snap.head, operation=snap.operation, changes=changes,
+            unpreserved=[{"path": show_path(p), "why": why} for p, why in self.blockers],
+            unprotected=[{"path": show_path(u.path), "reason": u.reason, "size": u.size} for u in snap.unprotected],
+            patches=[{"name": n, "present": hit, "total": total} for n, (hit, total) in sorted(found.presence.items())],
+        )  # fmt: skip
+        return out
+
+
+def select_trees(store: Store, names: tuple[str, ...]) -> list[TreeConfig]:
+    return [store.tree(n) for n in names] if names else [store.trees[n] for n in sorted(store.trees)]
+
+
+def report_tree(store: Store, config: TreeConfig, *, full: bool, explicit: bool) -> TreeReport:
+    """Snapshot and assess one tree. A missing tree is reported, not fatal, unless it was asked for by name."""
+    if not os.path.isdir(config.path):
+        if explicit:
+            raise StackmgrError(f"tree {config.name}: {config.path} does not exist", "fix its path in the store config")
+        return TreeReport(config.name, config.path, "missing", f"{config.path} does not exist")
+    try:
+        snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=full)
+    except StackmgrError as exc:
+        if explicit:
+            raise
+        return TreeReport(config.name, config.path, "error", str(exc))
+    report = TreeReport(config.name, config.path, "ok", snapshot=snap, assessment=assess(store, snap, full=full))
+    if full and snap.changes:
+        report.numstat = git.numstat(snap.repo.top, snap.head, snap.tree_id())
+    return report
+
+
+def status_reports(store: Store, names: tuple[str, ...], *, full: bool = True) -> list[TreeReport]:
+    return [report_tree(store, cfg, full=full, explicit=bool(names)) for cfg in select_trees(store, names)]
+
+
+def status_json(reports: list[TreeReport]) -> dict[str, Any]:
+    return {"schema": JSON_SCHEMA, "trees": [r.to_json() for r in reports]}
