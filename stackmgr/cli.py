@@ -10,6 +10,7 @@ import click
 from stackmgr import __version__, commands, output
 from stackmgr.config import add_tree, init_store, open_store
 from stackmgr.errors import UsageProblem
+from stackmgr.names import check_name
 
 
 class Ctx:
@@ -99,6 +100,8 @@ def tree_add(ctx: Ctx, name: str, path: str) -> None:
     from stackmgr.git import discover_toplevel
 
     store = open_store(ctx.store)
+    check_name("tree", name)
+    path = os.path.abspath(path)
     if not os.path.isdir(path):
         raise UsageProblem(f"{path} is not a directory", "give the path of a git working tree")
     top = discover_toplevel(path)

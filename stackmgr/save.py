@@ -14,7 +14,7 @@ from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import atomic_write, locked
 from stackmgr.names import inside, patch_name
-from stackmgr.preserved import index_saved_patch
+from stackmgr.preserved import assess, index_saved_patch
 from stackmgr.series import SeriesFile
 from stackmgr.snapshot import Snapshot, take_snapshot
 from stackmgr.types import Change, show_path
@@ -49,7 +49,7 @@ class SaveRequest:
 
 
 def pick_tree(store: Store, wanted: str | None) -> tuple[str, Snapshot]:
-    """The tree to save from: the one named, else the only tree with changes."""
+    """The tree to save from: the one named, else the only tree with unsaved changes, else the only dirty one."""
     if wanted is not None:
         config = store.tree(wanted)
         return wanted, take_snapshot(wanted, config.path, store.max_untracked_bytes)
@@ -62,12 +62,14 @@ def pick_tree(store: Store, wanted: str | None) -> tuple[str, Snapshot]:
         snap = take_snapshot(name, config.path, store.max_untracked_bytes)
         if snap.changes:
             dirty.append((name, snap))
-    if len(dirty) == 1:
-        return dirty[0]
-    if not dirty:
-        raise StackmgrError("no tree has changes to save", "edit something first, or name the tree with -t")
-    names = ", ".join(n for n, _ in dirty)
-    raise UsageProblem(f"more than one tree has changes ({names})", "say which with -t TREE")
+    unsaved = [(n, s) for n, s in dirty if assess(store, s).unpreserved]
+    for candidates in (unsaved, dirty):
+        if len(candidates) == 1:
+            return candidates[0]
+        if len(candidates) > 1:
+            names = ", ".join(n for n, _ in candidates)
+            raise UsageProblem(f"more than one tree has changes ({names})", "say which with -t TREE")
+    raise StackmgrError("no tree has changes to save", "edit something first, or name the tree with -t")
 
 
 def _select(snap: Snapshot, wanted: Sequence[str]) -> list[Change]:

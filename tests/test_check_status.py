@@ -1,0 +1,203 @@
+"""`check` and `status`: what is preserved, what is not, what is left alone — and the real index never moves."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tests.conftest import Lab, git, git_text
+
+
+def test_a_users_day_check_fails_save_passes_one_more_byte_fails(lab: Lab) -> None:
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 42\n")
+    (lab.tree / "results.md").write_text("107.77 tok/s\n")
+    assert lab.sm("check").code == 1
+    assert lab.sm("check").out == "", "check is quiet unless asked"
+
+    assert lab.sm("save", "decode-boundary", "-m", "decode replay boundary").code == 0
+    assert lab.sm("check").code == 0
+
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 42\n#")
+    check = lab.sm("check", "-v")
+    assert check.code == 1
+    assert check.out.strip() == "vllm: src/model.py (modified)"
+    status = lab.sm("status")
+    assert status.code == 0
+    assert "src/model.py" in status.out and "NOT PRESERVED" in status.out
+    assert "results.md" in status.out and "saved in decode-boundary" in status.out
+
+
+def test_status_json_has_stable_keys(lab: Lab) -> None:
+    (lab.tree / "README").write_text("changed\n")
+    (lab.tree / "new.bin").write_bytes(b"\0\1\2")
+    lab.sm("save", "readme", "README", "-m", "readme")
+    for args in (("--json", "status"), ("status", "--json")):
+        result = lab.sm(*args)
+        assert result.code == 0
+        data = json.loads(result.out)
+        assert data["schema"] == 1
+        (tree,) = data["trees"]
+        assert tree["name"] == "vllm" and tree["state"] == "ok"
+        assert tree["head"] == git_text(lab.tree, "rev-parse", "HEAD")
+        by_path = {c["path"]: c for c in tree["changes"]}
+        assert by_path["README"]["preserved_by"] == ["readme"]
+        assert by_path["README"]["added"] == 1 and by_path["README"]["deleted"] == 1
+        assert by_path["new.bin"]["binary"] is True and by_path["new.bin"]["preserved_by"] == []
+        assert tree["unpreserved"] == [{"path": "new.bin", "why": "added"}]
+        assert tree["patches"] == [{"name": "readme", "present": 1, "total": 1}]
+
+
+def test_read_only_commands_never_write_the_real_index(lab: Lab) -> None:
+    (lab.tree / "README").write_text("staged\n")
+    git(lab.tree, "add", "README")
+    (lab.tree / "untracked.txt").write_text("u\n")
+    os.utime(lab.tree / "src" / "model.py")  # stat-dirty: git status would like to refresh the index
+    before = (lab.tree / ".git" / "index").read_bytes()
+    for args in (("check",), ("status",), ("--json", "status"), ("trees",), ("save", "p", "-m", "x")):
+        lab.sm(*args)
+        assert (lab.tree / ".git" / "index").read_bytes() == before, args
+
+
+def test_ignored_files_are_never_saved(lab: Lab) -> None:
+    (lab.tree / ".gitignore").write_text("*.o\nbuild/\n")
+    git(lab.tree, "add", ".gitignore")
+    git(lab.tree, "commit", "-qm", "ignore")
+    (lab.tree / "kernel.o").write_bytes(b"\x7fELF")
+    (lab.tree / "build").mkdir()
+    (lab.tree / "build" / "out.so").write_bytes(b"\x7fELF")
+    assert lab.sm("check").code == 0
+    (lab.tree / "notes.txt").write_text("n\n")
+    lab.sm("save", "notes", "-m", "notes")
+    data = (lab.store / "patches" / "notes.patch").read_bytes()
+    assert b"kernel.o" not in data and b"out.so" not in data
+
+
+def test_a_file_that_becomes_ignored_leaves_the_snapshot(lab: Lab) -> None:
+    (lab.tree / "scratch.log").write_text("log\n")
+    assert lab.sm("check").code == 1
+    (lab.tree / ".git" / "info" / "exclude").write_text("*.log\n")
+    assert lab.sm("check").code == 0
+
+
+def test_large_untracked_and_special_files_are_unprotected(lab: Lab) -> None:
+    config = lab.store / "stackmgr.toml"
+    config.write_text("max_untracked_bytes = 1000\n" + config.read_text())
+    (lab.tree / "weights.bin").write_bytes(b"x" * 1001)
+    (lab.tree / "small.txt").write_text("s\n")
+    os.mkfifo(lab.tree / "pipe")
+    status = json.loads(lab.sm("--json", "status").out)["trees"][0]
+    reasons = {u["path"]: u["reason"] for u in status["unprotected"]}
+    assert reasons == {"weights.bin": "large", "pipe": "special"}
+    assert [c["path"] for c in status["changes"]] == ["small.txt"]
+    lab.sm("save", "small", "-m", "small")
+    assert lab.sm("check").code == 0, "unprotected files do not make check fail"
+    assert b"weights.bin" not in (lab.store / "patches" / "small.patch").read_bytes()
+
+
+def test_a_large_file_that_is_staged_is_tracked_and_handled(lab: Lab) -> None:
+    config = lab.store / "stackmgr.toml"
+    config.write_text("max_untracked_bytes = 10\n" + config.read_text())
+    (lab.tree / "big.txt").write_text("more than ten bytes\n")
+    git(lab.tree, "add", "big.txt")
+    status = json.loads(lab.sm("--json", "status").out)["trees"][0]
+    assert status["unprotected"] == []
+    assert [c["path"] for c in status["changes"]] == ["big.txt"]
+
+
+def test_staged_and_unstaged_versions_of_one_file_are_not_flattened(lab: Lab) -> None:
+    (lab.tree / "README").write_text("staged version\n")
+    git(lab.tree, "add", "README")
+    (lab.tree / "README").write_text("working version\n")
+    lab.sm("save", "readme", "-m", "readme")
+    check = lab.sm("check", "-v")
+    assert check.code == 1
+    assert "README (staged and unstaged versions differ)" in check.out
+    git(lab.tree, "add", "README")
+    assert lab.sm("check").code == 0
+
+
+def test_intent_to_add_is_an_ordinary_new_file(lab: Lab) -> None:
+    (lab.tree / "ita.txt").write_text("content\n")
+    git(lab.tree, "add", "-N", "ita.txt")
+    assert lab.sm("save", "ita", "-m", "ita").code == 0
+    assert b"+content" in (lab.store / "patches" / "ita.patch").read_bytes()
+    assert lab.sm("check").code == 0
+
+
+def test_deleting_and_restoring_a_file_is_tracked_across_checks(lab: Lab) -> None:
+    (lab.tree / "README").unlink()
+    assert lab.sm("check").code == 1
+    lab.sm("save", "rm-readme", "-m", "remove readme")
+    assert lab.sm("check").code == 0
+    (lab.tree / "README").write_text("hello\n")
+    assert lab.sm("check").code == 0, "back to HEAD: nothing to preserve"
+    (lab.tree / "README").write_text("different\n")
+    assert lab.sm("check").code == 1
+
+
+def test_editing_a_patch_by_hand_is_noticed(lab: Lab) -> None:
+    (lab.tree / "README").write_text("saved\n")
+    lab.sm("save", "readme", "-m", "readme")
+    assert lab.sm("check").code == 0
+    patch = lab.store / "patches" / "readme.patch"
+    patch.write_bytes(patch.read_bytes().replace(b"+saved", b"+other"))
+    index_line = [ln for ln in patch.read_bytes().split(b"\n") if ln.startswith(b"index ")][0]
+    patch.write_bytes(patch.read_bytes().replace(index_line, index_line[:-50] + b"0" * 40 + b" 100644"))
+    assert lab.sm("check").code == 1
+
+
+def test_deleting_a_patch_makes_its_changes_unpreserved(lab: Lab) -> None:
+    (lab.tree / "README").write_text("saved\n")
+    lab.sm("save", "readme", "-m", "readme")
+    assert lab.sm("check").code == 0
+    (lab.store / "patches" / "readme.patch").unlink()
+    assert lab.sm("check").code == 1
+
+
+def test_mode_change_and_symlink_are_matched_exactly(lab: Lab) -> None:
+    (lab.tree / "src" / "model.py").chmod(0o755)
+    os.symlink("README", lab.tree / "alias")
+    lab.sm("save", "modes", "-m", "modes")
+    assert lab.sm("check").code == 0
+    os.unlink(lab.tree / "alias")
+    os.symlink("src", lab.tree / "alias")
+    assert lab.sm("check").code == 1
+
+
+def test_check_json_and_trees_listing(lab: Lab) -> None:
+    (lab.tree / "README").write_text("x\n")
+    data = json.loads(lab.sm("check", "--json").out)
+    assert data["preserved"] is False
+    assert data["trees"][0]["unpreserved"] == [{"path": "README", "why": "modified"}]
+    trees = json.loads(lab.sm("trees", "--json").out)["trees"]
+    assert trees[0]["name"] == "vllm" and trees[0]["unpreserved"] == 1 and trees[0]["changes"] == 1
+
+
+def test_missing_tree_is_reported_not_a_crash(lab: Lab, tmp_path: Path) -> None:
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + f'\n[trees.gone]\npath = "{tmp_path}/nowhere"\n')
+    trees = lab.sm("trees")
+    assert trees.code == 0 and "missing" in trees.out
+    status = lab.sm("status")
+    assert status.code == 0 and "does not exist" in status.out
+    assert lab.sm("check").code == 0
+    named = lab.sm("check", "gone")
+    assert named.code == 3 and "does not exist" in named.err
+
+
+def test_two_trees_save_needs_t_when_both_are_dirty(lab: Lab, tmp_path: Path) -> None:
+    from tests.conftest import make_repo
+
+    kernels = make_repo(tmp_path / "vllm-xpu-kernels", {"k.cpp": "int k;\n"})
+    assert lab.sm("tree", "add", "vllm-xpu-kernels", str(kernels)).code == 0
+    (lab.tree / "README").write_text("a\n")
+    (kernels / "k.cpp").write_text("int k = 1;\n")
+    refused = lab.sm("save", "x", "-m", "x")
+    assert refused.code == 2 and "vllm, vllm-xpu-kernels" in refused.err and "-t" in refused.err
+    assert lab.sm("save", "kfix", "-t", "vllm-xpu-kernels", "-m", "kernel fix").code == 0
+    assert b"Stackmgr-Tree: vllm-xpu-kernels" in (lab.store / "patches" / "kfix.patch").read_bytes()
+    assert lab.sm("check", "vllm-xpu-kernels").code == 0
+    assert lab.sm("check").code == 1
+    inferred = lab.sm("save", "readme", "-m", "both dirty, only vllm unsaved")
+    assert inferred.code == 0 and "tree vllm," in inferred.out
