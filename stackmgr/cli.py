@@ -63,7 +63,7 @@ def trees_cmd(ctx: Ctx, as_json: bool) -> None:
 
     store = open_store(ctx.store)
     reports = status_reports(store, (), full=False)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r in reports:
         snap = r.snapshot
         rows.append({
@@ -143,8 +143,18 @@ def check(ctx: Ctx, trees: tuple[str, ...], verbose: bool, quiet: bool, as_json:
 @click.option("--allow-conflict-markers", is_flag=True, help="Save even if added lines look like conflict markers.")
 @json_option
 @pass_ctx
-def save(ctx: Ctx, name: str, paths: tuple[str, ...], tree: str | None, message: str | None,
-         series: str | None, base: str | None, update: bool, allow_conflict_markers: bool, as_json: bool) -> None:  # fmt: skip
+def save(
+    ctx: Ctx,
+    name: str,
+    paths: tuple[str, ...],
+    tree: str | None,
+    message: str | None,
+    series: str | None,
+    base: str | None,
+    update: bool,
+    allow_conflict_markers: bool,
+    as_json: bool,
+) -> None:
     """Save the working-tree changes of a tree (or only PATHS) into patches/NAME.patch."""
     from stackmgr.save import SaveRequest
     from stackmgr.save import save as do_save
@@ -157,7 +167,7 @@ def save(ctx: Ctx, name: str, paths: tuple[str, ...], tree: str | None, message:
         data: dict[str, Any] = {"schema": 1, **{k: v for k, v in vars(result).items() if k != "warnings"}}
         output.emit_json(data)
         return
-    rel = os.path.relpath(result.path)
+    rel = os.path.relpath(result.path, open_store(ctx.store).root)
     what = {"saved": "saved", "updated": "updated", "unchanged": "unchanged, already saved as"}[result.outcome]
     tail = f"; in series {result.series}" if result.series else ""
     output.out(f"{what} {rel}: {result.files} files, +{result.insertions} -{result.deletions} "

@@ -63,7 +63,8 @@ def _has_stackmgr_table(pyproject: str) -> bool:
             data = f.read()
     except OSError:
         return False
-    return b"[tool.stackmgr" in data and "stackmgr" in _parse(pyproject, data).get("tool", {})
+    tool = _parse(pyproject, data).get("tool", {}) if b"[tool.stackmgr" in data else {}
+    return isinstance(tool, dict) and "stackmgr" in tool
 
 
 def _parse(path: str, data: bytes) -> dict[str, object]:
@@ -150,9 +151,15 @@ def init_store(directory: str) -> tuple[str, bool]:
     if not already:
         atomic_write(os.path.join(root, CONFIG_FILE), b"# stackmgr store: register trees with `stackmgr tree add`\n")
     gitignore = os.path.join(root, ".gitignore")
-    existing = open(gitignore, "rb").read() if os.path.exists(gitignore) else b""
+    existing = b""
+    if os.path.exists(gitignore):
+        with open(gitignore, "rb") as f:
+            existing = f.read()
     if b".stackmgr/" not in existing.splitlines():
-        atomic_write(gitignore, existing + (b"\n" if existing and not existing.endswith(b"\n") else b"") + STORE_GITIGNORE)
+        atomic_write(
+            gitignore,
+            existing + (b"\n" if existing and not existing.endswith(b"\n") else b"") + STORE_GITIGNORE,
+        )
     return root, not already
 
 

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BrokenPipeError:
         return 0
-    except Exception as exc:  # noqa: BLE001  (anything else is a bug: one line, traceback on request)
+    except Exception as exc:
         return _click_or_crash(exc, debug)
 
 

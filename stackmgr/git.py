@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from stackmgr.errors import GitFailed, StackmgrError
 from stackmgr.types import Change, CommitId, TreeId
@@ -70,7 +71,9 @@ def run_rc(top: str, args: Sequence[str | bytes], *, index: str | None = None) -
     return proc.returncode, out, err
 
 
-def start(top: str, args: Sequence[str | bytes], *, index: str | None = None, stdin: bool = False) -> subprocess.Popen[bytes]:
+def start(
+    top: str, args: Sequence[str | bytes], *, index: str | None = None, stdin: bool = False
+) -> subprocess.Popen[bytes]:
     """Start git without waiting, so independent git calls of one command overlap."""
     try:
         return subprocess.Popen(
@@ -84,7 +87,7 @@ def start(top: str, args: Sequence[str | bytes], *, index: str | None = None, st
 def finish(proc: subprocess.Popen[bytes], stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> tuple[int, bytes]:
     out, err = proc.communicate(stdin)
     if proc.returncode not in ok:
-        raise GitFailed([os.fsdecode(a) for a in proc.args], proc.returncode, err)  # type: ignore[union-attr]
+        raise GitFailed([os.fsdecode(a) for a in cast("list[str | bytes]", proc.args)], proc.returncode, err)
     return proc.returncode, out
 
 
@@ -149,7 +152,9 @@ def discover_toplevel(path: str) -> str:
     try:
         repo = git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise StackmgrError(f"{path} is not inside a git repository", "run `git init` there or pick another path") from None
+        raise StackmgrError(
+            f"{path} is not inside a git repository", "run `git init` there or pick another path"
+        ) from None
     try:
         if repo.bare or repo.working_tree_dir is None:
             raise StackmgrError(f"{path} is a bare repository", "register a repository with a working tree")
@@ -176,11 +181,9 @@ def has_commit(top: str, commit: str) -> bool:
 
 def author_ident(top: str) -> tuple[str, str, int, str]:
     """(name, email, unix time, tz) as git would record the author: config, GIT_AUTHOR_* and all."""
-    rc, out, err = run_rc(top, ["var", "GIT_AUTHOR_IDENT"])
+    rc, out, _ = run_rc(top, ["var", "GIT_AUTHOR_IDENT"])
     if rc != 0:
-        raise StackmgrError(
-            "git does not know who you are", "set it with `git config --global user.name/user.email`"
-        )
+        raise StackmgrError("git does not know who you are", "set it with `git config --global user.name/user.email`")
     ident = out.decode("utf-8", "replace").strip()
     name_email, stamp, tz = ident.rsplit(" ", 2)
     name, _, email = name_email.partition(" <")
@@ -193,19 +196,19 @@ def write_tree(top: str, index: str) -> TreeId:
 
 def diff_raw(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> list[Change]:
     """Changes between two tree-ish ids (`--raw -z`, no renames)."""
-    spec = ["--", *_literal(paths)] if paths else []
+    spec = _pathspec(paths)
     return parse_raw(run(top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new, *spec]))
 
 
 def diff_patch(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> bytes:
     """The binary-safe, full-index patch from `old` to `new` (tree-ish ids)."""
-    spec = ["--", *_literal(paths)] if paths else []
+    spec = _pathspec(paths)
     return run(top, ["diff-tree", "-r", "-p", *DIFF_FLAGS, old, new, *spec])
 
 
 def diff_stat(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> bytes:
     """The diffstat and summary that `git format-patch` puts above a diff."""
-    spec = ["--", *_literal(paths)] if paths else []
+    spec = _pathspec(paths)
     return run(top, ["diff-tree", "-r", "--stat=72", "--summary", "--no-color", "--no-renames", old, new, *spec])
 
 
@@ -222,12 +225,19 @@ def blob_entries(top: str, rev: str, paths: Sequence[bytes]) -> dict[bytes, tupl
 
 def apply_to_index(top: str, index: str, patch_path: str) -> tuple[bool, str]:
     """Strictly apply a patch file to a (temporary) index: no fuzz, no recount, no whitespace fixing."""
-    rc, _, err = run_rc(top, ["apply", "--cached", "--whitespace=nowarn", "-p1", os.path.abspath(patch_path)], index=index)
+    rc, _, err = run_rc(
+        top, ["apply", "--cached", "--whitespace=nowarn", "-p1", os.path.abspath(patch_path)], index=index
+    )
     return rc == 0, err.decode("utf-8", "replace").strip()
 
 
 def _literal(paths: Sequence[bytes]) -> list[bytes]:
     return [b":(literal)" + p for p in paths]
+
+
+def _pathspec(paths: Sequence[bytes]) -> list[str | bytes]:
+    """Paths after `--`, each literal (a file named `:(glob)*` is a file, not pathspec magic)."""
+    return ["--", *_literal(paths)] if paths else []
 
 
 class TempIndex:
@@ -265,7 +275,15 @@ class TempIndex:
     def start_status(self) -> subprocess.Popen[bytes]:
         return start(
             self.repo.top,
-            ["status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=none"],
+            [
+                "status",
+                "--porcelain=v2",
+                "--branch",
+                "-z",
+                "--untracked-files=all",
+                "--no-renames",
+                "--ignore-submodules=none",
+            ],
             index=self.path,
         )
 
@@ -303,7 +321,6 @@ def scratch_index(repo: Repo, purpose: str) -> str:
     return os.path.join(repo.stackmgr_dir, f"{purpose}.{os.getpid()}.index")
 
 
-
 def numstat(top: str, old: str, new: str) -> dict[bytes, tuple[int, int] | None]:
     """path -> (lines added, lines deleted); None for a binary file."""
     out = run(top, ["diff-tree", "-r", "-z", "--numstat", "--no-renames", old, new])
@@ -312,3 +329,37 @@ def numstat(top: str, old: str, new: str) -> dict[bytes, tuple[int, int] | None]
         added, deleted, path = rec.split(b"\t", 2)
         stats[path] = None if added == b"-" else (int(added), int(deleted))
     return stats
+
+
+def init_repo(path: str) -> Repo:
+    """A new repository with a `main` branch (used by `demo` for its scratch tree)."""
+    os.makedirs(path, exist_ok=True)
+    run(path, ["init", "-q", "--initial-branch=main"])
+    return open_repo(path)
+
+
+def commit_all(repo: Repo, message: str) -> CommitId:
+    """Commit everything in the working tree with plumbing (no hooks run); returns the new HEAD."""
+    index = os.path.join(repo.git_dir, "index")
+    run(repo.top, ["add", "-A"], index=index)
+    tree = write_tree(repo.top, index)
+    parent = head_commit(repo.top)
+    args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+    commit = CommitId(run(repo.top, args).decode().strip())
+    run(repo.top, ["update-ref", "HEAD", commit])
+    return commit
+
+
+def tree_from_patches(repo: Repo, base: str, patch_files: Sequence[str]) -> tuple[TreeId | None, str]:
+    """Apply patch files in order to `base` in a scratch index; (tree id, "") or (None, what failed)."""
+    index = scratch_index(repo, "rebuild")
+    try:
+        run(repo.top, ["read-tree", base], index=index)
+        for patch in patch_files:
+            ok, err = apply_to_index(repo.top, index, patch)
+            if not ok:
+                return None, f"{os.path.basename(patch)}: {err.splitlines()[0] if err else 'does not apply'}"
+        return write_tree(repo.top, index), ""
+    finally:
+        if os.path.exists(index):
+            os.unlink(index)

@@ -74,13 +74,26 @@ def _mime_word(text: str) -> str:
 
 
 def render(
-    *, tree: str, base: str, subject: str, body: str, name: str, email: str, date: str, stat: bytes, diff: bytes
+    *,
+    tree: str,
+    base: str,
+    subject: str,
+    body: str,
+    name: str,
+    email: str,
+    date: str,
+    stat: bytes,
+    diff: bytes,
 ) -> bytes:
     """The patch file bytes; `stat` and `diff` are git's own output, copied untouched."""
     eight_bit = not (subject.isascii() and body.isascii() and name.isascii())
     head = [f"From: {_mime_word(name)} <{email}>", f"Date: {date}", f"Subject: [PATCH] {_mime_word(subject)}"]
     if eight_bit:
-        head += ["MIME-Version: 1.0", "Content-Type: text/plain; charset=UTF-8", "Content-Transfer-Encoding: 8bit"]
+        head += [
+            "MIME-Version: 1.0",
+            "Content-Type: text/plain; charset=UTF-8",
+            "Content-Transfer-Encoding: 8bit",
+        ]
     text = "\n".join(head) + "\n\n" + (body + "\n\n" if body else "")
     text += f"Stackmgr-Tree: {tree}\nStackmgr-Base: {base}\n---\n"
     return FROM_LINE + text.encode("utf-8") + stat + b"\n" + diff

@@ -8,6 +8,7 @@ always safe to delete.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -66,10 +67,8 @@ class PatchIndex:
             return
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         blob = json.dumps({"version": CACHE_VERSION, "patches": self.records}, sort_keys=True).encode()
-        try:
+        with contextlib.suppress(StackmgrError):  # a read-only store still answers; the cache only accelerates
             atomic_write(self.path, blob)
-        except StackmgrError:
-            pass  # a read-only store still answers; the cache is only an accelerator
         self.dirty = False
 
     def refresh(self) -> None:
@@ -107,7 +106,14 @@ class PatchIndex:
         return rec
 
     def _parse(self, filename: str, data: bytes, digest: str) -> Record:
-        rec: Record = {"sha256": digest, "tree": None, "base": None, "subject": "", "entries": [], "error": None}
+        rec: Record = {
+            "sha256": digest,
+            "tree": None,
+            "base": None,
+            "subject": "",
+            "entries": [],
+            "error": None,
+        }
         try:
             header = patchfile.parse_header(data, filename)
             images = patchfile.post_images(patchfile.diff_part(data), filename)
@@ -153,7 +159,9 @@ def _match(idx: PatchIndex, snap: Snapshot) -> Assessment:
     table = idx.entries_by_path(snap.tree)
     result = Assessment()
     for change in snap.changes:
-        owners = [f for mode, blob, f in table.get(change.path, ()) if (mode, blob) == (change.new_mode, change.new_blob)]
+        owners = [
+            f for mode, blob, f in table.get(change.path, ()) if (mode, blob) == (change.new_mode, change.new_blob)
+        ]
         if owners:
             result.preserved[change.path] = sorted(f[: -len(".patch")] for f in owners)
         else:
@@ -165,9 +173,7 @@ def _owners_current(idx: PatchIndex, result: Assessment) -> bool:
     """Every preserving patch named in `result` is still the file that was indexed."""
     names = {n for owners in result.preserved.values() for n in owners}
     before = {n: idx.records.get(n + ".patch", {}).get("sha256") for n in names}
-    return all(
-        (rec := idx.record(n + ".patch")) is not None and rec["sha256"] == before[n] for n in names
-    )
+    return all((rec := idx.record(n + ".patch")) is not None and rec["sha256"] == before[n] for n in names)
 
 
 def assess(store: Store, snap: Snapshot, *, full: bool = False) -> Assessment:

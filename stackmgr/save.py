@@ -105,7 +105,7 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
         base = git.resolve_commit(snap.repo.top, req.base) if req.base else snap.head
         paths = [c.path for c in changes] if req.paths else []
         series = _series_for(store, req.series, name)
-        data, stat = _build(store, tree, snap, base, paths, name, req)
+        data = _build(store, tree, snap, base, paths, name, req)
         _refuse_conflict_markers(data, req.allow_conflict_markers)
         outcome = _write_verified(store, snap, target, data, base, paths, req.update)
         if series is not None and name not in series.patch_names():
@@ -142,7 +142,7 @@ def _series_for(store: Store, name: str | None, patch: str) -> SeriesFile | None
 
 def _build(
     store: Store, tree: str, snap: Snapshot, base: str, paths: list[bytes], name: str, req: SaveRequest
-) -> tuple[bytes, bytes]:
+) -> bytes:
     top = snap.repo.top
     tree_id = snap.tree_id()
     diff = git.diff_patch(top, base, tree_id, paths)
@@ -157,7 +157,7 @@ def _build(
         date, author, email = _keep_identity(existing, date, author, email)
     data = patchfile.render(tree=tree, base=base, subject=subject, body=body, name=author, email=email,
                             date=date, stat=stat, diff=diff)  # fmt: skip
-    return data, stat
+    return data
 
 
 def _read(path: str) -> bytes | None:
@@ -217,19 +217,14 @@ def _write_verified(
 
 def _verify_round_trip(snap: Snapshot, patch_path: str, base: str, paths: list[bytes]) -> None:
     top = snap.repo.top
-    index = git.scratch_index(snap.repo, "verify")
-    try:
-        git.run(top, ["read-tree", base], index=index)
-        ok, err = git.apply_to_index(top, index, patch_path)
-        if not ok:
-            raise StackmgrError(f"the written patch does not apply to its base ({err.splitlines()[-1] if err else '?'})",
-                                "nothing was saved; please report this")  # fmt: skip
-        result = git.write_tree(top, index)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(index)
+    result, failure = git.tree_from_patches(snap.repo, base, [patch_path])
+    if result is None:
+        raise StackmgrError(f"the written patch does not apply to its base ({failure})",
+                            "nothing was saved; please report this")  # fmt: skip
     if git.diff_raw(top, base, result) != git.diff_raw(top, base, snap.tree_id(), paths):
-        raise StackmgrError("the written patch does not reproduce the working tree", "nothing was saved; please report this")
+        raise StackmgrError(
+            "the written patch does not reproduce the working tree", "nothing was saved; please report this"
+        )
 
 
 def _keep_previous(store: Store, filename: str, existing: bytes) -> None:

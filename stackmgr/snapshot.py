@@ -66,7 +66,7 @@ def _parse_status(out: bytes) -> _Status:
         elif kind == b"?":
             st.untracked.append(rec[2:])
         elif kind == b"1":
-            xy, sub, mh, mi, mw, hh, hi, path = rec[2:].split(b" ", 7)
+            xy, sub, mh, mi, _mw, hh, hi, path = rec[2:].split(b" ", 7)
             _ordinary(st, xy, sub, mh.decode(), mi.decode(), hh.decode(), hi.decode(), path)
         elif kind == b"u":
             st.stale.append(rec[2:].split(b" ", 9)[9])

@@ -9,7 +9,6 @@ import contextlib
 import io
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,5 +114,3 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     assert run_stackmgr("init", str(store)).code == 0
     assert run_stackmgr("--store", str(store), "tree", "add", "vllm", str(tree)).code == 0
     yield Lab(store, tree)
-
-

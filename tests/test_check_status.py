@@ -142,7 +142,7 @@ def test_editing_a_patch_by_hand_is_noticed(lab: Lab) -> None:
     assert lab.sm("check").code == 0
     patch = lab.store / "patches" / "readme.patch"
     patch.write_bytes(patch.read_bytes().replace(b"+saved", b"+other"))
-    index_line = [ln for ln in patch.read_bytes().split(b"\n") if ln.startswith(b"index ")][0]
+    index_line = next(ln for ln in patch.read_bytes().split(b"\n") if ln.startswith(b"index "))
     patch.write_bytes(patch.read_bytes().replace(index_line, index_line[:-50] + b"0" * 40 + b" 100644"))
     assert lab.sm("check").code == 1
 
