@@ -9,7 +9,7 @@ import click
 
 from stackmgr import output
 from stackmgr.config import Store, open_store
-from stackmgr.errors import UsageProblem
+from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import locked
 from stackmgr.names import patch_name
 
@@ -17,15 +17,23 @@ from stackmgr.names import patch_name
 class _SeriesGroup(click.Group):
     """`stackmgr series NAME` shows a series; `stackmgr series new|add|remove|move …` edit one."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        # Resolved after the group's own options, so `series --json NAME` works like `series NAME --json`.
         if args and not args[0].startswith("-") and args[0] not in self.commands:
-            args = ["show", *args]
-        return super().parse_args(ctx, args)
+            return "show", self.commands["show"], args
+        return super().resolve_command(ctx, args)
 
 
 def _ctx_store(ctx: click.Context) -> tuple[Store, bool]:
-    root = ctx.find_root().obj
-    return open_store(root.store), root.json
+    """The store, and whether JSON was asked for (`--json series`, `series --json`, `series NAME --json`)."""
+    as_json = False
+    level: click.Context | None = ctx
+    while level is not None:
+        as_json = as_json or bool(level.params.get("as_json"))
+        level = level.parent
+    return open_store(ctx.find_root().obj.store), as_json
 
 
 @click.group("series", cls=_SeriesGroup, invoke_without_command=True)
@@ -37,19 +45,29 @@ def series_group(ctx: click.Context, as_json: bool) -> None:
         return
     from stackmgr.series import SeriesFile, list_series
 
-    store, global_json = _ctx_store(ctx)
-    rows = []
+    store, want_json = _ctx_store(ctx)
+    rows: list[dict[str, Any]] = []
     for name in list_series(store):
-        series = SeriesFile.load(store, name)
-        rows.append({"name": name, "patches": len(series.entries), "missing": len(series.missing_patches())})
-    if as_json or global_json:
+        try:
+            series = SeriesFile.load(store, name)
+        except StackmgrError as exc:  # one broken file must not hide the others
+            rows.append({"name": name, "patches": None, "missing": None, "error": str(exc)})
+            continue
+        rows.append({"name": name, "patches": len(series.entries), "missing": len(series.missing_patches()),
+                     "error": None})  # fmt: skip
+    if want_json:
         output.emit_json({"schema": 1, "series": rows})
         return
     if not rows:
-        output.out("no series yet; create one with `stackmgr series new NAME` or `stackmgr save NAME --series S`")
+        output.out("no series yet; create one with `stackmgr series new NAME` "
+                   "or `stackmgr save NAME --series S`")  # fmt: skip
     for row in rows:
+        if row["error"]:
+            output.out(f"{row['name']:<40} {output.paint(row['error'], 'red')}")
+            continue
+        n = row["patches"]
         missing = output.paint(f", {row['missing']} missing", "red") if row["missing"] else ""
-        output.out(f"{row['name']:<40} {row['patches']} patches{missing}")
+        output.out(f"{row['name']:<40} {n} patch{'es' if n != 1 else ''}{missing}")
 
 
 @series_group.command("show")
@@ -61,12 +79,13 @@ def show(ctx: click.Context, name: str, as_json: bool) -> None:
     from stackmgr.preserved import PatchIndex
     from stackmgr.series import SeriesFile
 
-    store, global_json = _ctx_store(ctx)
+    store, want_json = _ctx_store(ctx)
     series = SeriesFile.load(store, name)
     index = PatchIndex.load(store)
     rows: list[dict[str, Any]] = []
     for n, entry in enumerate(series.entries, start=1):
-        rec = index.record(entry.patch)
+        is_file = os.path.isfile(os.path.join(store.patches_dir, entry.patch))
+        rec = index.record(entry.patch) if is_file else None
         files, plus, minus = (rec.get("stat") or (0, 0, 0)) if rec else (0, 0, 0)
         rows.append({
             "position": n, "patch": entry.name, "file": entry.patch, "exists": rec is not None,
@@ -76,10 +95,10 @@ def show(ctx: click.Context, name: str, as_json: bool) -> None:
             "size": os.path.getsize(os.path.join(store.patches_dir, entry.patch)) if rec else None,
         })  # fmt: skip
     index.save()
-    if as_json or global_json:
+    if want_json:
         output.emit_json({"schema": 1, "series": name, "patches": rows})
         return
-    output.out(f"series {name}: {len(rows)} patches")
+    output.out(f"series {name}: {len(rows)} patch{'es' if len(rows) != 1 else ''}")
     for row in rows:
         if not row["exists"]:
             output.out(f"  {row['position']:>3}. {row['patch']:<44} {output.paint('MISSING', 'red')}")
@@ -95,14 +114,13 @@ def show(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 def new(ctx: click.Context, name: str) -> None:
     """Create an empty series."""
-    from stackmgr.series import SeriesFile
+    from stackmgr.series import SeriesFile, series_path
 
     store, _ = _ctx_store(ctx)
     with locked(store.lock_path, "the store"):
-        series = SeriesFile.load_or_new(store, name)
-        if series.exists:
+        if os.path.lexists(series_path(store, name)):  # checked before parsing: a broken file exists too
             raise UsageProblem(f"series {name} already exists", f"see `stackmgr series {name}`")
-        series.write()
+        SeriesFile.load_or_new(store, name).write()
     output.out(f"created series {name}")
 
 

@@ -3,32 +3,40 @@
 from __future__ import annotations
 
 import os
-import re
-import tomllib
-from dataclasses import dataclass, field
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.fsutil import atomic_write
+from stackmgr.fsutil import read_cache, write_cache
 from stackmgr.names import check_name
 
 CONFIG_FILE = "stackmgr.toml"
 PYPROJECT = "pyproject.toml"
 DEFAULT_MAX_UNTRACKED = 50 * 1024 * 1024
 STORE_GITIGNORE = b".stackmgr/\n"
+Table = dict[str, object]
 
 
-@dataclass(frozen=True)
 class TreeConfig:
-    name: str
-    path: str  # absolute
+    __slots__ = ("name", "path")
+
+    def __init__(self, name: str, path: str) -> None:
+        self.name = name
+        self.path = path  # absolute
 
 
-@dataclass(frozen=True)
 class Store:
-    root: str
-    config_path: str
-    trees: dict[str, TreeConfig] = field(default_factory=dict)
-    max_untracked_bytes: int = DEFAULT_MAX_UNTRACKED
+    """A store directory and its config (plain class: this is on `check`'s start-up path)."""
+
+    def __init__(
+        self,
+        root: str,
+        config_path: str,
+        trees: dict[str, TreeConfig],
+        max_untracked_bytes: int = DEFAULT_MAX_UNTRACKED,
+    ) -> None:
+        self.root = root
+        self.config_path = config_path
+        self.trees = trees
+        self.max_untracked_bytes = max_untracked_bytes
 
     @property
     def patches_dir(self) -> str:
@@ -57,21 +65,48 @@ class Store:
         return self.trees[name]
 
 
-def _has_stackmgr_table(pyproject: str) -> bool:
-    try:
-        with open(pyproject, "rb") as f:
-            data = f.read()
-    except OSError:
-        return False
-    tool = _parse(pyproject, data).get("tool", {}) if b"[tool.stackmgr" in data else {}
-    return isinstance(tool, dict) and "stackmgr" in tool
+def _parse(path: str, data: bytes) -> Table:
+    import tomllib
 
-
-def _parse(path: str, data: bytes) -> dict[str, object]:
     try:
         return tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise StackmgrError(f"{path}: not valid TOML ({exc})", "fix the file by hand") from None
+
+
+def _stackmgr_table(path: str) -> Table | None:
+    """The stackmgr settings in `path` (a stackmgr.toml, or a pyproject.toml's [tool.stackmgr]); None if none.
+
+    Parsed tables are cached in .stackmgr/cache/ keyed by the file's stat data, so `check` skips tomllib.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = [path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    cache = os.path.join(os.path.dirname(path), ".stackmgr", "cache", "config.marshal")
+    cached = read_cache(cache)
+    if isinstance(cached, list) and len(cached) == 2 and cached[0] == key:
+        return cached[1]  # type: ignore[no-any-return]
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(PYPROJECT):
+        tool = _parse(path, data).get("tool", {}) if b"[tool.stackmgr" in data else {}
+        table = tool.get("stackmgr") if isinstance(tool, dict) else None
+    else:
+        table = _parse(path, data)
+    if table is not None and not isinstance(table, dict):
+        raise StackmgrError(f"{path}: the stackmgr config must be a table")
+    write_cache(cache, [key, table])
+    return table
+
+
+def _config_path(directory: str) -> str | None:
+    for name in (CONFIG_FILE, PYPROJECT):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path) and (name == CONFIG_FILE or _stackmgr_table(path) is not None):
+            return path
+    return None
 
 
 def find_store_root(explicit: str | None, cwd: str | None = None) -> str:
@@ -79,12 +114,12 @@ def find_store_root(explicit: str | None, cwd: str | None = None) -> str:
     given = explicit or os.environ.get("STACKMGR_STORE")
     if given:
         root = os.path.abspath(given)
-        if not (os.path.isfile(os.path.join(root, CONFIG_FILE)) or _has_stackmgr_table(os.path.join(root, PYPROJECT))):
+        if _config_path(root) is None:
             raise UsageProblem(f"{root} is not a stackmgr store", f"create one with `stackmgr init {given}`")
         return root
     here = os.path.abspath(cwd or os.getcwd())
     while True:
-        if os.path.isfile(os.path.join(here, CONFIG_FILE)) or _has_stackmgr_table(os.path.join(here, PYPROJECT)):
+        if _config_path(here) is not None:
             return here
         parent = os.path.dirname(here)
         if parent == here:
@@ -96,21 +131,14 @@ def find_store_root(explicit: str | None, cwd: str | None = None) -> str:
 
 
 def load_store(root: str) -> Store:
-    config_path = os.path.join(root, CONFIG_FILE)
-    if os.path.isfile(config_path):
-        with open(config_path, "rb") as f:
-            table: object = _parse(config_path, f.read())
-    else:
-        config_path = os.path.join(root, PYPROJECT)
-        with open(config_path, "rb") as f:
-            tool = _parse(config_path, f.read()).get("tool", {})
-        table = tool.get("stackmgr", {}) if isinstance(tool, dict) else {}
-    if not isinstance(table, dict):
-        raise StackmgrError(f"{config_path}: the stackmgr config must be a table")
+    config_path = _config_path(root)
+    if config_path is None:
+        raise UsageProblem(f"{root} is not a stackmgr store", f"create one with `stackmgr init {root}`")
+    table = _stackmgr_table(config_path) or {}
     return Store(root, config_path, _trees(config_path, root, table.get("trees", {})), _limit(config_path, table))
 
 
-def _limit(config_path: str, table: dict[str, object]) -> int:
+def _limit(config_path: str, table: Table) -> int:
     value = table.get("max_untracked_bytes", DEFAULT_MAX_UNTRACKED)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise StackmgrError(f"{config_path}: max_untracked_bytes must be a whole number of bytes")
@@ -139,10 +167,12 @@ def open_store(explicit: str | None) -> Store:
 
 def init_store(directory: str) -> tuple[str, bool]:
     """Create the store layout in `directory`; return (root, created). Existing stores are left as they are."""
+    from stackmgr.fsutil import atomic_write
+
     root = os.path.abspath(directory)
     if os.path.exists(root) and not os.path.isdir(root):
         raise StackmgrError(f"{root} exists and is not a directory", "pick another path")
-    already = os.path.isfile(os.path.join(root, CONFIG_FILE)) or _has_stackmgr_table(os.path.join(root, PYPROJECT))
+    already = _config_path(root) is not None
     try:
         for sub in ("patches", "series", "links", ".stackmgr"):
             os.makedirs(os.path.join(root, sub), exist_ok=True)
@@ -178,6 +208,10 @@ def _toml_string(value: str) -> str:
 
 def add_tree(store: Store, name: str, path: str) -> Store:
     """Append a [trees.NAME] table to the store config; refuse a name already taken."""
+    import re
+
+    from stackmgr.fsutil import atomic_write
+
     check_name("tree", name)
     if name in store.trees:
         raise UsageProblem(f"tree '{name}' is already registered ({store.trees[name].path})", "pick another name")

@@ -76,7 +76,8 @@ def _click_or_crash(exc: Exception, debug: bool) -> int:
         sys.stderr.write("stackmgr: interrupted\n")
         return 130
     if isinstance(exc, click.ClickException):
-        exc.show()
+        where = f"; see `{exc.ctx.command_path} --help`" if isinstance(exc, click.UsageError) and exc.ctx else ""
+        sys.stderr.write(f"stackmgr: {exc.format_message().rstrip('.')}{where}\n")
         return exc.exit_code
     if debug:
         import traceback

@@ -1,22 +1,21 @@
-"""Atomic file writes and advisory locks with holder information (SPEC §6)."""
+"""Atomic file writes and advisory locks with holder information (SPEC §6).
+
+Imported on `check`'s path: only os-level modules here; `tempfile` is imported when a write happens.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
-import json
+import marshal
 import os
-import socket
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 
 from stackmgr.errors import StackmgrError
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -26,6 +25,8 @@ def _fsync_dir(directory: str) -> None:
 
 def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
     """Replace `path` with `data`: temp file in the same directory, fsync, rename, fsync the directory."""
+    import tempfile
+
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
@@ -38,15 +39,15 @@ def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(FileNotFoundError):
+    except BaseException as exc:
+        try:
             os.unlink(tmp)
-        raise _write_error(directory, exc) from None
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(exc, OSError):
+            raise _write_error(directory, exc) from None
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 def _write_error(directory: str, exc: OSError) -> StackmgrError:
@@ -57,45 +58,75 @@ def _write_error(directory: str, exc: OSError) -> StackmgrError:
     return StackmgrError(f"cannot write in {directory}: {exc.strerror}")
 
 
-def remove_file(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+class locked:  # lower-case: used like a function, `with locked(path, "the store"):`
+    """Hold an exclusive flock on `path`; after `wait_seconds` fail naming the holder (pid, host, command).
 
+    flock dies with its process, so a killed stackmgr never leaves a stale lock behind.
+    """
 
-@contextlib.contextmanager
-def locked(path: str, what: str, wait_seconds: float = 10.0) -> Iterator[None]:
-    """Hold an exclusive flock on `path`; after `wait_seconds` fail naming the holder (pid, host, command)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fd)
-            os.close(fd)
-            if time.monotonic() >= deadline:
-                raise StackmgrError(
-                    f"{what} is locked by {holder}", "wait for that command to finish, then retry"
-                ) from None
-            time.sleep(0.05)
-            continue
-        break
-    try:
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv[:4])}
+    def __init__(self, path: str, what: str, wait_seconds: float = 10.0) -> None:
+        self.path = path
+        self.what = what
+        self.wait_seconds = wait_seconds
+        self.fd = -1
+
+    def __enter__(self) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                os.close(fd)
+                if time.monotonic() >= deadline:
+                    raise StackmgrError(
+                        f"{self.what} is locked by {holder}", "wait for that command to finish, then retry"
+                    ) from None
+                time.sleep(0.05)
+        self.fd = fd
+        info = f"{os.getpid()}\t{os.uname().nodename}\tstackmgr {' '.join(sys.argv[1:4])}"
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-        os.close(fd)
+        os.pwrite(fd, info.encode("utf-8", "replace"), 0)
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            os.ftruncate(self.fd, 0)
+        except OSError:
+            pass
+        os.close(self.fd)
 
 
 def _read_holder(fd: int) -> str:
     try:
-        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
-        return f"pid {info['pid']} on {info['host']} ({info['command']})"
-    except (ValueError, KeyError, OSError):
+        pid, host, command = os.pread(fd, 4096, 0).decode("utf-8", "replace").split("\t", 2)
+        return f"pid {pid} on {host} ({command})"
+    except (ValueError, OSError):
         return "another process"
+
+
+def read_cache(path: str) -> object:
+    """A value written by `write_cache`, or None when absent or unreadable (caches are always rebuildable)."""
+    try:
+        with open(path, "rb") as f:
+            return marshal.load(f)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+
+
+def write_cache(path: str, value: object) -> None:
+    """Best effort, atomic (rename), unsynced: a lost or unwritable cache only costs a re-read.
+
+    marshal, not json: it loads an order of magnitude faster and needs no import on `check`'s path.
+    """
+    try:
+        blob = marshal.dumps(value)  # type: ignore[arg-type]
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        pass

@@ -10,14 +10,14 @@ and validate a repository when a tree is registered.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import cast
 
 from stackmgr.errors import GitFailed, StackmgrError
+from stackmgr.spawn import Process
 from stackmgr.types import Change, CommitId, TreeId
+
+TYPE_CHECKING = False  # mypy treats this as true; `collections.abc`/`typing` stay out of `check`'s start-up
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 # Settings that change what diff/apply/status print or do; always pinned (SPEC §6, research §3.5).
 PINNED = (
@@ -46,8 +46,8 @@ def _base_env() -> dict[str, str]:
     return env
 
 
-def _argv(args: Sequence[str | bytes]) -> list[str | bytes]:
-    return ["git", *PINNED, *args]
+def _argv(top: str, args: Sequence[str | bytes]) -> list[str | bytes]:
+    return ["git", "-C", top, *PINNED, *args]
 
 
 def _env(index: str | None) -> dict[str, str]:
@@ -68,27 +68,23 @@ def run(
 def run_rc(top: str, args: Sequence[str | bytes], *, index: str | None = None) -> tuple[int, bytes, bytes]:
     proc = start(top, args, index=index)
     out, err = proc.communicate()
-    return proc.returncode, out, err
+    return proc.wait(), out, err
 
 
-def start(
-    top: str, args: Sequence[str | bytes], *, index: str | None = None, stdin: bool = False
-) -> subprocess.Popen[bytes]:
+def start(top: str, args: Sequence[str | bytes], *, index: str | None = None, stdin: bool = False) -> Process:
     """Start git without waiting, so independent git calls of one command overlap."""
     try:
-        return subprocess.Popen(
-            _argv(args), cwd=top, env=_env(index), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-        )  # fmt: skip
+        return Process(_argv(top, args), _env(index), stdin=stdin)
     except FileNotFoundError:
         raise StackmgrError("git is not installed or not on PATH", "install git") from None
 
 
-def finish(proc: subprocess.Popen[bytes], stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> tuple[int, bytes]:
+def finish(proc: Process, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> tuple[int, bytes]:
     out, err = proc.communicate(stdin)
-    if proc.returncode not in ok:
-        raise GitFailed([os.fsdecode(a) for a in cast("list[str | bytes]", proc.args)], proc.returncode, err)
-    return proc.returncode, out
+    code = proc.wait()
+    if code not in ok:
+        raise GitFailed([os.fsdecode(a) for a in proc.argv], code, err)
+    return code, out
 
 
 def zsplit(data: bytes) -> list[bytes]:
@@ -108,12 +104,14 @@ def parse_raw(data: bytes) -> list[Change]:
     return changes
 
 
-@dataclass(frozen=True)
 class Repo:
     """A non-bare git working tree: its top level and its (per-worktree) git directory."""
 
-    top: str
-    git_dir: str
+    __slots__ = ("git_dir", "top")
+
+    def __init__(self, top: str, git_dir: str) -> None:
+        self.top = top
+        self.git_dir = git_dir
 
     @property
     def stackmgr_dir(self) -> str:
@@ -258,6 +256,8 @@ class TempIndex:
         os.makedirs(self.repo.stackmgr_dir, exist_ok=True)
         real = os.path.join(self.repo.git_dir, "index")
         if os.path.exists(real):
+            import shutil
+
             tmp = self.path + ".seed"
             shutil.copy2(real, tmp)
             os.replace(tmp, self.path)
@@ -272,7 +272,7 @@ class TempIndex:
     def read_tree(self, treeish: str) -> None:
         run(self.repo.top, ["read-tree", treeish], index=self.path)
 
-    def start_status(self) -> subprocess.Popen[bytes]:
+    def start_status(self) -> Process:
         return start(
             self.repo.top,
             [
@@ -305,13 +305,13 @@ class TempIndex:
         return write_tree(self.repo.top, self.path)
 
 
-def start_staged_changes(repo: Repo) -> subprocess.Popen[bytes]:
+def start_staged_changes(repo: Repo) -> Process:
     """What the user's real index holds against HEAD (staged edits, unmerged paths); read-only."""
     return start(repo.top, ["--no-optional-locks", "diff-index", "--cached", "-r", "-z", "--raw", "--no-renames",
                             "--full-index", "HEAD"])  # fmt: skip
 
 
-def start_check_ignore(repo: Repo) -> subprocess.Popen[bytes]:
+def start_check_ignore(repo: Repo) -> Process:
     return start(repo.top, ["check-ignore", "--no-index", "-z", "--stdin"], stdin=True)
 
 

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import os
-import re
 
 from stackmgr.errors import UsageProblem
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_NAME_CHARS = _ALNUM | frozenset("._+-")
+
+
+def _valid(name: str) -> bool:
+    """[A-Za-z0-9][A-Za-z0-9._+-]{0,199}, no '..', not ending in .lock (no `re`: this runs in `check`)."""
+    return (
+        0 < len(name) <= 200
+        and name[0] in _ALNUM
+        and all(ch in _NAME_CHARS for ch in name)
+        and ".." not in name
+        and not name.endswith(".lock")
+    )
 
 
 def check_name(kind: str, name: str) -> str:
     """Return `name` if it is a valid tree/patch/series name, else raise a one-line usage error."""
-    if not _NAME.fullmatch(name) or ".." in name or name.endswith(".lock"):
+    if not _valid(name):
         shown = name.encode("unicode_escape").decode("ascii")[:80]
         raise UsageProblem(
             f"invalid {kind} name '{shown}'",

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from typing import Any, TextIO
 
-from stackmgr.status import TreeReport
 from stackmgr.types import show_path
+
+TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
+if TYPE_CHECKING:
+    from typing import Any, TextIO
+
+    from stackmgr.status import TreeReport
 
 _CODES = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
 
@@ -17,8 +20,8 @@ def color_on(stream: TextIO) -> bool:
     return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
 
-def paint(text: str, style: str, stream: TextIO = sys.stdout) -> str:
-    return f"\x1b[{_CODES[style]}m{text}\x1b[0m" if color_on(stream) else text
+def paint(text: str, style: str, stream: TextIO | None = None) -> str:
+    return f"\x1b[{_CODES[style]}m{text}\x1b[0m" if color_on(stream or sys.stdout) else text
 
 
 def out(line: str = "") -> None:
@@ -30,6 +33,8 @@ def err(line: str) -> None:
 
 
 def emit_json(data: dict[str, Any]) -> None:
+    import json
+
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 

@@ -8,31 +8,33 @@ always safe to delete.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
-from dataclasses import dataclass, field
-from typing import Any
+from stat import S_ISREG
 
-from stackmgr import git, patchfile
-from stackmgr.config import Store
+from stackmgr import git
 from stackmgr.errors import StackmgrError
-from stackmgr.fsutil import atomic_write
-from stackmgr.snapshot import Snapshot
-from stackmgr.types import Change
+from stackmgr.fsutil import read_cache, write_cache
 
-CACHE_VERSION = 1
-Record = dict[str, Any]
+TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+    from stackmgr.config import Store
+    from stackmgr.snapshot import Snapshot
+    from stackmgr.types import Change
+
+    Record = dict[str, Any]
+
+CACHE_VERSION = 2
 
 
-@dataclass
 class Assessment:
     """The answer for one tree: which changes are preserved (and by which patches), which are not."""
 
-    preserved: dict[bytes, list[str]] = field(default_factory=dict)
-    unpreserved: list[Change] = field(default_factory=list)
-    presence: dict[str, tuple[int, int]] = field(default_factory=dict)  # patch -> (entries present, entries)
+    def __init__(self) -> None:
+        self.preserved: dict[bytes, list[str]] = {}
+        self.unpreserved: list[Change] = []
+        self.presence: dict[str, tuple[int, int]] = {}  # patch -> (entries present, entries)
 
     def blockers(self, snap: Snapshot) -> list[tuple[bytes, str]]:
         """Everything that keeps the tree from being safe to reset, as (path, why)."""
@@ -46,29 +48,24 @@ class Assessment:
 class PatchIndex:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.path = os.path.join(store.state_dir, "cache", "patch-index.json")
+        self.path = os.path.join(store.state_dir, "cache", "patch-index.marshal")
         self.records: dict[str, Record] = {}
         self.dirty = False
 
     @classmethod
     def load(cls, store: Store) -> PatchIndex:
         idx = cls(store)
-        try:
-            with open(idx.path, "rb") as f:
-                data = json.loads(f.read())
-            if data.get("version") == CACHE_VERSION:
-                idx.records = data["patches"]
-        except (OSError, ValueError, KeyError, TypeError):
+        data = read_cache(idx.path)
+        if isinstance(data, dict) and data.get("version") == CACHE_VERSION:
+            idx.records = data["patches"]
+        else:
             idx.dirty = True
         return idx
 
     def save(self) -> None:
         if not self.dirty:
             return
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        blob = json.dumps({"version": CACHE_VERSION, "patches": self.records}, sort_keys=True).encode()
-        with contextlib.suppress(StackmgrError):  # a read-only store still answers; the cache only accelerates
-            atomic_write(self.path, blob)
+        write_cache(self.path, {"version": CACHE_VERSION, "patches": self.records})
         self.dirty = False
 
     def refresh(self) -> None:
@@ -87,7 +84,9 @@ class PatchIndex:
         path = os.path.join(self.store.patches_dir, filename)
         try:
             st = os.stat(path)
-        except FileNotFoundError:
+        except OSError:
+            st = None
+        if st is None or not S_ISREG(st.st_mode):  # gone, or a directory where a patch file should be
             if self.records.pop(filename, None) is not None:
                 self.dirty = True
             return None
@@ -95,6 +94,8 @@ class PatchIndex:
         rec = self.records.get(filename)
         if rec is not None and rec["sig"] == sig:
             return rec
+        import hashlib
+
         with open(path, "rb") as f:
             data = f.read()
         digest = hashlib.sha256(data).hexdigest()
@@ -106,6 +107,8 @@ class PatchIndex:
         return rec
 
     def _parse(self, filename: str, data: bytes, digest: str) -> Record:
+        from stackmgr import patchfile
+
         rec: Record = {
             "sha256": digest,
             "tree": None,
@@ -124,8 +127,7 @@ class PatchIndex:
         missing = [im.path for im in images if im.blob is None]
         base_blobs = self._base_blobs(header.tree, header.base, missing) if missing else {}
         rec["entries"] = [
-            [os.fsdecode(im.path), im.mode, im.blob if im.blob is not None else base_blobs.get(im.path)]
-            for im in images
+            [im.path, im.mode, im.blob if im.blob is not None else base_blobs.get(im.path)] for im in images
         ]
         return rec
 
@@ -148,7 +150,7 @@ class PatchIndex:
             if rec["tree"] != tree:
                 continue
             for path, mode, blob in rec["entries"]:
-                table.setdefault(os.fsencode(path), []).append((mode, blob, filename))
+                table.setdefault(path, []).append((mode, blob, filename))
         return table
 
     def patches_of(self, tree: str) -> list[str]:
@@ -201,7 +203,7 @@ def _presence(idx: PatchIndex, snap: Snapshot) -> dict[str, tuple[int, int]]:
     for filename, rec in idx.records.items():
         if rec["tree"] != snap.tree or not rec["entries"]:
             continue
-        hits = sum(1 for p, mode, blob in rec["entries"] if state.get(os.fsencode(p)) == (mode, blob))
+        hits = sum(1 for p, mode, blob in rec["entries"] if state.get(p) == (mode, blob))
         presence[filename[: -len(".patch")]] = (hits, len(rec["entries"]))
     return presence
 

@@ -19,6 +19,7 @@ from stackmgr.fsutil import atomic_write
 from stackmgr.names import check_name, inside, patch_name
 
 _GUARD = re.compile(r"#[+-][A-Za-z0-9_.-]+")
+_BLANKS = " \t\r\f\v"  # quilt and MQ split on ASCII blanks only; a no-break space is part of a name
 
 
 @dataclass
@@ -51,14 +52,14 @@ class SeriesError(StackmgrError):
 
 
 def parse_entry(path: str, lineno: int, text: str) -> Entry | None:
-    stripped = text.strip()
+    stripped = text.strip(_BLANKS)
     if not stripped:
         return None
     if text.startswith("#"):
         return None
     if stripped.startswith("#"):
         raise SeriesError(path, lineno, "comment not in column 0", "move the '#' to the start of the line")
-    words = stripped.split()
+    words = re.split(f"[{_BLANKS}]+", stripped)
     entry = Entry(words[0], lineno)
     try:
         check_name("patch", entry.patch)
@@ -75,7 +76,8 @@ def parse_entry(path: str, lineno: int, text: str) -> Entry | None:
             entry.comment = " ".join(words[n:])
             break
         elif word.startswith("-p"):
-            raise SeriesError(path, lineno, f"'{word}' is not supported", "patches are stored for -p1; drop the option")
+            raise SeriesError(path, lineno, f"'{word}' is not supported",
+                              "patches are stored for -p1; drop the option")  # fmt: skip
         else:
             raise SeriesError(path, lineno, f"unexpected '{word}' after the patch name",
                               "one patch name per line, then optional -p1 and #+guard / #-guard")  # fmt: skip
@@ -113,15 +115,21 @@ class SeriesFile:
         rel = os.path.relpath(path, store.root)
         lines = []
         seen: dict[str, int] = {}
-        for lineno, raw in enumerate(text.splitlines(keepends=True), start=1):
-            body = raw.rstrip("\r\n")
+        # Only "\n" ends a line, as for quilt and editors (str.splitlines also splits on \f, \x85, \u2028).
+        raws = text.split("\n")
+        ended = len(raws) - 1  # lines with a "\n"; the text after the last one is a final unterminated line
+        for lineno, raw in enumerate(raws if raws[-1] else raws[:-1], start=1):
+            body, ending = raw, "\n" if lineno <= ended else ""
+            if ending and body.endswith("\r"):
+                body, ending = body[:-1], "\r\n"
             entry = parse_entry(rel, lineno, body)
             if entry is not None:
                 if entry.patch in seen:
-                    raise SeriesError(rel, lineno, f"'{entry.patch}' is listed twice (first on line {seen[entry.patch]})",
+                    first = seen[entry.patch]
+                    raise SeriesError(rel, lineno, f"'{entry.patch}' is listed twice (first on line {first})",
                                       "remove one of the two lines")  # fmt: skip
                 seen[entry.patch] = lineno
-            lines.append(Line(body, raw[len(body) :], entry))
+            lines.append(Line(body, ending, entry))
         return cls(store, name, lines, exists=True)
 
     @property
@@ -135,7 +143,7 @@ class SeriesFile:
         return [e for e in self.entries if not os.path.isfile(os.path.join(self.store.patches_dir, e.patch))]
 
     def check_files(self) -> None:
-        """Missing patch files are an error before anything is touched (unlike quilt, which applies them empty)."""
+        """Missing patch files are an error before anything is touched (quilt would apply them as empty)."""
         missing = self.missing_patches()
         if missing:
             rel = os.path.relpath(self.path, self.store.root)
@@ -153,17 +161,30 @@ class SeriesFile:
         self.insert(filename, len(self.entries))
 
     def insert(self, filename: str, position: int) -> None:
-        """Insert `filename` so that it becomes entry number `position` (0-based)."""
+        """Insert `filename` so that it becomes entry number `position` (0-based); past the end appends."""
         if filename in (e.patch for e in self.entries):
             raise UsageProblem(f"'{filename}' is already in series {self.name}", "each patch appears once")
         entry = Entry(filename, 0)
+        self._place(Line(entry.render(), self._newline(), entry), position)
+
+    def _place(self, line: Line, position: int) -> None:
+        """Put `line` just above the entry now at `position` (below its comments), or at the file's end."""
         entries = self.entries
-        at = len(self.lines) if position >= len(entries) else self.lines.index(
-            next(ln for ln in self.lines if ln.entry is entries[max(position, 0)])
-        )
+        if position >= len(entries):
+            at = len(self.lines)
+        else:
+            target = entries[max(position, 0)]
+            at = next(i for i, ln in enumerate(self.lines) if ln.entry is target)
         if at == len(self.lines) and self.lines and not self.lines[-1].ending:
-            self.lines[-1].ending = "\n"
-        self.lines.insert(at, Line(entry.render(), "\n", entry))
+            self.lines[-1].ending = self._newline()
+        if at < len(self.lines) and not line.ending:
+            line.ending = self._newline()
+        self.lines.insert(at, line)
+
+    def _newline(self) -> str:
+        """The line ending this file mostly uses, so an edit never mixes CRLF and LF."""
+        crlf = sum(ln.ending == "\r\n" for ln in self.lines)
+        return "\r\n" if crlf * 2 > sum(bool(ln.ending) for ln in self.lines) else "\n"
 
     def remove(self, patch: str) -> Entry:
         line = self.lines.pop(self._find(patch))
@@ -171,11 +192,14 @@ class SeriesFile:
         return line.entry
 
     def move(self, patch: str, position: int) -> None:
-        entry = self.remove(patch)
-        self.insert(entry.patch, position)
-        moved = self.lines[self._find(entry.patch)]
-        moved.entry = entry
-        moved.text = entry.render()
+        """Move the entry to number `position` (0-based, clamped), keeping its line as written."""
+        index = self._find(patch)
+        entry = self.lines[index].entry
+        assert entry is not None
+        entries = self.entries
+        if entries.index(entry) == min(max(position, 0), len(entries) - 1):
+            return  # already there: leave the file byte for byte as it is
+        self._place(self.lines.pop(index), position)
 
     def render(self) -> bytes:
         return "".join(ln.text + ln.ending for ln in self.lines).encode("utf-8", "surrogateescape")
@@ -195,4 +219,13 @@ def list_series(store: Store) -> list[str]:
         names = os.listdir(store.series_dir)
     except FileNotFoundError:
         return []
-    return sorted(n for n in names if not n.startswith(".") and os.path.isfile(os.path.join(store.series_dir, n)))
+    # Files whose names cannot be series (editor backups such as `name~`, `.name.swp`) are not listed.
+    return sorted(n for n in names if _is_name(n) and os.path.isfile(os.path.join(store.series_dir, n)))
+
+
+def _is_name(name: str) -> bool:
+    try:
+        check_name("series", name)
+    except UsageProblem:
+        return False
+    return True

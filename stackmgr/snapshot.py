@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, field
 
 from stackmgr import git
 from stackmgr.errors import StackmgrError
@@ -17,18 +16,22 @@ from stackmgr.fsutil import locked
 from stackmgr.types import EMPTY_BLOB, Change, CommitId, TreeId, Unprotected
 
 
-@dataclass
 class Snapshot:
-    tree: str
-    repo: git.Repo
-    head: CommitId
-    changes: list[Change]
-    unprotected: list[Unprotected]
-    staged_differs: list[bytes] = field(default_factory=list)
-    unmerged: list[bytes] = field(default_factory=list)
-    dirty_submodules: list[bytes] = field(default_factory=list)
-    operation: str | None = None
-    _tree_id: TreeId | None = None
+    """A tree's working tree at one moment: HEAD, the changes against it, what was left out and why."""
+
+    def __init__(
+        self, tree: str, repo: git.Repo, head: CommitId, changes: list[Change], unprotected: list[Unprotected]
+    ) -> None:
+        self.tree = tree
+        self.repo = repo
+        self.head = head
+        self.changes = changes
+        self.unprotected = unprotected
+        self.staged_differs: list[bytes] = []
+        self.unmerged: list[bytes] = []
+        self.dirty_submodules: list[bytes] = []
+        self.operation: str | None = None
+        self._tree_id: TreeId | None = None
 
     def tree_id(self) -> TreeId:
         """The working tree as a git tree (written on demand: `check` never needs it)."""
@@ -40,14 +43,16 @@ class Snapshot:
         return {c.path: c for c in self.changes}
 
 
-@dataclass
 class _Status:
-    head: str = ""
-    stale: list[bytes] = field(default_factory=list)  # working tree differs from the private index
-    untracked: list[bytes] = field(default_factory=list)
-    index_only_adds: list[bytes] = field(default_factory=list)  # in the private index, not in HEAD
-    changes: list[Change] = field(default_factory=list)  # HEAD -> private index
-    dirty_submodules: list[bytes] = field(default_factory=list)
+    """What `git status --porcelain=v2` on the private index said."""
+
+    def __init__(self) -> None:
+        self.head = ""
+        self.stale: list[bytes] = []  # working tree differs from the private index
+        self.untracked: list[bytes] = []
+        self.index_only_adds: list[bytes] = []  # in the private index, not in HEAD
+        self.changes: list[Change] = []  # HEAD -> private index
+        self.dirty_submodules: list[bytes] = []
 
 
 def _parse_status(out: bytes) -> _Status:
@@ -144,7 +149,8 @@ def _reconcile(
         changes = index.changes_against(st.head)
     else:
         changes = st.changes
-    snap = Snapshot(tree, repo, CommitId(st.head), changes, unprotected, dirty_submodules=st.dirty_submodules)
+    snap = Snapshot(tree, repo, CommitId(st.head), changes, unprotected)
+    snap.dirty_submodules = st.dirty_submodules
     _compare_staged(snap, staged)
     return snap
 

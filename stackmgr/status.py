@@ -3,28 +3,39 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any
 
 from stackmgr import git
-from stackmgr.config import Store, TreeConfig
 from stackmgr.errors import StackmgrError
 from stackmgr.preserved import Assessment, assess
 from stackmgr.snapshot import Snapshot, take_snapshot
 from stackmgr.types import show_path
 
+TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+    from stackmgr.config import Store, TreeConfig
+
 JSON_SCHEMA = 1
 
 
-@dataclass
 class TreeReport:
-    name: str
-    path: str
-    state: str  # "ok" | "missing" | "error"
-    error: str | None = None
-    snapshot: Snapshot | None = None
-    assessment: Assessment | None = None
-    numstat: dict[bytes, tuple[int, int] | None] = field(default_factory=dict)
+    def __init__(
+        self,
+        name: str,
+        path: str,
+        state: str,  # "ok" | "missing" | "error"
+        error: str | None = None,
+        snapshot: Snapshot | None = None,
+        assessment: Assessment | None = None,
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.state = state
+        self.error = error
+        self.snapshot = snapshot
+        self.assessment = assessment
+        self.numstat: dict[bytes, tuple[int, int] | None] = {}
 
     @property
     def blockers(self) -> list[tuple[bytes, str]]:

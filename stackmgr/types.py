@@ -1,13 +1,20 @@
-"""Identifiers and records shared between modules."""
+"""Identifiers and records shared between modules.
+
+These records sit on the path of `check`, which runs in shell prompts: they are plain classes, because
+`dataclasses` and `typing` alone cost more start-up time than the whole `git status` they are compared with.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import NewType
+TYPE_CHECKING = False  # mypy treats this name as true; at run time `typing` is never imported
+if TYPE_CHECKING:
+    from typing import NewType
 
-CommitId = NewType("CommitId", str)
-TreeId = NewType("TreeId", str)
-BlobId = NewType("BlobId", str)
+    CommitId = NewType("CommitId", str)
+    TreeId = NewType("TreeId", str)
+    BlobId = NewType("BlobId", str)
+else:
+    CommitId = TreeId = BlobId = str
 
 NULL_ID = "0" * 40
 EMPTY_BLOB = BlobId("e69de29bb2d1d6434b8b29ae775ad8c2e48c5391")
@@ -16,19 +23,27 @@ EMPTY_TREE = TreeId("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 GITLINK_MODE = "160000"
 
 
-@dataclass(frozen=True)
-class Change:
-    """One path that differs between HEAD (or a base) and the working tree.
+class Change(tuple[bytes, str, str, str, str]):
+    """One path that differs between HEAD (or a base) and the working tree: (path, old/new mode, old/new blob).
 
-    `new_mode`/`new_blob` are "000000"/NULL_ID for a deletion. Paths are bytes: file names need not be UTF-8.
+    A deletion has new mode "000000" and the null id. Paths are bytes: file names need not be UTF-8. Equality is
+    the tuple's; `status` (git's letter M/A/D/T/U, where known) is extra information.
     """
 
-    path: bytes
-    old_mode: str
-    new_mode: str
-    old_blob: str
-    new_blob: str
-    status: str = field(default="", compare=False)  # git's letter (M, A, D, T, U) where known
+    status: str
+
+    def __new__(
+        cls, path: bytes, old_mode: str, new_mode: str, old_blob: str, new_blob: str, status: str = ""
+    ) -> Change:
+        self = super().__new__(cls, (path, old_mode, new_mode, old_blob, new_blob))
+        self.status = status
+        return self
+
+    path = property(lambda self: self[0])
+    old_mode = property(lambda self: self[1])
+    new_mode = property(lambda self: self[2])
+    old_blob = property(lambda self: self[3])
+    new_blob = property(lambda self: self[4])
 
     @property
     def kind(self) -> str:
@@ -44,18 +59,19 @@ class Change:
             return "typechange" if "120000" in (self.old_mode, self.new_mode) else "modified+mode"
         return "modified"
 
-    @property
-    def is_deletion(self) -> bool:
-        return self.new_mode == "000000"
 
-
-@dataclass(frozen=True)
 class Unprotected:
     """A file stackmgr leaves alone: not saved, never deleted (SPEC §4)."""
 
-    path: bytes
-    reason: str  # "large" | "special" | "nested repository"
-    size: int
+    __slots__ = ("path", "reason", "size")
+
+    def __init__(self, path: bytes, reason: str, size: int) -> None:
+        self.path = path
+        self.reason = reason  # "large" | "special" | "nested repository" | "gone"
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"Unprotected({self.path!r}, {self.reason!r}, {self.size})"
 
 
 def show_path(path: bytes) -> str:
