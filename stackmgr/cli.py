@@ -160,7 +160,8 @@ def save(
     from stackmgr.save import save as do_save
 
     req = SaveRequest(name, tree, message, series, base, paths, update, allow_conflict_markers)
-    result = do_save(open_store(ctx.store), req)
+    with output.activity(f"saving {name}: snapshot, diff, round-trip check"):
+        result = do_save(open_store(ctx.store), req)
     for warning in result.warnings:
         output.err(f"stackmgr: note: {warning}")
     if _json(ctx, as_json):

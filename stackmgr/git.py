@@ -311,6 +311,12 @@ def start_staged_changes(repo: Repo) -> Process:
                             "--full-index", "HEAD"])  # fmt: skip
 
 
+def ignored_directories(repo: Repo) -> list[bytes]:
+    """Untracked directories that are ignored as a whole (build outputs): nothing there is ever saved."""
+    out = run(repo.top, ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])
+    return [p for p in zsplit(out) if p.endswith(b"/")]
+
+
 def start_check_ignore(repo: Repo) -> Process:
     return start(repo.top, ["check-ignore", "--no-index", "-z", "--stdin"], stdin=True)
 

@@ -85,3 +85,22 @@ def render_status(report: TreeReport) -> None:
 def render_blockers(name: str, blockers: list[tuple[bytes, str]]) -> None:
     for path, why in blockers:
         out(f"{name}: {show_path(path)} ({why})")
+
+
+class activity:  # lower-case: used like a function, `with activity("saving"):`
+    """A rich spinner on stderr while slow work runs; nothing at all when stderr is not a terminal."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        self._status: Any = None
+
+    def __enter__(self) -> None:
+        if sys.stderr.isatty() and os.environ.get("TERM") != "dumb":
+            from rich.console import Console
+
+            self._status = Console(stderr=True, highlight=False).status(self.message)
+            self._status.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)

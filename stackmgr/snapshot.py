@@ -200,9 +200,9 @@ def _special_files(repo: git.Repo) -> list[Unprotected]:
     """FIFOs, sockets and devices: git never lists them, so look (status/save only, not `check`)."""
     found = []
     top = os.fsencode(repo.top)
+    skip = {os.path.join(top, d.rstrip(b"/")) for d in git.ignored_directories(repo)}
     for dirpath, dirnames, filenames in os.walk(top):
-        if dirpath == top and b".git" in dirnames:
-            dirnames.remove(b".git")
+        dirnames[:] = [d for d in dirnames if d != b".git" and os.path.join(dirpath, d) not in skip]
         for name in filenames:
             full = os.path.join(dirpath, name)
             try:
