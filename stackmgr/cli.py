@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
-from stackmgr import __version__, commands, output
+from stackmgr import __version__, argspec, commands, output
 from stackmgr.config import add_tree, init_store, open_store
 from stackmgr.errors import UsageProblem
 from stackmgr.names import check_name
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Ctx:
@@ -21,6 +24,23 @@ class Ctx:
 
 pass_ctx = click.make_pass_decorator(Ctx)
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
+
+
+def options(specs: tuple[argspec.Opt, ...]) -> Callable[[F], F]:
+    """Click options from the declarations the start-up fast path parses too (one source of truth)."""
+
+    def apply(func: F) -> F:
+        for opt in reversed(specs):
+            if opt.takes_value:
+                extra: dict[str, Any] = {"metavar": opt.metavar} if opt.metavar else {}
+                if opt.dest == "tree":
+                    extra["shell_complete"] = _tree_names
+                func = click.option(*opt.flags, opt.dest, help=opt.help, **extra)(func)
+            else:
+                func = click.option(*opt.flags, opt.dest, is_flag=True, help=opt.help)(func)
+        return func
+
+    return apply
 
 
 def _json(ctx: Ctx, local: bool) -> bool:
@@ -36,9 +56,7 @@ def _tree_names(ctx: click.Context, _param: click.Parameter, incomplete: str) ->
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--store", metavar="DIR", help="The store directory (default: $STACKMGR_STORE, then walk up).")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output on listing commands.")
-@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+@options(argspec.GLOBAL)
 @click.version_option(__version__, prog_name="stackmgr")
 @click.pass_context
 def cli(ctx: click.Context, store: str | None, as_json: bool, debug: bool) -> None:
@@ -121,9 +139,7 @@ def status(ctx: Ctx, trees: tuple[str, ...], as_json: bool) -> None:
 
 @cli.command()
 @click.argument("trees", nargs=-1, shell_complete=_tree_names)
-@click.option("-v", "--verbose", is_flag=True, help="List the unpreserved changes.")
-@click.option("-q", "--quiet", is_flag=True, help="Print nothing (the default).")
-@json_option
+@options(argspec.CHECK)
 @pass_ctx
 def check(ctx: Ctx, trees: tuple[str, ...], verbose: bool, quiet: bool, as_json: bool) -> None:
     """Exit 0 when every change is preserved in a patch, 1 otherwise."""
@@ -134,45 +150,11 @@ def check(ctx: Ctx, trees: tuple[str, ...], verbose: bool, quiet: bool, as_json:
 @cli.command()
 @click.argument("name")
 @click.argument("paths", nargs=-1)
-@click.option("-t", "--tree", help="The tree to save from (needed when several have changes).",
-              shell_complete=_tree_names)  # fmt: skip
-@click.option("-m", "--message", help="Description: first line is the subject.")
-@click.option("--series", help="Append the patch to this series (created when missing).")
-@click.option("--base", "base", metavar="REV", help="Diff from REV instead of HEAD (keeps local commits).")
-@click.option("--update", is_flag=True, help="Replace an existing patch (the old one is kept for interdiff).")
-@click.option("--allow-conflict-markers", is_flag=True, help="Save even if added lines look like conflict markers.")
-@json_option
+@options(argspec.SAVE)
 @pass_ctx
-def save(
-    ctx: Ctx,
-    name: str,
-    paths: tuple[str, ...],
-    tree: str | None,
-    message: str | None,
-    series: str | None,
-    base: str | None,
-    update: bool,
-    allow_conflict_markers: bool,
-    as_json: bool,
-) -> None:
+def save(ctx: Ctx, /, name: str, paths: tuple[str, ...], **opts: Any) -> None:
     """Save the working-tree changes of a tree (or only PATHS) into patches/NAME.patch."""
-    from stackmgr.save import SaveRequest
-    from stackmgr.save import save as do_save
-
-    req = SaveRequest(name, tree, message, series, base, paths, update, allow_conflict_markers)
-    with output.activity(f"saving {name}: snapshot, diff, round-trip check"):
-        result = do_save(open_store(ctx.store), req)
-    for warning in result.warnings:
-        output.err(f"stackmgr: note: {warning}")
-    if _json(ctx, as_json):
-        data: dict[str, Any] = {"schema": 1, **{k: v for k, v in vars(result).items() if k != "warnings"}}
-        output.emit_json(data)
-        return
-    rel = os.path.relpath(result.path, open_store(ctx.store).root)
-    what = {"saved": "saved", "updated": "updated", "unchanged": "unchanged, already saved as"}[result.outcome]
-    tail = f"; in series {result.series}" if result.series else ""
-    output.out(f"{what} {rel}: {result.files} files, +{result.insertions} -{result.deletions} "
-               f"(tree {result.tree}, base {result.base[:12]}){tail}")  # fmt: skip
+    raise SystemExit(commands.save(ctx.store, name, paths, dict(opts, as_json=_json(ctx, opts["as_json"]))))
 
 
 from stackmgr.cli_series import series_group  # noqa: E402  (registers the `series` commands)

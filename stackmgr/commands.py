@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from stackmgr import output
 from stackmgr.config import open_store
 from stackmgr.status import TreeReport, status_json, status_reports
@@ -41,3 +43,32 @@ def status(store_dir: str | None, trees: tuple[str, ...], *, as_json: bool) -> i
         if not reports:
             output.out("no trees registered; add one with `stackmgr tree add NAME PATH`")
     return 0
+
+
+def save(store_dir: str | None, name: str, paths: tuple[str, ...], opts: dict[str, object]) -> int:
+    from stackmgr.save import SaveRequest
+    from stackmgr.save import save as do_save
+
+    req = SaveRequest(
+        name, _opt(opts, "tree"), _opt(opts, "message"), _opt(opts, "series"), _opt(opts, "base"), paths,
+        bool(opts.get("update")), bool(opts.get("allow_conflict_markers")),
+    )  # fmt: skip
+    store = open_store(store_dir)
+    with output.activity(f"saving {name}: snapshot, diff, round-trip check"):
+        result = do_save(store, req)
+    for warning in result.warnings:
+        output.err(f"stackmgr: note: {warning}")
+    if opts.get("as_json"):
+        output.emit_json({"schema": 1, **{k: v for k, v in vars(result).items() if k != "warnings"}})
+        return 0
+    rel = os.path.relpath(result.path, store.root)
+    what = {"saved": "saved", "updated": "updated", "unchanged": "unchanged, already saved as"}[result.outcome]
+    tail = f"; in series {result.series}" if result.series else ""
+    output.out(f"{what} {rel}: {result.files} files, +{result.insertions} -{result.deletions} "
+               f"(tree {result.tree}, base {result.base[:12]}){tail}")  # fmt: skip
+    return 0
+
+
+def _opt(opts: dict[str, object], key: str) -> str | None:
+    value = opts.get(key)
+    return value if isinstance(value, str) else None

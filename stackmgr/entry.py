@@ -1,7 +1,8 @@
-"""The console-script entry point: error mapping (SPEC §5 exit codes) and a start-up fast path for `check`.
+"""The console-script entry point: error mapping (SPEC §5 exit codes) and a start-up fast path.
 
-`check` runs in shell prompts, so its common forms are dispatched here without importing click (about 30 ms);
-anything else, `--help` included, goes through the full CLI.
+`check` runs in shell prompts and `save` many times a day, so their plain forms are dispatched here without
+importing click (about 30 ms, more than the git work of a typical `check`); anything else, `--help` included,
+goes through the full CLI. Both paths parse the same option declarations (argspec.py).
 """
 
 from __future__ import annotations
@@ -11,45 +12,37 @@ import sys
 
 from stackmgr.errors import StackmgrError
 
-_CHECK_FLAGS = {"-v": "verbose", "--verbose": "verbose", "-q": "quiet", "--quiet": "quiet", "--json": "json"}
 
+def _fast(argv: list[str]) -> int | None:
+    """Run a plain `check` or `save` without importing click; None when argv needs the full CLI."""
+    from stackmgr.argspec import parse_fast
 
-def _fast_check(argv: list[str]) -> int | None:
-    """Run `[--store DIR] [--json] check [-v|-q|--json] [TREE…]` directly; None when argv is anything else."""
-    store: str | None = None
-    flags: set[str] = set()
-    i = 0
-    while i < len(argv) and argv[i].startswith("-"):
-        if argv[i] == "--store" and i + 1 < len(argv):
-            store, i = argv[i + 1], i + 2
-        elif argv[i].startswith("--store="):
-            store, i = argv[i][8:], i + 1
-        elif argv[i] == "--json":
-            flags.add("json")
-            i += 1
-        else:
-            return None
-    if i >= len(argv) or argv[i] != "check":
+    parsed = parse_fast(argv)
+    if parsed is None:
         return None
-    trees = []
-    for arg in argv[i + 1 :]:
-        if arg in _CHECK_FLAGS:
-            flags.add(_CHECK_FLAGS[arg])
-        elif arg.startswith("-"):
-            return None
-        else:
-            trees.append(arg)
+    command, opts, positionals = parsed
+    store = opts.get("store")
+    store_dir = store if isinstance(store, str) else None
     from stackmgr import commands
 
-    verbose = "verbose" in flags and "quiet" not in flags
-    return commands.check(store, tuple(trees), verbose=verbose, as_json="json" in flags)
+    if command == "check":
+        verbose = bool(opts.get("verbose")) and not opts.get("quiet")
+        return commands.check(store_dir, tuple(positionals), verbose=verbose, as_json=bool(opts.get("as_json")))
+    if not positionals:
+        return None  # `save` without a name: let click say so
+    return commands.save(store_dir, positionals[0], tuple(positionals[1:]), opts)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args or bool(os.environ.get("STACKMGR_DEBUG"))
+    if args == ["--version"]:  # scripts and prompts ask this; no click needed
+        from stackmgr import __version__
+
+        sys.stdout.write(f"stackmgr, version {__version__}\n")
+        return 0
     try:
-        code = _fast_check(args)
+        code = _fast(args)
         if code is not None:
             return code
         from stackmgr.cli import cli

@@ -25,6 +25,11 @@ def fsync_dir(directory: str) -> None:
 
 def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
     """Replace `path` with `data`: temp file in the same directory, fsync, rename, fsync the directory."""
+    publish(write_temp(path, data, mode), path)
+
+
+def write_temp(path: str, data: bytes, mode: int = 0o644) -> str:
+    """Write `data`, synced, to a new temp file beside `path` (to be published or removed by the caller)."""
     import tempfile
 
     directory = os.path.dirname(os.path.abspath(path))
@@ -38,16 +43,30 @@ def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        discard(tmp)
         if isinstance(exc, OSError):
             raise _write_error(directory, exc) from None
         raise
+    return tmp
+
+
+def publish(tmp: str, path: str) -> None:
+    """Rename a synced temp file over `path` and sync the directory, so the new name survives a crash."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        discard(tmp)
+        raise _write_error(directory, exc) from None
     fsync_dir(directory)
+
+
+def discard(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _write_error(directory: str, exc: OSError) -> StackmgrError:

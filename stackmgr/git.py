@@ -177,10 +177,14 @@ def has_commit(top: str, commit: str) -> bool:
     return run_rc(top, ["cat-file", "-e", commit + "^{commit}"])[0] == 0
 
 
-def author_ident(top: str) -> tuple[str, str, int, str]:
+def start_author_ident(top: str) -> Process:
+    return start(top, ["var", "GIT_AUTHOR_IDENT"])
+
+
+def author_ident(proc: Process) -> tuple[str, str, int, str]:
     """(name, email, unix time, tz) as git would record the author: config, GIT_AUTHOR_* and all."""
-    rc, out, _ = run_rc(top, ["var", "GIT_AUTHOR_IDENT"])
-    if rc != 0:
+    out, _ = proc.communicate()
+    if proc.wait() != 0:
         raise StackmgrError("git does not know who you are", "set it with `git config --global user.name/user.email`")
     ident = out.decode("utf-8", "replace").strip()
     name_email, stamp, tz = ident.rsplit(" ", 2)
@@ -194,20 +198,17 @@ def write_tree(top: str, index: str) -> TreeId:
 
 def diff_raw(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> list[Change]:
     """Changes between two tree-ish ids (`--raw -z`, no renames)."""
-    spec = _pathspec(paths)
-    return parse_raw(run(top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new, *spec]))
+    return parse_raw(finish(start_diff_raw(top, old, new, paths))[1])
 
 
-def diff_patch(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> bytes:
-    """The binary-safe, full-index patch from `old` to `new` (tree-ish ids)."""
-    spec = _pathspec(paths)
-    return run(top, ["diff-tree", "-r", "-p", *DIFF_FLAGS, old, new, *spec])
+def start_diff_raw(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> Process:
+    return start(top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new, *_pathspec(paths)])
 
 
-def diff_stat(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> bytes:
-    """The diffstat and summary that `git format-patch` puts above a diff."""
-    spec = _pathspec(paths)
-    return run(top, ["diff-tree", "-r", "--stat=72", "--summary", "--no-color", "--no-renames", old, new, *spec])
+def format_diff(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> bytes:
+    """What `git format-patch` puts below `---`: diffstat, summary, a blank line, then the binary-safe,
+    full-index patch from `old` to `new` (tree-ish ids). Empty when nothing differs."""
+    return run(top, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, old, new, *_pathspec(paths)])
 
 
 def blob_entries(top: str, rev: str, paths: Sequence[bytes]) -> dict[bytes, tuple[str, str]]:
@@ -354,6 +355,29 @@ def commit_all(repo: Repo, message: str) -> CommitId:
     commit = CommitId(run(repo.top, args).decode().strip())
     run(repo.top, ["update-ref", "HEAD", commit])
     return commit
+
+
+def apply_to_entries(
+    repo: Repo, before: Sequence[tuple[str, str, bytes]], patch_path: str
+) -> tuple[dict[bytes, tuple[str, str]] | None, str]:
+    """Apply a patch file strictly to an index holding only `before` (mode, blob, path): the files it touches
+    at its base. Returns what that index then holds, path -> (mode, blob), or (None, git's complaint)."""
+    index = scratch_index(repo, "verify")
+    try:
+        info = b"".join(f"{mode} {blob}\t".encode() + path + b"\0" for mode, blob, path in before)
+        run(repo.top, ["update-index", "-z", "--index-info"], index=index, stdin=info)
+        ok, err = apply_to_index(repo.top, index, patch_path)
+        if not ok:
+            return None, err.splitlines()[0] if err else "does not apply"
+        entries = {}
+        for rec in zsplit(run(repo.top, ["ls-files", "-s", "-z"], index=index)):
+            meta, path = rec.split(b"\t", 1)
+            mode, blob, _stage = meta.decode().split(" ")
+            entries[path] = (mode, blob)
+        return entries, ""
+    finally:
+        if os.path.exists(index):
+            os.unlink(index)
 
 
 def tree_from_patches(repo: Repo, base: str, patch_files: Sequence[str]) -> tuple[TreeId | None, str]:

@@ -82,10 +82,9 @@ def render(
     name: str,
     email: str,
     date: str,
-    stat: bytes,
-    diff: bytes,
+    stat_and_diff: bytes,
 ) -> bytes:
-    """The patch file bytes; `stat` and `diff` are git's own output, copied untouched."""
+    """The patch file bytes; `stat_and_diff` is git's own output, copied untouched."""
     eight_bit = not (subject.isascii() and body.isascii() and name.isascii())
     head = [f"From: {_mime_word(name)} <{email}>", f"Date: {date}", f"Subject: [PATCH] {_mime_word(subject)}"]
     if eight_bit:
@@ -96,7 +95,7 @@ def render(
         ]
     text = "\n".join(head) + "\n\n" + (body + "\n\n" if body else "")
     text += f"Stackmgr-Tree: {tree}\nStackmgr-Base: {base}\n---\n"
-    return FROM_LINE + text.encode("utf-8") + stat + b"\n" + diff
+    return FROM_LINE + text.encode("utf-8") + stat_and_diff
 
 
 def diff_part(data: bytes) -> bytes:

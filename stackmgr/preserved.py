@@ -106,6 +106,23 @@ class PatchIndex:
         self.dirty = True
         return rec
 
+    def record_saved(self, filename: str, data: bytes, changes: list[Change]) -> None:
+        """Record a just-written, verified patch from what save already knows (no re-read, no git)."""
+        import hashlib
+
+        from stackmgr import patchfile
+
+        st = os.stat(os.path.join(self.store.patches_dir, filename))
+        header = patchfile.parse_header(data, filename)
+        self.records[filename] = {
+            "sha256": hashlib.sha256(data).hexdigest(), "tree": header.tree, "base": header.base,
+            "subject": header.subject, "stat": patchfile.stat_totals(data), "error": None,
+            "entries": [[c.path, c.new_mode, c.new_blob] for c in changes],
+            "sig": [st.st_size, st.st_mtime_ns, st.st_ino],
+        }  # fmt: skip
+        self.dirty = True
+        self.save()
+
     def _parse(self, filename: str, data: bytes, digest: str) -> Record:
         from stackmgr import patchfile
 
@@ -178,13 +195,13 @@ def _owners_current(idx: PatchIndex, result: Assessment) -> bool:
     return all((rec := idx.record(n + ".patch")) is not None and rec["sha256"] == before[n] for n in names)
 
 
-def assess(store: Store, snap: Snapshot, *, full: bool = False) -> Assessment:
+def assess(store: Store, snap: Snapshot, *, full: bool = False, index: PatchIndex | None = None) -> Assessment:
     """Match the snapshot's changes against the store's patches.
 
     Fast path (shell prompts): trust the cache, then re-validate only the patches that preserve something. Any
     doubt (an unmatched change, a changed owner, `full`) re-reads the whole store before answering.
     """
-    idx = PatchIndex.load(store)
+    idx = index or PatchIndex.load(store)
     if full or not idx.records:
         idx.refresh()
     result = _match(idx, snap)
@@ -206,10 +223,3 @@ def _presence(idx: PatchIndex, snap: Snapshot) -> dict[str, tuple[int, int]]:
         hits = sum(1 for p, mode, blob in rec["entries"] if state.get(p) == (mode, blob))
         presence[filename[: -len(".patch")]] = (hits, len(rec["entries"]))
     return presence
-
-
-def index_saved_patch(store: Store, filename: str) -> None:
-    """Record a just-written patch in the cache, so the next `check` needs no re-read."""
-    idx = PatchIndex.load(store)
-    idx.record(filename)
-    idx.save()

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stackmgr import git, patchfile
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.fsutil import atomic_write, locked
+from stackmgr.fsutil import atomic_write, discard, locked, publish, write_temp
 from stackmgr.names import inside, patch_name
-from stackmgr.preserved import assess, index_saved_patch
+from stackmgr.preserved import PatchIndex, assess
 from stackmgr.series import SeriesFile
 from stackmgr.snapshot import Snapshot, take_snapshot
 from stackmgr.types import Change, show_path
-
-_CONFLICT = re.compile(rb"^\+(<<<<<<<|>>>>>>>)( |$)", re.M)
 
 
 @dataclass(frozen=True)
@@ -48,21 +44,21 @@ class SaveRequest:
     allow_conflict_markers: bool = False
 
 
-def pick_tree(store: Store, wanted: str | None) -> tuple[str, Snapshot]:
+def pick_tree(store: Store, wanted: str | None, index: PatchIndex) -> tuple[str, Snapshot]:
     """The tree to save from: the one named, else the only tree with unsaved changes, else the only dirty one."""
     if wanted is not None:
         config = store.tree(wanted)
-        return wanted, take_snapshot(wanted, config.path, store.max_untracked_bytes)
+        return wanted, take_snapshot(wanted, config.path, store.max_untracked_bytes, find_special=False)
     if not store.trees:
         raise UsageProblem("the store has no trees", "register one with `stackmgr tree add NAME PATH`")
     dirty = []
     for name, config in sorted(store.trees.items()):
         if not os.path.isdir(config.path):
             continue
-        snap = take_snapshot(name, config.path, store.max_untracked_bytes)
+        snap = take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False)
         if snap.changes:
             dirty.append((name, snap))
-    unsaved = [(n, s) for n, s in dirty if assess(store, s).unpreserved]
+    unsaved = [(n, s) for n, s in dirty if assess(store, s, index=index).unpreserved]
     for candidates in (unsaved, dirty):
         if len(candidates) == 1:
             return candidates[0]
@@ -97,7 +93,8 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
     os.makedirs(store.patches_dir, exist_ok=True)
     target = inside(store.patches_dir, filename)
     with locked(store.lock_path, "the store"):
-        tree, snap = pick_tree(store, req.tree)
+        index = PatchIndex.load(store)
+        tree, snap = pick_tree(store, req.tree, index)
         _refuse_unsafe_state(snap)
         changes = _select(snap, req.paths)
         if not changes:
@@ -105,13 +102,14 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
         base = git.resolve_commit(snap.repo.top, req.base) if req.base else snap.head
         paths = [c.path for c in changes] if req.paths else []
         series = _series_for(store, req.series, name)
-        data = _build(store, tree, snap, base, paths, name, req)
+        data, expected = _build(store, tree, snap, base, paths, name, req)
         _refuse_conflict_markers(data, req.allow_conflict_markers)
-        outcome = _write_verified(store, snap, target, data, base, paths, req.update)
+        outcome, post_images = _write_verified(store, snap, target, data, expected, req.update)
         if series is not None and name not in series.patch_names():
             series.append(filename)
             series.write()
-        index_saved_patch(store, filename)
+        if post_images is not None:
+            index.record_saved(filename, data, post_images)
     warnings = tuple(f"{show_path(p)}: its staged version differs; the patch holds the working-tree version"
                      for p in snap.staged_differs if not paths or p in paths)  # fmt: skip
     files, plus, minus = patchfile.stat_totals(data)
@@ -142,22 +140,24 @@ def _series_for(store: Store, name: str | None, patch: str) -> SeriesFile | None
 
 def _build(
     store: Store, tree: str, snap: Snapshot, base: str, paths: list[bytes], name: str, req: SaveRequest
-) -> bytes:
+) -> tuple[bytes, list[Change]]:
     top = snap.repo.top
     tree_id = snap.tree_id()
-    diff = git.diff_patch(top, base, tree_id, paths)
-    if not diff:
+    # The raw diff (what verification expects) and the author are asked for while the patch is computed.
+    raw_proc, ident_proc = git.start_diff_raw(top, base, tree_id, paths), git.start_author_ident(top)
+    stat_and_diff = git.format_diff(top, base, tree_id, paths)
+    expected = git.parse_raw(git.finish(raw_proc)[1])
+    author, email, stamp, tz = git.author_ident(ident_proc)
+    if not stat_and_diff:
         raise StackmgrError(f"tree {tree} has no changes to save against {base[:12]}", "edit something first")
-    stat = git.diff_stat(top, base, tree_id, paths)
     subject, body = patchfile.check_message(req.message or name)
-    author, email, stamp, tz = git.author_ident(top)
     date = patchfile.rfc2822(stamp, tz)
     existing = _read(os.path.join(store.patches_dir, name + ".patch"))
     if existing is not None:
         date, author, email = _keep_identity(existing, date, author, email)
     data = patchfile.render(tree=tree, base=base, subject=subject, body=body, name=author, email=email,
-                            date=date, stat=stat, diff=diff)  # fmt: skip
-    return data
+                            date=date, stat_and_diff=stat_and_diff)  # fmt: skip
+    return data, expected
 
 
 def _read(path: str) -> bytes | None:
@@ -181,47 +181,55 @@ def _keep_identity(existing: bytes, date: str, author: str, email: str) -> tuple
 
 
 def _refuse_conflict_markers(data: bytes, allowed: bool) -> None:
+    """Refuse added lines that start a conflict marker (`<<<<<<< ` or `>>>>>>> `; a lone `=======` is common
+    in reStructuredText). bytes.find, not a regex: a release-size patch is tens of megabytes."""
     if allowed:
         return
-    for section in patchfile.diff_part(data).split(b"\ndiff --git "):
-        if b"\nGIT binary patch" in section:
-            continue
-        if _CONFLICT.search(section):
-            name = section.split(b"\n", 1)[0].removeprefix(b"diff --git ").decode("utf-8", "replace")
-            raise StackmgrError(f"conflict markers in {name}",
-                                "resolve them, or pass --allow-conflict-markers if they are content")  # fmt: skip
+    for marker in (b"\n+<<<<<<<", b"\n+>>>>>>>"):
+        at = data.find(marker)
+        while at >= 0:
+            after = data[at + len(marker) : at + len(marker) + 1]
+            if after in (b" ", b"\n", b""):
+                start = data.rfind(b"\ndiff --git ", 0, at)
+                name = data[start + 12 : data.find(b"\n", start + 1)].decode("utf-8", "replace")
+                raise StackmgrError(f"conflict markers in {name}",
+                                    "resolve them, or pass --allow-conflict-markers if they are content")  # fmt: skip
+            at = data.find(marker, at + 1)
 
 
 def _write_verified(
-    store: Store, snap: Snapshot, target: str, data: bytes, base: str, paths: list[bytes], update: bool
-) -> str:
-    """Write the patch only once its bytes, applied to the base, reproduce the snapshot for the saved paths."""
+    store: Store, snap: Snapshot, target: str, data: bytes, expected: list[Change], update: bool
+) -> tuple[str, list[Change] | None]:
+    """Publish the patch only once its bytes, applied to the base, reproduce the snapshot for the saved paths.
+
+    Returns the outcome and the verified changes (None when the file was already there, byte for byte).
+    """
     existing = _read(target)
     if existing == data:
-        return "unchanged"
+        return "unchanged", None
     if existing is not None and not update:
         raise StackmgrError(f"patch {os.path.basename(target)} already exists",
                             "pass --update to replace it, or pick another name")  # fmt: skip
-    tmp = target + f".{os.getpid()}.new"
-    atomic_write(tmp, data)
+    tmp = write_temp(target, data)
     try:
-        _verify_round_trip(snap, tmp, base, paths)
+        _verify_round_trip(snap, tmp, expected)
         if existing is not None:
             _keep_previous(store, os.path.basename(target), existing)
-        os.replace(tmp, target)
+        publish(tmp, target)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    return "updated" if existing is not None else "saved"
+        discard(tmp)
+    return ("updated" if existing is not None else "saved"), expected
 
 
-def _verify_round_trip(snap: Snapshot, patch_path: str, base: str, paths: list[bytes]) -> None:
-    top = snap.repo.top
-    result, failure = git.tree_from_patches(snap.repo, base, [patch_path])
+def _verify_round_trip(snap: Snapshot, patch_path: str, expected: list[Change]) -> None:
+    """Apply the written bytes to the base versions of the files they touch (`expected`: base → snapshot);
+    each file must come out exactly as in the snapshot (mode and blob), and nothing else may appear."""
+    before = [(c.old_mode, c.old_blob, c.path) for c in expected if c.old_mode != "000000"]
+    result, failure = git.apply_to_entries(snap.repo, before, patch_path)
     if result is None:
         raise StackmgrError(f"the written patch does not apply to its base ({failure})",
                             "nothing was saved; please report this")  # fmt: skip
-    if git.diff_raw(top, base, result) != git.diff_raw(top, base, snap.tree_id(), paths):
+    if result != {c.path: (c.new_mode, c.new_blob) for c in expected if c.new_mode != "000000"}:
         raise StackmgrError(
             "the written patch does not reproduce the working tree", "nothing was saved; please report this"
         )

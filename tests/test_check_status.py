@@ -201,3 +201,23 @@ def test_two_trees_save_needs_t_when_both_are_dirty(lab: Lab, tmp_path: Path) ->
     assert lab.sm("check").code == 1
     inferred = lab.sm("save", "readme", "-m", "both dirty, only vllm unsaved")
     assert inferred.code == 0 and "tree vllm," in inferred.out
+
+
+def test_the_cache_written_by_save_equals_one_rebuilt_from_the_patch_files(lab: Lab) -> None:
+    from stackmgr.config import load_store
+    from stackmgr.preserved import PatchIndex
+
+    (lab.tree / "README").chmod(0o755)  # mode only: no index line in the patch
+    (lab.tree / "src" / "model.py").unlink()
+    (lab.tree / "new.txt").write_text("n\n")
+    os.symlink("new.txt", lab.tree / "alias")
+    assert lab.sm("save", "mixed", "-m", "mixed").code == 0
+    store = load_store(str(lab.store))
+    from_save = PatchIndex.load(store).records["mixed.patch"]
+    cache_dir = lab.store / ".stackmgr" / "cache"
+    for f in cache_dir.iterdir():
+        f.unlink()
+    rebuilt = PatchIndex.load(store)
+    rebuilt.refresh()
+    assert rebuilt.records["mixed.patch"] == from_save
+    assert lab.sm("check").code == 0

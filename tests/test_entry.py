@@ -1,0 +1,60 @@
+"""The start-up fast path parses the same options as the click CLI and gives the same results."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from stackmgr.argspec import parse_fast
+from tests.conftest import Lab
+
+
+@pytest.mark.parametrize(
+    ("argv", "parsed"),
+    [
+        (["check"], ("check", {}, [])),
+        (["--store", "/s", "--json", "check", "-v", "vllm"], ("check", {"store": "/s", "as_json": True,
+                                                                       "verbose": True}, ["vllm"])),
+        (["--store=/s", "check", "--quiet"], ("check", {"store": "/s", "quiet": True}, [])),
+        (["save", "p", "-t", "vllm", "-m", "-starts with a dash", "src/"],
+         ("save", {"tree": "vllm", "message": "-starts with a dash"}, ["p", "src/"])),
+        (["save", "p", "--message=x", "--series", "s", "--update", "--json"],
+         ("save", {"message": "x", "series": "s", "update": True, "as_json": True}, ["p"])),
+    ],
+)  # fmt: skip
+def test_plain_forms_are_parsed(argv: list[str], parsed: tuple[str, dict[str, object], list[str]]) -> None:
+    assert parse_fast(argv) == parsed
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["check", "--help"], ["save", "-mx", "p"], ["check", "-vq"], ["save", "p", "--", "-x"],
+     ["save", "p", "-m"], ["status"], ["--store"], ["--bogus", "check"], ["check", "--update"],
+     ["save", "p", "--update=yes"]],
+)  # fmt: skip
+def test_anything_unusual_goes_to_click(argv: list[str]) -> None:
+    assert parse_fast(argv) is None
+
+
+def test_both_paths_save_identical_bytes(lab: Lab, tmp_path: object) -> None:
+    (lab.tree / "README").write_text("edited\n")
+    fast = lab.sm("save", "fast", "--message=same words", "-t", "vllm")
+    assert fast.code == 0, fast.err
+    slow = lab.sm("save", "slow", "-msame words", "-tvllm")  # bundled values: parsed by click
+    assert slow.code == 0, slow.err
+    patches = lab.store / "patches"
+    assert (patches / "fast.patch").read_bytes() == (patches / "slow.patch").read_bytes()
+    assert fast.out.replace("fast", "X") == slow.out.replace("slow", "X")
+
+
+def test_save_and_check_start_without_click(lab: Lab) -> None:
+    (lab.tree / "README").write_text("edited\n")
+    probe = (
+        "import sys; from stackmgr.entry import main; "
+        "codes = [main(['--store', sys.argv[1], *a]) for a in (['check'], ['save', 'p', '-m', 'm'], ['check'])]; "
+        "heavy = [m for m in ('click', 'rich', 'unidiff', 'git') if m in sys.modules]; print(codes, heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(lab.store)], capture_output=True, check=True)
+    assert out.stdout.decode().splitlines()[-1] == "[1, 0, 0] []"
