@@ -13,13 +13,17 @@ def check(store_dir: str | None, trees: tuple[str, ...], *, verbose: bool, as_js
     """Exit 0 when every change in the trees is preserved, 1 otherwise (quiet unless -v or --json)."""
     store = open_store(store_dir)
     reports = status_reports(store, trees, full=False)
-    unsafe = [r for r in reports if r.blockers]
+    # A tree that could not be snapshotted is not known to be safe: fail closed, and say why even when quiet.
+    unsafe = [r for r in reports if r.blockers or r.state == "error"]
+    for r in reports:
+        if r.state == "error" and not as_json:
+            output.err(f"stackmgr: {r.name}: {r.error}")
     if as_json:
         output.emit_json({"schema": 1, "preserved": not unsafe, "trees": [_check_json(r) for r in reports]})
     elif verbose:
         for r in reports:
-            if r.state != "ok":
-                output.out(f"{r.name}: {r.state} ({r.error})")
+            if r.state == "missing":
+                output.out(f"{r.name}: missing ({r.error})")
             elif not r.blockers:
                 output.out(f"{r.name}: all changes preserved")
             output.render_blockers(r.name, r.blockers)

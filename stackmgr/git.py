@@ -117,6 +117,14 @@ class Repo:
     def stackmgr_dir(self) -> str:
         return os.path.join(self.git_dir, "stackmgr")
 
+    def head_on_branch(self) -> bool:
+        """HEAD names a branch (read without git: this is on `check`'s path); its commits are then on a ref."""
+        try:
+            with open(os.path.join(self.git_dir, "HEAD"), "rb") as f:
+                return f.read(5) == b"ref: "
+        except OSError:
+            return False
+
     def operation_in_progress(self) -> str | None:
         """The name of a merge/rebase/cherry-pick/revert/am/bisect in progress, if any."""
         for marker, what in (
@@ -126,6 +134,11 @@ class Repo:
             if os.path.exists(os.path.join(self.git_dir, marker)):
                 return what
         return None
+
+
+def start_commits_on_no_ref(repo: Repo) -> Process:
+    """Commits reachable from HEAD but from no ref at all: what a detached HEAD would drop on moving."""
+    return start(repo.top, ["rev-list", "HEAD", "--not", "--glob=refs/*"])
 
 
 def open_repo(path: str) -> Repo:
@@ -266,6 +279,7 @@ class TempIndex:
             self.read_tree("HEAD")
 
     def discard(self) -> None:
+        """Forget the private index (and a lock a killed git left on it: stackmgr's tree lock is held here)."""
         for path in (self.path, self.path + ".lock"):
             if os.path.exists(path):
                 os.unlink(path)

@@ -7,12 +7,12 @@ import time
 from dataclasses import dataclass
 
 from stackmgr.errors import StackmgrError
-from stackmgr.types import NULL_ID
 
 FROM_LINE = b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_HEX40 = re.compile(rb"[0-9a-f]{40}")
+_OID = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")  # SHA-1 or SHA-256
+_MODE = re.compile(rb"[0-7]{6}")
 _STAT_TOTALS = re.compile(rb"\n (\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?\n")
 
 
@@ -28,12 +28,14 @@ class PatchHeader:
 
 @dataclass(frozen=True)
 class PostImage:
-    """What one file of a patch becomes: mode "000000" for a deletion; blob None when the patch does not say
-    (a mode-only change keeps the base's blob)."""
+    """One file of a patch: what it was (old mode "000000" for a creation) and what it becomes (mode "000000"
+    for a deletion). A blob is None where the patch does not say (a mode-only change keeps the base's blob)."""
 
     path: bytes
     mode: str
     blob: str | None
+    old_mode: str
+    old_blob: str | None
 
 
 def rfc2822(unix: int, tz: str) -> str:
@@ -50,8 +52,8 @@ def check_message(message: str) -> tuple[str, str]:
     subject = " ".join(ln.strip() for ln in lines[: _para_end(lines)] if ln.strip())
     body = "\n".join(lines[_para_end(lines) :]).strip("\n")
     for n, line in enumerate(body.split("\n"), start=2):
-        if line.startswith(("---", "diff -", "Index: ")):
-            raise StackmgrError(f"line {n} of the message starts with '{line[:7]}', which git am reads as the diff",
+        if line.startswith(("---", "diff -", "Index: ", "From ")):
+            raise StackmgrError(f"line {n} of the message starts with '{line[:7]}', which git am misreads",
                                 "reword or indent that line")  # fmt: skip
     if not subject:
         raise StackmgrError("the message is empty", "pass -m 'what this change does'")
@@ -155,28 +157,39 @@ def post_images(diff: bytes, source: str) -> list[PostImage]:
 
 
 def _post_image(path: bytes, rest: bytes, source: str) -> PostImage:
-    mode: str | None = None
-    blob: str | None = None
+    shown = path.decode(errors="replace")
+    mode = old_mode = None
+    blob = old_blob = None
     for line in rest.split(b"\n"):
         if line.startswith((b"@@", b"GIT binary patch", b"--- ", b"Binary files")):
             break
-        if line.startswith((b"new file mode ", b"new mode ")):
-            mode = line.rsplit(b" ", 1)[1].decode()
+        word = line.rsplit(b" ", 1)[-1]
+        if line.startswith(b"new file mode "):
+            old_mode, mode = "000000", _mode(word, source, shown)
         elif line.startswith(b"deleted file mode "):
-            return PostImage(path, "000000", NULL_ID)
+            old_mode, mode = _mode(word, source, shown), "000000"
+        elif line.startswith(b"old mode "):
+            old_mode = _mode(word, source, shown)
+        elif line.startswith(b"new mode "):
+            mode = _mode(word, source, shown)
         elif line.startswith(b"index "):
             parts = line[6:].split(b" ")
-            old_new = parts[0].split(b"..")
-            if len(old_new) != 2 or not _HEX40.fullmatch(old_new[1]):
-                raise StackmgrError(f"{source}: '{path.decode(errors='replace')}' has no full-index line",
+            ids = parts[0].split(b"..")
+            if len(ids) != 2 or not all(_OID.fullmatch(x) for x in ids):
+                raise StackmgrError(f"{source}: '{shown}' has no full-index line",
                                     "save the patch again (stackmgr writes --full-index)")  # fmt: skip
-            blob = old_new[1].decode()
-            if len(parts) > 1 and mode is None:
-                mode = parts[1].decode()
-    if mode is None:
-        raise StackmgrError(f"{source}: cannot tell the mode of '{path.decode(errors='replace')}'",
-                            "save the patch again")  # fmt: skip
-    return PostImage(path, mode, blob)
+            old_blob, blob = ids[0].decode(), ids[1].decode()
+            if len(parts) > 1:
+                mode = old_mode = _mode(parts[1], source, shown)
+    if mode is None or old_mode is None:
+        raise StackmgrError(f"{source}: cannot tell the mode of '{shown}'", "save the patch again")
+    return PostImage(path, mode, blob, old_mode, old_blob)
+
+
+def _mode(word: bytes, source: str, shown: str) -> str:
+    if not _MODE.fullmatch(word):
+        raise StackmgrError(f"{source}: bad file mode for '{shown}'", "save the patch again")
+    return word.decode("ascii")
 
 
 def _diff_git_path(line: bytes, source: str) -> bytes:
@@ -206,12 +219,14 @@ def unquote_c(data: bytes) -> tuple[bytes, bytes]:
         if ch == 34:  # closing quote
             return bytes(out), data[i + 1 :]
         if ch == 92:
-            nxt = data[i + 1]
-            if 48 <= nxt <= 55:
-                out.append(int(data[i + 1 : i + 4], 8))
+            octal = data[i + 1 : i + 4]
+            if len(octal) == 3 and all(48 <= c <= 55 for c in octal) and octal[0] <= 51:
+                out.append(int(octal, 8))
                 i += 4
                 continue
-            out.append(_ESCAPES.get(nxt, nxt))
+            if i + 1 >= len(data) or data[i + 1] not in _ESCAPES:
+                raise StackmgrError("bad escape in a quoted file name in a patch")
+            out.append(_ESCAPES[data[i + 1]])
             i += 2
             continue
         out.append(ch)

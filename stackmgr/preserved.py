@@ -19,13 +19,18 @@ TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`
 if TYPE_CHECKING:
     from typing import Any
 
+    from stackmgr import patchfile
     from stackmgr.config import Store
     from stackmgr.snapshot import Snapshot
     from stackmgr.types import Change
 
     Record = dict[str, Any]
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
+
+
+class _Unverifiable(Exception):
+    """A patch whose effect cannot be established here (tree or base missing): it preserves nothing for now."""
 
 
 class Assessment:
@@ -42,6 +47,10 @@ class Assessment:
         out += [(p, "staged and unstaged versions differ") for p in snap.staged_differs]
         out += [(p, "unmerged") for p in snap.unmerged]
         out += [(p, "submodule has uncommitted changes inside") for p in snap.dirty_submodules]
+        if snap.local_commits:
+            n = len(snap.local_commits)
+            out.append((b"HEAD", f"{n} local commit{'s' if n > 1 else ''} on no branch, "
+                                 f"{snap.local_commits[0][:12]}: keep with `git branch NAME`"))  # fmt: skip
         return out
 
 
@@ -78,9 +87,11 @@ class PatchIndex:
             del self.records[gone]
             self.dirty = True
         for name in sorted(names):
-            self.record(name)
+            self.record(name, retry=True)
 
-    def record(self, filename: str) -> Record | None:
+    def record(self, filename: str, retry: bool = False) -> Record | None:
+        """The up-to-date record of one patch file; `retry` re-examines one that could not be checked before
+        (its tree or base may have arrived since)."""
         path = os.path.join(self.store.patches_dir, filename)
         try:
             st = os.stat(path)
@@ -90,16 +101,16 @@ class PatchIndex:
             if self.records.pop(filename, None) is not None:
                 self.dirty = True
             return None
-        sig = [st.st_size, st.st_mtime_ns, st.st_ino]
+        sig = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]  # ctime: utime() cannot forge it
         rec = self.records.get(filename)
-        if rec is not None and rec["sig"] == sig:
+        if rec is not None and rec["sig"] == sig and not (retry and rec.get("retry")):
             return rec
         import hashlib
 
         with open(path, "rb") as f:
             data = f.read()
         digest = hashlib.sha256(data).hexdigest()
-        if rec is None or rec["sha256"] != digest:
+        if rec is None or rec["sha256"] != digest or rec.get("retry"):
             rec = self._parse(filename, data, digest)
         rec["sig"] = sig
         self.records[filename] = rec
@@ -118,7 +129,7 @@ class PatchIndex:
             "sha256": hashlib.sha256(data).hexdigest(), "tree": header.tree, "base": header.base,
             "subject": header.subject, "stat": patchfile.stat_totals(data), "error": None,
             "entries": [[c.path, c.new_mode, c.new_blob] for c in changes],
-            "sig": [st.st_size, st.st_mtime_ns, st.st_ino],
+            "sig": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino],
         }  # fmt: skip
         self.dirty = True
         self.save()
@@ -126,40 +137,50 @@ class PatchIndex:
     def _parse(self, filename: str, data: bytes, digest: str) -> Record:
         from stackmgr import patchfile
 
-        rec: Record = {
-            "sha256": digest,
-            "tree": None,
-            "base": None,
-            "subject": "",
-            "entries": [],
-            "error": None,
-        }
+        rec: Record = {"sha256": digest, "tree": None, "base": None, "subject": "", "entries": [], "error": None}
         try:
             header = patchfile.parse_header(data, filename)
             images = patchfile.post_images(patchfile.diff_part(data), filename)
         except StackmgrError as exc:
             rec["error"] = exc.message
             return rec
+        except (ValueError, IndexError) as exc:  # hostile bytes must never crash `check`
+            rec["error"] = f"{filename}: unreadable ({exc})"
+            return rec
         rec.update(tree=header.tree, base=header.base, subject=header.subject, stat=patchfile.stat_totals(data))
-        missing = [im.path for im in images if im.blob is None]
-        base_blobs = self._base_blobs(header.tree, header.base, missing) if missing else {}
-        rec["entries"] = [
-            [im.path, im.mode, im.blob if im.blob is not None else base_blobs.get(im.path)] for im in images
-        ]
+        try:
+            rec["entries"], rec["error"] = self._applied_entries(filename, header, images)
+        except _Unverifiable as exc:
+            rec["error"], rec["retry"] = str(exc), True
         return rec
 
-    def _base_blobs(self, tree: str, base: str, paths: list[bytes]) -> dict[bytes, str]:
-        """Blobs a mode-only change keeps, looked up at the patch's base (unknown when the base is absent)."""
-        config = self.store.trees.get(tree)
+    def _applied_entries(
+        self, filename: str, header: patchfile.PatchHeader, images: list[patchfile.PostImage]
+    ) -> tuple[list[list[object]], str | None]:
+        """What the patch really makes of each file it touches: applied strictly (git apply --cached) to the
+        versions its index lines name, in the patch's tree, whose base must exist. The index lines alone are
+        a claim: a hand-edited hunk can make them lie."""
+        config = self.store.trees.get(header.tree)
+        if config is None:
+            raise _Unverifiable(f"{filename}: tree {header.tree} is not registered in this store")
         try:
-            if config is None:
-                return {}
-            top = git.open_repo(config.path).top
-            if not git.has_commit(top, base):
-                return {}
-            return {p: blob for p, (_mode, blob) in git.blob_entries(top, base, paths).items()}
-        except StackmgrError:
-            return {}
+            repo = git.open_repo(config.path)
+            if not git.has_commit(repo.top, header.base):
+                raise _Unverifiable(f"{filename}: base {header.base[:12]} is not a commit of tree {header.tree}")
+            unknown = [im.path for im in images if im.old_blob is None]
+            kept = {p: blob for p, (_m, blob) in git.blob_entries(repo.top, header.base, unknown).items()}
+            before = [(im.old_mode, im.old_blob or kept.get(im.path, ""), im.path) for im in images]
+            result, failure = git.apply_to_entries(repo, [b for b in before if b[0] != "000000"],
+                                                   os.path.join(self.store.patches_dir, filename))  # fmt: skip
+        except StackmgrError as exc:
+            raise _Unverifiable(f"{filename}: cannot be checked against tree {header.tree} ({exc.message})") from None
+        if result is None:
+            raise _Unverifiable(f"{filename}: does not apply to the files it names ({failure})")
+        zeros = "0" * len(header.base)
+        entries: list[list[object]] = [[im.path, *result.get(im.path, ("000000", zeros))] for im in images]
+        claimed = [[im.path, im.mode, im.blob if im.blob is not None else kept.get(im.path)] for im in images]
+        lie = None if entries == claimed else f"{filename}: its index lines do not match what its hunks produce"
+        return entries, lie
 
     def entries_by_path(self, tree: str) -> dict[bytes, list[tuple[str, str | None, str]]]:
         table: dict[bytes, list[tuple[str, str | None, str]]] = {}

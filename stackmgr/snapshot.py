@@ -11,7 +11,7 @@ import os
 import stat
 
 from stackmgr import git
-from stackmgr.errors import StackmgrError
+from stackmgr.errors import GitFailed, StackmgrError
 from stackmgr.fsutil import locked
 from stackmgr.types import EMPTY_BLOB, Change, CommitId, TreeId, Unprotected
 
@@ -30,6 +30,7 @@ class Snapshot:
         self.staged_differs: list[bytes] = []
         self.unmerged: list[bytes] = []
         self.dirty_submodules: list[bytes] = []
+        self.local_commits: list[str] = []  # on a detached HEAD and on no ref: a reset elsewhere loses them
         self.operation: str | None = None
         self._tree_id: TreeId | None = None
 
@@ -53,6 +54,7 @@ class _Status:
         self.index_only_adds: list[bytes] = []  # in the private index, not in HEAD
         self.changes: list[Change] = []  # HEAD -> private index
         self.dirty_submodules: list[bytes] = []
+        self.submodules: set[bytes] = set()
 
 
 def _parse_status(out: bytes) -> _Status:
@@ -89,8 +91,10 @@ def _ordinary(st: _Status, xy: bytes, sub: bytes, mh: str, mi: str, hh: str, hi:
         st.changes.append(Change(path, mh, mi, hh, hi))
     if x == b"A":
         st.index_only_adds.append(path)
-    if sub.startswith(b"S") and (sub[2:3] == b"M" or sub[3:4] == b"U"):
-        st.dirty_submodules.append(path)
+    if sub.startswith(b"S"):
+        st.submodules.add(path)
+        if sub[2:3] == b"M" or sub[3:4] == b"U":
+            st.dirty_submodules.append(path)
 
 
 def take_snapshot(tree: str, path: str, max_untracked_bytes: int, *, find_special: bool = True) -> Snapshot:
@@ -99,21 +103,37 @@ def take_snapshot(tree: str, path: str, max_untracked_bytes: int, *, find_specia
     index = git.TempIndex(repo)
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {tree}"):
         try:
-            index.seed()
-        except StackmgrError:
-            _refuse_unborn(tree, repo)
-            raise
-        status_proc = index.start_status()
-        staged_proc = git.start_staged_changes(repo)
-        st = _parse_status(git.finish(status_proc)[1])
-        if st.head in ("", "(initial)"):
-            staged_proc.communicate()
-            _refuse_unborn(tree, repo)
-        staged = git.parse_raw(git.finish(staged_proc)[1])
-        snap = _reconcile(tree, repo, index, st, staged, max_untracked_bytes)
+            snap = _snapshot(tree, repo, index, max_untracked_bytes)
+        except GitFailed:
+            # The private index is only a cache: start it afresh once (a killed git's lock, a torn write).
+            index.discard()
+            snap = _snapshot(tree, repo, index, max_untracked_bytes)
     if find_special:
         snap.unprotected.extend(_special_files(repo))
     snap.operation = repo.operation_in_progress()
+    return snap
+
+
+def _snapshot(tree: str, repo: git.Repo, index: git.TempIndex, limit: int) -> Snapshot:
+    try:
+        index.seed()
+    except StackmgrError:
+        _refuse_unborn(tree, repo)
+        raise
+    status_proc = index.start_status()
+    staged_proc = git.start_staged_changes(repo)
+    orphans_proc = None if repo.head_on_branch() else git.start_commits_on_no_ref(repo)
+    try:
+        st = _parse_status(git.finish(status_proc)[1])
+    finally:
+        staged_out, _ = staged_proc.communicate()
+        orphans_out = orphans_proc.communicate()[0] if orphans_proc else b""
+    if st.head in ("", "(initial)"):
+        _refuse_unborn(tree, repo)
+    if staged_proc.wait() != 0:
+        raise StackmgrError(f"tree {tree}: git cannot read the index of {repo.top}", "run `git status` there")
+    snap = _reconcile(tree, repo, index, st, git.parse_raw(staged_out), limit)
+    snap.local_commits = orphans_out.decode().split()
     return snap
 
 
@@ -125,25 +145,36 @@ def _refuse_unborn(tree: str, repo: git.Repo) -> None:
 def _reconcile(
     tree: str, repo: git.Repo, index: git.TempIndex, st: _Status, staged: list[Change], limit: int
 ) -> Snapshot:
+    """Bring the private index to the working tree for the paths `git status` named, then read the changes."""
     tracked_adds = {c.path for c in staged if c.old_mode == "000000" and c.new_mode != "000000"}
+    index_only = set(st.index_only_adds) - tracked_adds  # untracked in reality, held from an earlier snapshot
+    disk = _Disk(os.fsencode(repo.top))
     unprotected: list[Unprotected] = []
     add: list[bytes] = []
     remove: list[bytes] = []
-    for p in st.untracked:
-        verdict = _untracked_verdict(repo.top, p, limit, p in tracked_adds)
-        if verdict is None:
-            add.append(p)
-        elif verdict.reason != "gone":
-            unprotected.append(verdict)
-    index_only = set(st.index_only_adds) - tracked_adds
     for p in st.stale:
-        verdict = _untracked_verdict(repo.top, p, limit, False) if p in index_only else None
-        if verdict is None or verdict.reason == "gone":
+        kind, size = disk.kind(p)
+        if p in st.submodules and kind == "gone" and disk.is_dir(p):
+            kind = "file"  # a submodule's directory: update-index records the commit checked out there
+        if kind == "file" and not (p in index_only and size > limit):
             add.append(p)
-        else:
-            unprotected.append(verdict)
-            remove.append(p)
-    remove.extend(_now_ignored(repo, sorted(index_only - set(remove))))
+            continue
+        remove.append(p)  # gone, a directory now, beyond a symlink, special, or grown over the limit
+        if kind != "gone":
+            unprotected.append(Unprotected(p, "special" if kind == "special" else "large", size))
+    for p in st.untracked:
+        if p.endswith(b"/"):
+            unprotected.append(Unprotected(p.rstrip(b"/"), "nested repository", 0))
+            continue
+        kind, size = disk.kind(p)
+        if kind == "special" or (kind == "file" and size > limit and p not in tracked_adds):
+            unprotected.append(Unprotected(p, kind if kind == "special" else "large", size))
+        elif kind == "file":
+            add.append(p)
+    ignored = set(_now_ignored(repo, sorted(index_only - set(remove))))
+    if ignored:
+        add = [p for p in add if p not in ignored]
+        remove.extend(sorted(ignored))
     if add or remove:
         index.update(add, remove)
         changes = index.changes_against(st.head)
@@ -155,30 +186,51 @@ def _reconcile(
     return snap
 
 
-def _untracked_verdict(top: str, path: bytes, limit: int, tracked: bool) -> Unprotected | None:
-    """None when the untracked file can be snapshotted; else why it is left out."""
-    if path.endswith(b"/"):
-        return Unprotected(path.rstrip(b"/"), "nested repository", 0)
-    try:
-        st = os.lstat(os.path.join(os.fsencode(top), path))
-    except FileNotFoundError:
-        return Unprotected(path, "gone", 0)
-    if stat.S_ISLNK(st.st_mode):
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return Unprotected(path, "special", 0)
-    if st.st_size > limit and not tracked:
-        return Unprotected(path, "large", st.st_size)
-    return None
+class _Disk:
+    """What a path is on disk, as git would see it: a file (regular or symlink, with its size), "special", or
+    "gone" (missing, a directory now, or behind a symlinked or missing parent directory)."""
+
+    def __init__(self, top: bytes) -> None:
+        self.top = top
+        self.real_dirs: dict[bytes, bool] = {b"": True}
+
+    def _parent_ok(self, parent: bytes) -> bool:
+        known = self.real_dirs.get(parent)
+        if known is None:
+            try:
+                known = stat.S_ISDIR(os.lstat(os.path.join(self.top, parent)).st_mode)
+            except OSError:
+                known = False
+            known = known and self._parent_ok(os.path.dirname(parent))
+            self.real_dirs[parent] = known
+        return known
+
+    def is_dir(self, path: bytes) -> bool:
+        return self._parent_ok(path)
+
+    def kind(self, path: bytes) -> tuple[str, int]:
+        if not self._parent_ok(os.path.dirname(path)):
+            return "gone", 0
+        try:
+            st = os.lstat(os.path.join(self.top, path))
+        except OSError:
+            return "gone", 0
+        if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            return "file", st.st_size
+        if stat.S_ISDIR(st.st_mode):
+            return "gone", 0
+        return "special", 0
 
 
 def _now_ignored(repo: git.Repo, paths: list[bytes]) -> list[bytes]:
-    """Files the private index holds from an earlier snapshot that a .gitignore now covers."""
+    """Files the private index holds from an earlier snapshot that a .gitignore now covers.
+
+    Each path goes as `./path`, so a name like `:build` or `:(glob)x` is a file name, not pathspec magic."""
     if not paths:
         return []
     proc = git.start_check_ignore(repo)
-    rc, out = git.finish(proc, b"".join(p + b"\0" for p in paths), ok=(0, 1))
-    return git.zsplit(out) if rc == 0 else []
+    rc, out = git.finish(proc, b"".join(b"./" + p + b"\0" for p in paths), ok=(0, 1))
+    return [p[2:] if p.startswith(b"./") else p for p in git.zsplit(out)] if rc == 0 else []
 
 
 def _compare_staged(snap: Snapshot, staged: list[Change]) -> None:

@@ -37,7 +37,7 @@ def _one_line_error(err: str) -> None:
         (("check", "nope"), 2, "unknown tree 'nope'"),
         (("save", "ok", "-m", "m", "no/such/path"), 2, "no changes under 'no/such/path'"),
         (("save", "ok", "-m", "m", "../../etc/passwd"), 2, "is outside tree vllm"),
-        (("save", "ok", "-m", "subject\n\n--- a line git am eats"), 3, "git am reads as the diff"),
+        (("save", "ok", "-m", "subject\n\n--- a line git am eats"), 3, "which git am misreads"),
         (("save", "ok", "--base", "no-such-rev", "-m", "m"), 3, "'no-such-rev' is not a commit"),
         (("series", "../evil"), 2, "invalid series name"),
         (("tree", "add", "bad/name", "."), 2, "invalid tree name"),
