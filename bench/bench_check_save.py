@@ -373,10 +373,14 @@ def run_bench(bench: Bench, scale: Scale) -> list[Row]:
         run([sys.executable, "-c", "pass"], bench.workdir, bench.env)
 
     def version() -> None:
-        bench.stackmgr_run("--version")
+        run([bench.stackmgr, "--version"], bench.workdir, bench.env)
+
+    def listing() -> None:
+        bench.stackmgr_run("series")
 
     rows = [Row("python -c pass (start-up, for context)", median_ms(python, bench.repeats))]
-    rows.append(Row("stackmgr --version (start-up + click, for context)", median_ms(version, bench.repeats)))
+    rows.append(Row("stackmgr --version (start-up, for context)", median_ms(version, bench.repeats)))
+    rows.append(Row("stackmgr series (start-up + click, for context)", median_ms(listing, bench.repeats)))
     if scale.big_file:
         expect_unprotected_big_file(bench)
     log("measuring check before saving")
