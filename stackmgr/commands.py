@@ -24,7 +24,7 @@ def check(store_dir: str | None, trees: tuple[str, ...], *, verbose: bool, as_js
         for r in reports:
             if r.state == "missing":
                 output.out(f"{r.name}: missing ({r.error})")
-            elif not r.blockers:
+            elif r.state == "ok" and not r.blockers:
                 output.out(f"{r.name}: all changes preserved")
             output.render_blockers(r.name, r.blockers)
     return 1 if unsafe else 0

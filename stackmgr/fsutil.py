@@ -30,13 +30,8 @@ def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
 
 def write_temp(path: str, data: bytes, mode: int = 0o644) -> str:
     """Write `data`, synced, to a new temp file beside `path` (to be published or removed by the caller)."""
-    import tempfile
-
     directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise _write_error(directory, exc) from None
+    fd, tmp = _create_exclusive(directory, "." + os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -49,6 +44,19 @@ def write_temp(path: str, data: bytes, mode: int = 0o644) -> str:
             raise _write_error(directory, exc) from None
         raise
     return tmp
+
+
+def _create_exclusive(directory: str, prefix: str) -> tuple[int, str]:
+    """A new file that did not exist (O_EXCL, never through a symlink); like mkstemp without `tempfile`."""
+    for attempt in range(100):
+        tmp = os.path.join(directory, f"{prefix}.{os.getpid()}.{time.monotonic_ns() % 1_000_000}{attempt}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600), tmp
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise _write_error(directory, exc) from None
+    raise StackmgrError(f"cannot create a temporary file in {directory}", "remove stale *.tmp files there")
 
 
 def publish(tmp: str, path: str) -> None:
@@ -149,3 +157,18 @@ def write_cache(path: str, value: object) -> None:
         os.replace(tmp, path)
     except (OSError, ValueError):
         pass
+
+
+def sha256_hex(data: bytes) -> str:
+    """sha256 of `data`. Small inputs use the interpreter's built-in module: importing hashlib starts OpenSSL
+    (~3 ms, a tenth of a typical `save`); large ones use hashlib, whose OpenSSL code is much faster."""
+    if len(data) < 1 << 20:
+        try:
+            from _sha256 import sha256 as builtin  # type: ignore[import-not-found]  # CPython 3.11
+
+            return builtin(data).hexdigest()  # type: ignore[no-any-return]
+        except ImportError:
+            pass
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()

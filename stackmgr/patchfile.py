@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 
 from stackmgr.errors import StackmgrError
 
@@ -16,26 +15,32 @@ _MODE = re.compile(rb"[0-7]{6}")
 _STAT_TOTALS = re.compile(rb"\n (\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?\n")
 
 
-@dataclass(frozen=True)
 class PatchHeader:
-    tree: str
-    base: str
-    subject: str
-    body: str
-    author: str  # "Name <email>"
-    date: str  # as written
+    """The mail header and trailers of a patch file."""
+
+    __slots__ = ("author", "base", "body", "date", "subject", "tree")
+
+    def __init__(self, tree: str, base: str, subject: str, body: str, author: str, date: str) -> None:
+        self.tree = tree
+        self.base = base
+        self.subject = subject
+        self.body = body
+        self.author = author  # "Name <email>"
+        self.date = date  # as written
 
 
-@dataclass(frozen=True)
 class PostImage:
     """One file of a patch: what it was (old mode "000000" for a creation) and what it becomes (mode "000000"
     for a deletion). A blob is None where the patch does not say (a mode-only change keeps the base's blob)."""
 
-    path: bytes
-    mode: str
-    blob: str | None
-    old_mode: str
-    old_blob: str | None
+    __slots__ = ("blob", "mode", "old_blob", "old_mode", "path")
+
+    def __init__(self, path: bytes, mode: str, blob: str | None, old_mode: str, old_blob: str | None) -> None:
+        self.path = path
+        self.mode = mode
+        self.blob = blob
+        self.old_mode = old_mode
+        self.old_blob = old_blob
 
 
 def rfc2822(unix: int, tz: str) -> str:
@@ -126,8 +131,6 @@ def parse_header(data: bytes, source: str) -> PatchHeader:
 
 
 def _header_fields(head: str) -> dict[str, str]:
-    from email.header import decode_header, make_header
-
     fields: dict[str, str] = {}
     last = ""
     for line in head.split("\n")[1:]:
@@ -139,6 +142,8 @@ def _header_fields(head: str) -> dict[str, str]:
             fields[last] = value.strip()
     for key in ("subject", "from"):
         if "=?" in fields.get(key, ""):
+            from email.header import decode_header, make_header  # only for RFC 2047 words: costly import
+
             fields[key] = str(make_header(decode_header(fields[key])))
     return fields
 

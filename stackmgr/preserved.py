@@ -13,7 +13,7 @@ from stat import S_ISREG
 
 from stackmgr import git
 from stackmgr.errors import StackmgrError
-from stackmgr.fsutil import read_cache, write_cache
+from stackmgr.fsutil import read_cache, sha256_hex, write_cache
 
 TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
 if TYPE_CHECKING:
@@ -105,11 +105,9 @@ class PatchIndex:
         rec = self.records.get(filename)
         if rec is not None and rec["sig"] == sig and not (retry and rec.get("retry")):
             return rec
-        import hashlib
-
         with open(path, "rb") as f:
             data = f.read()
-        digest = hashlib.sha256(data).hexdigest()
+        digest = sha256_hex(data)
         if rec is None or rec["sha256"] != digest or rec.get("retry"):
             rec = self._parse(filename, data, digest)
         rec["sig"] = sig
@@ -119,14 +117,12 @@ class PatchIndex:
 
     def record_saved(self, filename: str, data: bytes, changes: list[Change]) -> None:
         """Record a just-written, verified patch from what save already knows (no re-read, no git)."""
-        import hashlib
-
         from stackmgr import patchfile
 
         st = os.stat(os.path.join(self.store.patches_dir, filename))
         header = patchfile.parse_header(data, filename)
         self.records[filename] = {
-            "sha256": hashlib.sha256(data).hexdigest(), "tree": header.tree, "base": header.base,
+            "sha256": sha256_hex(data), "tree": header.tree, "base": header.base,
             "subject": header.subject, "stat": patchfile.stat_totals(data), "error": None,
             "entries": [[c.path, c.new_mode, c.new_blob] for c in changes],
             "sig": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino],

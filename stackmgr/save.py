@@ -2,46 +2,55 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
 
 from stackmgr import git, patchfile
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.fsutil import atomic_write, discard, locked, publish, write_temp
+from stackmgr.fsutil import atomic_write, discard, locked, publish, sha256_hex, write_temp
 from stackmgr.names import inside, patch_name
 from stackmgr.preserved import PatchIndex, assess
-from stackmgr.series import SeriesFile
 from stackmgr.snapshot import Snapshot, take_snapshot
 from stackmgr.types import Change, show_path
 
+TYPE_CHECKING = False  # mypy treats this as true; at run time `typing` and friends stay unimported (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-@dataclass(frozen=True)
+    from stackmgr.series import SeriesFile
+
+
 class SaveResult:
-    name: str
-    path: str
-    tree: str
-    base: str
-    files: int
-    insertions: int
-    deletions: int
-    outcome: str  # "saved" | "updated" | "unchanged"
-    series: str | None
-    warnings: tuple[str, ...] = ()
+    """What `save` did (plain class: `save` starts without dataclasses/inspect)."""
+
+    def __init__(
+        self, name: str, path: str, tree: str, base: str, totals: tuple[int, int, int], outcome: str,
+        series: str | None, warnings: tuple[str, ...] = (),
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.path = path
+        self.tree = tree
+        self.base = base
+        self.files, self.insertions, self.deletions = totals
+        self.outcome = outcome  # "saved" | "updated" | "unchanged"
+        self.series = series
+        self.warnings = warnings
 
 
-@dataclass(frozen=True)
 class SaveRequest:
-    name: str
-    tree: str | None = None
-    message: str | None = None
-    series: str | None = None
-    base: str | None = None
-    paths: tuple[str, ...] = ()
-    update: bool = False
-    allow_conflict_markers: bool = False
+    def __init__(
+        self, name: str, tree: str | None = None, message: str | None = None, series: str | None = None,
+        base: str | None = None, paths: tuple[str, ...] = (), update: bool = False,
+        allow_conflict_markers: bool = False,
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.tree = tree
+        self.message = message
+        self.series = series
+        self.base = base
+        self.paths = paths
+        self.update = update
+        self.allow_conflict_markers = allow_conflict_markers
 
 
 def pick_tree(store: Store, wanted: str | None, index: PatchIndex) -> tuple[str, Snapshot]:
@@ -112,8 +121,7 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
             index.record_saved(filename, data, post_images)
     warnings = tuple(f"{show_path(p)}: its staged version differs; the patch holds the working-tree version"
                      for p in snap.staged_differs if not paths or p in paths)  # fmt: skip
-    files, plus, minus = patchfile.stat_totals(data)
-    return SaveResult(name, target, tree, base, files, plus, minus, outcome,
+    return SaveResult(name, target, tree, base, patchfile.stat_totals(data), outcome,
                       series.name if series else None, warnings)  # fmt: skip
 
 
@@ -129,6 +137,8 @@ def _refuse_unsafe_state(snap: Snapshot) -> None:
 def _series_for(store: Store, name: str | None, patch: str) -> SeriesFile | None:
     if name is None:
         return None
+    from stackmgr.series import SeriesFile
+
     series = SeriesFile.load_or_new(store, name)
     if series.entries and patch not in series.patch_names():
         raise UsageProblem(
@@ -237,7 +247,7 @@ def _verify_round_trip(snap: Snapshot, patch_path: str, expected: list[Change]) 
 
 def _keep_previous(store: Store, filename: str, existing: bytes) -> None:
     """--update keeps the replaced version under patches/.versions/ for interdiff."""
-    digest = hashlib.sha256(existing).hexdigest()[:12]
+    digest = sha256_hex(existing)[:12]
     directory = os.path.join(store.patches_dir, ".versions", filename[: -len(".patch")])
     os.makedirs(directory, exist_ok=True)
     atomic_write(os.path.join(directory, f"{digest}.patch"), existing)

@@ -12,7 +12,7 @@ import stat
 
 from stackmgr import git
 from stackmgr.errors import GitFailed, StackmgrError
-from stackmgr.fsutil import locked
+from stackmgr.fsutil import locked, read_cache, write_cache
 from stackmgr.types import EMPTY_BLOB, Change, CommitId, TreeId, Unprotected
 
 
@@ -123,18 +123,21 @@ def _snapshot(tree: str, repo: git.Repo, index: git.TempIndex, limit: int) -> Sn
     status_proc = index.start_status()
     staged_proc = git.start_staged_changes(repo)
     orphans_proc = None if repo.head_on_branch() else git.start_commits_on_no_ref(repo)
+    probe = _IgnoreProbe(repo)
     try:
         st = _parse_status(git.finish(status_proc)[1])
-    finally:
+        if st.head in ("", "(initial)"):
+            _refuse_unborn(tree, repo)
         staged_out, _ = staged_proc.communicate()
-        orphans_out = orphans_proc.communicate()[0] if orphans_proc else b""
-    if st.head in ("", "(initial)"):
-        _refuse_unborn(tree, repo)
-    if staged_proc.wait() != 0:
-        raise StackmgrError(f"tree {tree}: git cannot read the index of {repo.top}", "run `git status` there")
-    snap = _reconcile(tree, repo, index, st, git.parse_raw(staged_out), limit)
-    snap.local_commits = orphans_out.decode().split()
-    return snap
+        if staged_proc.wait() != 0:
+            raise StackmgrError(f"tree {tree}: git cannot read the index of {repo.top}", "run `git status` there")
+        snap = _reconcile(tree, repo, index, st, git.parse_raw(staged_out), limit, probe)
+        snap.local_commits = orphans_proc.communicate()[0].decode().split() if orphans_proc else []
+        return snap
+    finally:
+        for proc in (staged_proc, orphans_proc, probe.proc):
+            if proc is not None:
+                proc.communicate()
 
 
 def _refuse_unborn(tree: str, repo: git.Repo) -> None:
@@ -143,7 +146,7 @@ def _refuse_unborn(tree: str, repo: git.Repo) -> None:
 
 
 def _reconcile(
-    tree: str, repo: git.Repo, index: git.TempIndex, st: _Status, staged: list[Change], limit: int
+    tree: str, repo: git.Repo, index: git.TempIndex, st: _Status, staged: list[Change], limit: int, probe: _IgnoreProbe
 ) -> Snapshot:
     """Bring the private index to the working tree for the paths `git status` named, then read the changes."""
     tracked_adds = {c.path for c in staged if c.old_mode == "000000" and c.new_mode != "000000"}
@@ -171,10 +174,11 @@ def _reconcile(
             unprotected.append(Unprotected(p, kind if kind == "special" else "large", size))
         elif kind == "file":
             add.append(p)
-    ignored = set(_now_ignored(repo, sorted(index_only - set(remove))))
+    ignored = probe.ignored(index_only - set(remove))
     if ignored:
         add = [p for p in add if p not in ignored]
         remove.extend(sorted(ignored))
+    probe.remember((index_only - set(remove)) | {p for p in add if p not in tracked_adds and p not in st.stale})
     if add or remove:
         index.update(add, remove)
         changes = index.changes_against(st.head)
@@ -222,15 +226,51 @@ class _Disk:
         return "special", 0
 
 
-def _now_ignored(repo: git.Repo, paths: list[bytes]) -> list[bytes]:
-    """Files the private index holds from an earlier snapshot that a .gitignore now covers.
+class _IgnoreProbe:
+    """Which files held only by the private index does a .gitignore now cover? It asks `git check-ignore` about
+    the set the last snapshot left (remembered beside the private index) while `git status` runs, so the
+    question costs no extra wait; only paths new since then are asked afterwards."""
 
-    Each path goes as `./path`, so a name like `:build` or `:(glob)x` is a file name, not pathspec magic."""
+    def __init__(self, repo: git.Repo) -> None:
+        self.repo = repo
+        self.cache = os.path.join(repo.stackmgr_dir, "index-only.marshal")
+        previous = read_cache(self.cache)
+        self.asked: set[bytes] = set(previous) if isinstance(previous, list) else set()
+        self.proc = git.start_check_ignore(repo) if self.asked else None
+        self._question = _ignore_question(sorted(self.asked))
+
+    def ignored(self, paths: set[bytes]) -> set[bytes]:
+        found: set[bytes] = set()
+        new = paths - self.asked
+        if self.proc is not None:
+            rc, out = git.finish(self.proc, self._question, ok=(0, 1, 128))
+            found = set(_ignore_answer(out)) if rc == 0 else set()
+            if rc == 128:  # a remembered path is now behind a symlink: ask again about the live ones only
+                new = paths
+        if new:
+            found |= set(_now_ignored(self.repo, sorted(new)))
+        return found & paths
+
+    def remember(self, paths: set[bytes]) -> None:
+        if paths != self.asked:
+            write_cache(self.cache, sorted(paths))
+
+
+def _ignore_question(paths: list[bytes]) -> bytes:
+    """Each path as `./path`, so a name like `:build` or `:(glob)x` is a file name, not pathspec magic."""
+    return b"".join(b"./" + p + b"\0" for p in paths)
+
+
+def _ignore_answer(out: bytes) -> list[bytes]:
+    return [p[2:] if p.startswith(b"./") else p for p in git.zsplit(out)]
+
+
+def _now_ignored(repo: git.Repo, paths: list[bytes]) -> list[bytes]:
+    """Which of `paths` (files, relative to the top) a .gitignore covers."""
     if not paths:
         return []
-    proc = git.start_check_ignore(repo)
-    rc, out = git.finish(proc, b"".join(b"./" + p + b"\0" for p in paths), ok=(0, 1))
-    return [p[2:] if p.startswith(b"./") else p for p in git.zsplit(out)] if rc == 0 else []
+    rc, out = git.finish(git.start_check_ignore(repo), _ignore_question(paths), ok=(0, 1))
+    return _ignore_answer(out) if rc == 0 else []
 
 
 def _compare_staged(snap: Snapshot, staged: list[Change]) -> None:

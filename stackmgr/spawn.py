@@ -40,6 +40,10 @@ class Process:
         self.returncode: int | None = None
 
     def communicate(self, data: bytes | None = None) -> tuple[bytes, bytes]:
+        """Feed `data`, collect all output, reap the child. A second call returns nothing more."""
+        if self._out < 0:
+            self.wait()
+            return b"", b""
         chunks: dict[int, list[bytes]] = {self._out: [], self._err: []}
         poller = select.poll()
         for fd in chunks:
@@ -69,8 +73,10 @@ class Process:
                     poller.unregister(fd)
                     os.close(fd)
                     open_fds.discard(fd)
+        out, err = b"".join(chunks[self._out]), b"".join(chunks[self._err])
+        self._out = self._err = -1
         self.wait()
-        return b"".join(chunks[self._out]), b"".join(chunks[self._err])
+        return out, err
 
     def _feed(self, pending: memoryview) -> memoryview:
         try:
