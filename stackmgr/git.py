@@ -319,6 +319,22 @@ class TempIndex:
     def write_tree(self) -> TreeId:
         return write_tree(self.repo.top, self.path)
 
+    def freeze(self) -> TempIndex:
+        """A copy of this index that no later snapshot will touch (the caller removes it with `discard`)."""
+        frozen = TempIndex(self.repo, f"frozen.{os.getpid()}.index")
+        with open(self.path, "rb") as src, open(frozen.path, "wb") as dst:
+            dst.write(src.read())
+        return frozen
+
+    def format_diff(self, base: str, paths: Sequence[bytes] = ()) -> bytes:
+        """`format_diff` from commit `base` to this index (no tree object needs writing first)."""
+        args = ["diff-index", "--cached", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, base, *_pathspec(paths)]
+        return run(self.repo.top, args, index=self.path)
+
+    def start_diff_raw(self, base: str, paths: Sequence[bytes] = ()) -> Process:
+        args = ["diff-index", "--cached", "-r", "-z", "--raw", "--no-renames", "--full-index", base, *_pathspec(paths)]
+        return start(self.repo.top, args, index=self.path)
+
 
 def start_staged_changes(repo: Repo) -> Process:
     """What the user's real index holds against HEAD (staged edits, unmerged paths); read-only."""

@@ -54,19 +54,29 @@ class SaveRequest:
 
 
 def pick_tree(store: Store, wanted: str | None, index: PatchIndex) -> tuple[str, Snapshot]:
-    """The tree to save from: the one named, else the only tree with unsaved changes, else the only dirty one."""
+    """The tree to save from: the one named, else the only tree with unsaved changes, else the only dirty one.
+    The snapshot returned is frozen: the caller releases it."""
     if wanted is not None:
         config = store.tree(wanted)
-        return wanted, take_snapshot(wanted, config.path, store.max_untracked_bytes, find_special=False)
+        return wanted, take_snapshot(wanted, config.path, store.max_untracked_bytes, find_special=False, freeze=True)
     if not store.trees:
         raise UsageProblem("the store has no trees", "register one with `stackmgr tree add NAME PATH`")
-    dirty = []
-    for name, config in sorted(store.trees.items()):
-        if not os.path.isdir(config.path):
-            continue
-        snap = take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False)
-        if snap.changes:
-            dirty.append((name, snap))
+    snaps: list[tuple[str, Snapshot]] = []
+    chosen: tuple[str, Snapshot] | None = None
+    try:
+        for name, config in sorted(store.trees.items()):
+            if os.path.isdir(config.path):
+                snaps.append((name, take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False,
+                                                  freeze=True)))  # fmt: skip
+        chosen = _only_candidate(store, index, [(n, s) for n, s in snaps if s.changes])
+        return chosen
+    finally:
+        for _name, snap in snaps:
+            if chosen is None or snap is not chosen[1]:
+                snap.release()
+
+
+def _only_candidate(store: Store, index: PatchIndex, dirty: list[tuple[str, Snapshot]]) -> tuple[str, Snapshot]:
     unsaved = [(n, s) for n, s in dirty if assess(store, s, index=index).unpreserved]
     for candidates in (unsaved, dirty):
         if len(candidates) == 1:
@@ -104,16 +114,19 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
     with locked(store.lock_path, "the store"):
         index = PatchIndex.load(store)
         tree, snap = pick_tree(store, req.tree, index)
-        _refuse_unsafe_state(snap)
-        changes = _select(snap, req.paths)
-        if not changes:
-            raise StackmgrError(f"tree {tree} has no changes to save", "edit something first")
-        base = git.resolve_commit(snap.repo.top, req.base) if req.base else snap.head
-        paths = [c.path for c in changes] if req.paths else []
-        series = _series_for(store, req.series, name)
-        data, expected = _build(store, tree, snap, base, paths, name, req)
-        _refuse_conflict_markers(data, req.allow_conflict_markers)
-        outcome, post_images = _write_verified(store, snap, target, data, expected, req.update)
+        try:
+            _refuse_unsafe_state(snap)
+            changes = _select(snap, req.paths)
+            if not changes:
+                raise StackmgrError(f"tree {tree} has no changes to save", "edit something first")
+            base = git.resolve_commit(snap.repo.top, req.base) if req.base else snap.head
+            paths = [c.path for c in changes] if req.paths else []
+            series = _series_for(store, req.series, name)
+            data, expected = _build(store, tree, snap, base, paths, name, req)
+            _refuse_conflict_markers(data, req.allow_conflict_markers)
+            outcome, post_images = _write_verified(store, snap, target, data, expected, req.update)
+        finally:
+            snap.release()
         if series is not None and name not in series.patch_names():
             series.append(filename)
             series.write()
@@ -152,10 +165,9 @@ def _build(
     store: Store, tree: str, snap: Snapshot, base: str, paths: list[bytes], name: str, req: SaveRequest
 ) -> tuple[bytes, list[Change]]:
     top = snap.repo.top
-    tree_id = snap.tree_id()
     # The raw diff (what verification expects) and the author are asked for while the patch is computed.
-    raw_proc, ident_proc = git.start_diff_raw(top, base, tree_id, paths), git.start_author_ident(top)
-    stat_and_diff = git.format_diff(top, base, tree_id, paths)
+    raw_proc, ident_proc = snap.index.start_diff_raw(base, paths), git.start_author_ident(top)
+    stat_and_diff = snap.index.format_diff(base, paths)
     expected = git.parse_raw(git.finish(raw_proc)[1])
     author, email, stamp, tz = git.author_ident(ident_proc)
     if not stat_and_diff:

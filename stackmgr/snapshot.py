@@ -32,13 +32,19 @@ class Snapshot:
         self.dirty_submodules: list[bytes] = []
         self.local_commits: list[str] = []  # on a detached HEAD and on no ref: a reset elsewhere loses them
         self.operation: str | None = None
+        self.index = git.TempIndex(repo)  # holds this snapshot; a frozen copy when asked for one
         self._tree_id: TreeId | None = None
 
     def tree_id(self) -> TreeId:
         """The working tree as a git tree (written on demand: `check` never needs it)."""
         if self._tree_id is None:
-            self._tree_id = git.TempIndex(self.repo).write_tree()
+            self._tree_id = self.index.write_tree()
         return self._tree_id
+
+    def release(self) -> None:
+        """Remove a frozen copy of the index (see `take_snapshot(freeze=True)`)."""
+        if self.index.path != git.TempIndex(self.repo).path:
+            self.index.discard()
 
     def change_map(self) -> dict[bytes, Change]:
         return {c.path: c for c in self.changes}
@@ -97,8 +103,13 @@ def _ordinary(st: _Status, xy: bytes, sub: bytes, mh: str, mi: str, hh: str, hi:
             st.dirty_submodules.append(path)
 
 
-def take_snapshot(tree: str, path: str, max_untracked_bytes: int, *, find_special: bool = True) -> Snapshot:
-    """Snapshot the working tree at `path`. The real index is read, never written."""
+def take_snapshot(
+    tree: str, path: str, max_untracked_bytes: int, *, find_special: bool = True, freeze: bool = False
+) -> Snapshot:
+    """Snapshot the working tree at `path`. The real index is read, never written.
+
+    With `freeze`, the snapshot keeps its own copy of the index, taken under the tree lock, so a `check`
+    running meanwhile cannot move it; the caller calls `release()` when done."""
     repo = git.open_repo(path)
     index = git.TempIndex(repo)
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {tree}"):
@@ -108,6 +119,8 @@ def take_snapshot(tree: str, path: str, max_untracked_bytes: int, *, find_specia
             # The private index is only a cache: start it afresh once (a killed git's lock, a torn write).
             index.discard()
             snap = _snapshot(tree, repo, index, max_untracked_bytes)
+        if freeze:
+            snap.index = index.freeze()
     if find_special:
         snap.unprotected.extend(_special_files(repo))
     snap.operation = repo.operation_in_progress()

@@ -197,3 +197,12 @@ def test_git_config_of_the_user_does_not_change_the_patch(lab: Lab, tmp_path: Pa
     )
     assert lab.sm("save", "plain", "-m", "x").code == 0
     assert (lab.store / "patches" / "plain.patch").read_bytes() == clean
+
+
+def test_save_leaves_no_frozen_index_behind(lab: Lab) -> None:
+    (lab.tree / "README").write_text("x\n")
+    assert lab.sm("save", "p", "-m", "m").code == 0
+    assert lab.sm("save", "p", "-m", "m", "-t", "nope").code == 2
+    assert lab.sm("save", "q", "-m", "m", "no/such/path").code == 2
+    leftovers = [p.name for p in (lab.tree / ".git" / "stackmgr").iterdir() if "frozen" in p.name]
+    assert leftovers == []
