@@ -209,19 +209,10 @@ def write_tree(top: str, index: str) -> TreeId:
     return TreeId(run(top, ["write-tree"], index=index).decode().strip())
 
 
-def diff_raw(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> list[Change]:
-    """Changes between two tree-ish ids (`--raw -z`, no renames)."""
-    return parse_raw(finish(start_diff_raw(top, old, new, paths))[1])
 
 
-def start_diff_raw(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> Process:
-    return start(top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new, *_pathspec(paths)])
 
 
-def format_diff(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> bytes:
-    """What `git format-patch` puts below `---`: diffstat, summary, a blank line, then the binary-safe,
-    full-index patch from `old` to `new` (tree-ish ids). Empty when nothing differs."""
-    return run(top, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, old, new, *_pathspec(paths)])
 
 
 def blob_entries(top: str, rev: str, paths: Sequence[bytes]) -> dict[bytes, tuple[str, str]]:
@@ -327,7 +318,8 @@ class TempIndex:
         return frozen
 
     def format_diff(self, base: str, paths: Sequence[bytes] = ()) -> bytes:
-        """`format_diff` from commit `base` to this index (no tree object needs writing first)."""
+        """What `git format-patch` puts below `---` (diffstat, summary, a blank line, then the binary-safe,
+        full-index patch), from commit `base` to this index; empty when nothing differs."""
         args = ["diff-index", "--cached", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, base, *_pathspec(paths)]
         return run(self.repo.top, args, index=self.path)
 
