@@ -10,7 +10,7 @@ import shlex
 import shutil
 import tempfile
 
-from stackmgr import git, output
+from stackmgr import git, output, tempindex
 from stackmgr.entry import main
 
 _MODEL = "".join(f"def layer_{i}(x):\n    return x * {i}\n\n" for i in range(12))
@@ -96,7 +96,7 @@ def _walk(root: str) -> None:
 
     patch = os.path.join(store, "patches", "vllm-decode-replay-boundary.patch")
     before = _worktree_id(repo)
-    rebuilt, failure = git.tree_from_patches(repo, base, [patch])
+    rebuilt, failure = tempindex.tree_from_patches(repo, base, [patch])
     output.out("")
     output.out(output.paint("## the saved series rebuilds the tree exactly", "bold"))
     output.out(f"working tree id (snapshot):        {before}")

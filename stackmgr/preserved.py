@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from stat import S_ISREG
 
-from stackmgr import git
+from stackmgr import git, tempindex
 from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import read_cache, sha256_hex, write_cache
 
@@ -166,7 +166,7 @@ class PatchIndex:
             unknown = [im.path for im in images if im.old_blob is None]
             kept = {p: blob for p, (_m, blob) in git.blob_entries(repo.top, header.base, unknown).items()}
             before = [(im.old_mode, im.old_blob or kept.get(im.path, ""), im.path) for im in images]
-            result, failure = git.apply_to_entries(repo, [b for b in before if b[0] != "000000"],
+            result, failure = tempindex.apply_to_entries(repo, [b for b in before if b[0] != "000000"],
                                                    os.path.join(self.store.patches_dir, filename))  # fmt: skip
         except StackmgrError as exc:
             raise _Unverifiable(f"{filename}: cannot be checked against tree {header.tree} ({exc.message})") from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from stackmgr import git, patchfile
+from stackmgr import git, patchfile, tempindex
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import atomic_write, discard, locked, publish, sha256_hex, write_temp
@@ -247,7 +247,7 @@ def _verify_round_trip(snap: Snapshot, patch_path: str, expected: list[Change]) 
     """Apply the written bytes to the base versions of the files they touch (`expected`: base → snapshot);
     each file must come out exactly as in the snapshot (mode and blob), and nothing else may appear."""
     before = [(c.old_mode, c.old_blob, c.path) for c in expected if c.old_mode != "000000"]
-    result, failure = git.apply_to_entries(snap.repo, before, patch_path)
+    result, failure = tempindex.apply_to_entries(snap.repo, before, patch_path)
     if result is None:
         raise StackmgrError(f"the written patch does not apply to its base ({failure})",
                             "nothing was saved; please report this")  # fmt: skip

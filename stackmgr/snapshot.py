@@ -13,6 +13,7 @@ import stat
 from stackmgr import git
 from stackmgr.errors import GitFailed, StackmgrError
 from stackmgr.fsutil import locked, read_cache, write_cache
+from stackmgr.tempindex import TempIndex
 from stackmgr.types import EMPTY_BLOB, Change, CommitId, TreeId, Unprotected
 
 
@@ -32,7 +33,7 @@ class Snapshot:
         self.dirty_submodules: list[bytes] = []
         self.local_commits: list[str] = []  # on a detached HEAD and on no ref: a reset elsewhere loses them
         self.operation: str | None = None
-        self.index = git.TempIndex(repo)  # holds this snapshot; a frozen copy when asked for one
+        self.index = TempIndex(repo)  # holds this snapshot; a frozen copy when asked for one
         self._tree_id: TreeId | None = None
 
     def tree_id(self) -> TreeId:
@@ -43,7 +44,7 @@ class Snapshot:
 
     def release(self) -> None:
         """Remove a frozen copy of the index (see `take_snapshot(freeze=True)`)."""
-        if self.index.path != git.TempIndex(self.repo).path:
+        if self.index.path != TempIndex(self.repo).path:
             self.index.discard()
 
     def change_map(self) -> dict[bytes, Change]:
@@ -111,7 +112,7 @@ def take_snapshot(
     With `freeze`, the snapshot keeps its own copy of the index, taken under the tree lock, so a `check`
     running meanwhile cannot move it; the caller calls `release()` when done."""
     repo = git.open_repo(path)
-    index = git.TempIndex(repo)
+    index = TempIndex(repo)
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {tree}"):
         try:
             snap = _snapshot(tree, repo, index, max_untracked_bytes)
@@ -127,7 +128,7 @@ def take_snapshot(
     return snap
 
 
-def _snapshot(tree: str, repo: git.Repo, index: git.TempIndex, limit: int) -> Snapshot:
+def _snapshot(tree: str, repo: git.Repo, index: TempIndex, limit: int) -> Snapshot:
     try:
         index.seed()
     except StackmgrError:
@@ -159,7 +160,7 @@ def _refuse_unborn(tree: str, repo: git.Repo) -> None:
 
 
 def _reconcile(
-    tree: str, repo: git.Repo, index: git.TempIndex, st: _Status, staged: list[Change], limit: int, probe: _IgnoreProbe
+    tree: str, repo: git.Repo, index: TempIndex, st: _Status, staged: list[Change], limit: int, probe: _IgnoreProbe
 ) -> Snapshot:
     """Bring the private index to the working tree for the paths `git status` named, then read the changes."""
     tracked_adds = {c.path for c in staged if c.old_mode == "000000" and c.new_mode != "000000"}

@@ -163,10 +163,10 @@ def test_save_with_series_creates_it_and_refuses_an_unapplied_one(lab: Lab) -> N
 
 
 def test_round_trip_failure_leaves_nothing(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
-    from stackmgr import git as gitmod
+    from stackmgr import tempindex
 
     (lab.tree / "README").write_text("edited\n")
-    monkeypatch.setattr(gitmod, "apply_to_index", lambda *a: (False, "error: simulated corruption"))
+    monkeypatch.setattr(tempindex, "apply_to_index", lambda *a: (False, "error: simulated corruption"))
     result = lab.sm("save", "broken", "-m", "x")
     assert result.code == 3 and "does not apply" in result.err
     assert sorted(p.name for p in (lab.store / "patches").iterdir()) == []

@@ -1,0 +1,156 @@
+"""The temporary-index technique, in one class: every index stackmgr reads or writes besides looking at the
+user's own (the private snapshot index in `.git/stackmgr/`, frozen copies, scratch indexes that rebuild or verify
+a state), and the one sanctioned way to touch a working tree: a two-way `read-tree -m -u` from the state just
+checked, which refuses per file if anything moved since.
+
+Git runs through git.py's runner (same pinned configuration, environment and bytes contract).
+"""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.git import DIFF_FLAGS, Repo, parse_raw, pathspec, run, run_rc, start, write_tree, zsplit
+from stackmgr.spawn import Process
+from stackmgr.types import Change, TreeId
+
+TYPE_CHECKING = False  # mypy treats this as true; `collections.abc` stays out of `check`'s start-up
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+class TempIndex:
+    """A private index for one tree, kept in `.git/stackmgr/` so later snapshots are warm.
+
+    It is seeded once from the real index (stat data, sparse and intent-to-add entries) and then owned by
+    stackmgr; the user's real index is never written by it.
+    """
+
+    def __init__(self, repo: Repo, name: str = "index") -> None:
+        self.repo = repo
+        self.path = os.path.join(repo.stackmgr_dir, name)
+
+    def seed(self) -> None:
+        """Make sure the index exists; copy2 keeps the real index's mtime, so racy-git checks stay sound."""
+        if os.path.exists(self.path):
+            return
+        os.makedirs(self.repo.stackmgr_dir, exist_ok=True)
+        real = os.path.join(self.repo.git_dir, "index")
+        if os.path.exists(real):
+            import shutil
+
+            tmp = self.path + ".seed"
+            shutil.copy2(real, tmp)
+            os.replace(tmp, self.path)
+        else:
+            self.read_tree("HEAD")
+
+    def discard(self) -> None:
+        """Forget the private index (and a lock a killed git left on it: stackmgr's tree lock is held here)."""
+        for path in (self.path, self.path + ".lock"):
+            if os.path.exists(path):
+                os.unlink(path)
+
+    def read_tree(self, treeish: str) -> None:
+        run(self.repo.top, ["read-tree", treeish], index=self.path)
+
+    def start_status(self) -> Process:
+        return start(
+            self.repo.top,
+            [
+                "status",
+                "--porcelain=v2",
+                "--branch",
+                "-z",
+                "--untracked-files=all",
+                "--no-renames",
+                "--ignore-submodules=none",
+            ],
+            index=self.path,
+        )
+
+    def update(self, add: Sequence[bytes], remove: Sequence[bytes]) -> None:
+        """Record the working-tree state of `add` (hashing them into the object store) and drop `remove`."""
+        if remove:
+            run(self.repo.top, ["update-index", "-z", "--force-remove", "--stdin"], index=self.path,
+                stdin=b"".join(p + b"\0" for p in remove))  # fmt: skip
+        if add:
+            run(self.repo.top, ["update-index", "-z", "--add", "--remove", "--replace", "--stdin"], index=self.path,
+                stdin=b"".join(p + b"\0" for p in add))  # fmt: skip
+
+    def changes_against(self, commit: str) -> list[Change]:
+        out = run(self.repo.top, ["diff-index", "--cached", "-r", "-z", "--raw", "--no-renames", "--full-index",
+                                  "--ignore-submodules=none", commit], index=self.path)  # fmt: skip
+        return parse_raw(out)
+
+    def write_tree(self) -> TreeId:
+        return write_tree(self.repo.top, self.path)
+
+    def freeze(self) -> TempIndex:
+        """A copy of this index that no later snapshot will touch (the caller removes it with `discard`)."""
+        frozen = TempIndex(self.repo, f"frozen.{os.getpid()}.index")
+        with open(self.path, "rb") as src, open(frozen.path, "wb") as dst:
+            dst.write(src.read())
+        return frozen
+
+    def format_diff(self, base: str, paths: Sequence[bytes] = ()) -> bytes:
+        """What `git format-patch` puts below `---` (diffstat, summary, a blank line, then the binary-safe,
+        full-index patch), from commit `base` to this index; empty when nothing differs."""
+        args = ["diff-index", "--cached", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, base, *pathspec(paths)]
+        return run(self.repo.top, args, index=self.path)
+
+    def start_diff_raw(self, base: str, paths: Sequence[bytes] = ()) -> Process:
+        args = ["diff-index", "--cached", "-r", "-z", "--raw", "--no-renames", "--full-index", base, *pathspec(paths)]
+        return start(self.repo.top, args, index=self.path)
+
+
+def scratch_index(repo: Repo, purpose: str) -> str:
+    """A fresh path for a throwaway index inside the tree's git directory (same filesystem, never the real one)."""
+    os.makedirs(repo.stackmgr_dir, exist_ok=True)
+    return os.path.join(repo.stackmgr_dir, f"{purpose}.{os.getpid()}.index")
+
+
+def apply_to_index(top: str, index: str, patch_path: str) -> tuple[bool, str]:
+    """Strictly apply a patch file to a (temporary) index: no fuzz, no recount, no whitespace fixing."""
+    rc, _, err = run_rc(
+        top, ["apply", "--cached", "--whitespace=nowarn", "-p1", os.path.abspath(patch_path)], index=index
+    )
+    return rc == 0, err.decode("utf-8", "replace").strip()
+
+
+def apply_to_entries(
+    repo: Repo, before: Sequence[tuple[str, str, bytes]], patch_path: str
+) -> tuple[dict[bytes, tuple[str, str]] | None, str]:
+    """Apply a patch file strictly to an index holding only `before` (mode, blob, path): the files it touches
+    at its base. Returns what that index then holds, path -> (mode, blob), or (None, git's complaint)."""
+    index = scratch_index(repo, "verify")
+    try:
+        info = b"".join(f"{mode} {blob}\t".encode() + path + b"\0" for mode, blob, path in before)
+        run(repo.top, ["update-index", "-z", "--index-info"], index=index, stdin=info)
+        ok, err = apply_to_index(repo.top, index, patch_path)
+        if not ok:
+            return None, err.splitlines()[0] if err else "does not apply"
+        entries = {}
+        for rec in zsplit(run(repo.top, ["ls-files", "-s", "-z"], index=index)):
+            meta, path = rec.split(b"\t", 1)
+            mode, blob, _stage = meta.decode().split(" ")
+            entries[path] = (mode, blob)
+        return entries, ""
+    finally:
+        if os.path.exists(index):
+            os.unlink(index)
+
+
+def tree_from_patches(repo: Repo, base: str, patch_files: Sequence[str]) -> tuple[TreeId | None, str]:
+    """Apply patch files in order to `base` in a scratch index; (tree id, "") or (None, what failed)."""
+    index = scratch_index(repo, "rebuild")
+    try:
+        run(repo.top, ["read-tree", base], index=index)
+        for patch in patch_files:
+            ok, err = apply_to_index(repo.top, index, patch)
+            if not ok:
+                return None, f"{os.path.basename(patch)}: {err.splitlines()[0] if err else 'does not apply'}"
+        return write_tree(repo.top, index), ""
+    finally:
+        if os.path.exists(index):
+            os.unlink(index)
