@@ -158,8 +158,10 @@ def save(ctx: Ctx, /, name: str, paths: tuple[str, ...], **opts: Any) -> None:
 
 
 from stackmgr.cli_series import series_group  # noqa: E402  (registers the `series` commands)
+from stackmgr.cli_tree_ops import apply_cmd, recover_cmd, reset_cmd  # noqa: E402
 
-cli.add_command(series_group)
+for _command in (series_group, apply_cmd, reset_cmd, recover_cmd):
+    cli.add_command(_command)
 
 
 @cli.command()

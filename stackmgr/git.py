@@ -186,6 +186,15 @@ def resolve_commit(top: str, rev: str) -> CommitId:
     return CommitId(out.decode().strip())
 
 
+def ref_commit(top: str, ref: str) -> CommitId | None:
+    rc, out, _ = run_rc(top, ["rev-parse", "-q", "--verify", "--end-of-options", ref + "^{commit}"])
+    return CommitId(out.decode().strip()) if rc == 0 else None
+
+
+def has_object(top: str, oid: str) -> bool:
+    return bool(oid) and run_rc(top, ["cat-file", "-e", oid])[0] == 0
+
+
 def has_commit(top: str, commit: str) -> bool:
     return run_rc(top, ["cat-file", "-e", commit + "^{commit}"])[0] == 0
 
@@ -272,3 +281,59 @@ def commit_all(repo: Repo, message: str) -> CommitId:
     commit = CommitId(run(repo.top, args).decode().strip())
     run(repo.top, ["update-ref", "HEAD", commit])
     return commit
+
+
+def symbolic_head(repo: Repo) -> str | None:
+    """The branch HEAD names (`refs/heads/x`), or None when HEAD is detached."""
+    rc, out, _ = run_rc(repo.top, ["symbolic-ref", "-q", "HEAD"])
+    return out.decode().strip() if rc == 0 else None
+
+
+def detach_head(repo: Repo, commit: str, reason: str) -> None:
+    """HEAD detached at `commit`; the branch it named (if any) keeps all its commits. Logged in HEAD's reflog."""
+    run(repo.top, ["update-ref", "--no-deref", "-m", reason, "HEAD", commit])
+
+
+def attach_head(repo: Repo, branch: str, reason: str) -> None:
+    run(repo.top, ["symbolic-ref", "-m", reason, "HEAD", branch])
+
+
+def commit_tree(top: str, tree: str, parents: Sequence[str], message: str) -> CommitId:
+    """A commit object made with plumbing (no hooks), anchored by the caller with `update_ref`."""
+    args: list[str | bytes] = ["commit-tree", tree]
+    for parent in parents:
+        args += ["-p", parent]
+    return CommitId(run(top, args, stdin=message.encode("utf-8")).decode().strip())
+
+
+def update_ref(top: str, ref: str, commit: str, reason: str) -> None:
+    run(top, ["update-ref", "-m", reason, ref, commit])
+
+
+def refs_under(top: str, prefix: str) -> list[tuple[str, CommitId, int, str]]:
+    """(ref, commit, committer time, full message) of every ref under `prefix`, newest first."""
+    fmt = "%(refname)%00%(objectname)%00%(committerdate:unix)%00%(contents)%00%00"
+    out = run(top, ["for-each-ref", "--sort=-committerdate", f"--format={fmt}", prefix])
+    rows = []
+    for rec in out.split(b"\0\0\n"):
+        if rec.strip():
+            ref, commit, stamp, message = rec.lstrip(b"\n").split(b"\0", 3)
+            rows.append((ref.decode(), CommitId(commit.decode()), int(stamp or 0), message.decode("utf-8", "replace")))
+    return rows
+
+
+def commit_parents(top: str, commit: str) -> list[str]:
+    return run(top, ["rev-parse", f"{commit}^@"]).decode().split()
+
+
+def tree_of(top: str, commit: str) -> TreeId:
+    return TreeId(run(top, ["rev-parse", "--verify", f"{commit}^{{tree}}"]).decode().strip())
+
+
+def count_files(top: str, tree: str) -> int:
+    return len(zsplit(run(top, ["ls-tree", "-r", "-z", "--name-only", tree])))
+
+
+def unreachable_after_move(repo: Repo, target: str) -> list[str]:
+    """Commits that HEAD reaches and that neither a ref nor `target` would reach once HEAD moves to `target`."""
+    return run(repo.top, ["rev-list", "HEAD", "--not", "--glob=refs/*", target]).decode().split()

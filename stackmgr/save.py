@@ -17,8 +17,6 @@ TYPE_CHECKING = False  # mypy treats this as true; at run time `typing` and frie
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from stackmgr.series import SeriesFile
-
 
 class SaveResult:
     """What `save` did (plain class: `save` starts without dataclasses/inspect)."""
@@ -119,23 +117,38 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
             changes = _select(snap, req.paths)
             if not changes:
                 raise StackmgrError(f"tree {tree} has no changes to save", "edit something first")
-            base = git.resolve_commit(snap.repo.top, req.base) if req.base else snap.head
+            base: str = git.resolve_commit(snap.repo.top, req.base) if req.base else snap.head
             paths = [c.path for c in changes] if req.paths else []
-            series = _series_for(store, req.series, name)
-            data, expected = _build(store, tree, snap, base, paths, name, req)
+            stack = None
+            if req.series is not None:
+                from stackmgr.stacking import stack_for
+
+                stack = stack_for(store, index, tree, snap, req.series, name, base, req.base is not None)
+                base = stack.base
+            data, expected = _build(store, tree, snap, stack.diff_from if stack else base, base, paths, name, req)
             _refuse_conflict_markers(data, req.allow_conflict_markers)
             outcome, post_images = _write_verified(store, snap, target, data, expected, req.update)
+            result_tree = _result_tree(snap, stack.diff_from, target, paths) if stack else None
         finally:
             snap.release()
-        if series is not None and name not in series.patch_names():
-            series.append(filename)
-            series.write()
         if post_images is not None:
             index.record_saved(filename, data, post_images)
+        if stack is not None and result_tree is not None:
+            stack.record(store, name, sha256_hex(data), result_tree)
     warnings = tuple(f"{show_path(p)}: its staged version differs; the patch holds the working-tree version"
                      for p in snap.staged_differs if not paths or p in paths)  # fmt: skip
     return SaveResult(name, target, tree, base, patchfile.stat_totals(data), outcome,
-                      series.name if series else None, warnings)  # fmt: skip
+                      req.series, warnings)  # fmt: skip
+
+
+def _result_tree(snap: Snapshot, diff_from: str, patch: str, paths: list[bytes]) -> str:
+    """The tree the series produces with the new patch on top: the snapshot's, unless only some paths were saved."""
+    if not paths:
+        return snap.tree_id()
+    tree, failure = tempindex.tree_from_patches(snap.repo, diff_from, [patch])
+    if tree is None:
+        raise StackmgrError(f"the saved patch does not apply on top of its series ({failure})", "please report this")
+    return tree
 
 
 def _refuse_unsafe_state(snap: Snapshot) -> None:
@@ -147,31 +160,26 @@ def _refuse_unsafe_state(snap: Snapshot) -> None:
                             "resolve them and `git add` them first")  # fmt: skip
 
 
-def _series_for(store: Store, name: str | None, patch: str) -> SeriesFile | None:
-    if name is None:
-        return None
-    from stackmgr.series import SeriesFile
-
-    series = SeriesFile.load_or_new(store, name)
-    if series.entries and patch not in series.patch_names():
-        raise UsageProblem(
-            f"series {name} already has patches and is not applied to this tree",
-            f"save without --series, then `stackmgr series add {name} {patch}`",
-        )
-    return series
-
-
 def _build(
-    store: Store, tree: str, snap: Snapshot, base: str, paths: list[bytes], name: str, req: SaveRequest
+    store: Store,
+    tree: str,
+    snap: Snapshot,
+    diff_from: str,
+    base: str,
+    paths: list[bytes],
+    name: str,
+    req: SaveRequest,
 ) -> tuple[bytes, list[Change]]:
+    """The patch bytes (diff from `diff_from`, a commit or tree, to the snapshot; `base` recorded) and the raw
+    changes it must reproduce."""
     top = snap.repo.top
     # The raw diff (what verification expects) and the author are asked for while the patch is computed.
-    raw_proc, ident_proc = snap.index.start_diff_raw(base, paths), git.start_author_ident(top)
-    stat_and_diff = snap.index.format_diff(base, paths)
+    raw_proc, ident_proc = snap.index.start_diff_raw(diff_from, paths), git.start_author_ident(top)
+    stat_and_diff = snap.index.format_diff(diff_from, paths)
     expected = git.parse_raw(git.finish(raw_proc)[1])
     author, email, stamp, tz = git.author_ident(ident_proc)
     if not stat_and_diff:
-        raise StackmgrError(f"tree {tree} has no changes to save against {base[:12]}", "edit something first")
+        raise StackmgrError(f"tree {tree} has no changes to save on top of {diff_from[:12]}", "edit something first")
     subject, body = patchfile.check_message(req.message or name)
     date = patchfile.rfc2822(stamp, tz)
     existing = _read(os.path.join(store.patches_dir, name + ".patch"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from stackmgr.errors import StackmgrError
 from stackmgr.git import DIFF_FLAGS, Repo, parse_raw, pathspec, run, run_rc, start, write_tree, zsplit
 from stackmgr.spawn import Process
 from stackmgr.types import Change, TreeId
@@ -29,6 +30,12 @@ class TempIndex:
     def __init__(self, repo: Repo, name: str = "index") -> None:
         self.repo = repo
         self.path = os.path.join(repo.stackmgr_dir, name)
+
+    @classmethod
+    def scratch(cls, repo: Repo, purpose: str) -> TempIndex:
+        """A new, empty throwaway index (removed with `discard`)."""
+        os.makedirs(repo.stackmgr_dir, exist_ok=True)
+        return cls(repo, f"{purpose}.{os.getpid()}.index")
 
     def seed(self) -> None:
         """Make sure the index exists; copy2 keeps the real index's mtime, so racy-git checks stay sound."""
@@ -86,12 +93,45 @@ class TempIndex:
     def write_tree(self) -> TreeId:
         return write_tree(self.repo.top, self.path)
 
-    def freeze(self) -> TempIndex:
+    def freeze(self, purpose: str = "frozen") -> TempIndex:
         """A copy of this index that no later snapshot will touch (the caller removes it with `discard`)."""
-        frozen = TempIndex(self.repo, f"frozen.{os.getpid()}.index")
+        frozen = TempIndex(self.repo, f"{purpose}.{os.getpid()}.index")
         with open(self.path, "rb") as src, open(frozen.path, "wb") as dst:
             dst.write(src.read())
         return frozen
+
+    def install_as(self, other: TempIndex) -> None:
+        """Make `other` a copy of this index (an atomic rename of a fresh copy)."""
+        copy = self.freeze("install")
+        os.replace(copy.path, other.path)
+
+    def switch(self, old: str, new: str) -> None:
+        """Move the working tree from tree `old` (what this index describes, as checked) to tree `new`.
+
+        A two-way `read-tree -m -u`: before writing anything git refuses if a file it would touch differs from
+        this index (it changed since the check) or an untracked or ignored file is in the way. Files that are in
+        neither tree (ignored, unprotected) are never touched."""
+        rc, _, err = run_rc(self.repo.top, ["read-tree", "-m", "-u", old, new], index=self.path)
+        if rc != 0:
+            raise WorkingTreeMoved(_refusal(err))
+
+    def retarget(self, old: str, new: str) -> None:
+        """This index from tree `old` to tree `new` without touching files; unchanged entries keep stat data."""
+        run(self.repo.top, ["read-tree", "-m", old, new], index=self.path)
+
+    def apply(self, patch_path: str, *, three_way: bool = False) -> tuple[bool, str]:
+        """Apply a patch strictly to this index (no fuzz, no recount, no whitespace fixing)."""
+        return apply_to_index(self.repo.top, self.path, patch_path, three_way=three_way)
+
+    def diagnose(self, patch_path: str) -> str:
+        """Why a patch that failed here fails: already applied, or would apply with --3way, or neither."""
+        top, path = self.repo.top, os.path.abspath(patch_path)
+        if run_rc(top, ["apply", "--cached", "--check", "-R", "-p1", path], index=self.path)[0] == 0:
+            return "it is already applied (it reverse-applies)"
+        rc, out, err = run_rc(top, ["apply", "--cached", "--check", "--3way", "-p1", path], index=self.path)
+        if rc == 0 and b"with conflicts" not in out + err:
+            return "it would apply with --3way"
+        return "--3way would conflict too" if rc == 0 else "no 3-way merge is possible (blobs missing)"
 
     def format_diff(self, base: str, paths: Sequence[bytes] = ()) -> bytes:
         """What `git format-patch` puts below `---` (diffstat, summary, a blank line, then the binary-safe,
@@ -110,12 +150,63 @@ def scratch_index(repo: Repo, purpose: str) -> str:
     return os.path.join(repo.stackmgr_dir, f"{purpose}.{os.getpid()}.index")
 
 
-def apply_to_index(top: str, index: str, patch_path: str) -> tuple[bool, str]:
+def apply_to_index(top: str, index: str, patch_path: str, *, three_way: bool = False) -> tuple[bool, str]:
     """Strictly apply a patch file to a (temporary) index: no fuzz, no recount, no whitespace fixing."""
+    extra = ["--3way"] if three_way else []
     rc, _, err = run_rc(
-        top, ["apply", "--cached", "--whitespace=nowarn", "-p1", os.path.abspath(patch_path)], index=index
+        top, ["apply", "--cached", "--whitespace=nowarn", *extra, "-p1", os.path.abspath(patch_path)], index=index
     )
     return rc == 0, err.decode("utf-8", "replace").strip()
+
+
+class WorkingTreeMoved(StackmgrError):
+    """The working tree changed between the check and the destructive step; nothing was touched."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"refused, nothing changed: {detail}", "check again (`stackmgr status`) and retry")
+
+
+def _refusal(err: bytes) -> str:
+    """git's per-file refusal as one line: which files changed since the check, which are in the way."""
+    changed, in_way, other = [], [], []
+    lines = err.decode("utf-8", "replace").splitlines()
+    for line in lines:
+        if "not uptodate" in line and "'" in line:
+            changed.append(line.split("'")[1])
+        elif line.startswith("\t"):
+            in_way.append(line.strip())
+        elif line.startswith(("error:", "fatal:")) and "would be" not in line and "Aborting" not in line:
+            other.append(line.split(":", 1)[1].strip())
+    parts = []
+    if changed:
+        parts.append(f"changed after the check: {', '.join(changed[:5])}" + (" …" if len(changed) > 5 else ""))
+    if in_way:
+        parts.append(f"untracked files in the way: {', '.join(in_way[:5])}" + (" …" if len(in_way) > 5 else ""))
+    return "; ".join(parts or other or ["git read-tree refused"])
+
+
+def write_real_index(repo: Repo, source: TempIndex) -> None:
+    """Replace the user's index with a copy of `source`, by git's own lock-file convention: create
+    `index.lock` exclusively (another git at work makes this fail, and nothing is changed), fill it, sync, rename."""
+    real = os.path.join(repo.git_dir, "index")
+    lock = real + ".lock"
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        raise StackmgrError(
+            f"{lock} exists: another git command is running in {repo.top}",
+            "wait for it to finish (remove the file only if no git is running)",
+        ) from None
+    try:
+        with open(source.path, "rb") as src, os.fdopen(fd, "wb") as dst:
+            dst.write(src.read())
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(lock, real)
+    except BaseException:
+        if os.path.exists(lock):
+            os.unlink(lock)
+        raise
 
 
 def apply_to_entries(

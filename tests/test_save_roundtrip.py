@@ -151,15 +151,30 @@ def test_paths_are_relative_to_the_current_directory_inside_the_tree(lab: Lab, m
     assert b"b/src/model.py" in (lab.store / "patches" / "model.patch").read_bytes()
 
 
-def test_save_with_series_creates_it_and_refuses_an_unapplied_one(lab: Lab) -> None:
+def test_save_with_series_stacks_on_the_applied_series_and_refuses_otherwise(lab: Lab) -> None:
+    base = git_text(lab.tree, "rev-parse", "HEAD")
     (lab.tree / "README").write_text("one\n")
     assert lab.sm("save", "one", "--series", "replay", "-m", "one").code == 0
     assert (lab.store / "series" / "replay").read_bytes() == b"one.patch\n"
-    (lab.tree / "README").write_text("two\n")
-    refused = lab.sm("save", "two", "--series", "replay", "-m", "two")
-    assert refused.code == 2 and "series add" in refused.err
-    assert not (lab.store / "patches" / "two.patch").exists()
-    assert (lab.store / "series" / "replay").read_bytes() == b"one.patch\n"
+    (lab.tree / "README").write_text("one\ntwo\n")
+    (lab.tree / "new.txt").write_text("n\n")
+    stacked = lab.sm("save", "two", "--series", "replay", "-m", "two")
+    assert stacked.code == 0, stacked.err
+    two = (lab.store / "patches" / "two.patch").read_bytes()
+    assert b"Stackmgr-Base: " + base.encode() in two
+    assert b" one\n+two\n" in two and b"-hello" not in two, "only what is new on top of the series"
+    assert (lab.store / "series" / "replay").read_bytes() == b"one.patch\ntwo.patch\n"
+    assert lab.sm("check").code == 0
+    expected = lab.worktree_id()
+    assert lab.sm("reset").code == 0
+    assert lab.sm("apply", "replay").code == 0
+    assert lab.worktree_id() == expected
+    assert lab.sm("reset").code == 0  # the series is no longer applied
+    (lab.tree / "README").write_text("three\n")
+    refused = lab.sm("save", "three", "--series", "replay", "-m", "three")
+    assert refused.code == 2 and "apply replay" in refused.err
+    assert not (lab.store / "patches" / "three.patch").exists()
+    assert (lab.store / "series" / "replay").read_bytes() == b"one.patch\ntwo.patch\n"
 
 
 def test_round_trip_failure_leaves_nothing(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,187 @@
+"""`stackmgr apply SERIES`: rebuild a known tree state from a series (SPEC §5).
+
+Everything is checked before anything changes: the series parses, every patch exists, parses and belongs to a
+registered tree, every touched tree is fully preserved and not mid-merge, and the result of every tree is
+computed in a scratch index (strict `git apply --cached`, no fuzz). Only then are the trees switched, each in one
+step from its checked snapshot; if a later tree refuses, the earlier ones are put back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from stackmgr import checkout, git, patchfile
+from stackmgr.applied import Applied, record_applied
+from stackmgr.config import Store
+from stackmgr.errors import NotPreserved, StackmgrError
+from stackmgr.fsutil import locked, sha256_hex
+from stackmgr.preserved import assess
+from stackmgr.series import Entry, SeriesFile
+from stackmgr.snapshot import Snapshot, take_snapshot
+from stackmgr.tempindex import TempIndex
+from stackmgr.types import TreeId, show_path
+
+
+class PatchRef:
+    def __init__(self, entry: Entry, path: str, data: bytes, header: patchfile.PatchHeader) -> None:
+        self.name = entry.name
+        self.path = path
+        self.sha256 = sha256_hex(data)
+        self.tree = header.tree
+        self.base = header.base
+        self.data = data
+
+
+class TreePlan:
+    """The patches of one tree, in series order; the tree's base is the first patch's Stackmgr-Base."""
+
+    def __init__(self, tree: str, path: str) -> None:
+        self.tree = tree
+        self.path = path
+        self.patches: list[PatchRef] = []
+        self.snap: Snapshot | None = None
+        self.result: TreeId | None = None
+
+    @property
+    def base(self) -> str:
+        return self.patches[0].base
+
+
+class TreeOutcome:
+    def __init__(self, plan: TreePlan, changed: bool) -> None:
+        self.tree = plan.tree
+        self.base = plan.base
+        self.patches = [p.name for p in plan.patches]
+        self.result = plan.result
+        self.changed = changed
+
+
+def active(entry: Entry, guards: tuple[str, ...]) -> bool:
+    """MQ's guard rule: a negative guard that is active skips the patch; positive guards need one active."""
+    if any(g[1:] in guards for g in entry.guards if g.startswith("-")):
+        return False
+    positive = [g[1:] for g in entry.guards if g.startswith("+")]
+    return not positive or any(g in guards for g in positive)
+
+
+def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[str, ...]) -> list[TreePlan]:
+    """Read and validate the series and its patches; group them by tree. Touches nothing."""
+    series = SeriesFile.load(store, name)
+    series.check_files()
+    if only_tree is not None:
+        store.tree(only_tree)
+    plans: dict[str, TreePlan] = {}
+    for entry in series.entries:
+        if not active(entry, guards):
+            continue
+        path = os.path.join(store.patches_dir, entry.patch)
+        with open(path, "rb") as f:
+            data = f.read()
+        header = patchfile.parse_header(data, f"patches/{entry.patch}")
+        if header.tree not in store.trees:
+            raise StackmgrError(f"patches/{entry.patch} belongs to tree {header.tree}, which this store does not know",
+                                f"register it with `stackmgr tree add {header.tree} PATH`")  # fmt: skip
+        if only_tree is not None and header.tree != only_tree:
+            continue
+        plan = plans.setdefault(header.tree, TreePlan(header.tree, store.trees[header.tree].path))
+        plan.patches.append(PatchRef(entry, path, data, header))
+    if not plans:
+        where = f" for tree {only_tree}" if only_tree else ""
+        raise StackmgrError(f"series {name} has no patches to apply{where}", f"see `stackmgr series {name}`")
+    return list(plans.values())
+
+
+def _preflight(store: Store, plan: TreePlan) -> Snapshot:
+    snap = take_snapshot(plan.tree, plan.path, store.max_untracked_bytes, find_special=False, freeze=True)
+    plan.snap = snap
+    if snap.operation:
+        raise StackmgrError(f"tree {plan.tree} is in the middle of {snap.operation}", "finish or abort it first")
+    blockers = assess(store, snap).blockers(snap)
+    if blockers:
+        shown = ", ".join(f"{show_path(p)} ({why})" for p, why in blockers[:6]) + (" …" if len(blockers) > 6 else "")
+        raise NotPreserved(f"tree {plan.tree} has changes no patch preserves: {shown}",
+                           "save them first (`stackmgr save NAME`) or set them aside (`stackmgr reset --force`)")  # fmt: skip
+    if not git.has_commit(snap.repo.top, plan.base):
+        raise StackmgrError(f"the base {plan.base[:12]} of tree {plan.tree} is not a commit there",
+                            f"fetch it into {plan.path} (git fetch)")  # fmt: skip
+    return snap
+
+
+def compute_result(plan: TreePlan, three_way: bool) -> TreeId:
+    """Apply the tree's patches in order to its base in a scratch index; name the first that fails."""
+    assert plan.snap is not None
+    index = TempIndex.scratch(plan.snap.repo, "apply")
+    try:
+        index.read_tree(plan.base)
+        for n, patch in enumerate(plan.patches, start=1):
+            ok, err = index.apply(patch.path, three_way=three_way)
+            if not ok:
+                where = _failing_hunk(patch.data, err)
+                why = index.diagnose(patch.path) if not three_way else "--3way conflicts too"
+                raise StackmgrError(
+                    f"patch {patch.name} ({n} of {len(plan.patches)} for tree {plan.tree}) does not apply: "
+                    f"{where}; {why}; nothing was changed",
+                    "refresh the patch (`stackmgr save NAME --update` on a tree where it applies)",
+                )
+        try:
+            return index.write_tree()
+        except StackmgrError:
+            raise StackmgrError(f"tree {plan.tree}: --3way left conflicts; nothing was changed",
+                                "rebase the series onto this base first") from None  # fmt: skip
+    finally:
+        index.discard()
+
+
+_FAILED_AT = re.compile(r"patch failed: (.+):(\d+)")
+
+
+def _failing_hunk(data: bytes, err: str) -> str:
+    """`path, hunk @@ -a,b +c,d @@` from git's complaint and the patch text; git's line when no hunk matches."""
+    m = _FAILED_AT.search(err)
+    if not m:
+        first = next((ln for ln in err.splitlines() if ln.startswith("error:")), err.splitlines()[0] if err else "")
+        return first.removeprefix("error: ") or "git apply failed"
+    path, line = m.group(1), m.group(2)
+    section = data.find(b"\ndiff --git a/" + path.encode() + b" ")
+    hunk = re.compile(rb"^@@ -" + line.encode() + rb"(,\d+)? \+\d+(,\d+)? @@", re.M).search(data, max(section, 0))
+    return f"{path}, hunk {hunk.group(0).decode()}" if hunk else f"{path} at line {line}"
+
+
+def apply_series(
+    store: Store, name: str, *, only_tree: str | None = None, guards: tuple[str, ...] = (),
+    three_way: bool = False, dry_run: bool = False,
+) -> list[TreeOutcome]:  # fmt: skip
+    with locked(store.lock_path, "the store"):
+        plans = plan_series(store, name, only_tree, guards)
+        try:
+            for plan in plans:
+                _preflight(store, plan)
+            for plan in plans:
+                plan.result = compute_result(plan, three_way)
+            outcomes = [TreeOutcome(p, p.snap is not None and p.snap.tree_id() != p.result) for p in plans]
+            if not dry_run:
+                _switch_all(store, name, plans)
+            return outcomes
+        finally:
+            for plan in plans:
+                if plan.snap is not None:
+                    plan.snap.release()
+
+
+def _switch_all(store: Store, name: str, plans: list[TreePlan]) -> None:
+    """Switch every tree; if one refuses, put the ones already switched back as they were."""
+    done: list[checkout.Moved] = []
+    try:
+        for plan in plans:
+            assert plan.snap is not None and plan.result is not None
+            done.append(checkout.move_tree(plan.snap, plan.result, index_tree=plan.base, head=plan.base,
+                                           reason=f"stackmgr apply {name}"))  # fmt: skip
+    except BaseException:
+        for moved in reversed(done):
+            checkout.move_back(moved, f"stackmgr apply {name}: rolled back")
+        raise
+    for plan in plans:
+        assert plan.result is not None
+        record_applied(store, plan.tree, Applied(name, plan.base, [(p.name, p.sha256) for p in plan.patches],
+                                                 plan.result))  # fmt: skip

@@ -1,0 +1,89 @@
+"""The destructive step, in one place: move a checked tree to a target state (SPEC §4).
+
+Only from a snapshot that was just checked, only by a two-way `read-tree -m -u` from that snapshot's own index
+(which refuses per file if anything moved since the check), never `reset --hard` + `clean`. Ignored and
+unprotected files are in neither tree, so they are never touched. What it replaced is kept, so a multi-tree
+operation can put an earlier tree back when a later one fails.
+"""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr import git
+from stackmgr.fsutil import locked
+from stackmgr.snapshot import Snapshot
+from stackmgr.tempindex import TempIndex, write_real_index
+from stackmgr.types import TreeId
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+# Tests set this to change a file between the check and the destructive step (the race SPEC §4 guards).
+before_switch: Callable[[Snapshot], None] | None = None
+
+
+class Moved:
+    """How to put a moved tree back: where it went, and what its index and HEAD were."""
+
+    def __init__(self, snap: Snapshot, target: TreeId, real_index: bytes | None, branch: str | None) -> None:
+        self.snap = snap
+        self.target = target
+        self.real_index = real_index
+        self.branch = branch
+
+
+def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | None, reason: str) -> Moved:
+    """Working tree: from the snapshot's tree to `target`. Real index: `index_tree` (stat data kept where files
+    did not change). HEAD: detached at `head` when given. Raises WorkingTreeMoved with nothing changed when a file
+    moved since the check."""
+    repo = snap.repo
+    with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
+        real_index = _read(os.path.join(repo.git_dir, "index"))
+        branch = git.symbolic_head(repo)
+        work = snap.index.freeze("switch")
+        try:
+            if before_switch is not None:
+                before_switch(snap)
+            work.switch(snap.tree_id(), target)
+            work.install_as(TempIndex(repo))  # the private index now describes the new working tree, warm
+            work.retarget(target, index_tree)
+            write_real_index(repo, work)
+            if head is not None and (branch is not None or head != snap.head):
+                git.detach_head(repo, head, reason)
+        finally:
+            work.discard()
+    return Moved(snap, target, real_index, branch)
+
+
+def move_back(moved: Moved, reason: str) -> None:
+    """Undo `move_tree`: the working tree back to the checked snapshot, the index bytes and HEAD as they were."""
+    snap, repo = moved.snap, moved.snap.repo
+    with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
+        private = TempIndex(repo)
+        private.switch(moved.target, snap.tree_id())
+        snap.index.install_as(private)
+        real = os.path.join(repo.git_dir, "index")
+        if moved.real_index is not None:
+            back = TempIndex(repo, f"back.{os.getpid()}.index")
+            with open(back.path, "wb") as f:
+                f.write(moved.real_index)
+            try:
+                write_real_index(repo, back)
+            finally:
+                back.discard()
+        elif os.path.exists(real):
+            os.unlink(real)
+        if moved.branch is not None:
+            git.attach_head(repo, moved.branch, reason)
+        else:
+            git.detach_head(repo, snap.head, reason)
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
