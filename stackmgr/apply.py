@@ -14,13 +14,13 @@ import re
 from stackmgr import checkout, git, patchfile
 from stackmgr.applied import Applied, record_applied
 from stackmgr.config import Store
-from stackmgr.errors import NotPreserved, StackmgrError
+from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import locked, sha256_hex
-from stackmgr.preserved import assess
+from stackmgr.preserved import assess, refuse_unpreserved
 from stackmgr.series import Entry, SeriesFile
 from stackmgr.snapshot import Snapshot, take_snapshot
 from stackmgr.tempindex import TempIndex
-from stackmgr.types import TreeId, show_path
+from stackmgr.types import TreeId
 
 
 class PatchRef:
@@ -97,11 +97,8 @@ def _preflight(store: Store, plan: TreePlan) -> Snapshot:
     plan.snap = snap
     if snap.operation:
         raise StackmgrError(f"tree {plan.tree} is in the middle of {snap.operation}", "finish or abort it first")
-    blockers = assess(store, snap).blockers(snap)
-    if blockers:
-        shown = ", ".join(f"{show_path(p)} ({why})" for p, why in blockers[:6]) + (" …" if len(blockers) > 6 else "")
-        raise NotPreserved(f"tree {plan.tree} has changes no patch preserves: {shown}",
-                           "save them first (`stackmgr save NAME`) or set them aside (`stackmgr reset --force`)")  # fmt: skip
+    refuse_unpreserved(plan.tree, assess(store, snap).blockers(snap),
+                       "save them (`stackmgr save NAME`), or set them aside (`stackmgr reset --force`)")  # fmt: skip
     if not git.has_commit(snap.repo.top, plan.base):
         raise StackmgrError(f"the base {plan.base[:12]} of tree {plan.tree} is not a commit there",
                             f"fetch it into {plan.path} (git fetch)")  # fmt: skip

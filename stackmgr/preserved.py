@@ -12,7 +12,7 @@ import os
 from stat import S_ISREG
 
 from stackmgr import git, tempindex
-from stackmgr.errors import StackmgrError
+from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.fsutil import read_cache, sha256_hex, write_cache
 
 TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
@@ -240,3 +240,17 @@ def _presence(idx: PatchIndex, snap: Snapshot) -> dict[str, tuple[int, int]]:
         hits = sum(1 for p, mode, blob in rec["entries"] if state.get(p) == (mode, blob))
         presence[filename[: -len(".patch")]] = (hits, len(rec["entries"]))
     return presence
+
+
+def describe(blockers: list[tuple[bytes, str]], limit: int = 6) -> str:
+    """`path (why), …` for a one-line refusal."""
+    from stackmgr.types import show_path
+
+    shown = ", ".join(f"{show_path(p)} ({why})" for p, why in blockers[:limit])
+    return shown + (f" and {len(blockers) - limit} more" if len(blockers) > limit else "")
+
+
+def refuse_unpreserved(tree: str, blockers: list[tuple[bytes, str]], hint: str) -> None:
+    """Raise the exit-1 refusal every destructive command gives while a tree holds unpreserved work."""
+    if blockers:
+        raise NotPreserved(f"tree {tree} has changes no patch preserves: {describe(blockers)}", hint)

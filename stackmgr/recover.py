@@ -11,12 +11,11 @@ import os
 
 from stackmgr import checkout, git
 from stackmgr.config import Store
-from stackmgr.errors import NotPreserved, StackmgrError, UsageProblem
+from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import locked
-from stackmgr.preserved import assess
+from stackmgr.preserved import assess, refuse_unpreserved
 from stackmgr.reset import RECOVERY_PREFIX
 from stackmgr.snapshot import take_snapshot
-from stackmgr.types import show_path
 
 
 class Recovery:
@@ -69,11 +68,8 @@ def restore(store: Store, wanted: str) -> Recovery:
         try:
             if snap.operation:
                 raise StackmgrError(f"tree {rec.tree} is in the middle of {snap.operation}", "finish or abort it first")
-            blockers = assess(store, snap).blockers(snap)
-            if blockers:
-                shown = ", ".join(f"{show_path(p)} ({why})" for p, why in blockers[:6])
-                raise NotPreserved(f"tree {rec.tree} has changes no patch preserves: {shown}",
-                                   "save them first, so restoring cannot lose them")  # fmt: skip
+            refuse_unpreserved(rec.tree, assess(store, snap).blockers(snap),
+                               "save them first, so restoring cannot lose them")  # fmt: skip
             top = snap.repo.top
             parents = git.commit_parents(top, rec.commit)
             index_tree = git.tree_of(top, parents[1] if len(parents) > 1 else parents[0])

@@ -16,10 +16,10 @@ from stackmgr.applied import clear_applied, load_applied
 from stackmgr.config import Store, TreeConfig
 from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.fsutil import locked
-from stackmgr.preserved import assess
+from stackmgr.preserved import assess, describe
 from stackmgr.snapshot import Snapshot, take_snapshot
 from stackmgr.tempindex import TempIndex
-from stackmgr.types import CommitId, show_path
+from stackmgr.types import CommitId
 
 RECOVERY_PREFIX = "refs/stackmgr/recovery/"
 
@@ -86,10 +86,7 @@ def _plan(store: Store, config: TreeConfig, to: str | None) -> _Planned:
 
 
 def _refusal(refused: list[_Planned]) -> str:
-    parts = []
-    for p in refused:
-        shown = ", ".join(f"{show_path(path)} ({why})" for path, why in p.blockers[:6])
-        parts.append(f"tree {p.config.name}: {shown}" + (" …" if len(p.blockers) > 6 else ""))
+    parts = [f"tree {p.config.name}: {describe(p.blockers)}" for p in refused]
     return "reset refused, nothing changed; not preserved: " + "; ".join(parts)
 
 

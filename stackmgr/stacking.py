@@ -59,7 +59,7 @@ def stack_for(
                            f"`stackmgr apply {series_name}` first, or save without --series")  # fmt: skip
     if patch in names[:-1]:
         raise UsageProblem(f"patch {patch} is in the middle of series {series_name}",
-                           "only the series' last patch can be saved again; save a new patch on top instead")  # fmt: skip
+                           "only its last patch can be saved again; save a new patch on top")  # fmt: skip
     if patch == names[-1]:  # refreshing the top patch: diff from the series without it
         below = [os.path.join(store.patches_dir, e.patch) for e in mine[:-1]]
         start, failure = tree_from_patches(snap.repo, applied.base, below)
