@@ -67,8 +67,7 @@ def reset_cmd(ctx: click.Context, trees: tuple[str, ...], to: str | None, force:
         if o.recovery:
             output.err(f"stackmgr: {o.tree}: working tree stored as recovery snapshot {o.recovery}; "
                        f"undo with `stackmgr recover {o.recovery}`")  # fmt: skip
-        what = "reset" if o.moved else "already"
-        output.out(f"{o.tree}: {what} at {o.target[:12]}")
+        output.out(f"{o.tree}: {'reset to' if o.moved else 'already at'} {o.target[:12]}")
     if not outcomes:
         output.out("no trees to reset")
 

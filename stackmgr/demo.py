@@ -10,7 +10,7 @@ import shlex
 import shutil
 import tempfile
 
-from stackmgr import git, output, tempindex
+from stackmgr import git, output
 from stackmgr.entry import main
 
 _MODEL = "".join(f"def layer_{i}(x):\n    return x * {i}\n\n" for i in range(12))
@@ -84,24 +84,28 @@ def _walk(root: str) -> None:
 
     _step("what is in the dirty tree?", "status")
     _step("is everything preserved? (no: exit 1)", "check", "-v")
+    _step("so a reset is refused, and nothing is touched (exit 1)", "reset")
     _step("save the diff as a patch in series replay-correctness", "save", "vllm-decode-replay-boundary", "-m",
           "decode replay boundary instrumentation\n\nRouted-GEMM layout fix plus a probe.",
           "--series", "replay-correctness")  # fmt: skip
     _step("now everything is preserved (exit 0)", "check", "-v")
-    _step("the series", "series", "replay-correctness")
     _write(tree, "results/probe.log", "output_throughput=107.77 tok/s\njson gate: fail!\n")
     _step("one more byte is noticed at once (exit 1)", "check", "-v")
     _write(tree, "results/probe.log", "output_throughput=107.77 tok/s\njson gate: fail\n")
     _step("undo that byte: preserved again (exit 0)", "check")
-
-    patch = os.path.join(store, "patches", "vllm-decode-replay-boundary.patch")
     before = _worktree_id(repo)
-    rebuilt, failure = tempindex.tree_from_patches(repo, base, [patch])
+    _step("the reset is allowed now: back to the upstream commit", "reset")
+    _step("the tree is clean", "status")
+    _step("rebuild the saved state from the series", "apply", "replay-correctness")
+    _step("the series is applied and the tree matches it", "status")
+    after = _worktree_id(repo)
     output.out("")
-    output.out(output.paint("## the saved series rebuilds the tree exactly", "bold"))
-    output.out(f"working tree id (snapshot):        {before}")
-    output.out(f"tree id rebuilt from the series:   {rebuilt or failure}")
-    output.out("identical" if rebuilt == before else output.paint("DIFFERENT", "red"))
+    output.out(output.paint("## the series rebuilt the tree exactly", "bold"))
+    output.out(f"working tree id before the reset: {before}")
+    output.out(f"working tree id after the apply:  {after}")
+    output.out("identical" if after == before else output.paint("DIFFERENT", "red"))
+    if after != before:
+        raise SystemExit(1)
 
 
 def _worktree_id(repo: git.Repo) -> str:

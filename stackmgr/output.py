@@ -58,6 +58,15 @@ def render_status(report: TreeReport) -> None:
         return
     snap, found = report.snapshot, report.assessment
     out(f"  HEAD {snap.head[:12]}" + (f"  ({snap.operation} in progress)" if snap.operation else ""))
+    if report.applied:
+        a = report.applied
+        n = len(a["patches"])
+        head = f"  {a['series']} applied ({n} patch{'es' if n != 1 else ''} on {a['base'][:12]})"
+        if a["matches"]:
+            out(head + " — tree matches")
+        else:
+            shown = ", ".join(a["drift"][:5]) + (" …" if len(a["drift"]) > 5 else "")
+            out(head + " — " + paint(f"{len(a['drift'])} path(s) differ since: {shown}", "yellow"))
     blockers = report.blockers
     if not snap.changes:
         out("  no changes against HEAD")

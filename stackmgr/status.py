@@ -36,6 +36,7 @@ class TreeReport:
         self.snapshot = snapshot
         self.assessment = assessment
         self.numstat: dict[bytes, tuple[int, int] | None] = {}
+        self.applied: dict[str, Any] | None = None  # the applied series and whether the tree still matches it
 
     @property
     def blockers(self) -> list[tuple[bytes, str]]:
@@ -62,6 +63,7 @@ class TreeReport:
             unpreserved=[{"path": show_path(p), "why": why} for p, why in self.blockers],
             unprotected=[{"path": show_path(u.path), "reason": u.reason, "size": u.size} for u in snap.unprotected],
             patches=[{"name": n, "present": hit, "total": total} for n, (hit, total) in sorted(found.presence.items())],
+            applied=self.applied,
         )  # fmt: skip
         return out
 
@@ -85,7 +87,28 @@ def report_tree(store: Store, config: TreeConfig, *, full: bool, explicit: bool)
     report = TreeReport(config.name, config.path, "ok", snapshot=snap, assessment=assess(store, snap, full=full))
     if full and snap.changes:
         report.numstat = git.numstat(snap.repo.top, snap.head, snap.tree_id())
+    if full:
+        report.applied = _applied(store, snap)
     return report
+
+
+def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
+    """The series applied to the tree, and what drifted since (paths whose content differs from its result)."""
+    from stackmgr.applied import load_applied
+
+    applied = load_applied(store).get(snap.tree)
+    if applied is None:
+        return None
+    drift: list[str] = []
+    if snap.tree_id() != applied.result_tree:
+        if git.has_object(snap.repo.top, applied.result_tree):
+            drift = [
+                show_path(c.path) for c in git.parse_raw(git.finish(snap.index.start_diff_raw(applied.result_tree))[1])
+            ]
+        else:
+            drift = ["(the series' result is no longer in the repository)"]
+    return {"series": applied.series, "base": applied.base, "patches": applied.names,
+            "result_tree": applied.result_tree, "matches": not drift, "drift": drift}  # fmt: skip
 
 
 def status_reports(store: Store, names: tuple[str, ...], *, full: bool = True) -> list[TreeReport]:
