@@ -171,8 +171,11 @@ def _refusal(err: bytes) -> str:
     changed, in_way, other = [], [], []
     lines = err.decode("utf-8", "replace").splitlines()
     for line in lines:
-        if "not uptodate" in line and "'" in line:
-            changed.append(line.split("'")[1])
+        quoted = line.split("'")[1] if line.count("'") >= 2 else ""
+        if "not uptodate" in line and quoted:
+            changed.append(quoted)
+        elif quoted and ("would be overwritten" in line or "would be removed" in line):
+            in_way.append(quoted)
         elif line.startswith("\t"):
             in_way.append(line.strip())
         elif line.startswith(("error:", "fatal:")) and "would be" not in line and "Aborting" not in line:
