@@ -265,3 +265,24 @@ def test_the_demo_ends_with_two_equal_tree_ids(capsys: pytest.CaptureFixture[str
     assert before.startswith("working tree id before the reset:") and after.startswith("working tree id after")
     ids = [line.split()[-1] for line in (before, after)]
     assert len(ids[0]) == 40 and ids[0] == ids[1] and verdict == "identical"
+
+
+def test_three_way_merges_independent_patches_that_strict_apply_refuses(lab: Lab) -> None:
+    lines = "".join(f"line {i}\n" for i in range(6))
+    (lab.tree / "f.txt").write_text(lines)
+    git(lab.tree, "add", "f.txt")
+    git(lab.tree, "commit", "-qm", "f")
+    (lab.tree / "f.txt").write_text(lines.replace("line 1\n", "line one\n"))
+    lab.sm("save", "p1", "-m", "p1")
+    lab.sm("reset")
+    (lab.tree / "f.txt").write_text(lines.replace("line 3\n", "line three\n"))
+    lab.sm("save", "p2", "-m", "p2")  # made against the same base, not on top of p1
+    lab.sm("reset")
+    (lab.store / "series" / "both").write_text("p1.patch\np2.patch\n")
+    strict = lab.sm("apply", "both")
+    assert strict.code == 3 and "patch p2 (2 of 2" in strict.err and "would apply with --3way" in strict.err
+    merged = lab.sm("apply", "both", "--3way")
+    assert merged.code == 0, merged.err
+    assert (lab.tree / "f.txt").read_text() == lines.replace("line 1\n", "line one\n").replace(
+        "line 3\n", "line three\n"
+    )
