@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from stackmgr import git
+from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import locked
 from stackmgr.snapshot import Snapshot
 from stackmgr.tempindex import TempIndex, write_real_index
@@ -40,6 +41,9 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
     moved since the check."""
     repo = snap.repo
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
+        if os.path.exists(os.path.join(repo.git_dir, "index.lock")):  # ask before the first file changes
+            raise StackmgrError(f"{repo.git_dir}/index.lock exists: another git command is running in {repo.top}",
+                                "wait for it to finish (remove the file only if no git is running)")  # fmt: skip
         real_index = _read(os.path.join(repo.git_dir, "index"))
         branch = git.symbolic_head(repo)
         work = snap.index.freeze("switch")

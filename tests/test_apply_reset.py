@@ -286,3 +286,15 @@ def test_three_way_merges_independent_patches_that_strict_apply_refuses(lab: Lab
     assert (lab.tree / "f.txt").read_text() == lines.replace("line 1\n", "line one\n").replace(
         "line 3\n", "line three\n"
     )
+
+
+def test_an_index_lock_held_by_another_git_refuses_before_any_file_changes(lab: Lab) -> None:
+    _dirty(lab)
+    lab.sm("save", "work", "-m", "m")
+    before = _files(lab.tree)
+    (lab.tree / ".git" / "index.lock").write_bytes(b"")
+    result = lab.sm("reset")
+    assert result.code == 3 and "index.lock exists" in result.err
+    assert _files(lab.tree) == before
+    (lab.tree / ".git" / "index.lock").unlink()
+    assert lab.sm("reset").code == 0
