@@ -15,7 +15,7 @@ from stackmgr.types import Change, show_path
 
 TYPE_CHECKING = False  # mypy treats this as true; at run time `typing` and friends stay unimported (start-up)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 
 class SaveResult:
@@ -51,8 +51,9 @@ class SaveRequest:
         self.allow_conflict_markers = allow_conflict_markers
 
 
-def pick_tree(store: Store, wanted: str | None, index: PatchIndex) -> tuple[str, Snapshot]:
-    """The tree to save from: the one named, else the only tree with unsaved changes, else the only dirty one.
+def pick_tree(store: Store, wanted: str | None, index: PatchIndex, series: str | None = None) -> tuple[str, Snapshot]:
+    """The tree to save from: the one named, else the only tree with unsaved changes, else the only dirty one
+    (a tree that differs from the result of `series` applied to it counts as dirty even when back at HEAD).
     The snapshot returned is frozen: the caller releases it."""
     if wanted is not None:
         config = store.tree(wanted)
@@ -66,12 +67,25 @@ def pick_tree(store: Store, wanted: str | None, index: PatchIndex) -> tuple[str,
             if os.path.isdir(config.path):
                 snaps.append((name, take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False,
                                                   freeze=True)))  # fmt: skip
-        chosen = _only_candidate(store, index, [(n, s) for n, s in snaps if s.changes])
+        drifted = _drifted_from_series(store, series) if series else (lambda _s: False)
+        chosen = _only_candidate(store, index, [(n, s) for n, s in snaps if s.changes or drifted(s)])
         return chosen
     finally:
         for _name, snap in snaps:
             if chosen is None or snap is not chosen[1]:
                 snap.release()
+
+
+def _drifted_from_series(store: Store, series: str) -> Callable[[Snapshot], bool]:
+    from stackmgr.applied import load_applied
+
+    applied = load_applied(store)
+
+    def drifted(snap: Snapshot) -> bool:
+        a = applied.get(snap.tree)
+        return a is not None and a.series == series and snap.tree_id() != a.result_tree
+
+    return drifted
 
 
 def _only_candidate(store: Store, index: PatchIndex, dirty: list[tuple[str, Snapshot]]) -> tuple[str, Snapshot]:
@@ -85,9 +99,10 @@ def _only_candidate(store: Store, index: PatchIndex, dirty: list[tuple[str, Snap
     raise StackmgrError("no tree has changes to save", "edit something first, or name the tree with -t")
 
 
-def _select(snap: Snapshot, wanted: Sequence[str]) -> list[Change]:
+def _select(snap: Snapshot, changes: list[Change], wanted: Sequence[str]) -> list[Change]:
+    """The changes under the PATHs given (relative to the current directory when it is inside the tree)."""
     if not wanted:
-        return list(snap.changes)
+        return list(changes)
     chosen: dict[bytes, Change] = {}
     top = os.path.realpath(snap.repo.top)
     cwd = os.path.realpath(os.getcwd())
@@ -97,7 +112,7 @@ def _select(snap: Snapshot, wanted: Sequence[str]) -> list[Change]:
         if rel.startswith(".."):
             raise UsageProblem(f"'{raw}' is outside tree {snap.tree} ({top})", "give paths inside the tree")
         prefix = os.fsencode(rel) if rel != "." else b""
-        hits = [c for c in snap.changes if not prefix or c.path == prefix or c.path.startswith(prefix + b"/")]
+        hits = [c for c in changes if not prefix or c.path == prefix or c.path.startswith(prefix + b"/")]
         if not hits:
             raise UsageProblem(f"no changes under '{raw}' in tree {snap.tree}", "see `stackmgr status`")
         chosen.update((c.path, c) for c in hits)
@@ -111,21 +126,24 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
     target = inside(store.patches_dir, filename)
     with locked(store.lock_path, "the store"):
         index = PatchIndex.load(store)
-        tree, snap = pick_tree(store, req.tree, index)
+        tree, snap = pick_tree(store, req.tree, index, req.series)
         try:
             _refuse_unsafe_state(snap)
-            changes = _select(snap, req.paths)
-            if not changes:
-                raise StackmgrError(f"tree {tree} has no changes to save", "edit something first")
             base: str = git.resolve_commit(snap.repo.top, req.base) if req.base else snap.head
-            paths = [c.path for c in changes] if req.paths else []
             stack = None
             if req.series is not None:
                 from stackmgr.stacking import stack_for
 
                 stack = stack_for(store, index, tree, snap, req.series, name, base, req.base is not None)
                 base = stack.base
-            data, expected = _build(store, tree, snap, stack.diff_from if stack else base, base, paths, name, req)
+            diff_from = stack.diff_from if stack else base
+            # What there is to save: the changes since the series' result (or --base), not only since HEAD.
+            candidates = snap.changes if diff_from == snap.head else snap.index.changes_against(diff_from)
+            changes = _select(snap, candidates, req.paths)
+            if not changes:
+                raise StackmgrError(f"tree {tree} has no changes to save", "edit something first")
+            paths = [c.path for c in changes] if req.paths else []
+            data, expected = _build(store, tree, snap, diff_from, base, paths, name, req)
             _refuse_conflict_markers(data, req.allow_conflict_markers)
             outcome, post_images = _write_verified(store, snap, target, data, expected, req.update)
             result_tree = _result_tree(snap, stack.diff_from, target, paths) if stack else None
