@@ -111,6 +111,10 @@ def compute_result(plan: TreePlan, three_way: bool) -> TreeId:
     index = TempIndex.scratch(plan.snap.repo, "apply")
     try:
         index.read_tree(plan.base)
+        ok, _err = index.apply(*(p.path for p in plan.patches), three_way=three_way)
+        if ok:
+            return _result_tree(index, plan)
+        index.read_tree(plan.base)  # one call refused the series: find the first patch that fails, one by one
         for n, patch in enumerate(plan.patches, start=1):
             ok, err = index.apply(patch.path, three_way=three_way)
             if not ok:
@@ -121,13 +125,17 @@ def compute_result(plan: TreePlan, three_way: bool) -> TreeId:
                     f"{where}; {why}; nothing was changed",
                     "refresh the patch (`stackmgr save NAME --update` on a tree where it applies)",
                 )
-        try:
-            return index.write_tree()
-        except StackmgrError:
-            raise StackmgrError(f"tree {plan.tree}: --3way left conflicts; nothing was changed",
-                                "rebase the series onto this base first") from None  # fmt: skip
+        return _result_tree(index, plan)
     finally:
         index.discard()
+
+
+def _result_tree(index: TempIndex, plan: TreePlan) -> TreeId:
+    try:
+        return index.write_tree()
+    except StackmgrError:  # only --3way leaves unmerged entries behind
+        raise StackmgrError(f"tree {plan.tree}: --3way left conflicts; nothing was changed",
+                            "rebase the series onto this base first") from None  # fmt: skip
 
 
 _FAILED_AT = re.compile(r"patch failed: (.+):(\d+)")

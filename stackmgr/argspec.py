@@ -9,14 +9,18 @@ from __future__ import annotations
 
 
 class Opt:
-    __slots__ = ("dest", "flags", "help", "metavar", "takes_value")
+    __slots__ = ("dest", "flags", "help", "metavar", "multiple", "takes_value")
 
-    def __init__(self, flags: tuple[str, ...], dest: str, takes_value: bool, help: str, metavar: str = "") -> None:
+    def __init__(
+        self, flags: tuple[str, ...], dest: str, takes_value: bool, help: str, metavar: str = "",
+        multiple: bool = False,
+    ) -> None:  # fmt: skip
         self.flags = flags
         self.dest = dest
         self.takes_value = takes_value
         self.help = help
         self.metavar = metavar
+        self.multiple = multiple  # may be given several times; the values form a tuple
 
 
 JSON = Opt(("--json",), "as_json", False, "Machine-readable output (schema 1).")
@@ -48,7 +52,15 @@ SAVE = (
     JSON,
 )
 
-FAST_COMMANDS = {"check": CHECK, "save": SAVE}
+APPLY = (
+    Opt(("-t", "--tree"), "only_tree", True, "Apply only this tree's patches of the series.", "TREE"),
+    Opt(("--guard",), "guards", True, "Activate an MQ guard (#+GUARD / #-GUARD lines).", "GUARD", multiple=True),
+    Opt(("--3way",), "three_way", False, "Fall back to 3-way merges using the full blob ids."),
+    Opt(("--dry-run",), "dry_run", False, "Check and compute everything; change nothing."),
+    JSON,
+)
+
+FAST_COMMANDS = {"check": CHECK, "save": SAVE, "apply": APPLY}
 
 Values = dict[str, object]
 
@@ -65,13 +77,15 @@ def _take(argv: list[str], i: int, specs: tuple[Opt, ...], values: Values) -> in
                 return None
             values[opt.dest] = True
             return i + 1
-        if eq:
-            values[opt.dest] = inline
-            return i + 1
-        if i + 1 >= len(argv):
+        if not eq and i + 1 >= len(argv):
             return None
-        values[opt.dest] = argv[i + 1]
-        return i + 2
+        value = inline if eq else argv[i + 1]
+        if opt.multiple:
+            previous = values.get(opt.dest, ())
+            values[opt.dest] = (*previous, value) if isinstance(previous, tuple) else (value,)
+        else:
+            values[opt.dest] = value
+        return i + 1 if eq else i + 2
     return None
 
 

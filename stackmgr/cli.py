@@ -33,6 +33,8 @@ def options(specs: tuple[argspec.Opt, ...]) -> Callable[[F], F]:
         for opt in reversed(specs):
             if opt.takes_value:
                 extra: dict[str, Any] = {"metavar": opt.metavar} if opt.metavar else {}
+                if opt.multiple:
+                    extra["multiple"] = True
                 if opt.dest == "tree":
                     extra["shell_complete"] = _tree_names
                 func = click.option(*opt.flags, opt.dest, help=opt.help, **extra)(func)
@@ -158,10 +160,19 @@ def save(ctx: Ctx, /, name: str, paths: tuple[str, ...], **opts: Any) -> None:
 
 
 from stackmgr.cli_series import series_group  # noqa: E402  (registers the `series` commands)
-from stackmgr.cli_tree_ops import apply_cmd, recover_cmd, reset_cmd  # noqa: E402
+from stackmgr.cli_tree_ops import recover_cmd, reset_cmd  # noqa: E402
 
-for _command in (series_group, apply_cmd, reset_cmd, recover_cmd):
+for _command in (series_group, reset_cmd, recover_cmd):
     cli.add_command(_command)
+
+
+@cli.command("apply")
+@click.argument("series")
+@options(argspec.APPLY)
+@pass_ctx
+def apply_cmd(ctx: Ctx, /, series: str, **opts: Any) -> None:
+    """Rebuild the tree state a series describes: HEAD detached at its base, the patches as working-tree changes."""
+    raise SystemExit(commands.apply(ctx.store, series, dict(opts, as_json=_json(ctx, opts["as_json"]))))
 
 
 @cli.command()

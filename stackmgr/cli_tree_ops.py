@@ -1,4 +1,4 @@
-"""`stackmgr apply`, `reset` and `recover`: the commands that change working trees."""
+"""`stackmgr reset` and `recover` (and `apply`, in commands.py for its fast start): commands that change trees."""
 
 from __future__ import annotations
 
@@ -17,36 +17,6 @@ def _wants_json(ctx: click.Context, local: bool) -> bool:
 def _store_dir(ctx: click.Context) -> str | None:
     store = ctx.find_root().params.get("store")
     return store if isinstance(store, str) else None
-
-
-@click.command("apply")
-@click.argument("series")
-@click.option("-t", "--tree", "only_tree", help="Apply only this tree's patches of the series.")
-@click.option("--guard", "guards", multiple=True, help="Activate an MQ guard (#+GUARD / #-GUARD lines).")
-@click.option("--3way", "three_way", is_flag=True, help="Fall back to 3-way merges using the full blob ids.")
-@click.option("--dry-run", is_flag=True, help="Check and compute everything; change nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
-@click.pass_context
-def apply_cmd(ctx: click.Context, series: str, only_tree: str | None, guards: tuple[str, ...], three_way: bool,
-              dry_run: bool, as_json: bool) -> None:  # fmt: skip
-    """Rebuild the tree state a series describes: HEAD detached at its base, the patches as working-tree changes."""
-    from stackmgr.apply import apply_series
-
-    store = open_store(_store_dir(ctx))
-    with output.activity(f"applying {series}"):
-        outcomes = apply_series(store, series, only_tree=only_tree, guards=guards, three_way=three_way,
-                                dry_run=dry_run)  # fmt: skip
-    if _wants_json(ctx, as_json):
-        output.emit_json({"schema": 1, "series": series, "dry_run": dry_run, "trees": [
-            {"tree": o.tree, "base": o.base, "patches": o.patches, "result_tree": o.result, "changed": o.changed}
-            for o in outcomes]})  # fmt: skip
-        return
-    verb = "would apply" if dry_run else "applied"
-    for o in outcomes:
-        n = len(o.patches)
-        state = "working tree changes" if o.changed else "working tree already there"
-        output.out(f"{o.tree}: {verb} {series} ({n} patch{'es' if n != 1 else ''}) on {o.base[:12]}; "
-                   f"tree {o.result}; {state}")  # fmt: skip
 
 
 @click.command("reset")

@@ -76,3 +76,29 @@ def save(store_dir: str | None, name: str, paths: tuple[str, ...], opts: dict[st
 def _opt(opts: dict[str, object], key: str) -> str | None:
     value = opts.get(key)
     return value if isinstance(value, str) else None
+
+
+def apply(store_dir: str | None, series: str, opts: dict[str, object]) -> int:
+    from stackmgr.apply import apply_series
+
+    guards = opts.get("guards")
+    guard_names = tuple(str(g) for g in guards) if isinstance(guards, tuple) else ()
+    store = open_store(store_dir)
+    dry_run = bool(opts.get("dry_run"))
+    with output.activity(f"applying {series}"):
+        outcomes = apply_series(
+            store, series, only_tree=_opt(opts, "only_tree"), guards=guard_names,
+            three_way=bool(opts.get("three_way")), dry_run=dry_run,
+        )  # fmt: skip
+    if opts.get("as_json"):
+        output.emit_json({"schema": 1, "series": series, "dry_run": dry_run, "trees": [
+            {"tree": o.tree, "base": o.base, "patches": o.patches, "result_tree": o.result, "changed": o.changed}
+            for o in outcomes]})  # fmt: skip
+        return 0
+    verb = "would apply" if dry_run else "applied"
+    for o in outcomes:
+        n = len(o.patches)
+        state = "working tree changes" if o.changed else "working tree already there"
+        output.out(f"{o.tree}: {verb} {series} ({n} patch{'es' if n != 1 else ''}) on {o.base[:12]}; "
+                   f"tree {o.result}; {state}")  # fmt: skip
+    return 0

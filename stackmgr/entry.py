@@ -28,6 +28,10 @@ def _fast(argv: list[str]) -> int | None:
     if command == "check":
         verbose = bool(opts.get("verbose")) and not opts.get("quiet")
         return commands.check(store_dir, tuple(positionals), verbose=verbose, as_json=bool(opts.get("as_json")))
+    if command == "apply":
+        if len(positionals) != 1:
+            return None  # let click say what is missing or extra
+        return commands.apply(store_dir, positionals[0], opts)
     if not positionals:
         return None  # `save` without a name: let click say so
     return commands.save(store_dir, positionals[0], tuple(positionals[1:]), opts)

@@ -116,12 +116,23 @@ class TempIndex:
             raise WorkingTreeMoved(_refusal(err))
 
     def retarget(self, old: str, new: str) -> None:
-        """This index from tree `old` to tree `new` without touching files; unchanged entries keep stat data."""
-        run(self.repo.top, ["read-tree", "-m", old, new], index=self.path)
+        """This index from tree `old` to tree `new` without touching files: only the entries that differ are
+        rewritten (`update-index --index-info`), so all others keep their stat data."""
+        if old == new:
+            return
+        out = run(self.repo.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new])
+        changes = parse_raw(out)
+        gone = [c for c in changes if c.new_mode == "000000"]  # removals first: a file may become a directory
+        info = b"".join(b"0 " + c.old_blob.encode() + b"\t" + c.path + b"\0" for c in gone)
+        info += b"".join(
+            f"{c.new_mode} {c.new_blob}\t".encode() + c.path + b"\0" for c in changes if c.new_mode != "000000"
+        )
+        run(self.repo.top, ["update-index", "-z", "--index-info"], index=self.path, stdin=info)
 
-    def apply(self, patch_path: str, *, three_way: bool = False) -> tuple[bool, str]:
-        """Apply a patch strictly to this index (no fuzz, no recount, no whitespace fixing)."""
-        return apply_to_index(self.repo.top, self.path, patch_path, three_way=three_way)
+    def apply(self, *patch_paths: str, three_way: bool = False) -> tuple[bool, str]:
+        """Apply patches strictly to this index, in order (no fuzz, no recount, no whitespace fixing). One git
+        call takes them all: each sees the result of the ones before it."""
+        return apply_to_index(self.repo.top, self.path, *patch_paths, three_way=three_way)
 
     def diagnose(self, patch_path: str) -> str:
         """Why a patch that failed here fails: already applied, or would apply with --3way, or neither."""
@@ -150,12 +161,11 @@ def scratch_index(repo: Repo, purpose: str) -> str:
     return os.path.join(repo.stackmgr_dir, f"{purpose}.{os.getpid()}.index")
 
 
-def apply_to_index(top: str, index: str, patch_path: str, *, three_way: bool = False) -> tuple[bool, str]:
-    """Strictly apply a patch file to a (temporary) index: no fuzz, no recount, no whitespace fixing."""
+def apply_to_index(top: str, index: str, *patch_paths: str, three_way: bool = False) -> tuple[bool, str]:
+    """Strictly apply patch files, in order, to a (temporary) index: no fuzz, no recount, no whitespace fixing."""
     extra = ["--3way"] if three_way else []
-    rc, _, err = run_rc(
-        top, ["apply", "--cached", "--whitespace=nowarn", *extra, "-p1", os.path.abspath(patch_path)], index=index
-    )
+    paths = [os.path.abspath(p) for p in patch_paths]
+    rc, _, err = run_rc(top, ["apply", "--cached", "--whitespace=nowarn", *extra, "-p1", *paths], index=index)
     return rc == 0, err.decode("utf-8", "replace").strip()
 
 

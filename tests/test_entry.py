@@ -22,6 +22,8 @@ from tests.conftest import Lab
          ("save", {"tree": "vllm", "message": "-starts with a dash"}, ["p", "src/"])),
         (["save", "p", "--message=x", "--series", "s", "--update", "--json"],
          ("save", {"message": "x", "series": "s", "update": True, "as_json": True}, ["p"])),
+        (["apply", "s", "--guard", "xpu", "--guard=cuda", "--3way", "-t", "vllm", "--dry-run"],
+         ("apply", {"guards": ("xpu", "cuda"), "three_way": True, "only_tree": "vllm", "dry_run": True}, ["s"])),
     ],
 )  # fmt: skip
 def test_plain_forms_are_parsed(argv: list[str], parsed: tuple[str, dict[str, object], list[str]]) -> None:
@@ -49,12 +51,13 @@ def test_both_paths_save_identical_bytes(lab: Lab, tmp_path: object) -> None:
     assert fast.out.replace("fast", "X") == slow.out.replace("slow", "X")
 
 
-def test_save_and_check_start_without_click(lab: Lab) -> None:
+def test_check_save_and_apply_start_without_click(lab: Lab) -> None:
     (lab.tree / "README").write_text("edited\n")
     probe = (
         "import sys; from stackmgr.entry import main; "
-        "codes = [main(['--store', sys.argv[1], *a]) for a in (['check'], ['save', 'p', '-m', 'm'], ['check'])]; "
+        "codes = [main(['--store', sys.argv[1], *a]) for a in (['check'], ['save', 'p', '-m', 'm', '--series', 's'],"
+        " ['check'], ['apply', 's'])]; "
         "heavy = [m for m in ('click', 'rich', 'unidiff', 'git') if m in sys.modules]; print(codes, heavy)"
     )
     out = subprocess.run([sys.executable, "-c", probe, str(lab.store)], capture_output=True, check=True)
-    assert out.stdout.decode().splitlines()[-1] == "[1, 0, 0] []"
+    assert out.stdout.decode().splitlines()[-1] == "[1, 0, 0, 0] []"
