@@ -12,7 +12,7 @@ import os
 
 from stackmgr import git
 from stackmgr.errors import StackmgrError
-from stackmgr.fsutil import locked
+from stackmgr.fsutil import locked, read_or_none
 from stackmgr.snapshot import Snapshot
 from stackmgr.tempindex import TempIndex, write_real_index
 from stackmgr.types import TreeId
@@ -44,7 +44,7 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
         if os.path.exists(os.path.join(repo.git_dir, "index.lock")):  # ask before the first file changes
             raise StackmgrError(f"{repo.git_dir}/index.lock exists: another git command is running in {repo.top}",
                                 "wait for it to finish (remove the file only if no git is running)")  # fmt: skip
-        real_index = _read(os.path.join(repo.git_dir, "index"))
+        real_index = read_or_none(os.path.join(repo.git_dir, "index"))
         branch = git.symbolic_head(repo)
         work = snap.index.freeze("switch")
         try:
@@ -83,11 +83,3 @@ def move_back(moved: Moved, reason: str) -> None:
             git.attach_head(repo, moved.branch, reason)
         else:
             git.detach_head(repo, snap.head, reason)
-
-
-def _read(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None

@@ -7,7 +7,7 @@ import os
 from stackmgr import git, patchfile, tempindex
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.fsutil import atomic_write, discard, locked, publish, sha256_hex, write_temp
+from stackmgr.fsutil import atomic_write, discard, locked, publish, read_or_none, sha256_hex, write_temp
 from stackmgr.names import inside, patch_name
 from stackmgr.preserved import PatchIndex, assess
 from stackmgr.snapshot import Snapshot, take_snapshot
@@ -200,20 +200,12 @@ def _build(
         raise StackmgrError(f"tree {tree} has no changes to save on top of {diff_from[:12]}", "edit something first")
     subject, body = patchfile.check_message(req.message or name)
     date = patchfile.rfc2822(stamp, tz)
-    existing = _read(os.path.join(store.patches_dir, name + ".patch"))
+    existing = read_or_none(os.path.join(store.patches_dir, name + ".patch"))
     if existing is not None:
         date, author, email = _keep_identity(existing, date, author, email)
     data = patchfile.render(tree=tree, base=base, subject=subject, body=body, name=author, email=email,
                             date=date, stat_and_diff=stat_and_diff)  # fmt: skip
     return data, expected
-
-
-def _read(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
 
 
 def _keep_identity(existing: bytes, date: str, author: str, email: str) -> tuple[str, str, str]:
@@ -252,7 +244,7 @@ def _write_verified(
 
     Returns the outcome and the verified changes (None when the file was already there, byte for byte).
     """
-    existing = _read(target)
+    existing = read_or_none(target)
     if existing == data:
         return "unchanged", None
     if existing is not None and not update:
