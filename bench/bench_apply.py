@@ -299,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("working-tree ids (identical: every contender builds the saved series):")
     for line in ids:
         print(f"  {line}")
-    print(render_table(rows))
+    print(render_table(rows, args.smoke))
     failed = [r.name for r in rows if r.verdict == "FAIL"]
     if failed and not args.smoke:
         print(f"FAILED targets: {', '.join(failed)}", file=sys.stderr)
