@@ -155,10 +155,11 @@ def _failing_hunk(data: bytes, err: str) -> str:
 
 def apply_series(
     store: Store, name: str, *, only_tree: str | None = None, guards: tuple[str, ...] = (),
-    three_way: bool = False, dry_run: bool = False,
+    three_way: bool = False, dry_run: bool = False, override: str | None = None,
 ) -> list[TreeOutcome]:  # fmt: skip
     with locked(store.lock_path, "the store"):
         plans = plan_series(store, name, only_tree, guards)
+        _refuse_revivals(store, plans, override)
         try:
             for plan in plans:
                 _preflight(store, plan)
@@ -172,6 +173,21 @@ def apply_series(
             for plan in plans:
                 if plan.snap is not None:
                     plan.snap.release()
+
+
+def _refuse_revivals(store: Store, plans: list[TreePlan], override: str | None) -> None:
+    """A patch that a do-not-revive link names (by name or patch-id) stops the apply, unless overridden."""
+    links_dir = store.links_dir
+    if not os.path.isdir(links_dir) or not os.listdir(links_dir):
+        return
+    from stackmgr import git as gitmod
+    from stackmgr.evidence import refuse_revival
+
+    patches = [(p.name, gitmod.patch_id(store.root, p.data)) for plan in plans for p in plan.patches]
+    for warning in refuse_revival(store, patches, override):
+        import sys
+
+        sys.stderr.write(f"stackmgr: {warning}\n")
 
 
 def _switch_all(store: Store, name: str, plans: list[TreePlan]) -> None:

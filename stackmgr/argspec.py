@@ -57,6 +57,7 @@ APPLY = (
     Opt(("--guard",), "guards", True, "Activate an MQ guard (#+GUARD / #-GUARD lines).", "GUARD", multiple=True),
     Opt(("--3way",), "three_way", False, "Fall back to 3-way merges using the full blob ids."),
     Opt(("--dry-run",), "dry_run", False, "Check and compute everything; change nothing."),
+    Opt(("--override",), "override", True, "Apply a do-not-revive lane anyway, saying why.", "REASON"),
     JSON,
 )
 

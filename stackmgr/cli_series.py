@@ -128,8 +128,9 @@ def new(ctx: click.Context, name: str) -> None:
 @click.argument("name")
 @click.argument("patches", nargs=-1, required=True)
 @click.option("--at", "position", type=click.IntRange(min=1), help="Insert at this position (1 = first).")
+@click.option("--override", metavar="REASON", help="Add a do-not-revive lane anyway, saying why.")
 @click.pass_context
-def add(ctx: click.Context, name: str, patches: tuple[str, ...], position: int | None) -> None:
+def add(ctx: click.Context, name: str, patches: tuple[str, ...], position: int | None, override: str | None) -> None:
     """Append PATCHES to series NAME (created when missing)."""
     from stackmgr.series import SeriesFile
 
@@ -137,13 +138,31 @@ def add(ctx: click.Context, name: str, patches: tuple[str, ...], position: int |
     with locked(store.lock_path, "the store"):
         series = SeriesFile.load_or_new(store, name)
         at = (position - 1) if position else len(series.entries)
-        for offset, patch in enumerate(patches):
+        files = []
+        for patch in patches:
             filename = patch_name(patch) + ".patch"
             if not os.path.isfile(os.path.join(store.patches_dir, filename)):
                 raise UsageProblem(f"no patch file patches/{filename}", "save it first or check the name")
+            files.append(filename)
+        for warning in _revival_warnings(store, files, override):
+            output.err(f"stackmgr: {warning}")
+        for offset, filename in enumerate(files):
             series.insert(filename, at + offset)
         series.write()
     output.out(f"series {name}: added {', '.join(patches)}")
+
+
+def _revival_warnings(store: Store, files: list[str], override: str | None) -> list[str]:
+    if not os.path.isdir(store.links_dir):
+        return []
+    from stackmgr import git
+    from stackmgr.evidence import refuse_revival
+
+    named = []
+    for filename in files:
+        with open(os.path.join(store.patches_dir, filename), "rb") as f:
+            named.append((filename[: -len(".patch")], git.patch_id(store.root, f.read())))
+    return refuse_revival(store, named, override)
 
 
 @series_group.command("remove")

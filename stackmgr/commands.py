@@ -88,7 +88,7 @@ def apply(store_dir: str | None, series: str, opts: dict[str, object]) -> int:
     with output.activity(f"applying {series}"):
         outcomes = apply_series(
             store, series, only_tree=_opt(opts, "only_tree"), guards=guard_names,
-            three_way=bool(opts.get("three_way")), dry_run=dry_run,
+            three_way=bool(opts.get("three_way")), dry_run=dry_run, override=_opt(opts, "override"),
         )  # fmt: skip
     if opts.get("as_json"):
         output.emit_json({"schema": 1, "series": series, "dry_run": dry_run, "trees": [

@@ -337,3 +337,9 @@ def count_files(top: str, tree: str) -> int:
 def unreachable_after_move(repo: Repo, target: str) -> list[str]:
     """Commits that HEAD reaches and that neither a ref nor `target` would reach once HEAD moves to `target`."""
     return run(repo.top, ["rev-list", "HEAD", "--not", "--glob=refs/*", target]).decode().split()
+
+
+def patch_id(cwd: str, patch: bytes) -> str:
+    """`git patch-id --stable` of a patch: equal for the same change re-exported (context, headers, order)."""
+    out = run(cwd, ["patch-id", "--stable"], stdin=patch)
+    return out.decode().split()[0] if out.strip() else ""

@@ -1,0 +1,187 @@
+"""Link records (SPEC §3.3): which artifacts justify or refute a patch, measured on which stack.
+
+`links/<patch>/<UTC timestamp>-<id>.toml`, one file per record, written once and never rewritten (a correction is
+a new record that `amends` the old one). Read with tomllib; written by the small emitter below (TOML has no
+null: absent fields are left out).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+from stackmgr.config import Store
+from stackmgr.errors import StackmgrError
+from stackmgr.fsutil import atomic_write, sha256_hex
+from stackmgr.metrics import Gate, Metric
+from stackmgr.names import inside, patch_name
+
+SCHEMA = "stackmgr.link/v1"
+
+
+@dataclass
+class Artifact:
+    path: str  # relative to the store when inside it, else absolute
+    sha256: str
+    size: int
+    anchor: str = ""
+
+
+@dataclass
+class StackEntry:
+    tree: str
+    base: str
+    patches: list[tuple[str, str]]  # (name, sha256) as applied when measured
+    series: str = ""
+    residue: bool = False  # the tree had changes outside the stack
+
+
+@dataclass
+class Link:
+    id: str
+    created: str  # RFC 3339 UTC
+    author: str
+    patch: str
+    tree: str
+    sha256: str
+    patch_id: str
+    stack: list[StackEntry] = field(default_factory=list)
+    artifacts: list[Artifact] = field(default_factory=list)
+    metrics: list[Metric] = field(default_factory=list)
+    gates: list[Gate] = field(default_factory=list)
+    verdict: str = "experimental"
+    lesson: str = ""
+    do_not_revive: bool = False
+    amends: str = ""
+    baseline: str = ""  # the link this one's metrics are compared with
+    file: str = ""  # where it was read from (not stored)
+
+
+# --- writing ---------------------------------------------------------------------------------------------------
+
+
+def _s(value: str) -> str:
+    out = ['"']
+    for ch in value:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out) + '"'
+
+
+def _v(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(float(value)) if isinstance(value, float) else str(value)
+    if isinstance(value, str):
+        return _s(value)
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_v(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_v(v) for v in value) + "]"
+    raise TypeError(type(value))
+
+
+def _table(name: str, fields: dict[str, Any], array: bool = False) -> str:
+    head = f"[[{name}]]" if array else f"[{name}]"
+    body = "".join(f"{k} = {_v(v)}\n" for k, v in fields.items() if v not in ("", None, [], {}))
+    return f"\n{head}\n{body}"
+
+
+def render(link: Link) -> bytes:
+    top = {"schema": SCHEMA, "id": link.id, "created": link.created, "author": link.author,
+           "amends": link.amends, "baseline": link.baseline}  # fmt: skip
+    text = "".join(f"{k} = {_v(v)}\n" for k, v in top.items() if v)
+    text += _table("patch", {"name": link.patch, "tree": link.tree, "sha256": link.sha256, "patch_id": link.patch_id})
+    for s in link.stack:
+        patches = [{"name": n, "sha256": h} for n, h in s.patches]
+        text += _table("stack", {"tree": s.tree, "base": s.base, "series": s.series, "residue": s.residue,
+                                 "patches": patches}, array=True)  # fmt: skip
+    for a in link.artifacts:
+        text += _table("artifact", {"path": a.path, "sha256": a.sha256, "size": a.size, "anchor": a.anchor}, True)
+    for m in link.metrics:
+        text += _table("metric", {"name": m.name, "value": m.value, "unit": m.unit, "direction": m.direction,
+                                  "source": m.source}, array=True)  # fmt: skip
+    for g in link.gates:
+        text += _table("gate", {"name": g.name, "status": g.status, "detail": g.detail}, array=True)
+    text += _table("verdict", {"status": link.verdict, "lesson": link.lesson, "do_not_revive": link.do_not_revive})
+    return text.encode("utf-8")
+
+
+def new_id(link: Link) -> str:
+    link.id = ""
+    return "lnk-" + sha256_hex(render(link))[:12]
+
+
+def write_link(store: Store, link: Link) -> str:
+    """Write a new record; never overwrites one (ids are content hashes, file names carry the time)."""
+    directory = inside(store.links_dir, patch_name(link.patch))
+    os.makedirs(directory, exist_ok=True)
+    link.id = new_id(link)
+    stamp = link.created.replace("-", "").replace(":", "")
+    path = os.path.join(directory, f"{stamp}-{link.id}.toml")
+    if os.path.exists(path):
+        raise StackmgrError(f"link {link.id} already exists ({os.path.relpath(path, store.root)})")
+    atomic_write(path, render(link))
+    link.file = path
+    return path
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# --- reading ---------------------------------------------------------------------------------------------------
+
+
+def read_link(path: str) -> Link:
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.loads(f.read().decode("utf-8"))
+        if doc.get("schema") != SCHEMA:
+            raise ValueError(f"schema is {doc.get('schema')!r}")
+        patch, verdict = doc["patch"], doc.get("verdict", {})
+        return Link(
+            id=doc["id"], created=str(doc["created"]), author=doc.get("author", ""), patch=patch["name"],
+            tree=patch["tree"], sha256=patch["sha256"], patch_id=patch.get("patch_id", ""),
+            stack=[StackEntry(s["tree"], s["base"], [(p["name"], p["sha256"]) for p in s.get("patches", [])],
+                              s.get("series", ""), bool(s.get("residue", False))) for s in doc.get("stack", [])],
+            artifacts=[Artifact(a["path"], a["sha256"], int(a["size"]), a.get("anchor", ""))
+                       for a in doc.get("artifact", [])],
+            metrics=[Metric(m["name"], float(m["value"]), m.get("unit", ""), m.get("direction", "higher"),
+                            dict(m.get("source", {}))) for m in doc.get("metric", [])],
+            gates=[Gate(g["name"], g["status"], g.get("detail", "")) for g in doc.get("gate", [])],
+            verdict=verdict.get("status", "experimental"), lesson=verdict.get("lesson", ""),
+            do_not_revive=bool(verdict.get("do_not_revive", False)), amends=doc.get("amends", ""),
+            baseline=doc.get("baseline", ""), file=path,
+        )  # fmt: skip
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise StackmgrError(
+            f"{path}: not a readable link record ({exc})", "restore it from git (records are never edited)"
+        ) from None
+
+
+def load_links(store: Store, patch: str | None = None) -> list[Link]:
+    """Every record (of one patch, when named), oldest first."""
+    root = store.links_dir
+    names = [patch] if patch is not None else (sorted(os.listdir(root)) if os.path.isdir(root) else [])
+    links = []
+    for name in names:
+        directory = os.path.join(root, name)
+        if not os.path.isdir(directory):
+            continue
+        for filename in sorted(os.listdir(directory)):
+            if filename.endswith(".toml"):
+                links.append(read_link(os.path.join(directory, filename)))
+    return sorted(links, key=lambda link: (link.created, link.id))
