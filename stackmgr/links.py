@@ -139,7 +139,9 @@ def write_link(store: Store, link: Link) -> str:
 
 
 def utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    """RFC 3339 UTC with microseconds, so records made in one second still sort in the order they were made."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
 
 
 # --- reading ---------------------------------------------------------------------------------------------------
