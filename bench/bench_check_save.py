@@ -319,6 +319,23 @@ def measure_save(bench: Bench, state: str, repeats: int) -> list[Row]:
     ]
 
 
+def measure_show(bench: Bench, links: int = 10) -> list[Row]:
+    """`stackmgr show` of a patch with `links` link records (log + vllm JSON each): an absolute target, 1 s."""
+    results = bench.workdir / "results"
+    results.mkdir(exist_ok=True)
+    for i in range(links):
+        (results / f"run{i}.log").write_text(f"Output token throughput (tok/s): {100 + i}.5\nJSON gate: 8/8\n")
+        (results / f"run{i}.json").write_text(f'{{"output_throughput": {100 + i}.5, "mean_ttft_ms": 40.{i}}}')
+        bench.stackmgr_run("link", "p1", str(results / f"run{i}.log"), "--from-json", str(results / f"run{i}.json"),
+                           "--gate", "json=pass", "--metric", "tput=/throughput \\(tok\\/s\\): ([0-9.]+)/")  # fmt: skip
+
+    def show() -> None:
+        bench.stackmgr_run("show", "p1")
+
+    ms = median_ms(show, bench.repeats)
+    return [Row(f"stackmgr show p1 ({links} links), as a fraction of 1 s", ms, ms / 1000, 1.0)]
+
+
 def render_table(rows: list[Row], smoke: bool = False) -> str:
     """The results as a Markdown table; a smoke run (a tiny tree) judges no target, so it says so."""
     lines = ["| measurement | median ms | ratio | target | result |", "|---|---:|---:|---:|---|"]
@@ -390,6 +407,8 @@ def run_bench(bench: Bench, scale: Scale) -> list[Row]:
     bench.stackmgr_run("save", "p1", "-m", "bench")
     log("measuring check after `save p1`")
     rows += measure_check(bench, "saved", expect=0)
+    log("measuring show with 10 links")
+    rows += measure_show(bench)
     log("measuring save")
     rows += measure_save(bench, "typical", bench.repeats)
     changed = make_release_dirty(bench.tree, bench.env, random.Random(bench.repeats), scale)
