@@ -14,7 +14,7 @@ from stackmgr import git
 from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import locked, read_or_none
 from stackmgr.snapshot import Snapshot
-from stackmgr.tempindex import TempIndex, write_real_index
+from stackmgr.tempindex import RealIndexLock, TempIndex, write_real_index
 from stackmgr.types import TreeId
 
 TYPE_CHECKING = False
@@ -41,9 +41,7 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
     moved since the check."""
     repo = snap.repo
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
-        if os.path.exists(os.path.join(repo.git_dir, "index.lock")):  # ask before the first file changes
-            raise StackmgrError(f"{repo.git_dir}/index.lock exists: another git command is running in {repo.top}",
-                                "wait for it to finish (remove the file only if no git is running)")  # fmt: skip
+        lock = RealIndexLock(repo)  # taken before the first file changes, held until the new index is in place
         real_index = read_or_none(os.path.join(repo.git_dir, "index"))
         branch = git.symbolic_head(repo)
         work = snap.index.freeze("switch")
@@ -51,14 +49,44 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
             if before_switch is not None:
                 before_switch(snap)
             work.switch(snap.tree_id(), target)
-            work.install_as(TempIndex(repo))  # the private index now describes the new working tree, warm
-            work.retarget(target, index_tree)
-            write_real_index(repo, work)
-            if head is not None and (branch is not None or head != snap.head):
-                git.detach_head(repo, head, reason)
+            private = TempIndex(repo)
+            work.install_as(private)  # the private index describes the new working tree, with fresh stat data
+            try:
+                work.retarget(target, index_tree)
+                lock.commit(work)
+                if head is not None and (branch is not None or head != snap.head):
+                    git.detach_head(repo, head, reason, expect=snap.head)
+            except BaseException as exc:
+                _put_back(snap, target, real_index, branch, reason)
+                if isinstance(exc, OSError):
+                    why = f"tree {snap.tree}: cannot write its index ({exc.strerror}); put back as it was"
+                    raise StackmgrError(why, "free some space or fix permissions, then retry") from None
+                raise
         finally:
+            lock.release()
             work.discard()
     return Moved(snap, target, real_index, branch)
+
+
+def _put_back(snap: Snapshot, target: TreeId, real_index: bytes | None, branch: str | None, reason: str) -> None:
+    """After a failure past the switch: the working tree, index and HEAD as they were before it."""
+    repo = snap.repo
+    TempIndex(repo).switch(target, snap.tree_id())  # the private index describes what the switch just wrote
+    real = os.path.join(repo.git_dir, "index")
+    if real_index is not None and read_or_none(real) != real_index:
+        _restore_index(repo, real_index)
+    if branch is not None and git.symbolic_head(repo) != branch:
+        git.attach_head(repo, branch, reason + ": put back")
+
+
+def _restore_index(repo: git.Repo, data: bytes) -> None:
+    back = TempIndex(repo, f"back.{os.getpid()}.index")
+    with open(back.path, "wb") as f:
+        f.write(data)
+    try:
+        write_real_index(repo, back)
+    finally:
+        back.discard()
 
 
 def move_back(moved: Moved, reason: str) -> None:
@@ -70,13 +98,7 @@ def move_back(moved: Moved, reason: str) -> None:
         snap.index.install_as(private)
         real = os.path.join(repo.git_dir, "index")
         if moved.real_index is not None:
-            back = TempIndex(repo, f"back.{os.getpid()}.index")
-            with open(back.path, "wb") as f:
-                f.write(moved.real_index)
-            try:
-                write_real_index(repo, back)
-            finally:
-                back.discard()
+            _restore_index(repo, moved.real_index)
         elif os.path.exists(real):
             os.unlink(real)
         if moved.branch is not None:

@@ -289,9 +289,10 @@ def symbolic_head(repo: Repo) -> str | None:
     return out.decode().strip() if rc == 0 else None
 
 
-def detach_head(repo: Repo, commit: str, reason: str) -> None:
-    """HEAD detached at `commit`; the branch it named (if any) keeps all its commits. Logged in HEAD's reflog."""
-    run(repo.top, ["update-ref", "--no-deref", "-m", reason, "HEAD", commit])
+def detach_head(repo: Repo, commit: str, reason: str, expect: str | None = None) -> None:
+    """HEAD detached at `commit`; the branch it named (if any) keeps all its commits. Logged in HEAD's reflog.
+    With `expect`, only if HEAD still points there (a commit made meanwhile is never orphaned)."""
+    run(repo.top, ["update-ref", "--no-deref", "-m", reason, "HEAD", commit, *([expect] if expect else [])])
 
 
 def attach_head(repo: Repo, branch: str, reason: str) -> None:

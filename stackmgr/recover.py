@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from stackmgr import checkout, git
+from stackmgr.applied import clear_applied
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import locked
@@ -36,13 +37,16 @@ class Recovery:
 
 
 def list_recoveries(store: Store) -> list[Recovery]:
-    found = []
+    found: list[Recovery] = []
     for name, config in sorted(store.trees.items()):
         if not os.path.isdir(config.path):
             continue
         repo = git.open_repo(config.path)
         for ref, commit, stamp, message in git.refs_under(repo.top, RECOVERY_PREFIX):
-            found.append(Recovery(name, ref, commit, stamp, message))
+            rec = Recovery(name, ref, commit, stamp, message)
+            # linked worktrees share refs: each snapshot belongs to the tree its trailer names
+            if f"Stackmgr-Tree: {name}\n" in message + "\n" and rec.commit not in {r.commit for r in found}:
+                found.append(rec)
     return sorted(found, key=lambda r: -r.time)
 
 
@@ -77,6 +81,7 @@ def restore(store: Store, wanted: str) -> Recovery:
                                reason=f"stackmgr recover {rec.id}")  # fmt: skip
             if rec.branch.startswith("refs/heads/") and git.ref_commit(top, rec.branch) == parents[0]:
                 git.attach_head(snap.repo, rec.branch, f"stackmgr recover {rec.id}")
+            clear_applied(store, rec.tree)  # the tree holds the snapshot now, not the series applied before
         finally:
             snap.release()
     return rec

@@ -54,10 +54,30 @@ def reset_trees(store: Store, names: tuple[str, ...], *, to: str | None, force: 
             if refused and not force:
                 raise NotPreserved(_refusal(refused), "save them (`stackmgr save NAME`), or `--force` to set "
                                    "them aside in a recovery snapshot")  # fmt: skip
-            return [_reset_one(store, p, force) for p in planned]
+            done: list[ResetOutcome] = []
+            try:
+                for p in planned:
+                    done.append(_reset_one(store, p, force))
+            except StackmgrError as exc:
+                if done:
+                    raise _partly_done(exc, done) from None
+                raise
+            return done
         finally:
             for p in planned:
                 p.snap.release()
+
+
+def _partly_done(exc: StackmgrError, done: list[ResetOutcome]) -> StackmgrError:
+    """A later tree refused after earlier ones were reset: say which were, and how to undo each forced one."""
+    parts = []
+    for o in done:
+        undo = f" (undo: `stackmgr recover {o.recovery}`)" if o.recovery else ""
+        parts.append(f"{o.tree} reset to {o.target[:12]}{undo}")
+    message = exc.message.replace("refused, nothing changed: ", "refused: ")
+    err = StackmgrError(f"{message}; already done: {'; '.join(parts)}", exc.hint)
+    err.exit_code = exc.exit_code
+    return err
 
 
 def _exists(config: TreeConfig) -> bool:
@@ -93,7 +113,8 @@ def _refusal(refused: list[_Planned]) -> str:
 def _reset_one(store: Store, p: _Planned, force: bool) -> ResetOutcome:
     snap = p.snap
     target_tree = git.tree_of(snap.repo.top, p.target)
-    recovery = store_recovery(snap) if force and (snap.changes or snap.local_commits or p.target != snap.head) else None
+    worth_keeping = p.blockers or snap.changes or snap.local_commits or p.target != snap.head
+    recovery = store_recovery(snap) if force and worth_keeping else None
     moved = snap.tree_id() != target_tree or p.target != snap.head
     checkout.move_tree(snap, target_tree, index_tree=target_tree, head=p.target if p.target != snap.head else None,
                        reason=f"stackmgr reset to {p.target[:12]}")  # fmt: skip

@@ -109,8 +109,14 @@ class TempIndex:
         """Move the working tree from tree `old` (what this index describes, as checked) to tree `new`.
 
         A two-way `read-tree -m -u`: before writing anything git refuses if a file it would touch differs from
-        this index (it changed since the check) or an untracked or ignored file is in the way. Files that are in
-        neither tree (ignored, unprotected) are never touched."""
+        this index (it changed since the check) or an untracked file is in the way; ignored files in the way are
+        refused here first (git would overwrite them). Files in neither tree are never touched."""
+        in_way = things_in_the_way(self.repo, old, new)
+        if in_way:
+            shown = ", ".join(p.decode("utf-8", "backslashreplace") for p in in_way[:5])
+            raise WorkingTreeMoved(
+                f"untracked or ignored files in the way: {shown}" + (" …" if len(in_way) > 5 else "")
+            )
         rc, _, err = run_rc(self.repo.top, ["read-tree", "-m", "-u", old, new], index=self.path)
         if rc != 0:
             raise WorkingTreeMoved(_refusal(err))
@@ -198,28 +204,81 @@ def _refusal(err: bytes) -> str:
     return "; ".join(parts or other or ["git read-tree refused"])
 
 
+class RealIndexLock:
+    """The user's `index.lock`, taken by git's own convention (O_EXCL: another git at work makes this fail) before
+    a working tree is touched, and held until the new index is renamed into place (`commit`) or dropped."""
+
+    def __init__(self, repo: Repo) -> None:
+        self.real = os.path.join(repo.git_dir, "index")
+        self.path = self.real + ".lock"
+        try:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            raise StackmgrError(
+                f"{self.path} exists: another git command is running in {repo.top}",
+                "wait for it to finish (remove the file only if no git is running)",
+            ) from None
+
+    def commit(self, source: TempIndex) -> None:
+        with open(source.path, "rb") as src:
+            os.write(self.fd, src.read())
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+        os.replace(self.path, self.real)
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+            if os.path.exists(self.path):
+                os.unlink(self.path)
+
+
 def write_real_index(repo: Repo, source: TempIndex) -> None:
-    """Replace the user's index with a copy of `source`, by git's own lock-file convention: create
-    `index.lock` exclusively (another git at work makes this fail, and nothing is changed), fill it, sync, rename."""
-    real = os.path.join(repo.git_dir, "index")
-    lock = real + ".lock"
+    """Replace the user's index with a copy of `source` (lock, fill, sync, rename)."""
+    lock = RealIndexLock(repo)
     try:
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    except FileExistsError:
-        raise StackmgrError(
-            f"{lock} exists: another git command is running in {repo.top}",
-            "wait for it to finish (remove the file only if no git is running)",
-        ) from None
-    try:
-        with open(source.path, "rb") as src, os.fdopen(fd, "wb") as dst:
-            dst.write(src.read())
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(lock, real)
-    except BaseException:
-        if os.path.exists(lock):
-            os.unlink(lock)
-        raise
+        lock.commit(source)
+    finally:
+        lock.release()
+
+
+def things_in_the_way(repo: Repo, old: str, new: str) -> list[bytes]:
+    """Files on disk that moving the working tree from tree `old` to tree `new` would overwrite or delete although
+    `old` does not hold them: ignored or untracked files at paths `new` adds, below directories `new` turns into
+    files, or standing where `new` needs a directory. git's two-way merge treats ignored files as expendable; they
+    are never stackmgr's to destroy."""
+    changes = parse_raw(run(repo.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new]))
+    removed = {c.path for c in changes if c.new_mode == "000000"}
+    top = os.fsencode(repo.top)
+    found: list[bytes] = []
+    for c in changes:
+        if c.old_mode != "000000":
+            continue
+        full = os.path.join(top, c.path)
+        if os.path.lexists(full):
+            found += (
+                _unheld_below(top, c.path, removed) if os.path.isdir(full) and not os.path.islink(full) else [c.path]
+            )
+        parent = os.path.dirname(c.path)
+        while parent:
+            here = os.path.join(top, parent)
+            if os.path.lexists(here) and (os.path.islink(here) or not os.path.isdir(here)) and parent not in removed:
+                found.append(parent)
+            parent = os.path.dirname(parent)
+    return sorted(set(found))
+
+
+def _unheld_below(top: bytes, directory: bytes, removed: set[bytes]) -> list[bytes]:
+    """Files under `directory` that the old tree does not hold (and so nothing has saved)."""
+    out = []
+    for dirpath, _dirs, files in os.walk(os.path.join(top, directory)):
+        for name in files:
+            rel = os.path.relpath(os.path.join(dirpath, name), top)
+            if rel not in removed:
+                out.append(rel)
+    return out
 
 
 def apply_to_entries(

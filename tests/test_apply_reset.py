@@ -116,7 +116,7 @@ def test_an_untracked_file_appearing_in_the_way_of_apply_is_refused(lab: Lab, mo
 
     monkeypatch.setattr(checkout, "before_switch", build_output_lands)
     result = lab.sm("apply", "s")
-    assert result.code == 3 and "untracked files in the way: new.txt" in result.err
+    assert result.code == 3 and "files in the way: new.txt" in result.err
     assert (lab.tree / "new.txt").read_text() == "written by a running build\n"
 
 
