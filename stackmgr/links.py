@@ -154,6 +154,7 @@ def read_link(path: str) -> Link:
         if doc.get("schema") != SCHEMA:
             raise ValueError(f"schema is {doc.get('schema')!r}")
         patch, verdict = doc["patch"], doc.get("verdict", {})
+        _trustworthy(path, patch["name"], doc.get("artifact", []))
         return Link(
             id=doc["id"], created=str(doc["created"]), author=doc.get("author", ""), patch=patch["name"],
             tree=patch["tree"], sha256=patch["sha256"], patch_id=patch.get("patch_id", ""),
@@ -168,10 +169,31 @@ def read_link(path: str) -> Link:
             do_not_revive=bool(verdict.get("do_not_revive", False)), amends=doc.get("amends", ""),
             baseline=doc.get("baseline", ""), file=path,
         )  # fmt: skip
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (
+        OSError,
+        UnicodeDecodeError,
+        tomllib.TOMLDecodeError,
+        KeyError,
+        TypeError,
+        ValueError,
+        StackmgrError,
+    ) as exc:
         raise StackmgrError(
             f"{path}: not a readable link record ({exc})", "restore it from git (records are never edited)"
         ) from None
+
+
+def _trustworthy(path: str, patch: str, artifacts: list[dict[str, Any]]) -> None:
+    """A record arrives by `git pull` like any file: its patch name must be a valid name and the directory it sits
+    in, and no artifact path may climb with '..' (absolute paths are allowed: evidence may live anywhere)."""
+    from stackmgr.names import check_name
+
+    check_name("patch", patch)
+    if os.path.basename(os.path.dirname(path)) != patch:
+        raise ValueError(f"it names patch {patch!r} but sits in links/{os.path.basename(os.path.dirname(path))}/")
+    for artifact in artifacts:
+        if ".." in str(artifact.get("path", "")).replace("\\", "/").split("/"):
+            raise ValueError(f"artifact path {artifact.get('path')!r} climbs with '..'")
 
 
 def load_links(store: Store, patch: str | None = None) -> list[Link]:

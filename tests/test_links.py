@@ -219,3 +219,15 @@ def test_an_artifact_outside_the_store_is_recorded_absolute(evidence_lab: Lab, t
     _link(evidence_lab, "replay-fix", str(outside))
     (record,) = (evidence_lab.store / "links" / "replay-fix").iterdir()
     assert tomllib.loads(record.read_text())["artifact"][0]["path"] == str(outside)
+
+
+def test_a_hostile_link_record_is_refused_on_read(evidence_lab: Lab) -> None:
+    lab = evidence_lab
+    _link(lab, "replay-fix", "results/probe.log")
+    (record,) = (lab.store / "links" / "replay-fix").iterdir()
+    text = record.read_text()
+    record.write_text(text.replace('path = "results/probe.log"', 'path = "results/../../../etc/passwd"'))
+    result = lab.sm("links")
+    assert result.code == 3 and "climbs with '..'" in result.err and result.err.count("\n") == 1
+    record.write_text(text.replace('name = "replay-fix"', 'name = "../../x"'))
+    assert "invalid patch name" in lab.sm("show", "replay-fix").err
