@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError
+from stackmgr.fsutil import read_cache, write_cache
 from stackmgr.git import DIFF_FLAGS, Repo, parse_raw, pathspec, run, run_rc, start, write_tree, zsplit
 from stackmgr.spawn import Process
 from stackmgr.types import Change, TreeId
@@ -38,10 +39,17 @@ class TempIndex:
         return cls(repo, f"{purpose}.{os.getpid()}.index")
 
     def seed(self) -> None:
-        """Make sure the index exists; copy2 keeps the real index's mtime, so racy-git checks stay sound."""
+        """Make sure the index exists; copy2 keeps the real index's mtime, so racy-git checks stay sound.
+
+        It is seeded again when the sparse-checkout setup changed since (its skip-worktree bits came from the real
+        index then: stale bits would hide edits in paths that are no longer sparse)."""
+        signature = _sparse_signature(self.repo)
         if os.path.exists(self.path):
-            return
+            if read_cache(self.path + ".sig") == signature:
+                return
+            self.discard()
         os.makedirs(self.repo.stackmgr_dir, exist_ok=True)
+        write_cache(self.path + ".sig", signature)
         real = os.path.join(self.repo.git_dir, "index")
         if os.path.exists(real):
             import shutil
@@ -202,6 +210,24 @@ def _refusal(err: bytes) -> str:
     if in_way:
         parts.append(f"untracked files in the way: {', '.join(in_way[:5])}" + (" …" if len(in_way) > 5 else ""))
     return "; ".join(parts or other or ["git read-tree refused"])
+
+
+def _sparse_signature(repo: Repo) -> list[object]:
+    """Stat data of what decides skip-worktree bits: the sparse-checkout file and the config files."""
+    places = [os.path.join(repo.git_dir, "info", "sparse-checkout"), os.path.join(repo.git_dir, "config"),
+              os.path.join(repo.git_dir, "config.worktree")]  # fmt: skip
+    common = os.path.join(repo.git_dir, "commondir")
+    if os.path.exists(common):
+        with open(common, encoding="utf-8", errors="replace") as f:
+            places.append(os.path.join(repo.git_dir, f.read().strip(), "config"))
+    signature: list[object] = []
+    for place in places:
+        try:
+            st = os.stat(place)
+            signature.append([st.st_mtime_ns, st.st_size])
+        except OSError:
+            signature.append(None)
+    return signature
 
 
 class RealIndexLock:
