@@ -310,7 +310,10 @@ def test_recover_forgets_the_series_that_was_applied(lab: Lab) -> None:
 
 
 def test_an_edit_in_a_formerly_sparse_path_is_seen_and_not_hidden_by_reset(lab: Lab) -> None:
-    """Regression (review): tempindex.TempIndex.seed copies the real index once; its skip-worktree bits go stale after `git sparse-checkout disable`, so check passes over an edit there (a guarded `git reset --hard` would then destroy it) and move_tree writes the stale bits into the real index, hiding the edit from git status too."""
+    """Regression (review): tempindex.TempIndex.seed copies the real index once; its skip-worktree bits go stale after
+    `git sparse-checkout disable`, so check passes over an edit there (a guarded `git reset --hard` would then
+    destroy it) and move_tree writes the stale bits into the real index, hiding the edit from git status too.
+    """
     (lab.tree / "docs").mkdir()
     (lab.tree / "docs" / "a.md").write_text("a\n")
     git(lab.tree, "add", "docs")
