@@ -94,7 +94,7 @@ def _metric_text(m: Any, base: dict[str, float]) -> str:
 @click.pass_context
 def show_cmd(ctx: click.Context, patch: str, as_json: bool) -> None:
     """One patch: header, description, diffstat, status, and every link with its state."""
-    from stackmgr.evidence import Evidence, patch_status
+    from stackmgr.evidence import Evidence, effective, patch_status
     from stackmgr.links import load_links
     from stackmgr.names import patch_name
     from stackmgr.patchfile import parse_header
@@ -112,11 +112,12 @@ def show_cmd(ctx: click.Context, patch: str, as_json: bool) -> None:
     header = parse_header(data, f"patches/{name}.patch")
     ev = Evidence.gather(store)
     links = load_links(store, name)
-    by_id = {link.id: link for link in load_links(store)}
+    # other patches' records are read only when a baseline points at them
+    by_id = {link.id: link for link in (load_links(store) if any(lk.baseline for lk in links) else links)}
     states = {link.id: ev.state(link) for link in links}
     status = patch_status(links, states)
     rec = ev.index.record(name + ".patch") or {}
-    dnr = any(link.do_not_revive for link in links)
+    dnr = any(link.do_not_revive for link in effective(links))
     if as_json or global_json:
         output.emit_json({"schema": 1, "patch": {
             "name": name, "tree": header.tree, "base": header.base, "sha256": rec.get("sha256"),
@@ -153,7 +154,8 @@ def show_cmd(ctx: click.Context, patch: str, as_json: bool) -> None:
 @click.command("links")
 @click.option("--tree", help="Only links of patches of this tree.")
 @click.option("--series", help="Only links of patches in this series.")
-@click.option("--verdict", help="Only links with this verdict.")
+@click.option("--verdict", help="Only links with this verdict.",
+              type=click.Choice(["promoted", "rejected", "experimental", "inconclusive", "superseded"]))  # fmt: skip
 @click.option("--stale", is_flag=True, help="Only links whose evidence no longer holds (stale, broken, orphaned).")
 @click.option("--metric", help="Only links with this metric, and show it.")
 @click.option("--sort", "sort_by", type=click.Choice(["date", "patch", "metric", "state"]), default="date")

@@ -44,10 +44,15 @@ def resolve_artifact(store: Store, raw: str) -> tuple[str, str]:
         raise UsageProblem(f"artifact '{raw}' is a directory", "link the files in it, one by one")
     if not stat.S_ISREG(st.st_mode):
         raise UsageProblem(f"artifact '{raw}' is not a regular file", "copy it to a file first")
+    try:
+        full.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageProblem(f"artifact '{os.fsencode(raw)!r}' has a name that is not UTF-8", "rename the file") from None
     root = os.path.realpath(store.root)
     real = os.path.realpath(full)
-    inside_store = os.path.commonpath([root, real]) == root and os.path.commonpath([root, full]) == root
-    return (os.path.relpath(full, store.root) if inside_store else full), full
+    if os.path.commonpath([root, real]) == root:
+        return os.path.relpath(real, root), full  # measured from the real paths: a symlinked store is the same store
+    return full, full
 
 
 class ArtifactHashes:
@@ -108,8 +113,10 @@ class Evidence:
         for name in list_series(store):
             try:
                 names.update(SeriesFile.load(store, name).patch_names())
-            except StackmgrError:
-                continue
+            except StackmgrError as exc:  # its patches will read as orphaned: say why
+                import sys
+
+                sys.stderr.write(f"stackmgr: warning: {exc}\n")
         return cls(store, index, ArtifactHashes(store), names)
 
     def current(self, patch: str) -> tuple[str | None, str | None]:
@@ -215,10 +222,13 @@ def create_link(
         raise StackmgrError(f"patches/{patch}.patch has no stackmgr header ({rec['error']})", "save it again")
     if verdict not in metrics.VERDICTS:
         raise UsageProblem(f"verdict '{verdict}' is not one of {', '.join(metrics.VERDICTS)}", "pick one of them")
-    known = {link.id for link in load_links(store)}
+    known = {link.id: link for link in load_links(store)}
     for ref, what in ((amends, "--amends"), (baseline, "--baseline")):
         if ref and ref not in known:
             raise UsageProblem(f"{what} {ref}: no such link", "see `stackmgr links` for ids")
+    if amends and known[amends].patch != patch:
+        raise UsageProblem(f"--amends {amends}: that link is about {known[amends].patch}, not {patch}",
+                           f"amend it with `stackmgr link {known[amends].patch} … --amends {amends}`")  # fmt: skip
     resolved = [resolve_artifact(store, raw) for raw in dict.fromkeys(artifacts + from_json)]
     found: list[Artifact] = []
     data_by_path: dict[str, bytes] = {}
@@ -231,6 +241,10 @@ def create_link(
         raw: rec_path for raw, (rec_path, _full) in zip(dict.fromkeys(artifacts + from_json), resolved, strict=True)
     }
     measured = _metrics(metric_specs, from_json, by_raw, data_by_path)
+    names = [m.name for m in measured]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise UsageProblem(f"metric {', '.join(twice)} is given twice", "name each metric once (rename one)")
     link = Link(
         id="", created=utc_now(), author=_author(store, rec["tree"]), patch=patch, tree=rec["tree"],
         sha256=rec["sha256"], patch_id=evidence.patch_id(patch + ".patch") or "",
@@ -279,7 +293,12 @@ def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
     Returns ([(link, patch, what is wrong)], number of links checked)."""
     hashes = ArtifactHashes(store)
     problems: list[tuple[str, str, str]] = []
-    links = load_links(store)
+    links = []
+    for directory in sorted(os.listdir(store.links_dir)) if os.path.isdir(store.links_dir) else []:
+        try:
+            links += load_links(store, directory)
+        except StackmgrError as exc:  # an unreadable record is a finding, not the end of the check
+            problems.append(("?", directory, exc.message))
     for link in links:
         for a in link.artifacts:
             now = hashes.sha256(a.path)

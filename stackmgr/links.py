@@ -127,7 +127,10 @@ def new_id(link: Link) -> str:
 def write_link(store: Store, link: Link) -> str:
     """Write a new record; never overwrites one (ids are content hashes, file names carry the time)."""
     directory = inside(store.links_dir, patch_name(link.patch))
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise StackmgrError(f"cannot create {directory}: {exc.strerror}", "check the store's permissions") from None
     link.id = new_id(link)
     stamp = link.created.replace("-", "").replace(":", "")
     path = os.path.join(directory, f"{stamp}-{link.id}.toml")

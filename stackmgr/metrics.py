@@ -23,7 +23,8 @@ VLLM_KEYS: dict[str, tuple[str, str]] = {
     "spec_decode_acceptance_length": ("tokens", "higher"),
 }
 _LATENCY = re.compile(r"(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms")
-_NUMBER = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*)$")
+_NUMBER = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*((?:[A-Za-z%µ/][^\s]*)?)$")
+_LOWER_UNITS = {"s", "ms", "us", "µs", "ns", "sec", "seconds", "min", "h"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,99}")
 
 
@@ -44,10 +45,24 @@ class Gate:
 
 
 def direction_for(name: str, unit: str) -> str:
-    lowered = f"{name} {unit}".lower()
-    if any(k in lowered for k in ("_ms", " ms", "latency", "ttft", "tpot", "itl", "e2el", "seconds", " s")):
+    """Times and latencies are better lower; rates (anything per second), counts and scores higher."""
+    if unit.lower() in _LOWER_UNITS:
         return "lower"
-    return "higher"
+    lowered = name.lower()
+    return "lower" if any(k in lowered for k in ("_ms", "latency", "ttft", "tpot", "itl", "e2el")) else "higher"
+
+
+def finite(value: str | float, what: str) -> float:
+    """A metric value, refusing inf, nan and numbers too large for a float."""
+    import math
+
+    try:
+        number = float(value)
+    except (OverflowError, ValueError):
+        number = math.inf
+    if not math.isfinite(number):
+        raise UsageProblem(f"{what}: {str(value)[:30]} is not a finite number", "give a plain number")
+    return number
 
 
 def _check_name(kind: str, name: str) -> str:
@@ -76,11 +91,11 @@ def parse_metric(spec: str) -> tuple[Metric | None, tuple[str, str] | None]:
     for word in ("@higher", "@lower"):
         if rest.endswith(word):
             rest, direction = rest[: -len(word)], word[1:]
-    m = _NUMBER.match(rest.strip())
+    m = None if re.match(r"[-+]?0[xXbBoO][0-9a-fA-F]", rest.strip()) else _NUMBER.match(rest.strip())
     if not m:
         raise UsageProblem(f"--metric {name}: '{rest}' is not a number with an optional unit", "e.g. 107.77tok/s")
     unit = m.group(2).strip()
-    return Metric(name, float(m.group(1)), unit, direction or direction_for(name, unit)), None
+    return Metric(name, finite(m.group(1), f"--metric {name}"), unit, direction or direction_for(name, unit)), None
 
 
 def parse_gate(spec: str) -> Gate:
@@ -111,7 +126,11 @@ def from_vllm_json(data: bytes, artifact: str) -> list[Metric]:
             unit, direction = "ms", "lower"
         else:
             continue
-        metrics.append(Metric(key, float(value), unit, direction, {"artifact": artifact, "pointer": "/" + key}))
+        try:
+            number = finite(value, f"{artifact}: {key}")
+        except UsageProblem as exc:
+            raise StackmgrError(exc.message, "fix the file or leave it out") from None
+        metrics.append(Metric(key, number, unit, direction, {"artifact": artifact, "pointer": "/" + key}))
     if not metrics:
         raise StackmgrError(f"{artifact}: no `vllm bench serve` metrics in it", "check the file, or use --metric")
     return metrics
@@ -121,12 +140,17 @@ def from_regex(name: str, pattern: str, text: str, artifact: str) -> Metric | No
     m = re.search(pattern, text, re.M)
     if not m:
         return None
+    if m.group(1) is None:
+        raise StackmgrError(f"--metric {name}: the regex matched without its number group", "make group 1 required")
     number = _NUMBER.match(m.group(1).strip())
     if not number:
         raise StackmgrError(f"--metric {name}: the regex matched '{m.group(1)[:30]}', not a number", "fix the group")
     unit = (m.group(2) if (m.re.groups >= 2 and m.group(2)) else number.group(2)).strip()
-    return Metric(name, float(number.group(1)), unit, direction_for(name, unit),
-                  {"artifact": artifact, "regex": pattern})  # fmt: skip
+    try:
+        value = finite(number.group(1), f"--metric {name}")
+    except UsageProblem as exc:
+        raise StackmgrError(exc.message, "fix the log or the regex") from None
+    return Metric(name, value, unit, direction_for(name, unit), {"artifact": artifact, "regex": pattern})
 
 
 def rederive(metric: Metric, data: bytes) -> float | None:
@@ -137,9 +161,12 @@ def rederive(metric: Metric, data: bytes) -> float | None:
             for part in metric.source["pointer"].lstrip("/").split("/"):
                 node = node[part.replace("~1", "/").replace("~0", "~")]
             return float(node)
-        except (ValueError, KeyError, TypeError, IndexError):
+        except (ValueError, KeyError, TypeError, IndexError, OverflowError):
             return None
     if "regex" in metric.source:
-        found = from_regex(metric.name, metric.source["regex"], data.decode("utf-8", "replace"), "")
+        try:
+            found = from_regex(metric.name, metric.source["regex"], data.decode("utf-8", "replace"), "")
+        except (StackmgrError, re.error):
+            return None
         return found.value if found else None
     return None

@@ -35,7 +35,7 @@ def err(line: str) -> None:
 def emit_json(data: dict[str, Any]) -> None:
     import json
 
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n")
 
 
 def human_size(n: int) -> str:
