@@ -214,6 +214,18 @@ def create_link(
     store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
     from_json: list[str], verdict: str, lesson: str, do_not_revive: bool, amends: str, baseline: str,
 ) -> Link:  # fmt: skip
+    from stackmgr.fsutil import locked
+
+    with locked(store.lock_path, "the store"):
+        return _create_link(store, patch, artifacts, metric_specs=metric_specs, gate_specs=gate_specs,
+                            from_json=from_json, verdict=verdict, lesson=lesson, do_not_revive=do_not_revive,
+                            amends=amends, baseline=baseline)  # fmt: skip
+
+
+def _create_link(
+    store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
+    from_json: list[str], verdict: str, lesson: str, do_not_revive: bool, amends: str, baseline: str,
+) -> Link:  # fmt: skip
     evidence = Evidence.gather(store)
     rec = evidence.index.record(patch + ".patch")
     if rec is None:
