@@ -98,10 +98,14 @@ class locked:  # lower-case: used like a function, `with locked(path, "the store
         self.fd = -1
 
     def __enter__(self) -> None:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
         deadline = time.monotonic() + self.wait_seconds
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            try:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            except OSError as exc:
+                raise StackmgrError(f"cannot lock {self.what} ({self.path}: {exc.strerror})",
+                                    "check the permissions of that directory") from None  # fmt: skip
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
