@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -114,3 +115,45 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     assert run_stackmgr("init", str(store)).code == 0
     assert run_stackmgr("--store", str(store), "tree", "add", "vllm", str(tree)).code == 0
     yield Lab(store, tree)
+
+
+# --- evidence fixtures (tests/test_links.py, tests/test_review_evidence.py) ------------------------------------
+
+VLLM_JSON = {
+    "date": "20260623-024028", "backend": "vllm", "model_id": "Qwen/Qwen3.6", "num_prompts": 50,
+    "request_throughput": 0.41, "output_throughput": 107.77, "total_token_throughput": 320.5,
+    "mean_ttft_ms": 41.2, "median_ttft_ms": 40.0, "p99_ttft_ms": 80.5, "mean_tpot_ms": 9.1, "p99_tpot_ms": 12.5,
+    "spec_decode_acceptance_rate": 71.3, "spec_decode_acceptance_length": 2.71, "ttfts": [0.1, 0.2],
+}  # fmt: skip
+
+
+@pytest.fixture
+def evidence_lab(lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Lab:
+    """Two trees; series `replay` (vllm) with two patches, a kernel patch in series `kernels`; results files.
+    The user works from the store, as the lab does."""
+    kernels = make_repo(tmp_path / "kernels", {"gemm.cpp": "int tile = 64;\n"})
+    assert lab.sm("tree", "add", "vllm-xpu-kernels", str(kernels)).code == 0
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    assert lab.sm("save", "replay-fix", "-t", "vllm", "--series", "replay", "-m", "replay fix").code == 0
+    (lab.tree / "README").write_text("probe\n")
+    assert lab.sm("save", "replay-probe", "-t", "vllm", "--series", "replay", "-m", "probe").code == 0
+    (kernels / "gemm.cpp").write_text("int tile = 128;\n")
+    assert lab.sm("save", "gemm-tile", "-t", "vllm-xpu-kernels", "--series", "kernels", "-m", "tile").code == 0
+    results = lab.store / "results"
+    results.mkdir()
+    (results / "bench.json").write_text(json.dumps(VLLM_JSON))
+    (results / "probe.log").write_text("step 1\nOutput token throughput (tok/s): 107.77\nJSON gate: 3/8\n")
+    monkeypatch.chdir(lab.store)
+    return lab
+
+
+def link_id(lab: Lab, *args: str) -> str:
+    result = lab.sm("--json", "link", *args)
+    assert result.code == 0, result.err
+    return str(json.loads(result.out)["id"])
+
+
+def show_json(lab: Lab, patch: str) -> dict[str, object]:
+    result = lab.sm("show", patch, "--json")
+    assert result.code == 0, result.err
+    return dict(json.loads(result.out))

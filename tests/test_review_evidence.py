@@ -16,43 +16,15 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Lab, make_repo
-
-VLLM_JSON = {
-    "backend": "vllm", "num_prompts": 50, "request_throughput": 0.41, "output_throughput": 107.77,
-    "mean_ttft_ms": 41.2, "p99_tpot_ms": 12.5, "ttfts": [0.1, 0.2],
-}  # fmt: skip
+from tests.conftest import Lab
+from tests.conftest import link_id as _link
+from tests.conftest import show_json as _show
 
 
 @pytest.fixture
-def ev(lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Lab:
+def ev(evidence_lab: Lab) -> Lab:
     """Series `replay` (vllm): replay-fix, replay-probe; series `kernels` (second tree): gemm-tile; results/."""
-    kernels = make_repo(tmp_path / "kernels", {"gemm.cpp": "int tile = 64;\n"})
-    assert lab.sm("tree", "add", "vllm-xpu-kernels", str(kernels)).code == 0
-    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
-    assert lab.sm("save", "replay-fix", "-t", "vllm", "--series", "replay", "-m", "replay fix").code == 0
-    (lab.tree / "README").write_text("probe\n")
-    assert lab.sm("save", "replay-probe", "-t", "vllm", "--series", "replay", "-m", "probe").code == 0
-    (kernels / "gemm.cpp").write_text("int tile = 128;\n")
-    assert lab.sm("save", "gemm-tile", "-t", "vllm-xpu-kernels", "--series", "kernels", "-m", "tile").code == 0
-    results = lab.store / "results"
-    results.mkdir()
-    (results / "bench.json").write_text(json.dumps(VLLM_JSON))
-    (results / "probe.log").write_text("step 1\nOutput token throughput (tok/s): 107.77\nJSON gate: 3/8\n")
-    monkeypatch.chdir(lab.store)
-    return lab
-
-
-def _link(lab: Lab, *args: str) -> str:
-    result = lab.sm("--json", "link", *args)
-    assert result.code == 0, result.err
-    return str(json.loads(result.out)["id"])
-
-
-def _show(lab: Lab, patch: str) -> dict[str, Any]:
-    result = lab.sm("show", patch, "--json")
-    assert result.code == 0, result.err
-    return dict(json.loads(result.out))
+    return evidence_lab
 
 
 def _records(lab: Lab, patch: str) -> list[dict[str, Any]]:
