@@ -52,7 +52,7 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
             private = TempIndex(repo)
             work.install_as(private)  # the private index describes the new working tree, with fresh stat data
             try:
-                work.retarget(target, index_tree)
+                work.retarget(target, index_tree, keep_ignored=True)  # a force-added file stays tracked
                 lock.commit(work)
                 if head is not None and (branch is not None or head != snap.head):
                     git.detach_head(repo, head, reason, expect=snap.head)

@@ -250,6 +250,23 @@ def ignored_directories(repo: Repo) -> list[bytes]:
     return [p for p in zsplit(out) if p.endswith(b"/")]
 
 
+def ignore_question(paths: Sequence[bytes]) -> bytes:
+    """Paths for `check-ignore --stdin`, each as `./path`: a name like `:build` is a file name, not pathspec magic."""
+    return b"".join(b"./" + p + b"\0" for p in paths)
+
+
+def ignore_answer(out: bytes) -> list[bytes]:
+    return [p[2:] if p.startswith(b"./") else p for p in zsplit(out)]
+
+
+def ignored_paths(repo: Repo, paths: Sequence[bytes]) -> list[bytes]:
+    """Which of `paths` (files, relative to the top) a .gitignore covers."""
+    if not paths:
+        return []
+    rc, out = finish(start_check_ignore(repo), ignore_question(paths), ok=(0, 1))
+    return ignore_answer(out) if rc == 0 else []
+
+
 def start_check_ignore(repo: Repo) -> Process:
     return start(repo.top, ["check-ignore", "--no-index", "-z", "--stdin"], stdin=True)
 

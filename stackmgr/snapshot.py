@@ -251,40 +251,23 @@ class _IgnoreProbe:
         previous = read_cache(self.cache)
         self.asked: set[bytes] = set(previous) if isinstance(previous, list) else set()
         self.proc = git.start_check_ignore(repo) if self.asked else None
-        self._question = _ignore_question(sorted(self.asked))
+        self._question = git.ignore_question(sorted(self.asked))
 
     def ignored(self, paths: set[bytes]) -> set[bytes]:
         found: set[bytes] = set()
         new = paths - self.asked
         if self.proc is not None:
             rc, out = git.finish(self.proc, self._question, ok=(0, 1, 128))
-            found = set(_ignore_answer(out)) if rc == 0 else set()
+            found = set(git.ignore_answer(out)) if rc == 0 else set()
             if rc == 128:  # a remembered path is now behind a symlink: ask again about the live ones only
                 new = paths
         if new:
-            found |= set(_now_ignored(self.repo, sorted(new)))
+            found |= set(git.ignored_paths(self.repo, sorted(new)))
         return found & paths
 
     def remember(self, paths: set[bytes]) -> None:
         if paths != self.asked:
             write_cache(self.cache, sorted(paths))
-
-
-def _ignore_question(paths: list[bytes]) -> bytes:
-    """Each path as `./path`, so a name like `:build` or `:(glob)x` is a file name, not pathspec magic."""
-    return b"".join(b"./" + p + b"\0" for p in paths)
-
-
-def _ignore_answer(out: bytes) -> list[bytes]:
-    return [p[2:] if p.startswith(b"./") else p for p in git.zsplit(out)]
-
-
-def _now_ignored(repo: git.Repo, paths: list[bytes]) -> list[bytes]:
-    """Which of `paths` (files, relative to the top) a .gitignore covers."""
-    if not paths:
-        return []
-    rc, out = git.finish(git.start_check_ignore(repo), _ignore_question(paths), ok=(0, 1))
-    return _ignore_answer(out) if rc == 0 else []
 
 
 def _compare_staged(snap: Snapshot, staged: list[Change]) -> None:
@@ -317,5 +300,5 @@ def _special_files(repo: git.Repo) -> list[Unprotected]:
                 continue
             if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
                 found.append(os.path.relpath(full, top))
-    ignored = set(_now_ignored(repo, found))
+    ignored = set(git.ignored_paths(repo, found))
     return [Unprotected(p, "special", 0) for p in found if p not in ignored]

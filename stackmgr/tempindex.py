@@ -12,7 +12,7 @@ import os
 
 from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import read_cache, write_cache
-from stackmgr.git import DIFF_FLAGS, Repo, parse_raw, pathspec, run, run_rc, start, write_tree, zsplit
+from stackmgr.git import DIFF_FLAGS, Repo, ignored_paths, parse_raw, pathspec, run, run_rc, start, write_tree, zsplit
 from stackmgr.spawn import Process
 from stackmgr.types import Change, TreeId
 
@@ -129,13 +129,17 @@ class TempIndex:
         if rc != 0:
             raise WorkingTreeMoved(_refusal(err))
 
-    def retarget(self, old: str, new: str) -> None:
+    def retarget(self, old: str, new: str, *, keep_ignored: bool = False) -> None:
         """This index from tree `old` to tree `new` without touching files: only the entries that differ are
-        rewritten (`update-index --index-info`), so all others keep their stat data."""
+        rewritten (`update-index --index-info`), so all others keep their stat data. With `keep_ignored`, files of
+        `old` that `new` lacks and a .gitignore covers stay in the index: untracked, they would read as ignored."""
         if old == new:
             return
         out = run(self.repo.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new])
         changes = parse_raw(out)
+        if keep_ignored:
+            kept = set(ignored_paths(self.repo, [c.path for c in changes if c.new_mode == "000000"]))
+            changes = [c for c in changes if c.path not in kept]
         gone = [c for c in changes if c.new_mode == "000000"]  # removals first: a file may become a directory
         info = b"".join(b"0 " + c.old_blob.encode() + b"\t" + c.path + b"\0" for c in gone)
         info += b"".join(

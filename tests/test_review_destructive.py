@@ -329,13 +329,11 @@ def test_an_edit_in_a_formerly_sparse_path_is_seen_and_not_hidden_by_reset(lab: 
     assert check.code == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="apply writes the base as the real index, so a force-added ignored file of the "
-    "series is untracked+ignored afterwards: snapshot drops it, status reports drift, and "
-    "`save --series` on top records a deletion the user never made (stacking.stack_for)",
-)
 def test_a_force_added_ignored_file_of_a_series_survives_save_on_top(lab: Lab) -> None:
+    """Regression (review): apply writes the base as the real index, so a force-added ignored file of the series is
+    untracked+ignored afterwards: snapshot drops it, status reports drift, and `save --series` on top records a
+    deletion the user never made (stacking.stack_for).
+    """
     (lab.tree / ".gitignore").write_text("*.log\n")
     git(lab.tree, "add", ".gitignore")
     git(lab.tree, "commit", "-qm", "ignore logs")
