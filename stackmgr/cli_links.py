@@ -168,6 +168,10 @@ def links_cmd(ctx: click.Context, tree: str | None, series: str | None, verdict:
     from stackmgr.links import load_links
     from stackmgr.series import SeriesFile
 
+    if sort_by == "metric" and not metric:
+        from stackmgr.errors import UsageProblem
+
+        raise UsageProblem("--sort metric needs --metric NAME", "say which metric to sort by")
     store_dir, global_json = _root(ctx)
     store = open_store(store_dir)
     ev = Evidence.gather(store)

@@ -194,3 +194,8 @@ def test_a_hostile_link_record_is_refused_on_read(evidence_lab: Lab) -> None:
     assert result.code == 3 and "climbs with '..'" in result.err and result.err.count("\n") == 1
     record.write_text(text.replace('name = "replay-fix"', 'name = "../../x"'))
     assert "invalid patch name" in lab.sm("show", "replay-fix").err
+
+
+def test_sorting_by_metric_needs_a_metric(evidence_lab: Lab) -> None:
+    result = evidence_lab.sm("links", "--sort", "metric")
+    assert result.code == 2 and "--sort metric needs --metric NAME" in result.err
