@@ -14,7 +14,7 @@ from stackmgr import git
 from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import locked, read_or_none
 from stackmgr.snapshot import Snapshot
-from stackmgr.tempindex import RealIndexLock, TempIndex, write_real_index
+from stackmgr.tempindex import RealIndexLock, TempIndex, start_tree_diff, write_real_index
 from stackmgr.types import TreeId
 
 TYPE_CHECKING = False
@@ -48,11 +48,24 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
         try:
             if before_switch is not None:
                 before_switch(snap)
-            work.switch(snap.tree_id(), target)
+            # Ask git what the move changes, and which of the files the target adds over the index tree are
+            # ignored (a force-added file stays tracked), while the working tree switches.
+            moving = start_tree_diff(repo, snap.tree_id(), target)
+            to_index = (
+                git.parse_raw(git.finish(start_tree_diff(repo, target, index_tree))[1]) if target != index_tree else []
+            )
+            added = [c.path for c in to_index if c.new_mode == "000000"]
+            ignored = git.start_ignored_args(repo, added)
+            try:
+                work.switch(snap.tree_id(), target, git.parse_raw(git.finish(moving)[1]))
+            finally:
+                keep = set(git.ignored_from_args(ignored)) if ignored is not None else set()
+            if ignored is None and added:
+                keep = set(git.ignored_paths(repo, added))
             private = TempIndex(repo)
             work.install_as(private)  # the private index describes the new working tree, with fresh stat data
             try:
-                work.retarget(target, index_tree, keep_ignored=True)  # a force-added file stays tracked
+                work.retarget(target, index_tree, keep=keep, changes=to_index)
                 lock.commit(work)
                 if head is not None and (branch is not None or head != snap.head):
                     git.detach_head(repo, head, reason, expect=snap.head)

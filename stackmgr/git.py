@@ -267,6 +267,20 @@ def ignored_paths(repo: Repo, paths: Sequence[bytes]) -> list[bytes]:
     return ignore_answer(out) if rc == 0 else []
 
 
+def start_ignored_args(repo: Repo, paths: Sequence[bytes]) -> Process | None:
+    """`check-ignore` with the paths on its command line, so it runs while other work goes on. Its answer is one
+    path per line (-z needs --stdin), so only plain ASCII names go this way: None for others, or too many."""
+    plain = all(all(32 < c < 127 and c not in b'"\\' for c in p) for p in paths)
+    if not paths or len(paths) > 2000 or not plain:
+        return None
+    return start(repo.top, ["check-ignore", "--no-index", "--", *(b"./" + p for p in paths)])
+
+
+def ignored_from_args(proc: Process) -> list[bytes]:
+    out, _ = proc.communicate()
+    return [p[2:] if p.startswith(b"./") else p for p in out.split(b"\n") if p]
+
+
 def start_check_ignore(repo: Repo) -> Process:
     return start(repo.top, ["check-ignore", "--no-index", "-z", "--stdin"], stdin=True)
 

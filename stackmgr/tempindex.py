@@ -12,7 +12,7 @@ import os
 
 from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import read_cache, write_cache
-from stackmgr.git import DIFF_FLAGS, Repo, ignored_paths, parse_raw, pathspec, run, run_rc, start, write_tree, zsplit
+from stackmgr.git import DIFF_FLAGS, Repo, finish, parse_raw, pathspec, run, run_rc, start, write_tree, zsplit
 from stackmgr.spawn import Process
 from stackmgr.types import Change, TreeId
 
@@ -113,13 +113,16 @@ class TempIndex:
         copy = self.freeze("install")
         os.replace(copy.path, other.path)
 
-    def switch(self, old: str, new: str) -> None:
+    def switch(self, old: str, new: str, changes: list[Change] | None = None) -> None:
         """Move the working tree from tree `old` (what this index describes, as checked) to tree `new`.
 
         A two-way `read-tree -m -u`: before writing anything git refuses if a file it would touch differs from
         this index (it changed since the check) or an untracked file is in the way; ignored files in the way are
-        refused here first (git would overwrite them). Files in neither tree are never touched."""
-        in_way = things_in_the_way(self.repo, old, new)
+        refused here first (git would overwrite them). Files in neither tree are never touched. `changes`, when
+        given, is the raw diff old → new (asked for earlier, alongside other work)."""
+        if changes is None:
+            changes = parse_raw(finish(start_tree_diff(self.repo, old, new))[1])
+        in_way = things_in_the_way(self.repo, changes)
         if in_way:
             shown = ", ".join(p.decode("utf-8", "backslashreplace") for p in in_way[:5])
             raise WorkingTreeMoved(
@@ -129,17 +132,17 @@ class TempIndex:
         if rc != 0:
             raise WorkingTreeMoved(_refusal(err))
 
-    def retarget(self, old: str, new: str, *, keep_ignored: bool = False) -> None:
+    def retarget(
+        self, old: str, new: str, *, keep: set[bytes] | None = None, changes: list[Change] | None = None
+    ) -> None:
         """This index from tree `old` to tree `new` without touching files: only the entries that differ are
-        rewritten (`update-index --index-info`), so all others keep their stat data. With `keep_ignored`, files of
-        `old` that `new` lacks and a .gitignore covers stay in the index: untracked, they would read as ignored."""
+        rewritten (`update-index --index-info`), so all others keep their stat data. Paths in `keep` stay as
+        `old` has them; `changes`, when given, is the raw diff old → new already asked for."""
         if old == new:
             return
-        out = run(self.repo.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new])
-        changes = parse_raw(out)
-        if keep_ignored:
-            kept = set(ignored_paths(self.repo, [c.path for c in changes if c.new_mode == "000000"]))
-            changes = [c for c in changes if c.path not in kept]
+        if changes is None:
+            changes = parse_raw(finish(start_tree_diff(self.repo, old, new))[1])
+        changes = [c for c in changes if c.path not in (keep or ())]
         gone = [c for c in changes if c.new_mode == "000000"]  # removals first: a file may become a directory
         info = b"".join(b"0 " + c.old_blob.encode() + b"\t" + c.path + b"\0" for c in gone)
         info += b"".join(
@@ -274,12 +277,15 @@ def write_real_index(repo: Repo, source: TempIndex) -> None:
         lock.release()
 
 
-def things_in_the_way(repo: Repo, old: str, new: str) -> list[bytes]:
-    """Files on disk that moving the working tree from tree `old` to tree `new` would overwrite or delete although
-    `old` does not hold them: ignored or untracked files at paths `new` adds, below directories `new` turns into
-    files, or standing where `new` needs a directory. git's two-way merge treats ignored files as expendable; they
-    are never stackmgr's to destroy."""
-    changes = parse_raw(run(repo.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new]))
+def start_tree_diff(repo: Repo, old: str, new: str) -> Process:
+    return start(repo.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new])
+
+
+def things_in_the_way(repo: Repo, changes: list[Change]) -> list[bytes]:
+    """Files on disk that moving the working tree along `changes` (old tree → new tree) would overwrite or delete
+    although the old tree does not hold them: ignored or untracked files at paths the new tree adds, below
+    directories it turns into files, or standing where it needs a directory. git's two-way merge treats ignored
+    files as expendable; they are never stackmgr's to destroy."""
     removed = {c.path for c in changes if c.new_mode == "000000"}
     top = os.fsencode(repo.top)
     found: list[bytes] = []
