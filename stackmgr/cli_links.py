@@ -8,13 +8,8 @@ from typing import Any
 import click
 
 from stackmgr import output
+from stackmgr.cli_context import store_and_json
 from stackmgr.config import open_store
-
-
-def _root(ctx: click.Context) -> tuple[str | None, bool]:
-    params = ctx.find_root().params
-    store = params.get("store")
-    return (store if isinstance(store, str) else None), bool(params.get("as_json"))
 
 
 def _mark(status: str) -> str:
@@ -49,7 +44,7 @@ def link_cmd(ctx: click.Context, patch: str, artifacts: tuple[str, ...], metric_
     from stackmgr.evidence import create_link
     from stackmgr.names import patch_name
 
-    store_dir, global_json = _root(ctx)
+    store_dir, global_json = store_and_json(ctx)
     store = open_store(store_dir)
     link = create_link(store, patch_name(patch), list(artifacts), metric_specs=list(metric_specs),
                        gate_specs=list(gate_specs), from_json=list(from_json), verdict=verdict, lesson=lesson,
@@ -99,7 +94,7 @@ def show_cmd(ctx: click.Context, patch: str, as_json: bool) -> None:
     from stackmgr.names import patch_name
     from stackmgr.patchfile import parse_header
 
-    store_dir, global_json = _root(ctx)
+    store_dir, global_json = store_and_json(ctx)
     store = open_store(store_dir)
     name = patch_name(patch)
     path = os.path.join(store.patches_dir, name + ".patch")
@@ -172,7 +167,7 @@ def links_cmd(ctx: click.Context, tree: str | None, series: str | None, verdict:
         from stackmgr.errors import UsageProblem
 
         raise UsageProblem("--sort metric needs --metric NAME", "say which metric to sort by")
-    store_dir, global_json = _root(ctx)
+    store_dir, global_json = store_and_json(ctx)
     store = open_store(store_dir)
     ev = Evidence.gather(store)
     links = load_links(store)
@@ -215,7 +210,7 @@ def verify_cmd(ctx: click.Context, as_json: bool) -> None:
     """Re-hash every artifact and re-derive every metric; exit 1 on any mismatch, listing it."""
     from stackmgr.evidence import verify_all
 
-    store_dir, global_json = _root(ctx)
+    store_dir, global_json = store_and_json(ctx)
     problems, checked = verify_all(open_store(store_dir))
     if as_json or global_json:
         listed = [{"link": lid, "patch": patch, "what": what} for lid, patch, what in problems]

@@ -7,7 +7,7 @@ import os
 import click
 
 from stackmgr import output
-from stackmgr.cli_links import _root
+from stackmgr.cli_context import store_and_json
 from stackmgr.config import open_store
 
 
@@ -20,7 +20,7 @@ def report_cmd(ctx: click.Context, out_dir: str, as_json: bool) -> None:
     """Write a static HTML site: series, patches (diff beside evidence), results, the graveyard of lessons."""
     from stackmgr.report import write_report
 
-    store_dir, global_json = _root(ctx)
+    store_dir, global_json = store_and_json(ctx)
     store = open_store(store_dir)
     with output.activity("writing the report"):
         target, site = write_report(store, out_dir)

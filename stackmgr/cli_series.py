@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from stackmgr import output
+from stackmgr.cli_context import store_and_json
 from stackmgr.config import Store, open_store
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import locked
@@ -28,12 +29,8 @@ class _SeriesGroup(click.Group):
 
 def _ctx_store(ctx: click.Context) -> tuple[Store, bool]:
     """The store, and whether JSON was asked for (`--json series`, `series --json`, `series NAME --json`)."""
-    as_json = False
-    level: click.Context | None = ctx
-    while level is not None:
-        as_json = as_json or bool(level.params.get("as_json"))
-        level = level.parent
-    return open_store(ctx.find_root().obj.store), as_json
+    store_dir, as_json = store_and_json(ctx)
+    return open_store(store_dir), as_json
 
 
 @click.group("series", cls=_SeriesGroup, invoke_without_command=True)

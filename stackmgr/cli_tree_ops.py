@@ -7,16 +7,8 @@ import time
 import click
 
 from stackmgr import output
+from stackmgr.cli_context import store_and_json
 from stackmgr.config import open_store
-
-
-def _wants_json(ctx: click.Context, local: bool) -> bool:
-    return local or bool(ctx.find_root().params.get("as_json"))
-
-
-def _store_dir(ctx: click.Context) -> str | None:
-    store = ctx.find_root().params.get("store")
-    return store if isinstance(store, str) else None
 
 
 @click.command("reset")
@@ -29,8 +21,8 @@ def reset_cmd(ctx: click.Context, trees: tuple[str, ...], to: str | None, force:
     """Reset trees to their target, but only when every change is preserved (SPEC §4)."""
     from stackmgr.reset import reset_trees
 
-    outcomes = reset_trees(open_store(_store_dir(ctx)), trees, to=to, force=force)
-    if _wants_json(ctx, as_json):
+    outcomes = reset_trees(open_store(store_and_json(ctx)[0]), trees, to=to, force=force)
+    if store_and_json(ctx)[1]:
         output.emit_json({"schema": 1, "trees": [vars(o) for o in outcomes]})
         return
     for o in outcomes:
@@ -50,13 +42,13 @@ def recover_cmd(ctx: click.Context, recovery_id: str | None, as_json: bool) -> N
     """List recovery snapshots, or restore one (ID) into its tree."""
     from stackmgr.recover import list_recoveries, restore
 
-    store = open_store(_store_dir(ctx))
+    store = open_store(store_and_json(ctx)[0])
     if recovery_id is not None:
         rec = restore(store, recovery_id)
         output.out(f"{rec.tree}: restored recovery snapshot {rec.id} ({rec.files} changed files)")
         return
     found = list_recoveries(store)
-    if _wants_json(ctx, as_json):
+    if store_and_json(ctx)[1]:
         output.emit_json({"schema": 1, "recoveries": [r.to_json() for r in found]})
         return
     if not found:

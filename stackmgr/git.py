@@ -362,10 +362,6 @@ def tree_of(top: str, commit: str) -> TreeId:
     return TreeId(run(top, ["rev-parse", "--verify", f"{commit}^{{tree}}"]).decode().strip())
 
 
-def count_files(top: str, tree: str) -> int:
-    return len(zsplit(run(top, ["ls-tree", "-r", "-z", "--name-only", tree])))
-
-
 def unreachable_after_move(repo: Repo, target: str) -> list[str]:
     """Commits that HEAD reaches and that neither a ref nor `target` would reach once HEAD moves to `target`."""
     return run(repo.top, ["rev-list", "HEAD", "--not", "--glob=refs/*", target]).decode().split()

@@ -187,9 +187,6 @@ class PatchIndex:
                 table.setdefault(path, []).append((mode, blob, filename))
         return table
 
-    def patches_of(self, tree: str) -> list[str]:
-        return sorted(name[: -len(".patch")] for name, rec in self.records.items() if rec["tree"] == tree)
-
 
 def _match(idx: PatchIndex, snap: Snapshot) -> Assessment:
     table = idx.entries_by_path(snap.tree)

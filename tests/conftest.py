@@ -117,6 +117,19 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     yield Lab(store, tree)
 
 
+def tree_files(tree: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file and symlink of the working tree (outside .git): mode bits and bytes (link target for links)."""
+    out = {}
+    for root, dirs, names in os.walk(tree):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in names + [d for d in dirs if (Path(root) / d).is_symlink()]:
+            path = Path(root) / name
+            st = path.lstat()
+            data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+            out[str(path.relative_to(tree))] = (st.st_mode, data)
+    return out
+
+
 # --- evidence fixtures (tests/test_links.py, tests/test_review_evidence.py) ------------------------------------
 
 VLLM_JSON = {

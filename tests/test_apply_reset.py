@@ -10,19 +10,7 @@ import pytest
 
 from stackmgr import checkout
 from tests.conftest import Lab, git, git_text, make_repo
-
-
-def _files(tree: Path) -> dict[str, tuple[int, bytes]]:
-    """Every file of the working tree (outside .git) with its mode bits and bytes (link target for symlinks)."""
-    out = {}
-    for root, dirs, names in os.walk(tree):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        for name in names:
-            path = Path(root) / name
-            st = path.lstat()
-            data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
-            out[str(path.relative_to(tree))] = (st.st_mode, data)
-    return out
+from tests.conftest import tree_files as _files
 
 
 def _dirty(lab: Lab) -> None:

@@ -19,19 +19,7 @@ import pytest
 
 from stackmgr import checkout, tempindex
 from tests.conftest import Lab, git, git_text, make_repo, run_stackmgr
-
-
-def _files(tree: Path) -> dict[str, tuple[int, bytes]]:
-    """Every file and symlink of the working tree (outside .git): mode bits and bytes (link target for links)."""
-    out = {}
-    for root, dirs, names in os.walk(tree):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        for name in names + [d for d in dirs if (Path(root) / d).is_symlink()]:
-            path = Path(root) / name
-            st = path.lstat()
-            data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
-            out[str(path.relative_to(tree))] = (st.st_mode, data)
-    return out
+from tests.conftest import tree_files as _files
 
 
 def _rid(err: str) -> str:
