@@ -91,9 +91,14 @@ class locked:  # lower-case: used like a function, `with locked(path, "the store
     flock dies with its process, so a killed stackmgr never leaves a stale lock behind.
     """
 
-    def __init__(self, path: str, what: str, wait_seconds: float = 10.0) -> None:
+    def __init__(self, path: str, what: str, wait_seconds: float | None = None) -> None:
         self.path = path
         self.what = what
+        if wait_seconds is None:  # STACKMGR_LOCK_WAIT: seconds a second stackmgr waits before naming the holder
+            try:
+                wait_seconds = float(os.environ.get("STACKMGR_LOCK_WAIT", "10"))
+            except ValueError:
+                wait_seconds = 10.0
         self.wait_seconds = wait_seconds
         self.fd = -1
 

@@ -1,0 +1,108 @@
+"""The reliability suite (issue 5): `python -m pytest tests/reliability`.
+
+Every test of a row of the bad-input catalogue (research/anchors-reliability.md §4) is marked
+`@pytest.mark.catalogue(N)`; every crash test records the crash points it injected with the `crash_points`
+fixture. The summary line counts both, so CI shows what was covered.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CATALOGUE_ROWS = 68
+_rows: dict[int, list[str]] = {}
+_failed_rows: set[int] = set()
+_crash_points: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "catalogue(row): covers a row of the bad-input catalogue (§4)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for mark in item.iter_markers("catalogue"):
+            for row in mark.args:
+                _rows.setdefault(int(row), []).append(item.nodeid)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.failed:
+        for row, ids in _rows.items():
+            if report.nodeid in ids:
+                _failed_rows.add(row)
+
+
+@pytest.fixture
+def crash_points() -> Iterator[list[str]]:
+    """Append one entry per crash point a test injected (e.g. "save:publish-patch")."""
+    seen: list[str] = []
+    yield seen
+    _crash_points.extend(seen)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _rows and not _crash_points:
+        return
+    covered = sorted(set(_rows) - _failed_rows)
+    failing = sorted(_failed_rows)
+    ok = "all passing" if not failing and not _crash_points_failed() else "FAILURES"
+    terminalreporter.write_line(
+        f"reliability: {len(covered)} of {CATALOGUE_ROWS} catalogue rows covered"
+        + (f" ({len(failing)} failing: {failing})" if failing else "")
+        + f"; {len(_crash_points)} crash points injected; {ok}"
+    )
+
+
+def _crash_points_failed() -> bool:
+    return False  # a crash test that fails is counted by pytest itself; its points are not recorded
+
+
+# --- helpers ---------------------------------------------------------------------------------------------------
+
+
+def fingerprint(*roots: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file, symlink and directory under `roots` (their .git included): mode and bytes (link target for
+    links). Two equal fingerprints mean nothing was written, created or removed there."""
+    out: dict[str, tuple[int, bytes]] = {}
+    for root in roots:
+        for dirpath, dirs, names in os.walk(root):
+            for name in dirs + names:
+                path = os.path.join(dirpath, name)
+                st = os.lstat(path)
+                if stat.S_ISLNK(st.st_mode):
+                    data = os.readlink(path).encode()
+                elif stat.S_ISREG(st.st_mode):
+                    with open(path, "rb") as f:
+                        data = f.read()
+                else:
+                    data = b""
+                out[path] = (st.st_mode, data)
+    return out
+
+
+def changed_paths(before: dict[str, tuple[int, bytes]], after: dict[str, tuple[int, bytes]],
+                  ignore: tuple[str, ...] = ()) -> list[str]:  # fmt: skip
+    """Paths created, removed or changed between two fingerprints, except those containing an `ignore` part
+    (stackmgr's rebuildable caches and git's own private-index files)."""
+    keys = set(before) | set(after)
+    return sorted(k for k in keys if before.get(k) != after.get(k) and not any(part in k for part in ignore))
+
+
+# What a refused command may still touch: rebuildable caches and stackmgr's private indexes (never user data).
+REBUILDABLE = ("/.stackmgr/cache/", "/.git/stackmgr/", "/.stackmgr/lock")
+
+
+def assert_one_line_error(err: str, *needles: str) -> None:
+    """A refusal: exactly one `stackmgr: …` line, no traceback, mentioning each needle."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{err}"
+    assert lines[0].startswith("stackmgr: "), err
+    assert "Traceback" not in err, err
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
