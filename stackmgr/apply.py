@@ -15,7 +15,8 @@ from stackmgr import checkout, git, patchfile
 from stackmgr.applied import Applied, record_applied
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError
-from stackmgr.fsutil import locked, sha256_hex
+from stackmgr.fsutil import sha256_hex
+from stackmgr.journal import operation
 from stackmgr.preserved import assess, refuse_unpreserved
 from stackmgr.series import Entry, SeriesFile
 from stackmgr.snapshot import Snapshot, take_snapshot
@@ -157,7 +158,7 @@ def apply_series(
     store: Store, name: str, *, only_tree: str | None = None, guards: tuple[str, ...] = (),
     three_way: bool = False, dry_run: bool = False, override: str | None = None,
 ) -> list[TreeOutcome]:  # fmt: skip
-    with locked(store.lock_path, "the store"):
+    with operation(store, f"apply {name}"):
         plans = plan_series(store, name, only_tree, guards)
         _refuse_revivals(store, plans, override)
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from stackmgr import git
+from stackmgr import git, journal
 from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import locked, read_or_none
 from stackmgr.snapshot import Snapshot
@@ -42,10 +42,12 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
     repo = snap.repo
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
         lock = RealIndexLock(repo)  # taken before the first file changes, held until the new index is in place
-        real_index = read_or_none(os.path.join(repo.git_dir, "index"))
-        branch = git.symbolic_head(repo)
-        work = snap.index.freeze("switch")
+        work: TempIndex | None = None
         try:
+            real_index = read_or_none(os.path.join(repo.git_dir, "index"))
+            branch = git.symbolic_head(repo)
+            step = _Journal(snap, target, head, branch, real_index, lock.fd)  # recorded before anything changes
+            work = snap.index.freeze("switch")
             if before_switch is not None:
                 before_switch(snap)
             # Ask git what the move changes, and which of the files the target adds over the index tree are
@@ -62,23 +64,44 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
                 keep = set(git.ignored_from_args(ignored)) if ignored is not None else set()
             if ignored is None and added:
                 keep = set(git.ignored_paths(repo, added))
-            private = TempIndex(repo)
-            work.install_as(private)  # the private index describes the new working tree, with fresh stat data
             try:
+                step("switched")
+                work.install_as(TempIndex(repo))  # the private index describes the new tree, with fresh stat data
                 work.retarget(target, index_tree, keep=keep, changes=to_index)
                 lock.commit(work)
+                step("index", lock_released=True)
                 if head is not None and (branch is not None or head != snap.head):
                     git.detach_head(repo, head, reason, expect=snap.head)
+                step("moved", state="moved")
             except BaseException as exc:
                 _put_back(snap, target, real_index, branch, reason)
+                step.state("put-back")
                 if isinstance(exc, OSError):
                     why = f"tree {snap.tree}: cannot write its index ({exc.strerror}); put back as it was"
                     raise StackmgrError(why, "free some space or fix permissions, then retry") from None
                 raise
         finally:
             lock.release()
-            work.discard()
+            if work is not None:
+                work.discard()
     return Moved(snap, target, real_index, branch)
+
+
+class _Journal:
+    """The move's entry in the operation journal (when a command records one): its steps and state."""
+
+    def __init__(self, snap: Snapshot, target: str, head: str | None, branch: str | None, real_index: bytes | None,
+                 lock_fd: int) -> None:  # fmt: skip
+        self.op = journal.active()
+        self.move = self.op.tree_moving(snap, target, head, branch, real_index, lock_fd) if self.op else None
+
+    def __call__(self, label: str, state: str | None = None, lock_released: bool = False) -> None:
+        if self.op is not None and self.move is not None:
+            self.op.tree_progress(self.move, label, state, lock_released)
+
+    def state(self, state: str) -> None:
+        if self.move is not None:
+            self.move.state = state
 
 
 def _put_back(snap: Snapshot, target: TreeId, real_index: bytes | None, branch: str | None, reason: str) -> None:
@@ -87,12 +110,13 @@ def _put_back(snap: Snapshot, target: TreeId, real_index: bytes | None, branch: 
     TempIndex(repo).switch(target, snap.tree_id())  # the private index describes what the switch just wrote
     real = os.path.join(repo.git_dir, "index")
     if real_index is not None and read_or_none(real) != real_index:
-        _restore_index(repo, real_index)
+        restore_index(repo, real_index)
     if branch is not None and git.symbolic_head(repo) != branch:
         git.attach_head(repo, branch, reason + ": put back")
 
 
-def _restore_index(repo: git.Repo, data: bytes) -> None:
+def restore_index(repo: git.Repo, data: bytes) -> None:
+    """The real index replaced by `data` (git's lock-file convention)."""
     back = TempIndex(repo, f"back.{os.getpid()}.index")
     with open(back.path, "wb") as f:
         f.write(data)
@@ -111,7 +135,7 @@ def move_back(moved: Moved, reason: str) -> None:
         snap.index.install_as(private)
         real = os.path.join(repo.git_dir, "index")
         if moved.real_index is not None:
-            _restore_index(repo, moved.real_index)
+            restore_index(repo, moved.real_index)
         elif os.path.exists(real):
             os.unlink(real)
         if moved.branch is not None:

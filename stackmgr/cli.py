@@ -116,8 +116,8 @@ def tree_group() -> None:
 @pass_ctx
 def tree_add(ctx: Ctx, name: str, path: str) -> None:
     """Register the git working tree at PATH as NAME."""
-    from stackmgr.fsutil import locked
     from stackmgr.git import discover_toplevel
+    from stackmgr.journal import operation
 
     store = open_store(ctx.store)
     check_name("tree", name)
@@ -125,7 +125,7 @@ def tree_add(ctx: Ctx, name: str, path: str) -> None:
     if not os.path.isdir(path):
         raise UsageProblem(f"{path} is not a directory", "give the path of a git working tree")
     top = discover_toplevel(path)
-    with locked(store.lock_path, "the store"):
+    with operation(store, f"tree add {name}"):
         add_tree(store, name, top)
     output.out(f"registered tree {name}: {top}")
 
@@ -159,12 +159,14 @@ def save(ctx: Ctx, /, name: str, paths: tuple[str, ...], **opts: Any) -> None:
     raise SystemExit(commands.save(ctx.store, name, paths, dict(opts, as_json=_json(ctx, opts["as_json"]))))
 
 
+from stackmgr.cli_journal import gc_cmd, log_cmd, undo_cmd  # noqa: E402
 from stackmgr.cli_links import link_cmd, links_cmd, show_cmd, verify_cmd  # noqa: E402
 from stackmgr.cli_report import report_cmd  # noqa: E402
 from stackmgr.cli_series import series_group  # noqa: E402  (registers the `series` commands)
 from stackmgr.cli_tree_ops import recover_cmd, reset_cmd  # noqa: E402
 
-for _command in (series_group, reset_cmd, recover_cmd, link_cmd, show_cmd, links_cmd, verify_cmd, report_cmd):
+for _command in (series_group, reset_cmd, recover_cmd, link_cmd, show_cmd, links_cmd, verify_cmd, report_cmd,
+                 log_cmd, undo_cmd, gc_cmd):  # fmt: skip
     cli.add_command(_command)
 
 

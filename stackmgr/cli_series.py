@@ -11,7 +11,7 @@ from stackmgr import output
 from stackmgr.cli_context import store_and_json
 from stackmgr.config import Store, open_store
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.fsutil import locked
+from stackmgr.journal import operation
 from stackmgr.names import patch_name
 
 
@@ -114,7 +114,7 @@ def new(ctx: click.Context, name: str) -> None:
     from stackmgr.series import SeriesFile, series_path
 
     store, _ = _ctx_store(ctx)
-    with locked(store.lock_path, "the store"):
+    with operation(store, f"series new {name}"):
         if os.path.lexists(series_path(store, name)):  # checked before parsing: a broken file exists too
             raise UsageProblem(f"series {name} already exists", f"see `stackmgr series {name}`")
         SeriesFile.load_or_new(store, name).write()
@@ -132,7 +132,7 @@ def add(ctx: click.Context, name: str, patches: tuple[str, ...], position: int |
     from stackmgr.series import SeriesFile
 
     store, _ = _ctx_store(ctx)
-    with locked(store.lock_path, "the store"):
+    with operation(store, f"series add {name}"):
         series = SeriesFile.load_or_new(store, name)
         at = (position - 1) if position else len(series.entries)
         files = []
@@ -171,7 +171,7 @@ def remove(ctx: click.Context, name: str, patches: tuple[str, ...]) -> None:
     from stackmgr.series import SeriesFile
 
     store, _ = _ctx_store(ctx)
-    with locked(store.lock_path, "the store"):
+    with operation(store, f"series remove {name}"):
         series = SeriesFile.load(store, name)
         for patch in patches:
             series.remove(patch)
@@ -189,7 +189,7 @@ def move(ctx: click.Context, name: str, patch: str, position: int) -> None:
     from stackmgr.series import SeriesFile
 
     store, _ = _ctx_store(ctx)
-    with locked(store.lock_path, "the store"):
+    with operation(store, f"series move {name}"):
         series = SeriesFile.load(store, name)
         series.move(patch, position - 1)
         series.write()

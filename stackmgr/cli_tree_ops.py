@@ -41,8 +41,13 @@ def reset_cmd(ctx: click.Context, trees: tuple[str, ...], to: str | None, force:
 def recover_cmd(ctx: click.Context, recovery_id: str | None, as_json: bool) -> None:
     """List recovery snapshots, or restore one (ID) into its tree."""
     from stackmgr.recover import list_recoveries, restore
+    from stackmgr.undo import recover_interrupted
 
     store = open_store(store_and_json(ctx)[0])
+    rolled = recover_interrupted(store)
+    if rolled is not None:
+        what = "rolled back" if rolled.state == "rolled-back" else "had completed; marked done"
+        output.err(f"stackmgr: interrupted `{rolled.command}` (op {rolled.id}) {what}")
     if recovery_id is not None:
         rec = restore(store, recovery_id)
         output.out(f"{rec.tree}: restored recovery snapshot {rec.id} ({rec.files} changed files)")

@@ -12,6 +12,12 @@ from stackmgr.status import TreeReport, status_json, status_reports
 def check(store_dir: str | None, trees: tuple[str, ...], *, verbose: bool, as_json: bool) -> int:
     """Exit 0 when every change in the trees is preserved, 1 otherwise (quiet unless -v or --json)."""
     store = open_store(store_dir)
+    from stackmgr.journal import pending_message
+
+    pending = pending_message(store)
+    if pending is not None:  # half-moved trees are not known to be safe
+        output.err(f"stackmgr: {pending}")
+        return 1
     reports = status_reports(store, trees, full=False)
     # A tree that could not be snapshotted is not known to be safe: fail closed, and say why even when quiet.
     unsafe = [r for r in reports if r.blockers or r.state == "error"]
@@ -36,7 +42,13 @@ def _check_json(report: TreeReport) -> dict[str, object]:
 
 
 def status(store_dir: str | None, trees: tuple[str, ...], *, as_json: bool) -> int:
-    reports = status_reports(open_store(store_dir), trees)
+    from stackmgr.journal import pending_message
+
+    store = open_store(store_dir)
+    pending = pending_message(store)
+    if pending is not None:
+        output.err(f"stackmgr: warning: {pending}")
+    reports = status_reports(store, trees)
     if as_json:
         output.emit_json(status_json(reports))
     else:

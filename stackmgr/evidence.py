@@ -214,9 +214,9 @@ def create_link(
     store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
     from_json: list[str], verdict: str, lesson: str, do_not_revive: bool, amends: str, baseline: str,
 ) -> Link:  # fmt: skip
-    from stackmgr.fsutil import locked
+    from stackmgr.journal import operation
 
-    with locked(store.lock_path, "the store"):
+    with operation(store, f"link {patch}"):
         return _create_link(store, patch, artifacts, metric_specs=metric_specs, gate_specs=gate_specs,
                             from_json=from_json, verdict=verdict, lesson=lesson, do_not_revive=do_not_revive,
                             amends=amends, baseline=baseline)  # fmt: skip

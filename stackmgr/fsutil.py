@@ -14,6 +14,13 @@ import time
 
 from stackmgr.errors import StackmgrError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+# Set by `journal.operation` while a command records its changes: told each path about to be replaced.
+before_replace: Callable[[str], None] | None = None
+
 
 def fsync_dir(directory: str) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -62,6 +69,12 @@ def _create_exclusive(directory: str, prefix: str) -> tuple[int, str]:
 def publish(tmp: str, path: str) -> None:
     """Rename a synced temp file over `path` and sync the directory, so the new name survives a crash."""
     directory = os.path.dirname(os.path.abspath(path))
+    if before_replace is not None:
+        try:
+            before_replace(path)
+        except BaseException:
+            discard(tmp)
+            raise
     try:
         os.replace(tmp, path)
     except OSError as exc:

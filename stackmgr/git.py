@@ -338,6 +338,18 @@ def commit_tree(top: str, tree: str, parents: Sequence[str], message: str) -> Co
     return CommitId(run(top, args, stdin=message.encode("utf-8")).decode().strip())
 
 
+def commit_trees(top: str, items: Sequence[tuple[str, str]]) -> list[CommitId]:
+    """Parentless commits of several (tree, message) at once: the git processes run side by side."""
+    procs = [start(top, ["commit-tree", tree], stdin=True) for tree, _message in items]
+    return [CommitId(finish(p, m.encode("utf-8"))[1].decode().strip()) for p, (_t, m) in zip(procs, items, strict=True)]
+
+
+def update_refs(top: str, updates: Sequence[tuple[str, str | None]], reason: str) -> None:
+    """Set (or, with None, delete) several refs in one transaction."""
+    lines = [f"update {ref} {oid}\n" if oid else f"delete {ref}\n" for ref, oid in updates]
+    run(top, ["update-ref", "-m", reason, "--stdin"], stdin="".join(lines).encode())
+
+
 def update_ref(top: str, ref: str, commit: str, reason: str) -> None:
     run(top, ["update-ref", "-m", reason, ref, commit])
 
@@ -371,3 +383,35 @@ def patch_id(cwd: str, patch: bytes) -> str:
     """`git patch-id --stable` of a patch: equal for the same change re-exported (context, headers, order)."""
     out = run(cwd, ["patch-id", "--stable"], stdin=patch)
     return out.decode().split()[0] if out.strip() else ""
+
+
+class UserRepo:
+    """The repository a user's own git command line selects, asked read-only questions before that command runs
+    (`stackmgr guard`): the command's -C/-c/--git-dir/--work-tree options and GIT_DIR/GIT_WORK_TREE, from the
+    directory it was typed in. A question git cannot answer (no repository, no such rev) is None."""
+
+    def __init__(self, cwd: str, selectors: Sequence[str]) -> None:
+        env = os.environ  # the runner drops GIT_DIR/GIT_WORK_TREE; the user's git would obey them
+        from_env = [f"--git-dir={env['GIT_DIR']}"] if env.get("GIT_DIR") else []
+        from_env += [f"--work-tree={env['GIT_WORK_TREE']}"] if env.get("GIT_WORK_TREE") else []
+        self.cwd = cwd
+        self.selectors = [*from_env, *selectors]  # the command's own options win, as they do in git
+
+    def _ask(self, *args: str) -> str | None:
+        rc, out, _ = run_rc(self.cwd, [*self.selectors, *args])
+        return os.fsdecode(out).rstrip("\n") if rc == 0 else None
+
+    def toplevel(self) -> str | None:
+        top = self._ask("rev-parse", "--show-toplevel")
+        return os.path.realpath(top) if top else None
+
+    def commit(self, rev: str) -> str | None:
+        return self._ask("rev-parse", "-q", "--verify", "--end-of-options", rev + "^{commit}")
+
+    def config(self, key: str) -> str | None:
+        return self._ask("config", "--get", key)
+
+    def stash_entries(self) -> list[tuple[str, str, str]]:
+        """(commit, `stash@{N}`, subject) of each stash entry, newest first."""
+        out = self._ask("stash", "list", "--format=%H%x09%gd%x09%gs") or ""
+        return [(f[0], f[1], f[2]) for f in (line.split("\t", 2) for line in out.splitlines()) if len(f) == 3]

@@ -13,7 +13,7 @@ from stackmgr import checkout, git
 from stackmgr.applied import clear_applied
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.fsutil import locked
+from stackmgr.journal import operation
 from stackmgr.preserved import assess, refuse_unpreserved
 from stackmgr.reset import RECOVERY_PREFIX
 from stackmgr.snapshot import take_snapshot
@@ -67,7 +67,7 @@ def restore(store: Store, wanted: str) -> Recovery:
     that branch still points where it did)."""
     rec = find(store, wanted)
     config = store.tree(rec.tree)
-    with locked(store.lock_path, "the store"):
+    with operation(store, f"recover {rec.id}"):
         snap = take_snapshot(rec.tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True)
         try:
             if snap.operation:

@@ -15,7 +15,7 @@ from stackmgr import checkout, git
 from stackmgr.applied import clear_applied, load_applied
 from stackmgr.config import Store, TreeConfig
 from stackmgr.errors import NotPreserved, StackmgrError
-from stackmgr.fsutil import locked
+from stackmgr.journal import operation
 from stackmgr.preserved import assess, describe
 from stackmgr.snapshot import Snapshot, take_snapshot
 from stackmgr.tempindex import TempIndex
@@ -43,7 +43,7 @@ class _Planned:
 
 def reset_trees(store: Store, names: tuple[str, ...], *, to: str | None, force: bool) -> list[ResetOutcome]:
     configs = [store.tree(n) for n in names] if names else [store.trees[n] for n in sorted(store.trees)]
-    with locked(store.lock_path, "the store"):
+    with operation(store, " ".join(("reset", *names, *(["--to", to] if to else []), *(["--force"] if force else [])))):
         planned: list[_Planned] = []
         try:
             for config in configs:
@@ -54,30 +54,12 @@ def reset_trees(store: Store, names: tuple[str, ...], *, to: str | None, force: 
             if refused and not force:
                 raise NotPreserved(_refusal(refused), "save them (`stackmgr save NAME`), or `--force` to set "
                                    "them aside in a recovery snapshot")  # fmt: skip
-            done: list[ResetOutcome] = []
-            try:
-                for p in planned:
-                    done.append(_reset_one(store, p, force))
-            except StackmgrError as exc:
-                if done:
-                    raise _partly_done(exc, done) from None
-                raise
+            # A later tree refusing (a file changed since the check) makes the journal put earlier ones back.
+            done = [_reset_one(store, p, force) for p in planned]
             return done
         finally:
             for p in planned:
                 p.snap.release()
-
-
-def _partly_done(exc: StackmgrError, done: list[ResetOutcome]) -> StackmgrError:
-    """A later tree refused after earlier ones were reset: say which were, and how to undo each forced one."""
-    parts = []
-    for o in done:
-        undo = f" (undo: `stackmgr recover {o.recovery}`)" if o.recovery else ""
-        parts.append(f"{o.tree} reset to {o.target[:12]}{undo}")
-    message = exc.message.replace("refused, nothing changed: ", "refused: ")
-    err = StackmgrError(f"{message}; already done: {'; '.join(parts)}", exc.hint)
-    err.exit_code = exc.exit_code
-    return err
 
 
 def _exists(config: TreeConfig) -> bool:

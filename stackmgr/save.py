@@ -7,7 +7,8 @@ import os
 from stackmgr import git, patchfile, tempindex
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.fsutil import atomic_write, discard, locked, publish, read_or_none, sha256_hex, write_temp
+from stackmgr.fsutil import atomic_write, discard, publish, read_or_none, sha256_hex, write_temp
+from stackmgr.journal import operation
 from stackmgr.names import inside, patch_name
 from stackmgr.preserved import PatchIndex, assess
 from stackmgr.snapshot import Snapshot, take_snapshot
@@ -124,7 +125,7 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
     filename = name + ".patch"
     os.makedirs(store.patches_dir, exist_ok=True)
     target = inside(store.patches_dir, filename)
-    with locked(store.lock_path, "the store"):
+    with operation(store, f"save {name}") as op:
         index = PatchIndex.load(store)
         tree, snap = pick_tree(store, req.tree, index, req.series)
         try:
@@ -146,6 +147,7 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
             data, expected = _build(store, tree, snap, diff_from, base, paths, name, req)
             _refuse_conflict_markers(data, req.allow_conflict_markers)
             outcome, post_images = _write_verified(store, snap, target, data, expected, req.update)
+            op.note_tree(tree, snap.known_tree_id(), snap.head)
             result_tree = _result_tree(snap, stack.diff_from, target, paths) if stack else None
         finally:
             snap.release()

@@ -42,6 +42,10 @@ class Snapshot:
             self._tree_id = self.index.write_tree()
         return self._tree_id
 
+    def known_tree_id(self) -> str:
+        """The tree id if it was already written, else "-" (for records that must not cost a write-tree)."""
+        return self._tree_id or "-"
+
     def release(self) -> None:
         """Remove a frozen copy of the index (see `take_snapshot(freeze=True)`)."""
         if self.index.path != TempIndex(self.repo).path:

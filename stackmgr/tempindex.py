@@ -353,3 +353,17 @@ def tree_from_patches(repo: Repo, base: str, patch_files: Sequence[str]) -> tupl
     finally:
         if os.path.exists(index):
             os.unlink(index)
+
+
+def tree_with_entries(repo: Repo, base: str, entries: dict[bytes, tuple[str, str] | None]) -> TreeId:
+    """Tree `base` with some paths set to (mode, blob), or removed where None (a scratch index; no file touched)."""
+    index = scratch_index(repo, "compose")
+    try:
+        run(repo.top, ["read-tree", base], index=index)
+        gone = b"".join(b"0 " + b"0" * 40 + b"\t" + path + b"\0" for path, e in entries.items() if e is None)
+        put = b"".join(f"{e[0]} {e[1]}\t".encode() + path + b"\0" for path, e in entries.items() if e is not None)
+        run(repo.top, ["update-index", "-z", "--index-info"], index=index, stdin=gone + put)
+        return write_tree(repo.top, index)
+    finally:
+        if os.path.exists(index):
+            os.unlink(index)

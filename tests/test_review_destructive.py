@@ -198,9 +198,8 @@ def test_an_error_after_the_switch_puts_the_tree_back(lab: Lab, monkeypatch: pyt
 def test_reset_force_of_two_trees_where_the_second_refuses_at_the_switch(
     lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Regression (review): reset.reset_trees has no rollback and prints outcomes only at the end: when a later tree
-    refuses at move time, the earlier tree is already reset and its recovery id is never printed; the message says
-    'nothing changed'.
+    """Regression (review): a later tree refusing at move time left the earlier tree reset, with a message saying
+    'nothing changed'. Now the journal puts the earlier tree back, so the message is true.
     """
     kernels = _add_kernels(lab, tmp_path)
     (kernels / "k.cpp").write_text("int k = 1; // unsaved\n")
@@ -212,19 +211,18 @@ def test_reset_force_of_two_trees_where_the_second_refuses_at_the_switch(
 
     monkeypatch.setattr(checkout, "before_switch", vllm_autosave)
     result = lab.sm("reset", "--force")
-    assert result.code == 3
-    assert (kernels / "k.cpp").read_text() == "int k;\n", "kernels (first, sorted) was reset"
-    kernels_rid = next(r["id"] for r in json.loads(lab.sm("recover", "--json").out)["recoveries"]
-                       if r["tree"] == "kernels")  # fmt: skip
-    assert f"stackmgr recover {kernels_rid}" in result.err, "every forced step prints how to undo it"
-    assert "nothing changed" not in result.err
+    assert result.code == 3 and "README" in result.err
+    # Since the operation journal (issue 5) a multi-tree reset is all or nothing: kernels is put back.
+    assert (kernels / "k.cpp").read_text() == "int k = 1; // unsaved\n"
+    assert (lab.tree / "README").read_text() == "typed after the check\n"
+    assert lab.sm("check", "kernels").code == 1 and lab.sm("log", "-n", "1").out.count("[rolled-back]") == 1
 
 
 def test_reset_of_two_trees_where_the_second_refuses_at_the_switch_names_what_changed(
     lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Regression (review): reset.reset_trees: a refusal of the second tree at move time reports 'refused, nothing
-    changed' although the first tree was reset (and its applied state cleared).
+    """Regression (review): a refusal of the second tree at move time reported 'refused, nothing changed' although
+    the first tree was reset. Now the first tree is put back (the journal's rollback).
     """
     kernels = _add_kernels(lab, tmp_path)
     (lab.tree / "README").write_text("vllm work\n")
@@ -239,8 +237,8 @@ def test_reset_of_two_trees_where_the_second_refuses_at_the_switch_names_what_ch
     monkeypatch.setattr(checkout, "before_switch", vllm_autosave)
     result = lab.sm("reset")
     assert result.code == 3 and (lab.tree / "README").read_text() == "typed after the check\n"
-    assert (kernels / "k.cpp").read_text() == "int k;\n"
-    assert "nothing changed" not in result.err and "kernels" in result.err
+    assert (kernels / "k.cpp").read_text() == "int k = 1;\n", "rolled back: the reset is all or nothing"
+    assert "README" in result.err
 
 
 def test_a_commit_made_between_the_check_and_the_head_move_is_not_orphaned(
