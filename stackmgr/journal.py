@@ -12,7 +12,8 @@ Nothing is recorded until the first change; from then on:
 - SIGINT, SIGTERM and SIGHUP are blocked from the first change to the end: a Ctrl-C there lets the operation
   finish and is reported afterwards (exit 130). SIGKILL cannot be blocked: `undo.roll_back` handles that.
 
-`STACKMGR_CRASH_AT=<command>:<n>` kills the process (SIGKILL) at its n-th journal step, and
+`STACKMGR_CRASH_AT=<command>:<n>` kills the process (SIGKILL) at its n-th journal step (`<command>:<n>:INT`
+sends SIGINT to its process group instead, as a terminal's Ctrl-C does), and
 `STACKMGR_TRACE_STEPS=<file>` appends each step's name to a file: the crash tests walk every step with them.
 """
 
@@ -209,8 +210,11 @@ class Operation:
         if trace:
             with open(trace, "a", encoding="utf-8") as f:
                 f.write(f"{self.kind}:{self._steps}:{label}\n")
-        if os.environ.get("STACKMGR_CRASH_AT") == f"{self.kind}:{self._steps}":
+        crash = os.environ.get("STACKMGR_CRASH_AT", "")
+        if crash == f"{self.kind}:{self._steps}":
             os.kill(os.getpid(), 9)
+        elif crash == f"{self.kind}:{self._steps}:INT":  # Ctrl-C as a terminal sends it: to the process group
+            os.killpg(0, _signal.SIGINT)
 
     def file_replacing(self, path: str) -> None:
         """Before a store file is replaced or removed: keep what is there now (once per operation)."""

@@ -212,3 +212,41 @@ def _comparable(files: dict[str, bytes]) -> dict[str, bytes]:
             data = b"\n".join(ln for ln in data.splitlines() if b'"at"' not in ln)
         out[rel] = data
     return out
+
+
+@pytest.mark.catalogue(60)
+@pytest.mark.parametrize("name", ["apply", "reset", "save"])
+def test_ctrl_c_while_changing_is_deferred_until_the_operation_is_complete(name: str, tmp_path: Path) -> None:
+    """Row 60: Ctrl-C (SIGINT to the whole process group, git children included) at each step where things are
+    changing: the operation completes, then stackmgr exits 130 saying so; the end state is the uninterrupted one."""
+    steps, after_files, after_tree = _steps(tmp_path, name)
+    for n, step in enumerate(steps, 1):
+        lab, args = SCENARIOS[name](tmp_path / f"int{n}")
+        kind = step.split(":", 1)[0]
+        proc = subprocess.run([sys.executable, "-m", "stackmgr", "--store", str(lab.store), *args],
+                              capture_output=True, text=True, start_new_session=True,
+                              env={**os.environ, "STACKMGR_CRASH_AT": f"{kind}:{n}:INT"})  # fmt: skip
+        assert proc.returncode == 130, (step, proc.returncode, proc.stderr)
+        assert "interrupted" in proc.stderr and "stackmgr undo" in proc.stderr and "Traceback" not in proc.stderr
+        assert _comparable(store_files(lab.store)) == _comparable(after_files), step
+        assert tree_state(lab)[:3] == after_tree, step
+        assert stackmgr(lab.store, "log", "-n", "1").stdout.count("[") == 0, "logged as done"
+
+
+@pytest.mark.catalogue(60)
+def test_ctrl_c_before_anything_changed_stops_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Row 60: Ctrl-C while apply is still checking and computing (nothing changed yet): exit 130, nothing written,
+    nothing recorded."""
+    from stackmgr import apply as apply_module
+
+    lab, args = scenario_apply(tmp_path)
+    before_files, before_tree = store_files(lab.store), tree_state(lab)
+
+    def ctrl_c(*_a: object, **_k: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(apply_module, "compute_result", ctrl_c)
+    result = lab.sm(*args)
+    assert result.code == 130 and result.err == "stackmgr: interrupted\n"
+    assert store_files(lab.store) == before_files and tree_state(lab) == before_tree
+    assert "apply" not in lab.sm("log").out
