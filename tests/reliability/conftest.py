@@ -92,8 +92,9 @@ def changed_paths(before: dict[str, tuple[int, bytes]], after: dict[str, tuple[i
     return sorted(k for k in keys if before.get(k) != after.get(k) and not any(part in k for part in ignore))
 
 
-# What a refused command may still touch: rebuildable caches and stackmgr's private indexes (never user data).
-REBUILDABLE = ("/.stackmgr/cache/", "/.git/stackmgr/", "/.stackmgr/lock")
+# What a refused command may still touch: rebuildable caches, stackmgr's private indexes and git objects (content-
+# addressed, so written, never changed: a snapshot's trees). Never user data.
+REBUILDABLE = ("/.stackmgr/cache/", "/.git/stackmgr/", "/.stackmgr/lock", "/.git/objects/")
 
 
 def assert_one_line_error(err: str, *needles: str) -> None:
