@@ -9,6 +9,7 @@ Git runs through git.py's runner (same pinned configuration, environment and byt
 from __future__ import annotations
 
 import os
+import time
 
 from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import read_cache, write_cache
@@ -244,13 +245,19 @@ class RealIndexLock:
     def __init__(self, repo: Repo) -> None:
         self.real = os.path.join(repo.git_dir, "index")
         self.path = self.real + ".lock"
-        try:
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        except FileExistsError:
-            raise StackmgrError(
-                f"{self.path} exists: another git command is running in {repo.top}",
-                "wait for it to finish (remove the file only if no git is running)",
-            ) from None
+        delay = 0.01
+        while True:  # an IDE's `git status` holds it for a moment: retry with backoff (never remove it)
+            try:
+                self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+                return
+            except FileExistsError:
+                if delay > 1.0:
+                    raise StackmgrError(
+                        f"{self.path} exists: another git command is running in {repo.top}",
+                        "wait for it to finish (remove the file only if no git is running)",
+                    ) from None
+                time.sleep(delay)
+                delay *= 2
 
     def commit(self, source: TempIndex) -> None:
         with open(source.path, "rb") as src:
