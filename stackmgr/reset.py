@@ -126,4 +126,7 @@ def store_recovery(snap: Snapshot) -> str:
                f"Stackmgr-Files: {files}\nStackmgr-Time: {int(time.time())}\n")  # fmt: skip
     commit = git.commit_tree(repo.top, snap.tree_id(), parents, message)
     git.update_ref(repo.top, RECOVERY_PREFIX + commit[:12], commit, "stackmgr reset --force")
+    # git writes loose objects without fsync by default, and this commit may be the only copy of the work: make it
+    # durable before the tree changes, so a power cut cannot take both.
+    os.sync()
     return commit[:12]
