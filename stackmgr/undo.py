@@ -117,6 +117,7 @@ def _tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, 
     """The tree as it was before `move`: the moved paths back, the real index bytes, HEAD and its branch."""
     repo = git.open_repo(move.path)
     _drop_own_index_lock(repo, move)
+    _drop_dead_scratch_indexes(repo)
     snap = take_snapshot(move.tree, move.path, store.max_untracked_bytes, find_special=False, freeze=True)
     try:
         if snap.operation:
@@ -159,6 +160,30 @@ def _old_versions(repo: git.Repo, move: TreeMove, now: str) -> TreeId:
         raise StackmgrError(f"tree {move.tree}: {shown} changed after the operation",
                             "save the change (`stackmgr save NAME`) or put the file back, then retry")  # fmt: skip
     return tree_with_entries(repo, now, old)
+
+
+def _drop_dead_scratch_indexes(repo: git.Repo) -> None:
+    """Scratch and frozen indexes (`<purpose>.<pid>.index`) whose process is gone: a killed command's litter."""
+    try:
+        names = os.listdir(repo.stackmgr_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        parts = name.split(".")
+        if len(parts) >= 3 and parts[-1] in ("index", "lock") and parts[-2 if parts[-1] == "index" else -3].isdigit():
+            pid = int(parts[-2 if parts[-1] == "index" else -3])
+            if pid != os.getpid() and not _alive(pid):
+                os.unlink(os.path.join(repo.stackmgr_dir, name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _drop_own_index_lock(repo: git.Repo, move: TreeMove) -> None:
