@@ -338,12 +338,6 @@ def commit_tree(top: str, tree: str, parents: Sequence[str], message: str) -> Co
     return CommitId(run(top, args, stdin=message.encode("utf-8")).decode().strip())
 
 
-def commit_trees(top: str, items: Sequence[tuple[str, str]]) -> list[CommitId]:
-    """Parentless commits of several (tree, message) at once: the git processes run side by side."""
-    procs = [start(top, ["commit-tree", tree], stdin=True) for tree, _message in items]
-    return [CommitId(finish(p, m.encode("utf-8"))[1].decode().strip()) for p, (_t, m) in zip(procs, items, strict=True)]
-
-
 def update_refs(top: str, updates: Sequence[tuple[str, str | None]], reason: str) -> None:
     """Set (or, with None, delete) several refs in one transaction."""
     lines = [f"update {ref} {oid}\n" if oid else f"delete {ref}\n" for ref, oid in updates]

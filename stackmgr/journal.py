@@ -25,7 +25,7 @@ import time
 
 from stackmgr import fsutil
 from stackmgr.errors import StackmgrError
-from stackmgr.fsutil import atomic_write, locked
+from stackmgr.fsutil import atomic_write, locked, read_or_none
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -246,7 +246,14 @@ class Operation:
                         lock=f"{st.st_dev}:{st.st_ino}")  # fmt: skip
         if real_index is not None:
             os.makedirs(os.path.join(self.dir, "index"), exist_ok=True)
-            atomic_write(os.path.join(self.dir, "index", snap.tree), real_index)
+            saved = os.path.join(self.dir, "index", snap.tree)
+            try:  # git replaces the index by rename, never in place: a hard link keeps these bytes
+                os.link(os.path.join(snap.repo.git_dir, "index"), saved)
+                if read_or_none(saved) != real_index:  # it changed between the read and the link
+                    os.unlink(saved)
+                    raise OSError
+            except OSError:
+                atomic_write(saved, real_index)
             move.index = "saved"
         record.trees.append(move)
         self.save()
@@ -254,12 +261,12 @@ class Operation:
         return move
 
     def tree_progress(self, move: TreeMove, label: str, state: str | None = None, lock_released: bool = False) -> None:
+        """A step of a move. Not written out: after a crash every state is checked against the tree itself, and
+        an index.lock once renamed into place no longer exists under its old name."""
         if state is not None:
             move.state = state
         if lock_released:
             move.lock = "-"
-        if state is not None or lock_released:
-            self.save()
         self.step(f"{label} {move.tree}")
 
     def note_tree(self, tree: str, snapshot: str, head: str) -> None:

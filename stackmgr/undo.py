@@ -200,17 +200,16 @@ def _drop_own_index_lock(repo: git.Repo, move: TreeMove) -> None:
 
 
 def anchor_moves(store: Store, record: Record) -> None:
-    """Commits of each moved tree's state before and after, under refs/stackmgr/ops/, so `git gc` keeps them
-    for `undo` (parentless: they do not keep old history alive on their own)."""
+    """Refs to each moved tree's state before and after (tree objects: `git log --all` does not list them), and
+    to the HEAD it left, under refs/stackmgr/ops/<id>/<tree>/, so `git gc` keeps what `undo` needs."""
     for move in record.trees:
         if move.state != "moved":
             continue
-        top = move.path
-        message = f"stackmgr op {record.id}: tree {move.tree} %s `{record.command}`\n\nStackmgr-Head: %s\n"
-        before, after = git.commit_trees(top, [(move.before, message % ("before", move.head_before)),
-                                               (move.target, message % ("after", move.head_after))])  # fmt: skip
         base = f"{ANCHOR_PREFIX}{record.id}/{move.tree}/"
-        git.update_refs(top, [(base + "before", before), (base + "after", after)], f"stackmgr {record.command}")
+        refs: list[tuple[str, str | None]] = [(base + "before", move.before), (base + "after", move.target)]
+        if move.head_before != move.head_after:
+            refs.append((base + "head-before", move.head_before))
+        git.update_refs(move.path, refs, f"stackmgr {record.command}")
 
 
 # -- undo, log, gc ----------------------------------------------------------------------------------------------
@@ -299,7 +298,7 @@ def _forget(store: Store, record: Record) -> None:
     by_top: dict[str, list[tuple[str, str | None]]] = {}
     for move in record.trees:
         base = f"{ANCHOR_PREFIX}{record.id}/{move.tree}/"
-        by_top.setdefault(move.path, []).extend([(base + "before", None), (base + "after", None)])
+        by_top.setdefault(move.path, []).extend((base + leaf, None) for leaf in ("before", "after", "head-before"))
     for top, refs in by_top.items():
         if os.path.isdir(top):
             existing = {ref for ref, _c, _t, _m in git.refs_under(top, f"{ANCHOR_PREFIX}{record.id}/")}
