@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 
-from stackmgr import checkout, git, patchfile
+from stackmgr import checkout, git, patchfile, verify
 from stackmgr.applied import Applied, record_applied
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError
@@ -22,6 +22,8 @@ from stackmgr.series import Entry, SeriesFile
 from stackmgr.snapshot import Snapshot, take_snapshot
 from stackmgr.tempindex import TempIndex
 from stackmgr.types import TreeId
+
+MAX_PATCH_BYTES = 1 << 30  # git apply refuses input of 1 GiB or more
 
 
 class PatchRef:
@@ -77,6 +79,9 @@ def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[st
         if not active(entry, guards):
             continue
         path = os.path.join(store.patches_dir, entry.patch)
+        if os.path.getsize(path) >= MAX_PATCH_BYTES:
+            raise StackmgrError(f"patches/{entry.patch} is too large ({os.path.getsize(path) >> 20} MiB; git apply "
+                                "takes less than 1 GiB)", "split the change into smaller patches")  # fmt: skip
         with open(path, "rb") as f:
             data = f.read()
         header = patchfile.parse_header(data, f"patches/{entry.patch}")
@@ -166,6 +171,9 @@ def apply_series(
                 _preflight(store, plan)
             for plan in plans:
                 plan.result = compute_result(plan, three_way)
+                assert plan.snap is not None
+                verify.check_result(plan.snap.repo.top, plan.base, plan.result, plan.patches, plan.tree, store.root,
+                                    merged=three_way)  # fmt: skip
             outcomes = [TreeOutcome(p, p.snap is not None and p.snap.tree_id() != p.result) for p in plans]
             if not dry_run:
                 _switch_all(store, name, plans)

@@ -26,6 +26,7 @@ PINNED = (
     "-c", "apply.whitespace=nowarn", "-c", "diff.suppressBlankEmpty=false", "-c", "diff.indentHeuristic=true",
     "-c", "diff.renames=false", "-c", "diff.relative=false", "-c", "core.safecrlf=false",
     "-c", "diff.statGraphWidth=50", "-c", "diff.statNameWidth=60",
+    "-c", "core.protectHFS=true", "-c", "core.protectNTFS=true",  # `.g\u200cit`, `git~1`: never a way into .git
 )  # fmt: skip
 DIFF_FLAGS = (
     "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--binary",

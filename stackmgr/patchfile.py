@@ -123,7 +123,11 @@ def parse_header(data: bytes, source: str) -> PatchHeader:
     fields = _header_fields(head)
     trailers = dict(re.findall(r"^(Stackmgr-Tree|Stackmgr-Base): *(\S+) *$", desc, re.M))
     if "Stackmgr-Tree" not in trailers or "Stackmgr-Base" not in trailers:
-        raise StackmgrError(f"{source}: no Stackmgr-Tree/Stackmgr-Base lines", "import it with `stackmgr import`")
+        if b"\r\n" in data[:end] and b"Stackmgr-Tree:" in data[:end]:
+            raise StackmgrError(f"{source}: its line endings were changed to CRLF (an editor or a mailer?)",
+                                "restore its original bytes (git checkout it, or save the patch again)")  # fmt: skip
+        raise StackmgrError(f"{source}: no Stackmgr-Tree/Stackmgr-Base lines",
+                            "it was not written by stackmgr save; save the change again from a tree")  # fmt: skip
     body = re.sub(r"(?m)^Stackmgr-(Tree|Base):.*\n?", "", desc).strip("\n")
     subject = re.sub(r"^\[PATCH[^\]]*\] *", "", fields.get("subject", ""))
     return PatchHeader(trailers["Stackmgr-Tree"], trailers["Stackmgr-Base"], subject, body,
@@ -156,17 +160,44 @@ def post_images(diff: bytes, source: str) -> list[PostImage]:
         if not head:
             continue
         line, _, rest = head.partition(b"\n")
-        image = _post_image(_diff_git_path(line, source), rest, source)
-        images[image.path] = image  # a type change is a deletion then a creation: the last one stands
+        moved = _rename_or_copy(rest)
+        if moved is None:
+            image = _post_image(_diff_git_path(line, source), rest, source)
+            images[image.path] = image  # a type change is a deletion then a creation: the last one stands
+            continue
+        kind, old, new = moved  # a hand-made `git diff -M/-C` patch; stackmgr itself never writes renames
+        image = _post_image(new, rest, source, unknown_ok=True)
+        if kind == "rename" and not (old in images and images[old].old_mode == "000000"):  # swaps: a→b, b→a
+            images[old] = PostImage(old, "000000", None, image.old_mode, image.old_blob)
+        images[new] = PostImage(new, image.mode, image.blob, "000000", None)
     return list(images.values())
 
 
-def _post_image(path: bytes, rest: bytes, source: str) -> PostImage:
+def _rename_or_copy(rest: bytes) -> tuple[str, bytes, bytes] | None:
+    found: dict[bytes, bytes] = {}
+    for line in rest.split(b"\n"):
+        if line.startswith((b"@@", b"GIT binary patch", b"--- ", b"diff --git ")):
+            break
+        for key in (b"rename from ", b"rename to ", b"copy from ", b"copy to "):
+            if line.startswith(key):
+                value = line[len(key) :]
+                found[key.strip()] = unquote_c(value)[0] if value.startswith(b'"') else value
+    for kind in ("rename", "copy"):
+        old, new = found.get(f"{kind} from".encode()), found.get(f"{kind} to".encode())
+        if old is not None and new is not None:
+            return kind, old, new
+    return None
+
+
+def _post_image(path: bytes, rest: bytes, source: str, unknown_ok: bool = False) -> PostImage:
     shown = path.decode(errors="replace")
     mode = old_mode = None
     blob = old_blob = None
     for line in rest.split(b"\n"):
-        if line.startswith((b"@@", b"GIT binary patch", b"--- ", b"Binary files")):
+        if line.startswith(b"Binary files "):
+            raise StackmgrError(f"{source}: '{shown}' is a 'Binary files differ' stub without the file's content",
+                                "save the patch again (stackmgr writes --binary)")  # fmt: skip
+        if line.startswith((b"@@", b"GIT binary patch", b"--- ")):
             break
         word = line.rsplit(b" ", 1)[-1]
         if line.startswith(b"new file mode "):
@@ -187,7 +218,9 @@ def _post_image(path: bytes, rest: bytes, source: str) -> PostImage:
             if len(parts) > 1:
                 mode = old_mode = _mode(parts[1], source, shown)
     if mode is None or old_mode is None:
-        raise StackmgrError(f"{source}: cannot tell the mode of '{shown}'", "save the patch again")
+        if not unknown_ok:
+            raise StackmgrError(f"{source}: cannot tell the mode of '{shown}'", "save the patch again")
+        mode = old_mode = mode or old_mode or ""  # a pure rename keeps a mode it does not state
     return PostImage(path, mode, blob, old_mode, old_blob)
 
 
