@@ -43,7 +43,7 @@ def load_applied(store: Store) -> dict[str, Applied]:
             tree: Applied(s["series"], s["base"], [(n, h) for n, h in s["patches"]], s["result_tree"], s["at"])
             for tree, s in data["trees"].items()
         }
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # unreadable or of another shape
         return {}
 
 

@@ -14,9 +14,10 @@ import re
 from stackmgr import checkout, git, patchfile, verify
 from stackmgr.applied import Applied, record_applied
 from stackmgr.config import Store
-from stackmgr.errors import StackmgrError
+from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import sha256_hex
 from stackmgr.journal import operation
+from stackmgr.names import inside
 from stackmgr.preserved import assess, refuse_unpreserved
 from stackmgr.series import Entry, SeriesFile
 from stackmgr.snapshot import Snapshot, take_snapshot
@@ -78,7 +79,10 @@ def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[st
     for entry in series.entries:
         if not active(entry, guards):
             continue
-        path = os.path.join(store.patches_dir, entry.patch)
+        try:
+            path = inside(store.patches_dir, entry.patch)  # a symlink out of patches/ is not a patch of this store
+        except UsageProblem as exc:
+            raise StackmgrError(f"series/{name} line {entry.lineno}: {exc.message}", exc.hint) from None
         if os.path.getsize(path) >= MAX_PATCH_BYTES:
             raise StackmgrError(f"patches/{entry.patch} is too large ({os.path.getsize(path) >> 20} MiB; git apply "
                                 "takes less than 1 GiB)", "split the change into smaller patches")  # fmt: skip

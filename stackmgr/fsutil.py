@@ -170,15 +170,18 @@ def write_cache(path: str, value: object) -> None:
 
     marshal, not json: it loads an order of magnitude faster and needs no import on `check`'s path.
     """
+    tmp = f"{path}.{os.getpid()}.tmp"
     try:
         blob = marshal.dumps(value)  # type: ignore[arg-type]
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
             f.write(blob)
         os.replace(tmp, path)
     except (OSError, ValueError):
-        pass
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def sha256_hex(data: bytes) -> str:

@@ -158,6 +158,9 @@ def pending_message(store: Store) -> str | None:
     try:
         if fd >= 0:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            name = interrupted_name(store)  # again, under the lock: the operation may have just finished
+            if name is None:
+                return None
     except BlockingIOError:
         return None
     finally:

@@ -98,8 +98,13 @@ def _reset_one(store: Store, p: _Planned, force: bool) -> ResetOutcome:
     worth_keeping = p.blockers or snap.changes or snap.local_commits or p.target != snap.head
     recovery = store_recovery(snap) if force and worth_keeping else None
     moved = snap.tree_id() != target_tree or p.target != snap.head
-    checkout.move_tree(snap, target_tree, index_tree=target_tree, head=p.target if p.target != snap.head else None,
-                       reason=f"stackmgr reset to {p.target[:12]}")  # fmt: skip
+    try:
+        checkout.move_tree(snap, target_tree, index_tree=target_tree, head=p.target if p.target != snap.head else None,
+                           reason=f"stackmgr reset to {p.target[:12]}")  # fmt: skip
+    except BaseException:
+        if recovery is not None:  # the tree was not changed (or was put back): the snapshot is not needed
+            git.update_refs(snap.repo.top, [(RECOVERY_PREFIX + recovery, None)], "stackmgr reset --force: refused")
+        raise
     clear_applied(store, p.config.name)
     return ResetOutcome(p.config.name, p.target, moved, recovery, len(snap.changes))
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.fsutil import atomic_write
+from stackmgr.fsutil import atomic_write, read_or_none
 from stackmgr.names import check_name, inside, patch_name
 
 _GUARD = re.compile(r"#[+-][A-Za-z0-9_.-]+")
@@ -205,8 +205,12 @@ class SeriesFile:
         return "".join(ln.text + ln.ending for ln in self.lines).encode("utf-8", "surrogateescape")
 
     def write(self) -> None:
+        """Replace the file atomically, unless it already holds exactly these bytes (a no-op edit writes nothing)."""
+        data = self.render()
+        if self.exists and read_or_none(self.path) == data:
+            return
         os.makedirs(self.store.series_dir, exist_ok=True)
-        atomic_write(self.path, self.render())
+        atomic_write(self.path, data)
         self.exists = True
 
 
