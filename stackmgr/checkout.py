@@ -15,7 +15,7 @@ from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import locked, read_or_none
 from stackmgr.snapshot import Snapshot
 from stackmgr.tempindex import RealIndexLock, TempIndex, start_tree_diff, write_real_index
-from stackmgr.types import TreeId
+from stackmgr.types import Change, TreeId, show_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,9 +38,12 @@ class Moved:
 def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | None, reason: str) -> Moved:
     """Working tree: from the snapshot's tree to `target`. Real index: `index_tree` (stat data kept where files
     did not change). HEAD: detached at `head` when given. Raises WorkingTreeMoved with nothing changed when a file
-    moved since the check."""
+    moved since the check, and StackmgrError, before anything is recorded, when the tree's sparse checkout hides a
+    path the move would write."""
     repo = snap.repo
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
+        moving = git.parse_raw(git.finish(start_tree_diff(repo, snap.tree_id(), target))[1])
+        _refuse_hidden(snap, moving)  # before the lock and the journal: a refusal changes nothing
         lock = RealIndexLock(repo)  # taken before the first file changes, held until the new index is in place
         work: TempIndex | None = None
         try:
@@ -50,16 +53,15 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
             work = snap.index.freeze("switch")
             if before_switch is not None:
                 before_switch(snap)
-            # Ask git what the move changes, and which of the files the target adds over the index tree are
-            # ignored (a force-added file stays tracked), while the working tree switches.
-            moving = start_tree_diff(repo, snap.tree_id(), target)
+            # Ask git which of the files the target adds over the index tree are ignored (a force-added file stays
+            # tracked) while the working tree switches.
             to_index = (
                 git.parse_raw(git.finish(start_tree_diff(repo, target, index_tree))[1]) if target != index_tree else []
             )
             added = [c.path for c in to_index if c.new_mode == "000000"]
             ignored = git.start_ignored_args(repo, added)
             try:
-                work.switch(snap.tree_id(), target, git.parse_raw(git.finish(moving)[1]))
+                work.switch(snap.tree_id(), target, moving)
             finally:
                 keep = set(git.ignored_from_args(ignored)) if ignored is not None else set()
             if ignored is None and added:
@@ -85,6 +87,20 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
             if work is not None:
                 work.discard()
     return Moved(snap, target, real_index, branch)
+
+
+def _refuse_hidden(snap: Snapshot, moving: list[Change]) -> None:
+    """git records a path that the tree's sparse checkout hides without writing it: the move would report success
+    with the change only in the index. Refuse, naming the paths and how to widen the checkout."""
+    hidden = snap.index.hidden_paths(moving)
+    if not hidden:
+        return
+    shown = ", ".join(show_path(p) for p in hidden[:3]) + (" …" if len(hidden) > 3 else "")
+    dirs = sorted({show_path(os.path.dirname(p) or p) for p in hidden})
+    raise StackmgrError(
+        f"tree {snap.tree}: its sparse checkout hides {shown}, which git would not write; nothing changed",
+        f"widen it with `git sparse-checkout add {' '.join(dirs[:3])}` and retry",
+    )
 
 
 class _Journal:

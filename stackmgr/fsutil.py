@@ -30,12 +30,13 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
-    """Replace `path` with `data`: temp file in the same directory, fsync, rename, fsync the directory."""
-    publish(write_temp(path, data, mode), path)
+def atomic_write(path: str, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:
+    """Replace `path` with `data`: temp file in the same directory, fsync, rename, fsync the directory. Without
+    `durable` no fsync: still all-or-nothing for readers and for a killed process, not across a power cut."""
+    publish(write_temp(path, data, mode, durable=durable), path, durable=durable)
 
 
-def write_temp(path: str, data: bytes, mode: int = 0o644) -> str:
+def write_temp(path: str, data: bytes, mode: int = 0o644, *, durable: bool = True) -> str:
     """Write `data`, synced, to a new temp file beside `path` (to be published or removed by the caller)."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = _create_exclusive(directory, "." + os.path.basename(path))
@@ -43,7 +44,8 @@ def write_temp(path: str, data: bytes, mode: int = 0o644) -> str:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.chmod(tmp, mode)
     except BaseException as exc:
         discard(tmp)
@@ -66,7 +68,7 @@ def _create_exclusive(directory: str, prefix: str) -> tuple[int, str]:
     raise StackmgrError(f"cannot create a temporary file in {directory}", "remove stale *.tmp files there")
 
 
-def publish(tmp: str, path: str) -> None:
+def publish(tmp: str, path: str, *, durable: bool = True) -> None:
     """Rename a synced temp file over `path` and sync the directory, so the new name survives a crash."""
     directory = os.path.dirname(os.path.abspath(path))
     if before_replace is not None:
@@ -80,7 +82,8 @@ def publish(tmp: str, path: str) -> None:
     except OSError as exc:
         discard(tmp)
         raise _write_error(directory, exc) from None
-    fsync_dir(directory)
+    if durable:
+        fsync_dir(directory)
 
 
 def discard(path: str) -> None:

@@ -2,8 +2,10 @@
 
 A change (path, mode, blob) is preserved when some patch of that tree ends that path with that mode and blob.
 Full blob ids make this a lookup: each patch's post-images are indexed once, in a cache under `.stackmgr/`
-keyed by the patch file's sha256 (and its stat data, so an unchanged file is not even re-read). The cache is
-always safe to delete.
+keyed by the patch file's sha256 (and its stat data, so an unchanged file is not even re-read). What a patch
+makes of its files was established in one object store (its base must be there): each record names that store,
+and a tree found using another one (re-cloned, shallow, pointed elsewhere) has its patches verified again. The
+cache is always safe to delete.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from stat import S_ISREG
 from stackmgr import git, tempindex
 from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.fsutil import read_cache, sha256_hex, write_cache
+from stackmgr.types import GITLINK_MODE
 
 TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
 if TYPE_CHECKING:
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
 
     Record = dict[str, Any]
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 
 
 class _Unverifiable(Exception):
@@ -115,20 +118,32 @@ class PatchIndex:
         self.dirty = True
         return rec
 
-    def record_saved(self, filename: str, data: bytes, changes: list[Change]) -> None:
-        """Record a just-written, verified patch from what save already knows (no re-read, no git)."""
+    def record_saved(self, filename: str, data: bytes, changes: list[Change], repo: git.Repo) -> None:
+        """Record a just-written, verified patch from what save already knows (no re-read, no git); `repo` is the
+        tree it was verified in."""
         from stackmgr import patchfile
 
         st = os.stat(os.path.join(self.store.patches_dir, filename))
         header = patchfile.parse_header(data, filename)
+        objects = object_store(repo)
+        self.forget_other_stores(header.tree, objects)
         self.records[filename] = {
             "sha256": sha256_hex(data), "tree": header.tree, "base": header.base,
             "subject": header.subject, "stat": patchfile.stat_totals(data), "error": None,
-            "entries": [[c.path, c.new_mode, c.new_blob] for c in changes],
+            "entries": [[c.path, c.new_mode, c.new_blob] for c in changes], "objects": objects,
             "sig": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino],
         }  # fmt: skip
         self.dirty = True
         self.save()
+
+    def forget_other_stores(self, tree: str, store: list[object]) -> None:
+        """Drop what was verified for `tree` in another object store than `store` (see `object_store`): the patches
+        are verified again against the one the tree uses now, where a base may be missing."""
+        stale = [n for n, rec in self.records.items()
+                 if rec["tree"] == tree and rec["entries"] and rec.get("objects") != store]  # fmt: skip
+        for name in stale:
+            del self.records[name]
+        self.dirty = self.dirty or bool(stale)
 
     def _parse(self, filename: str, data: bytes, digest: str) -> Record:
         from stackmgr import patchfile
@@ -145,22 +160,23 @@ class PatchIndex:
             return rec
         rec.update(tree=header.tree, base=header.base, subject=header.subject, stat=patchfile.stat_totals(data))
         try:
-            rec["entries"], rec["error"] = self._applied_entries(filename, header, images)
+            rec["entries"], rec["error"], rec["objects"] = self._applied_entries(filename, header, images)
         except _Unverifiable as exc:
             rec["error"], rec["retry"] = str(exc), True
         return rec
 
     def _applied_entries(
         self, filename: str, header: patchfile.PatchHeader, images: list[patchfile.PostImage]
-    ) -> tuple[list[list[object]], str | None]:
+    ) -> tuple[list[list[object]], str | None, list[object]]:
         """What the patch really makes of each file it touches: applied strictly (git apply --cached) to the
         versions its index lines name, in the patch's tree, whose base must exist. The index lines alone are
-        a claim: a hand-edited hunk can make them lie."""
+        a claim: a hand-edited hunk can make them lie. Also returns the object store this was established in."""
         config = self.store.trees.get(header.tree)
         if config is None:
             raise _Unverifiable(f"{filename}: tree {header.tree} is not registered in this store")
         try:
             repo = git.open_repo(config.path)
+            objects = object_store(repo)  # before the checks: a re-clone meanwhile makes the record stale, not wrong
             if not git.has_commit(repo.top, header.base):
                 raise _Unverifiable(f"{filename}: base {header.base[:12]} is not a commit of tree {header.tree}")
             unknown = [im.path for im in images if im.old_blob is None]
@@ -176,7 +192,7 @@ class PatchIndex:
         entries: list[list[object]] = [[im.path, *result.get(im.path, ("000000", zeros))] for im in images]
         claimed = [[im.path, im.mode, im.blob if im.blob is not None else kept.get(im.path)] for im in images]
         lie = None if entries == claimed else f"{filename}: its index lines do not match what its hunks produce"
-        return entries, lie
+        return entries, lie, objects
 
     def entries_by_path(self, tree: str) -> dict[bytes, list[tuple[str, str | None, str]]]:
         table: dict[bytes, list[tuple[str, str | None, str]]] = {}
@@ -188,13 +204,39 @@ class PatchIndex:
         return table
 
 
+def object_store(repo: git.Repo) -> list[object]:
+    """Which object store a tree's verdicts were established in: its common git directory's `objects` by device
+    and inode (a re-clone at the same path is another directory), and the `shallow` and `objects/info/alternates`
+    files by inode, size and mtime (a shallow re-clone or fetch, or dropped alternates, can take a patch's base
+    away). Stat calls only, no git process: this is on `check`'s path."""
+    common = repo.git_dir
+    try:
+        with open(os.path.join(repo.git_dir, "commondir"), "rb") as f:  # a linked worktree's
+            common = os.path.join(repo.git_dir, os.fsdecode(f.read().strip()))
+    except OSError:
+        pass
+    found: list[object] = []
+    for name, whole in (("objects", False), ("shallow", True), ("objects/info/alternates", True)):
+        try:
+            st = os.stat(os.path.join(common, name))
+        except OSError:
+            found.append(None)
+            continue
+        found.append([st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns] if whole else [st.st_dev, st.st_ino])
+    return found
+
+
 def _match(idx: PatchIndex, snap: Snapshot) -> Assessment:
+    """A gitlink change (a submodule's pointer, mode 160000) is never preserved, even when a (hand-made) patch
+    records it: applying that patch moves the pointer in the index, never the submodule's checkout."""
     table = idx.entries_by_path(snap.tree)
     result = Assessment()
     for change in snap.changes:
+        gitlink = GITLINK_MODE in (change.old_mode, change.new_mode)
         owners = [
-            f for mode, blob, f in table.get(change.path, ()) if (mode, blob) == (change.new_mode, change.new_blob)
-        ]
+            f for mode, blob, f in table.get(change.path, ())
+            if (mode, blob) == (change.new_mode, change.new_blob) and not gitlink
+        ]  # fmt: skip
         if owners:
             result.preserved[change.path] = sorted(f[: -len(".patch")] for f in owners)
         else:
@@ -216,6 +258,7 @@ def assess(store: Store, snap: Snapshot, *, full: bool = False, index: PatchInde
     doubt (an unmatched change, a changed owner, `full`) re-reads the whole store before answering.
     """
     idx = index or PatchIndex.load(store)
+    idx.forget_other_stores(snap.tree, object_store(snap.repo))
     if full or not idx.records:
         idx.refresh()
     result = _match(idx, snap)

@@ -12,7 +12,7 @@ from stackmgr.journal import operation
 from stackmgr.names import inside, patch_name
 from stackmgr.preserved import PatchIndex, assess
 from stackmgr.snapshot import Snapshot, take_snapshot
-from stackmgr.types import Change, show_path
+from stackmgr.types import GITLINK_MODE, Change, show_path
 
 TYPE_CHECKING = False  # mypy treats this as true; at run time `typing` and friends stay unimported (start-up)
 if TYPE_CHECKING:
@@ -143,6 +143,7 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
             changes = _select(snap, candidates, req.paths)
             if not changes:
                 raise StackmgrError(f"tree {tree} has no changes to save", "edit something first")
+            _refuse_gitlinks(tree, changes)
             paths = [c.path for c in changes] if req.paths else []
             data, expected = _build(store, tree, snap, diff_from, base, paths, name, req)
             _refuse_conflict_markers(data, req.allow_conflict_markers)
@@ -152,7 +153,7 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
         finally:
             snap.release()
         if post_images is not None:
-            index.record_saved(filename, data, post_images)
+            index.record_saved(filename, data, post_images, snap.repo)
         if stack is not None and result_tree is not None:
             stack.record(store, name, sha256_hex(data), result_tree)
     warnings = tuple(f"{show_path(p)}: its staged version differs; the patch holds the working-tree version"
@@ -178,6 +179,22 @@ def _refuse_unsafe_state(snap: Snapshot) -> None:
     if snap.unmerged:
         raise StackmgrError(f"tree {snap.tree} has unmerged paths ({show_path(snap.unmerged[0])})",
                             "resolve them and `git add` them first")  # fmt: skip
+
+
+def _refuse_gitlinks(tree: str, changes: list[Change]) -> None:
+    """A submodule's pointer (a gitlink, mode 160000) is a commit of another repository: a patch can record it,
+    but neither `git apply` nor `read-tree -m -u` ever moves the submodule's checkout, so a reset or an apply
+    would silently leave it where it is. It stays unpreserved (check fails, reset asks for --force, which keeps
+    the submodule's commits where they are)."""
+    links = [c.path for c in changes if GITLINK_MODE in (c.old_mode, c.new_mode)]
+    if links:
+        shown = ", ".join(show_path(p) for p in links[:3]) + (" …" if len(links) > 3 else "")
+        raise StackmgrError(
+            f"tree {tree}: submodule {shown} points to another commit than HEAD records; stackmgr does not save "
+            "submodule commits",
+            "commit the new pointer in git, or put it back with `git submodule update`; "
+            "to save the other changes, name their paths",
+        )
 
 
 def _build(

@@ -15,11 +15,11 @@ from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import read_cache, write_cache
 from stackmgr.git import DIFF_FLAGS, Repo, finish, parse_raw, pathspec, run, run_rc, start, write_tree, zsplit
 from stackmgr.spawn import Process
-from stackmgr.types import Change, TreeId
+from stackmgr.types import GITLINK_MODE, Change, TreeId, show_path
 
 TYPE_CHECKING = False  # mypy treats this as true; `collections.abc` stays out of `check`'s start-up
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 
 class TempIndex:
@@ -125,13 +125,31 @@ class TempIndex:
             changes = parse_raw(finish(start_tree_diff(self.repo, old, new))[1])
         in_way = things_in_the_way(self.repo, changes)
         if in_way:
-            shown = ", ".join(p.decode("utf-8", "backslashreplace") for p in in_way[:5])
+            shown = ", ".join(show_path(p) for p in in_way[:5])
             raise WorkingTreeMoved(
                 f"untracked or ignored files in the way: {shown}" + (" …" if len(in_way) > 5 else "")
             )
-        rc, _, err = run_rc(self.repo.top, ["read-tree", "-m", "-u", old, new], index=self.path)
+        # Never into submodules (whatever submodule.recurse says): their checkouts and commits are not stackmgr's.
+        rc, _, err = run_rc(self.repo.top, ["read-tree", "--no-recurse-submodules", "-m", "-u", old, new],
+                            index=self.path)  # fmt: skip
         if rc != 0:
             raise WorkingTreeMoved(_refusal(err))
+
+    def hidden_paths(self, changes: list[Change]) -> list[bytes]:
+        """Paths a move along `changes` (from what this index holds) would record without writing them. With
+        sparse checkout on, `read-tree -u` decides that from the patterns for every path it writes (a path this
+        index marks skip-worktree counts too: the patterns may have been edited without a reapply); without it,
+        git writes every path, skip-worktree bit or not. Deletions are fine: a hidden file is not on disk."""
+        written = [c for c in changes if c.new_mode != "000000"]
+        inside = sparse_checkout(self.repo) if written else None
+        if inside is None:
+            return []
+        hidden = {c.path for c in written if not inside(c.path, GITLINK_MODE in (c.old_mode, c.new_mode))}
+        kept = {c.path for c in written if c.old_mode != "000000"} - hidden
+        if kept:  # the whole index: a long list of paths could overflow the command line
+            out = run(self.repo.top, ["ls-files", "-t", "-z"], index=self.path)
+            hidden.update(rec[2:] for rec in zsplit(out) if rec[:2] == b"S " and rec[2:] in kept)
+        return sorted(hidden)
 
     def retarget(
         self, old: str, new: str, *, keep: set[bytes] | None = None, changes: list[Change] | None = None
@@ -218,6 +236,24 @@ def _refusal(err: bytes) -> str:
     if in_way:
         parts.append(f"untracked files in the way: {', '.join(in_way[:5])}" + (" …" if len(in_way) > 5 else ""))
     return "; ".join(parts or other or ["git read-tree refused"])
+
+
+def sparse_checkout(repo: Repo) -> Callable[[bytes, bool], bool] | None:
+    """Whether `read-tree -u` would write a path it adds (path, is a directory entry) in this tree; None when the
+    tree has no sparse checkout (no git call then, unless a sparse-checkout file is there)."""
+    try:
+        with open(os.path.join(repo.git_dir, "info", "sparse-checkout"), "rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError:
+        return None  # git applies no patterns without the file
+    _rc, out, _ = run_rc(repo.top, ["config", "-z", "--type=bool", "--get-regexp",
+                                    r"^core\.(sparsecheckout|sparsecheckoutcone|ignorecase)$"])  # fmt: skip
+    on = {key: value == b"true" for key, _, value in (rec.partition(b"\n") for rec in zsplit(out))}
+    if not on.get(b"core.sparsecheckout"):
+        return None
+    from stackmgr.sparse import checked_out
+
+    return checked_out(lines, on.get(b"core.sparsecheckoutcone", False), on.get(b"core.ignorecase", False))
 
 
 def _sparse_signature(repo: Repo) -> list[object]:

@@ -74,6 +74,14 @@ class Unprotected:
         return f"Unprotected({self.path!r}, {self.reason!r}, {self.size})"
 
 
+# Characters a terminal acts on or a line reader splits at: C0 controls, DEL, C1 controls, U+2028/U+2029.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
+_CONTROLS.update({c: f"\\u{c:04x}" for c in (*range(0x80, 0xA0), 0x2028, 0x2029)})
+_CONTROLS.update({0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"})
+
+
 def show_path(path: bytes) -> str:
-    """A path as the user reads it; undecodable bytes appear as \\xNN."""
-    return path.decode("utf-8", "backslashreplace")
+    """A path as the user reads it, always on one line: undecodable bytes appear as \\xNN, control characters
+    as \\n, \\t, \\r, \\xNN or \\uNNNN (a file name may hold a newline; a refusal naming it is still one line,
+    and an escape sequence in a name never reaches the terminal)."""
+    return path.decode("utf-8", "backslashreplace").translate(_CONTROLS)
