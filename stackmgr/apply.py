@@ -79,8 +79,10 @@ def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[st
     for entry in series.entries:
         if not active(entry, guards):
             continue
+        path = os.path.join(store.patches_dir, entry.patch)  # the series grammar already refused `/` and `..`
         try:
-            path = inside(store.patches_dir, entry.patch)  # a symlink out of patches/ is not a patch of this store
+            if os.path.islink(path):
+                inside(store.patches_dir, entry.patch)  # a symlink out of patches/ is not a patch of this store
         except UsageProblem as exc:
             raise StackmgrError(f"series/{name} line {entry.lineno}: {exc.message}", exc.hint) from None
         if os.path.getsize(path) >= MAX_PATCH_BYTES:
@@ -115,15 +117,21 @@ def _preflight(store: Store, plan: TreePlan) -> Snapshot:
     return snap
 
 
-def compute_result(plan: TreePlan, three_way: bool) -> TreeId:
-    """Apply the tree's patches in order to its base in a scratch index; name the first that fails."""
+def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
+    """Apply the tree's patches in order to its base in a scratch index; name the first that fails. The result
+    must be what the patches record (verify.py); what they record is read while git applies them."""
     assert plan.snap is not None
+    top = plan.snap.repo.top
+    claimed: list[verify.Claims] = []
     index = TempIndex.scratch(plan.snap.repo, "apply")
     try:
         index.read_tree(plan.base)
-        ok, _err = index.apply(*(p.path for p in plan.patches), three_way=three_way)
+        read_claims = lambda: claimed.append(verify.claims(plan.patches, top, store_root))  # noqa: E731
+        ok, _err = index.apply(*(p.path for p in plan.patches), three_way=three_way, meanwhile=read_claims)
         if ok:
-            return _result_tree(index, plan)
+            result = _result_tree(index, plan)
+            verify.check_result(top, plan.base, result, claimed[0], plan.tree, merged=three_way)
+            return result
         index.read_tree(plan.base)  # one call refused the series: find the first patch that fails, one by one
         for n, patch in enumerate(plan.patches, start=1):
             ok, err = index.apply(patch.path, three_way=three_way)
@@ -135,7 +143,9 @@ def compute_result(plan: TreePlan, three_way: bool) -> TreeId:
                     f"{where}; {why}; nothing was changed",
                     "refresh the patch (`stackmgr save NAME --update` on a tree where it applies)",
                 )
-        return _result_tree(index, plan)
+        result = _result_tree(index, plan)
+        verify.check_result(top, plan.base, result, claimed[0], plan.tree, merged=three_way)
+        return result
     finally:
         index.discard()
 
@@ -174,10 +184,7 @@ def apply_series(
             for plan in plans:
                 _preflight(store, plan)
             for plan in plans:
-                plan.result = compute_result(plan, three_way)
-                assert plan.snap is not None
-                verify.check_result(plan.snap.repo.top, plan.base, plan.result, plan.patches, plan.tree, store.root,
-                                    merged=three_way)  # fmt: skip
+                plan.result = compute_result(plan, three_way, store.root)
             outcomes = [TreeOutcome(p, p.snap is not None and p.snap.tree_id() != p.result) for p in plans]
             if not dry_run:
                 _switch_all(store, name, plans)

@@ -184,6 +184,7 @@ class Operation:
         self.dir = ""
         self._mask: object = None
         self._steps = 0
+        self._marked = 0  # CURRENT: 0 not written, 1 written, 2 written and synced
         self.undoes = "-"
 
     # -- recording ---------------------------------------------------------------------------------------------
@@ -198,9 +199,15 @@ class Operation:
         os.makedirs(os.path.join(self.dir, "files"))
         self.record = Record(name, self.command, started // 1000)
         self.record.undoes = self.undoes
-        self.save()
-        atomic_write(os.path.join(ops_dir(self.store), CURRENT), name.encode() + b"\n", durable=False)
-        return self.record
+        return self.record  # written, with the CURRENT marker, by the first change it records
+
+    def _announce(self, durable: bool) -> None:
+        """Write the record, then (once, or again to make it durable) the CURRENT marker naming it."""
+        self.save(durable=durable)
+        if self._marked < (2 if durable else 1):
+            atomic_write(os.path.join(ops_dir(self.store), CURRENT), self.record_name().encode() + b"\n",
+                         durable=durable)  # fmt: skip
+            self._marked = 2 if durable else 1
 
     def save(self, durable: bool = False) -> None:
         """Write the record. Unsynced until a tree is about to move: survives a killed process either way; a
@@ -243,7 +250,7 @@ class Operation:
                 with open(path, "rb") as src:
                     atomic_write(backup, src.read())
         record.files.append(FileChange(rel, existed))
-        self.save()
+        self._announce(durable=False)
         self.step(f"write {rel}")
 
     def tree_moving(self, snap: Snapshot, target: str, head: str | None, branch: str | None,
@@ -265,9 +272,7 @@ class Operation:
                 atomic_write(saved, real_index)
             move.index = "saved"
         record.trees.append(move)
-        self.save(durable=True)  # before the first file of a tree changes, the record is on disk
-        current = os.path.join(ops_dir(self.store), CURRENT)
-        atomic_write(current, self.record_name().encode() + b"\n")
+        self._announce(durable=True)  # before the first file of a tree changes, the record is on disk
         self.step(f"move {snap.tree}")
         return move
 

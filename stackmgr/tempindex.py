@@ -169,10 +169,12 @@ class TempIndex:
         )
         run(self.repo.top, ["update-index", "-z", "--index-info"], index=self.path, stdin=info)
 
-    def apply(self, *patch_paths: str, three_way: bool = False) -> tuple[bool, str]:
+    def apply(
+        self, *patch_paths: str, three_way: bool = False, meanwhile: Callable[[], object] | None = None
+    ) -> tuple[bool, str]:
         """Apply patches strictly to this index, in order (no fuzz, no recount, no whitespace fixing). One git
-        call takes them all: each sees the result of the ones before it."""
-        return apply_to_index(self.repo.top, self.path, *patch_paths, three_way=three_way)
+        call takes them all: each sees the result of the ones before it. `meanwhile` runs while git works."""
+        return apply_to_index(self.repo.top, self.path, *patch_paths, three_way=three_way, meanwhile=meanwhile)
 
     def diagnose(self, patch_path: str) -> str:
         """Why a patch that failed here fails: already applied, or would apply with --3way, or neither."""
@@ -201,12 +203,22 @@ def scratch_index(repo: Repo, purpose: str) -> str:
     return os.path.join(repo.stackmgr_dir, f"{purpose}.{os.getpid()}.index")
 
 
-def apply_to_index(top: str, index: str, *patch_paths: str, three_way: bool = False) -> tuple[bool, str]:
-    """Strictly apply patch files, in order, to a (temporary) index: no fuzz, no recount, no whitespace fixing."""
+def apply_to_index(
+    top: str, index: str, *patch_paths: str, three_way: bool = False, meanwhile: Callable[[], object] | None = None
+) -> tuple[bool, str]:
+    """Strictly apply patch files, in order, to a (temporary) index: no fuzz, no recount, no whitespace fixing.
+    `meanwhile` runs while git works."""
     extra = ["--3way"] if three_way else []
     paths = [os.path.abspath(p) for p in patch_paths]
-    rc, _, err = run_rc(top, ["apply", "--cached", "--whitespace=nowarn", *extra, "-p1", *paths], index=index)
-    return rc == 0, err.decode("utf-8", "replace").strip()
+    proc = start(top, ["apply", "--cached", "--whitespace=nowarn", *extra, "-p1", *paths], index=index)
+    if meanwhile is not None:
+        try:
+            meanwhile()
+        except BaseException:
+            proc.communicate()
+            raise
+    _, err = proc.communicate()
+    return proc.wait() == 0, err.decode("utf-8", "replace").strip()
 
 
 class WorkingTreeMoved(StackmgrError):

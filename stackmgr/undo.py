@@ -229,6 +229,8 @@ def log_records(store: Store) -> list[Record]:
     for name in reversed(log_names(store)):
         try:
             records.append(read_record(store, name))
+        except FileNotFoundError:
+            continue  # killed before it recorded its first change: nothing to show
         except (OSError, ValueError, KeyError, IndexError, TypeError):
             records.append(Record(name, "(unreadable record)", int(name[:13]) // 1000, "unreadable"))
     return records

@@ -25,12 +25,13 @@ if TYPE_CHECKING:
 GITLINK = "160000"
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.M)
 Entry = tuple[str, str | None] | None  # (mode, blob or unknown), or None for "absent"
+Claims = tuple[dict[bytes, Entry], dict[bytes, Entry], dict[bytes, str]]  # first, last, owner
 
 
-def claims(patches: list[PatchRef], store_prefix: bytes | None) -> tuple[dict[bytes, Entry], dict[bytes, Entry],
-                                                                        dict[bytes, str]]:  # fmt: skip
+def claims(patches: list[PatchRef], top: str, store_root: str) -> Claims:
     """What the patches say, in order: each path's version before the first patch touching it, after the last,
     and which patch had the last word. Refuses what a stackmgr patch never contains."""
+    store_prefix = _store_prefix(top, store_root)
     first: dict[bytes, Entry] = {}
     last: dict[bytes, Entry] = {}
     owner: dict[bytes, str] = {}
@@ -70,13 +71,12 @@ def _images(p: PatchRef) -> list[patchfile.PostImage]:
     return images
 
 
-def check_result(top: str, base: str, result: str, patches: list[PatchRef], tree: str, store_root: str, *,
-                 merged: bool = False) -> None:  # fmt: skip
+def check_result(top: str, base: str, result: str, claimed: Claims, tree: str, *, merged: bool = False) -> None:
     """Refuse, naming the patch and file, unless `result` differs from `base` exactly as the patches say. With
     `merged` (--3way), contents may legitimately differ from what each patch recorded: files and modes still
     must not."""
+    first, last, owner = claimed
     diff = git.start(top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", base, result])
-    first, last, owner = claims(patches, _store_prefix(top, store_root))  # while git diffs
     built = {c.path: (None if c.new_mode == "000000" else (c.new_mode, c.new_blob))
              for c in git.parse_raw(git.finish(diff)[1])}  # fmt: skip
     for path in sorted(set(built) | set(last)):
