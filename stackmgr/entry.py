@@ -37,6 +37,23 @@ def _fast(argv: list[str]) -> int | None:
     return commands.save(store_dir, positionals[0], tuple(positionals[1:]), opts)
 
 
+def _guard(argv: list[str]) -> int | None:
+    """`[--store DIR] guard -- GIT ARGS`, as the shell-init function calls it, without click: it runs before
+    every guarded git command. None when argv is anything else."""
+    store = None
+    rest = argv
+    if rest[:1] == ["--store"] and len(rest) > 2:
+        store, rest = rest[1], rest[2:]
+    if rest[:1] != ["guard"] or rest[1:2] != ["--"]:
+        return None
+    from stackmgr.shell_init import guard_refusal
+
+    refusal = guard_refusal(store, rest[2:], os.getcwd())
+    for line in refusal or ():
+        sys.stderr.write(line + "\n")
+    return 1 if refusal else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args or bool(os.environ.get("STACKMGR_DEBUG"))
@@ -46,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"stackmgr, version {__version__}\n")
         return 0
     try:
-        code = _fast(args)
+        code = _guard(args)
+        if code is None:
+            code = _fast(args)
         if code is not None:
             return code
         from stackmgr.cli import cli
