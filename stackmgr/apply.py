@@ -136,7 +136,7 @@ def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
         for n, patch in enumerate(plan.patches, start=1):
             ok, err = index.apply(patch.path, three_way=three_way)
             if not ok:
-                where = _failing_hunk(patch.data, err)
+                where = _failing_hunk(patch.data, err) + _found_instead(patch.data, err)
                 why = index.diagnose(patch.path) if not three_way else "--3way conflicts too"
                 raise StackmgrError(
                     f"patch {patch.name} ({n} of {len(plan.patches)} for tree {plan.tree}) does not apply: "
@@ -159,6 +159,22 @@ def _result_tree(index: TempIndex, plan: TreePlan) -> TreeId:
 
 
 _FAILED_AT = re.compile(r"patch failed: (.+):(\d+)")
+
+
+_NOT_MATCHING = re.compile(r"the patch applies to '(.+)' \(([0-9a-f]+)\), which does not match the current contents")
+
+
+def _found_instead(data: bytes, err: str) -> str:
+    """For a binary pre-image mismatch git names the blob it found: add the one the patch expects."""
+    m = _NOT_MATCHING.search(err)
+    if not m:
+        return ""
+    try:
+        images = patchfile.post_images(patchfile.diff_part(data), "patch")
+    except StackmgrError:
+        return ""
+    wanted = next((im.old_blob for im in images if im.path == m.group(1).encode()), None)
+    return f" (it expects {wanted[:12]}, found {m.group(2)[:12]})" if wanted else ""
 
 
 def _failing_hunk(data: bytes, err: str) -> str:

@@ -546,13 +546,6 @@ def test_row10_binary_patch_onto_the_wrong_pre_image_is_refused(lab: Lab) -> Non
 
 
 @pytest.mark.catalogue(10)
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: the refusal names only the hash of the contents found (git's message), not the pre-image hash "
-        "the patch expects; catalogue row 10 asks for both"
-    ),
-)
 def test_row10_wrong_pre_image_refusal_names_both_hashes(lab: Lab) -> None:
     """Row 10: the refusal names the file, the pre-image the patch expects and the contents it found."""
     v0 = _big_binary(3)
