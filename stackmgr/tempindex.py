@@ -422,4 +422,3 @@ def tree_with_entries(repo: Repo, base: str, entries: dict[bytes, tuple[str, str
     finally:
         if os.path.exists(index):
             os.unlink(index)
-
