@@ -497,8 +497,10 @@ def test_submodule_gitlink_change_and_dirty_submodule(lab: Lab, tmp_path: Path) 
     check = lab.sm("check", "-v")
     assert check.code == 1 and "sub (submodule has uncommitted changes inside)" in check.out
     git(lab.tree / "sub", "commit", "-qam", "s2")
-    assert lab.sm("save", "bump", "-m", "bump sub").code == 0
-    assert lab.sm("check").code == 0
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and check.out.strip() == "vllm: sub (submodule)"
+    saved = lab.sm("save", "bump", "-m", "bump sub")  # no reset or apply could move the submodule: refused
+    assert saved.code == 3 and "stackmgr does not save submodule commits" in saved.err
     (lab.tree / "sub" / "untracked").write_text("u\n")
     assert lab.sm("check").code == 1
 
