@@ -62,11 +62,17 @@ def render_status(report: TreeReport) -> None:
         a = report.applied
         n = len(a["patches"])
         head = f"  {a['series']} applied ({n} patch{'es' if n != 1 else ''} on {a['base'][:12]})"
-        if a["matches"]:
-            out(head + " — tree matches")
-        else:
+        edited = a.get("series_edited") or []
+        if a["drift"]:
             shown = ", ".join(a["drift"][:5]) + (" …" if len(a["drift"]) > 5 else "")
             out(head + " — " + paint(f"{len(a['drift'])} path(s) differ since: {shown}", "yellow"))
+        if edited:
+            shown = "; ".join(edited[:4]) + (" …" if len(edited) > 4 else "")
+            lead = "  " if a["drift"] else head + " — "
+            out(lead + paint(f"the series was edited since: {shown}", "yellow")
+                + f" (`stackmgr apply {a['series']}` applies it as it is now)")
+        if a["matches"]:
+            out(head + " — tree matches")
     blockers = report.blockers
     if not snap.changes:
         out("  no changes against HEAD")

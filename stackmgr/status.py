@@ -6,6 +6,7 @@ import os
 
 from stackmgr import git
 from stackmgr.errors import StackmgrError
+from stackmgr.fsutil import read_or_none, sha256_hex
 from stackmgr.preserved import Assessment, assess
 from stackmgr.snapshot import Snapshot, take_snapshot
 from stackmgr.types import show_path
@@ -14,6 +15,7 @@ TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`
 if TYPE_CHECKING:
     from typing import Any
 
+    from stackmgr.applied import Applied
     from stackmgr.config import Store, TreeConfig
 
 JSON_SCHEMA = 1
@@ -79,16 +81,21 @@ def report_tree(store: Store, config: TreeConfig, *, full: bool, explicit: bool)
             raise StackmgrError(f"tree {config.name}: {config.path} does not exist", "fix its path in the store config")
         return TreeReport(config.name, config.path, "missing", f"{config.path} does not exist")
     try:
-        snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=full)
+        # status writes the tree id; from its own frozen copy of the index, since another stackmgr's snapshot
+        # may be refreshing the shared private index by then (check needs no tree id, and no copy)
+        snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=full, freeze=full)
     except StackmgrError as exc:
         if explicit:
             raise
         return TreeReport(config.name, config.path, "error", str(exc))
-    report = TreeReport(config.name, config.path, "ok", snapshot=snap, assessment=assess(store, snap, full=full))
-    if full and snap.changes:
-        report.numstat = git.numstat(snap.repo.top, snap.head, snap.tree_id())
-    if full:
-        report.applied = _applied(store, snap)
+    try:
+        report = TreeReport(config.name, config.path, "ok", snapshot=snap, assessment=assess(store, snap, full=full))
+        if full and snap.changes:
+            report.numstat = git.numstat(snap.repo.top, snap.head, snap.tree_id())
+        if full:
+            report.applied = _applied(store, snap)
+    finally:
+        snap.release()
     return report
 
 
@@ -107,8 +114,30 @@ def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
             ]
         else:
             drift = ["(the series' result is no longer in the repository)"]
+    edited = _series_edits(store, applied)
     return {"series": applied.series, "base": applied.base, "patches": applied.names,
-            "result_tree": applied.result_tree, "matches": not drift, "drift": drift}  # fmt: skip
+            "result_tree": applied.result_tree, "matches": not drift and not edited, "drift": drift,
+            "series_edited": edited}  # fmt: skip
+
+
+def _series_edits(store: Store, applied: Applied) -> list[str]:
+    """How the series file and its patches differ from the stack that was applied (quilt: "The series file no
+    longer matches the applied patches"): entries gone, reordered, or patch files rewritten."""
+    from stackmgr.series import SeriesFile
+
+    try:
+        names = [e.name for e in SeriesFile.load(store, applied.series).entries]
+    except StackmgrError:
+        return [f"series {applied.series} is missing or unreadable"]
+    edits = [f"{n} no longer in the series" for n in applied.names if n not in names]
+    kept = [n for n in names if n in set(applied.names)]
+    if kept != [n for n in applied.names if n in set(names)]:
+        edits.append("patches reordered")
+    for name, digest in applied.patches:
+        data = read_or_none(os.path.join(store.patches_dir, name + ".patch"))
+        if data is not None and sha256_hex(data) != digest:
+            edits.append(f"{name}.patch rewritten")
+    return edits
 
 
 def status_reports(store: Store, names: tuple[str, ...], *, full: bool = True) -> list[TreeReport]:

@@ -284,8 +284,6 @@ def _edit_while_applied(stacked: Stacked, how: str) -> None:
 
 
 @pytest.mark.catalogue(43)
-@pytest.mark.xfail(strict=True, reason="BUG: status compares only tree ids; an applied series reordered, shortened "
-                                       "or with a rewritten patch still reads 'tree matches'")  # fmt: skip
 @pytest.mark.parametrize("how", ["reordered", "entry-removed", "patch-rewritten"])
 def test_status_says_when_the_applied_series_was_edited(stacked: Stacked, how: str) -> None:
     """Row 43: after `apply replay`, editing series/replay (reorder, remove a line) or rewriting one of its patch

@@ -347,12 +347,9 @@ def test_apply_and_reset_race_an_ide_touching_the_patched_files(lab: Lab) -> Non
     assert lab.worktree_id() in (clean, result_tree)
 
 
-# Two false failures a reader can hit at random beside a writer. Each is a bug pinned deterministically by an
-# xfail test below; they are tolerated here (and only they) so that this test does not flake. Remove once fixed.
-KNOWN_RACES = (
-    "was interrupted; `stackmgr recover`",  # test_a_check_overlapping_the_end_of_an_operation_…
-    "/.git/stackmgr/index.lock': File exists",  # test_status_beside_another_snapshot_still_reports
-)
+# Two false failures a reader could once hit beside a writer, each now fixed and pinned by its own test below
+# (test_a_check_overlapping_the_end_of_an_operation_…, test_status_beside_another_snapshot_still_reports).
+KNOWN_RACES: tuple[str, ...] = ()
 
 
 def _unexpected(result: Result) -> str:
@@ -398,8 +395,6 @@ def test_checks_and_statuses_beside_a_save_loop_agree(lab: Lab, readers: int) ->
     _store_is_sound(lab)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: status runs git write-tree on the shared private index after releasing "
-                   "the tree lock; a concurrent snapshot's .git/stackmgr/index.lock makes it exit 3")  # fmt: skip
 def test_status_beside_another_snapshot_still_reports(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     """`status` beside another stackmgr: right after status's snapshot (tree lock released), another command
     snapshots the same tree — it holds the tree lock, and git holds `.git/stackmgr/index.lock` while it updates
