@@ -11,7 +11,7 @@ cache is always safe to delete.
 from __future__ import annotations
 
 import os
-from stat import S_ISREG
+from stat import S_ISLNK, S_ISREG
 
 from stackmgr import git, tempindex
 from stackmgr.errors import NotPreserved, StackmgrError
@@ -96,8 +96,12 @@ class PatchIndex:
         """The up-to-date record of one patch file; `retry` re-examines one that could not be checked before
         (its tree or base may have arrived since)."""
         path = os.path.join(self.store.patches_dir, filename)
+        st: os.stat_result | None
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
+            if S_ISLNK(st.st_mode):  # a patch is in the store only if its link stays inside patches/
+                real, real_dir = os.path.realpath(path), os.path.realpath(self.store.patches_dir)
+                st = os.stat(path) if os.path.dirname(real) == real_dir else None
         except OSError:
             st = None
         if st is None or not S_ISREG(st.st_mode):  # gone, or a directory where a patch file should be

@@ -675,8 +675,6 @@ def test_a_links_directory_symlinked_outside_is_never_written_through(stacked: S
 
 
 @pytest.mark.catalogue(47)
-@pytest.mark.xfail(strict=True, reason="BUG: a patches/ symlink resolving outside the store counts as preserving "
-                                       "work: check exits 0 and reset is allowed")  # fmt: skip
 def test_a_patch_symlinked_out_of_the_store_preserves_nothing(stacked: Stacked, tmp_path: Path) -> None:
     """Row 47: a patch file that is a symlink leaving the store is not in the store (it is not pushed with it, and
     goes when its target goes): the changes only it holds are not preserved, so `check` says no."""
