@@ -192,6 +192,12 @@ def ref_commit(top: str, ref: str) -> CommitId | None:
     return CommitId(out.decode().strip()) if rc == 0 else None
 
 
+def config_bool(top: str, key: str) -> bool | None:
+    """A boolean git setting as the tree sees it (all config levels), or None when unset."""
+    rc, out, _ = run_rc(top, ["config", "--bool", "--get", key])
+    return out.strip() == b"true" if rc == 0 else None
+
+
 def has_object(top: str, oid: str) -> bool:
     return bool(oid) and run_rc(top, ["cat-file", "-e", oid])[0] == 0
 

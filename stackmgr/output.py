@@ -58,6 +58,8 @@ def render_status(report: TreeReport) -> None:
         return
     snap, found = report.snapshot, report.assessment
     out(f"  HEAD {snap.head[:12]}" + (f"  ({snap.operation} in progress)" if snap.operation else ""))
+    for warning in report.warnings:
+        out("  " + paint(f"note: {warning}", "yellow"))
     if report.applied:
         a = report.applied
         n = len(a["patches"])

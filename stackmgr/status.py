@@ -39,6 +39,7 @@ class TreeReport:
         self.assessment = assessment
         self.numstat: dict[bytes, tuple[int, int] | None] = {}
         self.applied: dict[str, Any] | None = None  # the applied series and whether the tree still matches it
+        self.warnings: list[str] = []
 
     @property
     def blockers(self) -> list[tuple[bytes, str]]:
@@ -65,7 +66,7 @@ class TreeReport:
             unpreserved=[{"path": show_path(p), "why": why} for p, why in self.blockers],
             unprotected=[{"path": show_path(u.path), "reason": u.reason, "size": u.size} for u in snap.unprotected],
             patches=[{"name": n, "present": hit, "total": total} for n, (hit, total) in sorted(found.presence.items())],
-            applied=self.applied,
+            applied=self.applied, warnings=self.warnings,
         )  # fmt: skip
         return out
 
@@ -94,6 +95,9 @@ def report_tree(store: Store, config: TreeConfig, *, full: bool, explicit: bool)
             report.numstat = git.numstat(snap.repo.top, snap.head, snap.tree_id())
         if full:
             report.applied = _applied(store, snap)
+            if git.config_bool(snap.repo.top, "core.fileMode") is False:
+                report.warnings.append("core.fileMode is false in this tree: git, and so stackmgr, cannot see mode "
+                                       "changes such as chmod +x; they are neither saved nor listed")  # fmt: skip
     finally:
         snap.release()
     return report

@@ -668,13 +668,6 @@ def test_row13_bogus_mode_in_a_patch_is_refused(lab: Lab) -> None:
 
 
 @pytest.mark.catalogue(13)
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: status says nothing when core.fileMode=false hides an exec-bit change (the chmod is neither "
-        "saved nor listed; catalogue row 13 asks for a warning)"
-    ),
-)
 def test_row13_warns_when_core_filemode_false_hides_a_mode_change(lab: Lab) -> None:
     """Row 13: with `core.fileMode=false` git cannot see `chmod +x`; status warns that mode changes are hidden."""
     git(lab.tree, "config", "core.fileMode", "false")
