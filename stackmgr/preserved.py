@@ -183,9 +183,12 @@ class PatchIndex:
             objects = object_store(repo)  # before the checks: a re-clone meanwhile makes the record stale, not wrong
             if not git.has_commit(repo.top, header.base):
                 raise _Unverifiable(f"{filename}: base {header.base[:12]} is not a commit of tree {header.tree}")
-            unknown = [im.path for im in images if im.old_blob is None]
-            kept = {p: blob for p, (_m, blob) in git.blob_entries(repo.top, header.base, unknown).items()}
-            before = [(im.old_mode, im.old_blob or kept.get(im.path, ""), im.path) for im in images]
+            unknown = [im.path for im in images if im.old_blob is None or not im.old_mode]
+            at_base = git.blob_entries(repo.top, header.base, unknown) if unknown else {}
+            kept = {p: blob for p, (_m, blob) in at_base.items()}
+            # a pure rename (hand-made `git diff -M`) states neither mode nor blob: the base has them
+            before = [(im.old_mode or at_base.get(im.path, ("", ""))[0], im.old_blob or kept.get(im.path, ""), im.path)
+                      for im in images]  # fmt: skip
             result, failure = tempindex.apply_to_entries(repo, [b for b in before if b[0] != "000000"],
                                                    os.path.join(self.store.patches_dir, filename))  # fmt: skip
         except StackmgrError as exc:
@@ -194,7 +197,8 @@ class PatchIndex:
             raise _Unverifiable(f"{filename}: does not apply to the files it names ({failure})")
         zeros = "0" * len(header.base)
         entries: list[list[object]] = [[im.path, *result.get(im.path, ("000000", zeros))] for im in images]
-        claimed = [[im.path, im.mode, im.blob if im.blob is not None else kept.get(im.path)] for im in images]
+        claimed = [[im.path, im.mode or entry[1], im.blob if im.blob is not None else kept.get(im.path, entry[2])]
+                   for im, entry in zip(images, entries, strict=True)]  # fmt: skip
         lie = None if entries == claimed else f"{filename}: its index lines do not match what its hunks produce"
         return entries, lie, objects
 

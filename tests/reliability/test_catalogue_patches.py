@@ -986,13 +986,6 @@ def test_row23_rename_copy_and_swap_patches_apply_to_the_exact_tree(lab: Lab, ca
 
 
 @pytest.mark.catalogue(23)
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: after applying a series whose patch has a rename, check says the renamed file is unpreserved "
-        "(post_images cannot read `diff --git a/X b/Y`), so reset refuses"
-    ),
-)
 def test_row23_tree_built_from_a_rename_patch_counts_as_preserved(lab: Lab) -> None:
     """Row 23: the store reproduces a tree built from a rename patch, so check says 0 and reset is allowed."""
     diff, wanted = _scratch_diff(lab, lambda t: git(t, "mv", "src/model.py", "src/core.py"), "-M")
