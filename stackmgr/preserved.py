@@ -50,6 +50,8 @@ class Assessment:
         out += [(p, "staged and unstaged versions differ") for p in snap.staged_differs]
         out += [(p, "unmerged") for p in snap.unmerged]
         out += [(p, "submodule has uncommitted changes inside") for p in snap.dirty_submodules]
+        out += [(p, "LF line endings a checkout would turn to CRLF (core.autocrlf=true): save cannot keep these "
+                    "bytes; set core.autocrlf=input or write CRLF") for p in snap.eol_unstable]  # fmt: skip
         if snap.local_commits:
             n = len(snap.local_commits)
             out.append((b"HEAD", f"{n} local commit{'s' if n > 1 else ''} on no branch, "

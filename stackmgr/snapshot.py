@@ -32,6 +32,7 @@ class Snapshot:
         self.unmerged: list[bytes] = []
         self.dirty_submodules: list[bytes] = []
         self.local_commits: list[str] = []  # on a detached HEAD and on no ref: a reset elsewhere loses them
+        self.eol_unstable: list[bytes] = []  # under core.autocrlf=true: LF files a checkout would turn to CRLF
         self.operation: str | None = None
         self.index = TempIndex(repo)  # holds this snapshot; a frozen copy when asked for one
         self._tree_id: TreeId | None = None
@@ -140,6 +141,7 @@ def _snapshot(tree: str, repo: git.Repo, index: TempIndex, limit: int) -> Snapsh
         raise
     status_proc = index.start_status()
     staged_proc = git.start_staged_changes(repo)
+    autocrlf_proc = git.start(repo.top, ["config", "--get", "core.autocrlf"])
     orphans_proc = None if repo.head_on_branch() else git.start_commits_on_no_ref(repo)
     probe = _IgnoreProbe(repo)
     try:
@@ -151,11 +153,31 @@ def _snapshot(tree: str, repo: git.Repo, index: TempIndex, limit: int) -> Snapsh
             raise StackmgrError(f"tree {tree}: git cannot read the index of {repo.top}", "run `git status` there")
         snap = _reconcile(tree, repo, index, st, git.parse_raw(staged_out), limit, probe)
         snap.local_commits = orphans_proc.communicate()[0].decode().split() if orphans_proc else []
+        if autocrlf_proc.communicate()[0].strip().lower() in (b"true", b"yes", b"on", b"1"):
+            snap.eol_unstable = _eol_unstable(index, snap.changes)
         return snap
     finally:
-        for proc in (staged_proc, orphans_proc, probe.proc):
+        for proc in (staged_proc, orphans_proc, probe.proc, autocrlf_proc):
             if proc is not None:
                 proc.communicate()
+
+
+def _eol_unstable(index: TempIndex, changes: list[Change]) -> list[bytes]:
+    """Under core.autocrlf=true, changed text files whose bytes a checkout would not give back: git stores them
+    with LF and writes them out with CRLF, so a file on disk with LF (or mixed) endings would come back changed."""
+    paths = [c.path for c in changes if c.new_mode in ("100644", "100755")]
+    if not paths:
+        return []
+    out = git.run(index.repo.top, ["ls-files", "--eol", "-z", "--", *git.pathspec(paths)], index=index.path)
+    unstable = []
+    for rec in git.zsplit(out):
+        meta, _, path = rec.partition(b"\t")
+        fields = meta.split()
+        if len(fields) >= 2 and fields[0] == b"i/lf" and fields[1] in (b"w/lf", b"w/mixed"):
+            attr = fields[2] if len(fields) > 2 else b""
+            if b"-text" not in attr and b"eol=lf" not in attr:
+                unstable.append(path)
+    return unstable
 
 
 def _refuse_unborn(tree: str, repo: git.Repo) -> None:

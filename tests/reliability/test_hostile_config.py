@@ -329,8 +329,6 @@ def test_row68_autocrlf_patches_are_the_same_with_the_rest_of_the_hostile_config
 
 
 @pytest.mark.catalogue(68)
-@pytest.mark.xfail(strict=True, reason="BUG: under core.autocrlf=true a file written with LF (or mixed) endings is "
-                                       "reported preserved, but save→reset→apply writes it back with CRLF")  # fmt: skip
 def test_row68_autocrlf_a_file_written_with_lf_endings_keeps_its_bytes(tmp_path: Path) -> None:
     """Row 68: under core.autocrlf=true a tool writes LF (or mixed) files; git stores them normalised and would
     check them out as CRLF. The round trip must still give back the bytes on disk, or stackmgr must not call
