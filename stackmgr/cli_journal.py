@@ -77,7 +77,12 @@ def undo_cmd(ctx: click.Context, op_id: str | None, as_json: bool) -> None:
     if mine is None:
         output.out(f"nothing to change: `{undone.command}` (op {undone.id}) left no trace to revert")
         return
-    output.out(f"undid `{undone.command}` (op {undone.id}); `stackmgr undo` again redoes it (op {mine.id})")
+    verb, _, rest = mine.command.partition(" ")
+    what = rest.split(" (", 1)[1][:-1] if " (" in rest else undone.command
+    if verb == "redo":
+        output.out(f"redid `{what}` (op {mine.id}); `stackmgr undo` undoes it again")
+    else:
+        output.out(f"undid `{what}` (op {undone.id}); `stackmgr undo` again redoes it")
 
 
 @click.command("gc")
