@@ -27,7 +27,8 @@ def _record_json(r: Record) -> dict[str, object]:
                    "head_after": t.head_after, "moved": t.state == "moved"} for t in r.trees]
         + [{"tree": tree, "before": snap if snap != "-" else None, "after": snap if snap != "-" else None,
             "head_before": head, "head_after": head, "moved": False} for tree, snap, head in r.notes],
-        "files": [{"path": f.path, "change": _file_letter(f.existed, f.after)} for f in r.files],
+        "files": [{"path": f.path, "change": _file_letter(f.existed, f.after) if r.state == "done" else None}
+                  for f in r.files],
     }  # fmt: skip
 
 
@@ -58,7 +59,8 @@ def log_cmd(ctx: click.Context, limit: int | None, as_json: bool) -> None:
             shown = f", tree {snap[:12]}" if snap != "-" else ""
             output.out(f"    tree {tree}: unchanged (HEAD {head[:12]}{shown})")
         for f in r.files:
-            output.out(f"    {_file_letter(f.existed, f.after)} {f.path}")
+            letter = _file_letter(f.existed, f.after) if r.state == "done" else "~"  # rolled back: nothing stands
+            output.out(f"    {letter} {f.path}")
 
 
 @click.command("undo")

@@ -18,8 +18,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-# Set by `journal.operation` while a command records its changes: told each path about to be replaced.
+# Set by `journal.operation` while a command records its changes: told each path about to be replaced, and
+# each path just replaced.
 before_replace: Callable[[str], None] | None = None
+after_replace: Callable[[str], None] | None = None
 
 
 def fsync_dir(directory: str) -> None:
@@ -84,6 +86,8 @@ def publish(tmp: str, path: str, *, durable: bool = True) -> None:
         raise _write_error(directory, exc) from None
     if durable:
         fsync_dir(directory)
+    if after_replace is not None:
+        after_replace(path)
 
 
 def discard(path: str) -> None:

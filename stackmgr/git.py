@@ -333,6 +333,19 @@ def detach_head(repo: Repo, commit: str, reason: str, expect: str | None = None)
     run(repo.top, ["update-ref", "--no-deref", "-m", reason, "HEAD", commit, *([expect] if expect else [])])
 
 
+def branch_checked_out_elsewhere(repo: Repo, branch: str) -> bool:
+    """Whether another worktree of the repository has `branch` checked out (git refuses a second checkout)."""
+    out = run(repo.top, ["worktree", "list", "--porcelain", "-z"])
+    here = os.path.realpath(repo.top)
+    current = ""
+    for field in out.split(b"\0"):
+        if field.startswith(b"worktree "):
+            current = os.path.realpath(os.fsdecode(field[9:]))
+        elif field == b"branch " + branch.encode() and current != here:
+            return True
+    return False
+
+
 def attach_head(repo: Repo, branch: str, reason: str) -> None:
     run(repo.top, ["symbolic-ref", "-m", reason, "HEAD", branch])
 

@@ -65,7 +65,7 @@ class FileChange:
     def __init__(self, path: str, existed: bool, after: str = "-") -> None:
         self.path = path  # relative to the store root
         self.existed = existed
-        self.after = after  # "ino:size:mtime_ns", or "-" when the operation left no file
+        self.after = after  # "ino:size:mtime_ns", "-" when the operation left no file, "?" before the rename
 
 
 class TreeMove:
@@ -249,9 +249,19 @@ class Operation:
             except OSError:  # another filesystem, or links not allowed: a copy does the same
                 with open(path, "rb") as src:
                     atomic_write(backup, src.read())
-        record.files.append(FileChange(rel, existed))
+        record.files.append(FileChange(rel, existed, "?"))  # "?": not replaced yet
         self._announce(durable=False)
         self.step(f"write {rel}")
+
+    def file_replaced(self, path: str) -> None:
+        """After the rename: what the operation left there, so a rollback can tell a later edit from it."""
+        if self.record is None:
+            return
+        rel = os.path.relpath(os.path.realpath(path), os.path.realpath(self.store.root))
+        for f in self.record.files:
+            if f.path == rel and f.after == "?":
+                f.after = stat_key(path)
+                self.save()
 
     def tree_moving(self, snap: Snapshot, target: str, head: str | None, branch: str | None,
                     real_index: bytes | None, lock_fd: int) -> TreeMove:  # fmt: skip
@@ -272,6 +282,9 @@ class Operation:
                 atomic_write(saved, real_index)
             move.index = "saved"
         record.trees.append(move)
+        from stackmgr.undo import anchor_before
+
+        anchor_before(record, move)  # `git gc` must not take the state a rollback goes back to
         self._announce(durable=True)  # before the first file of a tree changes, the record is on disk
         self.step(f"move {snap.tree}")
         return move
@@ -281,8 +294,9 @@ class Operation:
         an index.lock once renamed into place no longer exists under its old name."""
         if state is not None:
             move.state = state
-        if lock_released:
+        if lock_released:  # renamed into place: the inode is the index's now, and may later be a new lock's
             move.lock = "-"
+            self.save()
         self.step(f"{label} {move.tree}")
 
     def note_tree(self, tree: str, snapshot: str, head: str) -> None:
@@ -300,7 +314,12 @@ class Operation:
             f.after = stat_key(os.path.join(self.store.root, f.path))
         from stackmgr.undo import anchor_moves
 
-        anchor_moves(self.store, record)
+        try:
+            anchor_moves(self.store, record)
+        except StackmgrError as exc:  # the operation itself is complete: say so rather than fail it
+            import sys
+
+            sys.stderr.write(f"stackmgr: note: could not anchor the snapshots for `undo`: {exc.message}\n")
         record.state = "done"
         self.save(durable=bool(record.trees))  # a power cut must not make a finished move look interrupted
         self.step("finish")
@@ -356,12 +375,13 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
             raise
         _active = self.op
         fsutil.before_replace = self.op.file_replacing
+        fsutil.after_replace = self.op.file_replaced
         return self.op
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         global _active
         _active = None
-        fsutil.before_replace = None
+        fsutil.before_replace = fsutil.after_replace = None
         op = self.op
         try:
             if op.record is not None:
@@ -382,9 +402,20 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
         op = self.op
         assert op.record is not None
         # Here, unlike after a crash, a tree whose move did not finish was never changed or was put back already.
+        from stackmgr.undo import forget_unmoved
+
+        unmoved = [t for t in op.record.trees if t.state != "moved"]
         op.record.trees = [t for t in op.record.trees if t.state == "moved"]
         try:
-            roll_back(self.store, op.record, op.dir)
+            forget_unmoved(op.record, unmoved)
+            for note in roll_back(self.store, op.record, op.dir):
+                import sys
+
+                sys.stderr.write(f"stackmgr: note: {note}\n")
+            if not op.record.trees and all(f.after == "?" for f in op.record.files):
+                import shutil  # nothing had changed after all: leave no trace
+
+                shutil.rmtree(op.dir, ignore_errors=True)
         except StackmgrError as failed:
             first = exc.message if isinstance(exc, StackmgrError) else repr(exc)
             raise StackmgrError(f"{first}; putting back what `{op.command}` changed failed too: {failed.message}",

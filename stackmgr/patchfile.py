@@ -163,7 +163,11 @@ def post_images(diff: bytes, source: str) -> list[PostImage]:
         moved = _rename_or_copy(rest)
         if moved is None:
             image = _post_image(_diff_git_path(line, source), rest, source)
-            images[image.path] = image  # a type change is a deletion then a creation: the last one stands
+            was = images.get(image.path)
+            if was is not None and was.mode == "000000" and image.old_mode == "000000":
+                # a type change is a deletion then a creation: it starts as the one, ends as the other
+                image = PostImage(image.path, image.mode, image.blob, was.old_mode, was.old_blob)
+            images[image.path] = image
             continue
         kind, old, new = moved  # a hand-made `git diff -M/-C` patch; stackmgr itself never writes renames
         image = _post_image(new, rest, source, unknown_ok=True)

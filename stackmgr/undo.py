@@ -31,20 +31,46 @@ from stackmgr.journal import (
 )
 from stackmgr.snapshot import take_snapshot
 from stackmgr.tempindex import start_tree_diff, tree_with_entries
-from stackmgr.types import TreeId
+from stackmgr.types import TreeId, show_path
 
 ANCHOR_PREFIX = "refs/stackmgr/ops/"
 
 
-def roll_back(store: Store, record: Record, directory: str) -> None:
-    """Put back every tree the operation moved and every store file it replaced, newest first."""
+class LeftAsIs(StackmgrError):
+    """Something written after the operation stands where the rollback would go: it is not overwritten."""
+
+
+def roll_back(store: Store, record: Record, directory: str) -> list[str]:
+    """Put back every tree the operation moved and every store file it replaced, newest first. What was changed
+    again since (a file edited after a crash) is left as it is, never overwritten: returned as notes, each
+    saying where the old state is kept."""
+    notes = []
     for move in reversed(record.trees):
-        _tree_back(store, move, directory, record, after_only=False)
+        try:
+            _tree_back(store, move, directory, record, after_only=False)
+        except LeftAsIs as exc:
+            notes.append(f"{exc.message}; its state before `{record.command}` is kept as "
+                         f"{ANCHOR_PREFIX}{record.id}/{move.tree}/before")  # fmt: skip
     for change in reversed(record.files):
+        current = stat_key(os.path.join(store.root, change.path))
+        backup = os.path.join(directory, "files", change.path)
+        untouched = current == "-" if not change.existed else _same_file(os.path.join(store.root, change.path), backup)
+        if change.after not in ("?", current) and not untouched:
+            notes.append(f"{change.path} changed after `{record.command}`: left as it is; the version before is "
+                         f"{backup if change.existed else 'no file'}")  # fmt: skip
+            continue
         _file_back(store, change.path, change.existed, directory)
     record.state = "rolled-back"
     atomic_write(os.path.join(directory, "op"), record.render())
     remove_current(store)
+    return notes
+
+
+def _same_file(path: str, other: str) -> bool:
+    try:
+        return os.path.samefile(path, other)
+    except OSError:
+        return False
 
 
 def roll_back_interrupted(store: Store, *, announce: bool) -> Record | None:
@@ -63,10 +89,12 @@ def roll_back_interrupted(store: Store, *, announce: bool) -> Record | None:
         remove_current(store)
         return record
     try:
-        roll_back(store, record, directory)
+        notes = roll_back(store, record, directory)
     except StackmgrError as exc:
         raise StackmgrError(f"`{record.command}` was interrupted and cannot be rolled back: {exc.message}",
                             exc.hint or "then run `stackmgr recover`") from None  # fmt: skip
+    for note in notes:
+        sys.stderr.write(f"stackmgr: note: {note}\n")
     if announce:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started))
         sys.stderr.write(f"stackmgr: `{record.command}` (op {record.id}, {when}) was interrupted; rolled back\n")
@@ -114,25 +142,34 @@ def _drop_temp_files(path: str) -> None:
 
 
 def _tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, after_only: bool) -> None:
-    """The tree as it was before `move`: the moved paths back, the real index bytes, HEAD and its branch."""
+    """The tree as it was before `move`: the moved paths back, the real index bytes, HEAD and its branch.
+
+    `after_only` (undo): the tree must be where the operation left it (HEAD, and the moved paths at their new or
+    old versions), else it refuses. After a crash (not `after_only`), what stands in the way is left as it is
+    (LeftAsIs): the user can still save it, and the old state is anchored."""
     repo = git.open_repo(move.path)
     _drop_own_index_lock(repo, move)
     _drop_dead_scratch_indexes(repo)
+    blocked = StackmgrError if after_only else LeftAsIs
+    reason = f"stackmgr: back to before {record.command}"
     snap = take_snapshot(move.tree, move.path, store.max_untracked_bytes, find_special=False, freeze=True)
     try:
         if snap.operation:
             raise StackmgrError(f"tree {move.tree} is in the middle of {snap.operation}", "finish or abort it first")
         allowed = (move.head_after,) if after_only else (move.head_before, move.head_after)
         if snap.head not in allowed:
-            raise StackmgrError(f"HEAD of tree {move.tree} moved since `{record.command}` (now {snap.head[:12]})",
-                                "put it back where it was, or leave this operation alone")  # fmt: skip
+            raise blocked(f"HEAD of tree {move.tree} moved since `{record.command}` (now {snap.head[:12]})",
+                          "put it back where it was, or leave this operation alone")  # fmt: skip
+        if snap.staged_differs:  # a version that lives only in the index: putting the index back would drop it
+            shown = ", ".join(show_path(p) for p in snap.staged_differs[:3])
+            raise blocked(f"tree {move.tree}: {shown} has a staged version that differs from the file",
+                          "commit or unstage it (git restore --staged), then retry")  # fmt: skip
         now = snap.tree_id()
-        if now != move.before:
-            target = _old_versions(repo, move, now)
+        branch_now = git.symbolic_head(repo) or "-"
+        if now != move.before or snap.head != move.head_before or branch_now != move.branch:
+            target = _old_versions(repo, move, now, blocked) if now != move.before else now
             checkout.move_tree(snap, target, index_tree=git.tree_of(repo.top, move.head_before),
-                               head=move.head_before, reason=f"stackmgr: back to before {record.command}")  # fmt: skip
-        elif snap.head != move.head_before:
-            git.detach_head(repo, move.head_before, f"stackmgr: back to before {record.command}", expect=snap.head)
+                               head=move.head_before, reason=reason)  # fmt: skip
     finally:
         snap.release()
     saved = read_or_none(os.path.join(directory, "index", move.tree)) if move.index == "saved" else None
@@ -140,10 +177,14 @@ def _tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, 
         checkout.restore_index(repo, saved)
     on_branch = move.branch == "-" or git.symbolic_head(repo) == move.branch
     if not on_branch and git.ref_commit(repo.top, move.branch) == move.head_before:
-        git.attach_head(repo, move.branch, f"stackmgr: back to before {record.command}")
+        if git.branch_checked_out_elsewhere(repo, move.branch):
+            sys.stderr.write(f"stackmgr: note: tree {move.tree}: {move.branch} is checked out in another worktree; "
+                             f"HEAD left detached at {move.head_before[:12]}\n")  # fmt: skip
+        else:
+            git.attach_head(repo, move.branch, reason)
 
 
-def _old_versions(repo: git.Repo, move: TreeMove, now: str) -> TreeId:
+def _old_versions(repo: git.Repo, move: TreeMove, now: str, blocked: type[StackmgrError]) -> TreeId:
     """The tree `now` with every path the move touched set back to its version in `move.before`."""
     changes = git.parse_raw(git.finish(start_tree_diff(repo, move.before, move.target))[1])
     current = git.blob_entries(repo.top, now, [c.path for c in changes]) if changes else {}
@@ -157,8 +198,8 @@ def _old_versions(repo: git.Repo, move: TreeMove, now: str) -> TreeId:
         old[c.path] = was
     if stray:
         shown = ", ".join(stray[:5]) + (" …" if len(stray) > 5 else "")
-        raise StackmgrError(f"tree {move.tree}: {shown} changed after the operation",
-                            "save the change (`stackmgr save NAME`) or put the file back, then retry")  # fmt: skip
+        raise blocked(f"tree {move.tree}: {shown} changed after the operation",
+                      "save the change (`stackmgr save NAME`) or put the file back, then retry")  # fmt: skip
     return tree_with_entries(repo, now, old)
 
 
@@ -199,6 +240,20 @@ def _drop_own_index_lock(repo: git.Repo, move: TreeMove) -> None:
         os.unlink(path)
 
 
+def anchor_before(record: Record, move: TreeMove) -> None:
+    """The state a move starts from, anchored before the move begins (a rollback after a crash needs it)."""
+    git.update_refs(move.path, [(f"{ANCHOR_PREFIX}{record.id}/{move.tree}/before", move.before)],
+                    f"stackmgr {record.command}")  # fmt: skip
+
+
+def forget_unmoved(record: Record, moves: list[TreeMove]) -> None:
+    """Drop the before-anchors of moves that never changed their tree (refused, or put back at once)."""
+    for move in moves:
+        if os.path.isdir(move.path):
+            git.update_refs(move.path, [(f"{ANCHOR_PREFIX}{record.id}/{move.tree}/before", None)],
+                            f"stackmgr {record.command}: refused")  # fmt: skip
+
+
 def anchor_moves(store: Store, record: Record) -> None:
     """Refs to each moved tree's state before and after (tree objects: `git log --all` does not list them), and
     to the HEAD it left, under refs/stackmgr/ops/<id>/<tree>/, so `git gc` keeps what `undo` needs."""
@@ -206,7 +261,7 @@ def anchor_moves(store: Store, record: Record) -> None:
         if move.state != "moved":
             continue
         base = f"{ANCHOR_PREFIX}{record.id}/{move.tree}/"
-        refs: list[tuple[str, str | None]] = [(base + "before", move.before), (base + "after", move.target)]
+        refs: list[tuple[str, str | None]] = [(base + "after", move.target)]
         if move.head_before != move.head_after:
             refs.append((base + "head-before", move.head_before))
         git.update_refs(move.path, refs, f"stackmgr {record.command}")

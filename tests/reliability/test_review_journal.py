@@ -1,5 +1,5 @@
 """Fresh-eyes review of the operation journal and undo (journal.py, undo.py, the hooks in checkout.py and
-fsutil.py) and of apply's result check (verify.py). Each test pins one bug as a strict xfail."""
+fsutil.py) and of apply's result check (verify.py). Each test pinned one bug the review found; all are fixed."""
 
 from __future__ import annotations
 
@@ -31,8 +31,6 @@ def _current_record(lab: Lab) -> str:
     return (ops / (ops / "CURRENT").read_text().strip() / "op").read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: undo puts back the whole pre-operation index, dropping a version "
-                   "staged after the operation")  # fmt: skip
 def test_undo_keeps_a_version_staged_after_the_operation(lab: Lab) -> None:
     """After `apply S` the user stages a version of README (`git add`), then keeps editing it. README is not a
     path the apply touched, yet `undo` restores the index bytes saved before the apply: the staged version,
@@ -51,8 +49,6 @@ def test_undo_keeps_a_version_staged_after_the_operation(lab: Lab) -> None:
     assert git_text(lab.tree, "rev-parse", ":README") == staged or result.code != 0, result
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: rolling back an interrupted operation overwrites a store file edited "
-                   "after the crash")  # fmt: skip
 def test_recover_keeps_a_series_edit_made_after_the_crash(lab: Lab) -> None:
     """`save b --series S` is killed after it rewrote series/S. The user opens series/S, sees b, and adds a
     line of their own. `stackmgr recover` (or any next command) puts back the pre-crash bytes without looking:
@@ -71,8 +67,6 @@ def test_recover_keeps_a_series_edit_made_after_the_crash(lab: Lab) -> None:
     assert "needs a rebase" in (lab.store / "series" / "S").read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: crash rollback removes another git's index.lock when the recorded "
-                   "inode number was reused")  # fmt: skip
 def test_recover_leaves_another_gits_index_lock_alone(lab: Lab) -> None:
     """`apply S` is killed after its index.lock was renamed into place as the index. The record still names
     that lock's dev:ino (tree_progress never writes `lock -`). The user's `git add` then replaces the index,
@@ -96,8 +90,6 @@ def test_recover_leaves_another_gits_index_lock_alone(lab: Lab) -> None:
         os.close(fd)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an interrupted move's snapshots are not anchored, git gc prunes them "
-                   "and the rollback is impossible")  # fmt: skip
 def test_rollback_of_an_interrupted_reset_survives_git_gc(lab: Lab) -> None:
     """`reset` is killed right after the switch: the saved edit and the untracked notes.txt are gone from the
     tree. Before recovering, the user runs `git gc --prune=now` (anchors are promised to keep snapshots from gc).
@@ -115,8 +107,6 @@ def test_rollback_of_an_interrupted_reset_survives_git_gc(lab: Lab) -> None:
     assert (lab.tree / "notes.txt").read_text() == "untracked, saved\n"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: after a crash, an edit to a moved file blocks every command, including "
-                   "the `save` the error tells the user to run")  # fmt: skip
 def test_after_a_crash_an_edit_to_a_moved_file_can_be_saved(lab: Lab) -> None:
     """`apply S` is killed after the switch; the user, not noticing, edits src/model.py (a path the apply wrote).
     Every mutating command first rolls the apply back, which refuses because of that edit, and says: "save the
@@ -131,8 +121,6 @@ def test_after_a_crash_an_edit_to_a_moved_file_can_be_saved(lab: Lab) -> None:
     assert saved.returncode == 0, saved.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: verify refuses a series where a later patch reverts an earlier type "
-                   "change")  # fmt: skip
 def test_a_type_change_reverted_by_a_later_patch_applies(lab: Lab) -> None:
     """p1 turns README into a symlink, p2 (saved on top, same series) turns it back into the original file. Both
     were saved and round-trip verified; `apply S` refuses: "patch p2 does not build README as it records
@@ -150,8 +138,6 @@ def test_a_type_change_reverted_by_a_later_patch_applies(lab: Lab) -> None:
     assert result.code == 0, result.err
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: undo re-attaches HEAD to a branch another linked worktree has "
-                   "checked out")  # fmt: skip
 def test_undo_does_not_check_out_a_branch_twice(lab: Lab, tmp_path: Path) -> None:
     """Tree vllm is on main; a linked worktree is on feature. `apply S` detaches vllm's HEAD, so main is free and
     the user checks it out in the linked worktree. `undo` re-attaches vllm to main without asking git: main is
@@ -169,8 +155,6 @@ def test_undo_does_not_check_out_a_branch_twice(lab: Lab, tmp_path: Path) -> Non
     assert listing.count("branch refs/heads/main") == 1, listing
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an undo that only re-attaches HEAD is not journaled and says "
-                   "'nothing to change'")  # fmt: skip
 def test_undo_that_moves_only_head_is_recorded(lab: Lab) -> None:
     """Save a change into series S, then `apply S` straight away (the tree already is the result): apply only
     detaches HEAD. `undo` re-attaches HEAD to main, but prints "nothing to change: `apply S` … left no trace to
@@ -187,7 +171,6 @@ def test_undo_that_moves_only_head_is_recorded(lab: Lab) -> None:
     assert "nothing to change" not in result.out, result.out
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: log shows every file of a rolled-back operation as deleted (D)")
 def test_log_of_a_rolled_back_save_does_not_claim_deletions(lab: Lab) -> None:
     """`save p --series S` is killed and rolled back. `log` (and `log --json`) then lists it with `D
     patches/p.patch`, `D series/S`: deletions that never happened (it created them; now they do not exist). A
