@@ -44,6 +44,9 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
         moving = git.parse_raw(git.finish(start_tree_diff(repo, snap.tree_id(), target))[1])
         _refuse_hidden(snap, moving)  # before the lock and the journal: a refusal changes nothing
+        op = journal.active()
+        if op is not None:  # anchor the state a rollback returns to, before holding the user's index.lock
+            op.anchor_before(snap)
         lock = RealIndexLock(repo)  # taken before the first file changes, held until the new index is in place
         work: TempIndex | None = None
         try:

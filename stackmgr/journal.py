@@ -185,6 +185,7 @@ class Operation:
         self._mask: object = None
         self._steps = 0
         self._marked = 0  # CURRENT: 0 not written, 1 written, 2 written and synced
+        self.anchored: list[tuple[str, str]] = []  # (top, tree) of before-anchors made
         self.undoes = "-"
 
     # -- recording ---------------------------------------------------------------------------------------------
@@ -282,12 +283,19 @@ class Operation:
                 atomic_write(saved, real_index)
             move.index = "saved"
         record.trees.append(move)
-        from stackmgr.undo import anchor_before
-
-        anchor_before(record, move)  # `git gc` must not take the state a rollback goes back to
         self._announce(durable=True)  # before the first file of a tree changes, the record is on disk
         self.step(f"move {snap.tree}")
         return move
+
+    def anchor_before(self, snap: Snapshot) -> None:
+        """`git gc` must not take the state a rollback goes back to: a ref to it before the move starts."""
+        from stackmgr import git
+        from stackmgr.undo import ANCHOR_PREFIX
+
+        record = self.begin()
+        git.update_refs(snap.repo.top, [(f"{ANCHOR_PREFIX}{record.id}/{snap.tree}/before", snap.tree_id())],
+                        f"stackmgr {record.command}")  # fmt: skip
+        self.anchored.append((snap.repo.top, snap.tree))
 
     def tree_progress(self, move: TreeMove, label: str, state: str | None = None, lock_released: bool = False) -> None:
         """A step of a move. Not written out: after a crash every state is checked against the tree itself, and
@@ -404,10 +412,10 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
         # Here, unlike after a crash, a tree whose move did not finish was never changed or was put back already.
         from stackmgr.undo import forget_unmoved
 
-        unmoved = [t for t in op.record.trees if t.state != "moved"]
         op.record.trees = [t for t in op.record.trees if t.state == "moved"]
+        moved = {t.tree for t in op.record.trees}
         try:
-            forget_unmoved(op.record, unmoved)
+            forget_unmoved(op.record, [(top, tree) for top, tree in op.anchored if tree not in moved])
             for note in roll_back(self.store, op.record, op.dir):
                 import sys
 

@@ -240,17 +240,11 @@ def _drop_own_index_lock(repo: git.Repo, move: TreeMove) -> None:
         os.unlink(path)
 
 
-def anchor_before(record: Record, move: TreeMove) -> None:
-    """The state a move starts from, anchored before the move begins (a rollback after a crash needs it)."""
-    git.update_refs(move.path, [(f"{ANCHOR_PREFIX}{record.id}/{move.tree}/before", move.before)],
-                    f"stackmgr {record.command}")  # fmt: skip
-
-
-def forget_unmoved(record: Record, moves: list[TreeMove]) -> None:
+def forget_unmoved(record: Record, anchored: list[tuple[str, str]]) -> None:
     """Drop the before-anchors of moves that never changed their tree (refused, or put back at once)."""
-    for move in moves:
-        if os.path.isdir(move.path):
-            git.update_refs(move.path, [(f"{ANCHOR_PREFIX}{record.id}/{move.tree}/before", None)],
+    for top, tree in anchored:
+        if os.path.isdir(top):
+            git.update_refs(top, [(f"{ANCHOR_PREFIX}{record.id}/{tree}/before", None)],
                             f"stackmgr {record.command}: refused")  # fmt: skip
 
 

@@ -89,7 +89,13 @@ def changed_paths(before: dict[str, tuple[int, bytes]], after: dict[str, tuple[i
     """Paths created, removed or changed between two fingerprints, except those containing an `ignore` part
     (stackmgr's rebuildable caches and git's own private-index files)."""
     keys = set(before) | set(after)
-    return sorted(k for k in keys if before.get(k) != after.get(k) and not any(part in k for part in ignore))
+    return sorted(k for k in keys if before.get(k) != after.get(k) and not any(part in k for part in ignore)
+                  and not _empty_ref_dir(k, before.get(k), after.get(k)))  # fmt: skip
+
+
+def _empty_ref_dir(path: str, *sides: tuple[int, bytes] | None) -> bool:
+    """A directory under .git/refs/ that git created for a ref and left empty when the ref was deleted."""
+    return "/.git/refs/" in path and all(side is None or stat.S_ISDIR(side[0]) for side in sides)
 
 
 # What a refused command may still touch: rebuildable caches, stackmgr's private indexes and git objects (content-
