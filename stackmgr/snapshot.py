@@ -141,7 +141,7 @@ def _snapshot(tree: str, repo: git.Repo, index: TempIndex, limit: int) -> Snapsh
         raise
     status_proc = index.start_status()
     staged_proc = git.start_staged_changes(repo)
-    autocrlf_proc = git.start(repo.top, ["config", "--get", "core.autocrlf"])
+    autocrlf = _AutoCrlf(repo)
     orphans_proc = None if repo.head_on_branch() else git.start_commits_on_no_ref(repo)
     probe = _IgnoreProbe(repo)
     try:
@@ -153,13 +153,49 @@ def _snapshot(tree: str, repo: git.Repo, index: TempIndex, limit: int) -> Snapsh
             raise StackmgrError(f"tree {tree}: git cannot read the index of {repo.top}", "run `git status` there")
         snap = _reconcile(tree, repo, index, st, git.parse_raw(staged_out), limit, probe)
         snap.local_commits = orphans_proc.communicate()[0].decode().split() if orphans_proc else []
-        if autocrlf_proc.communicate()[0].strip().lower() in (b"true", b"yes", b"on", b"1"):
+        if autocrlf.on():
             snap.eol_unstable = _eol_unstable(index, snap.changes)
         return snap
     finally:
-        for proc in (staged_proc, orphans_proc, probe.proc, autocrlf_proc):
+        for proc in (staged_proc, orphans_proc, probe.proc, autocrlf.proc):
             if proc is not None:
                 proc.communicate()
+
+
+class _AutoCrlf:
+    """Is core.autocrlf true for this tree? Asked of git (alongside `git status`) only when a config file it
+    reads changed since the last answer; the answer is cached by their stat data, like the store config."""
+
+    def __init__(self, repo: git.Repo) -> None:
+        home = os.environ.get("HOME", "")
+        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+        files = [os.path.join(repo.git_dir, "config"), os.path.join(repo.git_dir, "config.worktree"),
+                 os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"), "/etc/gitconfig",
+                 os.environ.get("GIT_CONFIG_GLOBAL", ""), os.environ.get("GIT_CONFIG_SYSTEM", "")]  # fmt: skip
+        common = os.path.join(repo.git_dir, "commondir")
+        if os.path.exists(common):  # a linked worktree: the shared config lives in the main repository
+            with open(common, encoding="utf-8") as f:
+                files.append(os.path.join(repo.git_dir, f.read().strip(), "config"))
+        env = ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")
+        sig: list[object] = [os.environ.get(k) for k in env]  # (files named by include.path are not followed)
+        for path in files:
+            try:
+                st = os.stat(path) if path else None
+            except OSError:
+                st = None
+            sig.append([path, st.st_mtime_ns, st.st_size, st.st_ino] if st else [path])
+        self.sig = sig
+        self.cache = os.path.join(repo.stackmgr_dir, "autocrlf.cache")
+        cached = read_cache(self.cache)
+        self.known = cached[1] if isinstance(cached, list) and len(cached) == 2 and cached[0] == sig else None
+        self.proc = None if self.known is not None else git.start(repo.top, ["config", "--get", "core.autocrlf"])
+
+    def on(self) -> bool:
+        if self.known is None:
+            assert self.proc is not None
+            self.known = self.proc.communicate()[0].strip().lower() in (b"true", b"yes", b"on", b"1")
+            write_cache(self.cache, [self.sig, self.known])
+        return bool(self.known)
 
 
 def _eol_unstable(index: TempIndex, changes: list[Change]) -> list[bytes]:
