@@ -320,10 +320,11 @@ class Operation:
             return
         for f in record.files:
             f.after = stat_key(os.path.join(self.store.root, f.path))
-        from stackmgr.undo import anchor_moves
-
         try:
-            anchor_moves(self.store, record)
+            if record.trees:  # (undo.py is not imported by a save: it costs several ms of start-up)
+                from stackmgr.undo import anchor_moves
+
+                anchor_moves(self.store, record)
         except StackmgrError as exc:  # the operation itself is complete: say so rather than fail it
             import sys
 

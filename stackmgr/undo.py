@@ -9,7 +9,6 @@ old one, and every other path stays as it is. A path that holds something else w
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 
@@ -356,4 +355,6 @@ def _forget(store: Store, record: Record) -> None:
             gone = [(ref, oid) for ref, oid in refs if ref in existing]
             if gone:
                 git.update_refs(top, gone, "stackmgr gc")
+    import shutil
+
     shutil.rmtree(os.path.join(ops_dir(store), record.name), ignore_errors=True)
