@@ -12,7 +12,7 @@ from stackmgr.config import open_store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from stackmgr.journal import Record
+    from stackmgr.oprecord import Record
 
 
 def _file_letter(existed: bool, after: str) -> str:

@@ -18,8 +18,6 @@ from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import atomic_write, locked, read_or_none
 from stackmgr.journal import (
     CURRENT,
-    Record,
-    TreeMove,
     active,
     interrupted_name,
     operation,
@@ -28,6 +26,7 @@ from stackmgr.journal import (
     remove_current,
     stat_key,
 )
+from stackmgr.oprecord import Record, TreeMove
 from stackmgr.snapshot import take_snapshot
 from stackmgr.tempindex import start_tree_diff, tree_with_entries
 from stackmgr.types import TreeId, show_path

@@ -1,0 +1,83 @@
+"""The operation record of the journal (`.stackmgr/ops/<ms time>-<id>/op`): a small tab-separated text file,
+readable without imports on any start-up path and stable across Python versions (unlike marshal)."""
+
+from __future__ import annotations
+
+FORMAT = "stackmgr-op 1"
+
+
+def _esc(value: str) -> str:
+    return value.replace("%", "%25").replace("\t", "%09").replace("\n", "%0A")
+
+
+def _unesc(value: str) -> str:
+    return value.replace("%0A", "\n").replace("%09", "\t").replace("%25", "%")
+
+
+class FileChange:
+    """A store file the operation replaced or removed: did it exist before (backup under files/), and the stat
+    of what the operation left (inode, size, mtime) so `undo` can tell whether anyone changed it since."""
+
+    def __init__(self, path: str, existed: bool, after: str = "-") -> None:
+        self.path = path  # relative to the store root
+        self.existed = existed
+        self.after = after  # "ino:size:mtime_ns", "-" when the operation left no file, "?" before the rename
+
+
+class TreeMove:
+    """A tree the operation moved: from the checked snapshot `before` to `target`."""
+
+    FIELDS = ("tree", "path", "before", "target", "head_before", "head_after", "branch", "index", "lock", "state")
+
+    def __init__(self, **values: str) -> None:
+        self.tree = self.path = self.before = self.target = ""
+        self.head_before = self.head_after = ""
+        self.branch = "-"  # the branch HEAD was on, or "-" when detached
+        self.index = "-"  # "saved" when the real index before the move is kept under index/<tree>
+        self.lock = "-"  # "dev:ino" of the index.lock this operation created, until released
+        self.state = "moving"  # moving | moved | put-back
+        for key, value in values.items():
+            setattr(self, key, value)
+
+
+class Record:
+    """The parsed `op` file."""
+
+    def __init__(self, name: str, command: str, started: int, state: str = "running") -> None:
+        self.name = name  # the directory name: <ms time>-<id>
+        self.id = name.split("-", 1)[-1]
+        self.command = command
+        self.started = started
+        self.state = state  # running | done | rolled-back
+        self.undoes = "-"  # the id of the operation this one undid
+        self.files: list[FileChange] = []
+        self.trees: list[TreeMove] = []
+        self.notes: list[tuple[str, str, str]] = []  # (tree, snapshot tree id, HEAD) of trees it did not move
+
+    def render(self) -> bytes:
+        lines = [FORMAT, f"command\t{_esc(self.command)}", f"started\t{self.started}", f"state\t{self.state}",
+                 f"undoes\t{self.undoes}"]  # fmt: skip
+        lines += [f"file\t{int(f.existed)}\t{f.after}\t{_esc(f.path)}" for f in self.files]
+        lines += ["tree\t" + "\t".join(_esc(getattr(t, k)) for k in TreeMove.FIELDS) for t in self.trees]
+        lines += [f"note\t{_esc(tree)}\t{snap}\t{head}" for tree, snap, head in self.notes]
+        return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
+
+    @classmethod
+    def parse(cls, name: str, data: bytes) -> Record:
+        text = data.decode("utf-8", "surrogateescape")
+        lines = text.split("\n")
+        if lines[0] != FORMAT or not text.endswith("\n"):
+            raise ValueError("not an operation record")
+        fields = {ln.split("\t", 1)[0]: ln.split("\t", 1)[-1] for ln in lines[1:5]}
+        rec = cls(name, _unesc(fields["command"]), int(fields["started"]), fields["state"])
+        rec.undoes = fields.get("undoes", "-")
+        for line in lines[5:]:
+            kind, _, rest = line.partition("\t")
+            parts = rest.split("\t")
+            if kind == "file":
+                rec.files.append(FileChange(_unesc(parts[2]), parts[0] == "1", parts[1]))
+            elif kind == "tree":
+                rec.trees.append(TreeMove(**{k: _unesc(v) for k, v in zip(TreeMove.FIELDS, parts, strict=True)}))
+            elif kind == "note":
+                rec.notes.append((_unesc(parts[0]), parts[1], parts[2]))
+        return rec
