@@ -26,9 +26,19 @@ def shell_init_cmd(ctx: click.Context, shell: str) -> None:
     Install with `eval "$(stackmgr shell-init bash)"` in ~/.bashrc (zsh: ~/.zshrc). `command git ...`
     bypasses it once. With --store, the function always asks that store.
     """
-    from stackmgr.shell_init import shell_function
+    from stackmgr.shell_init import SHELLS, shell_function
 
-    output.out(shell_function(shell, store_and_json(ctx)[0]).rstrip("\n"))
+    store = store_and_json(ctx)[0]
+    if shell in SHELLS and store is None and not os.environ.get("STACKMGR_STORE"):
+        from stackmgr.config import find_store_root
+        from stackmgr.errors import UsageProblem
+
+        try:  # run inside a store: the function keeps asking that one, wherever the user is
+            store = find_store_root(None)
+        except UsageProblem:
+            output.err("stackmgr: note: no store found from here; the guard will look from each directory (above "
+                       "it, or $STACKMGR_STORE); for a store elsewhere: `stackmgr --store DIR shell-init`")  # fmt: skip
+    output.out(shell_function(shell, store).rstrip("\n"))
 
 
 @click.command("guard", hidden=True)

@@ -294,7 +294,8 @@ def test_stash_drop_with_nothing_to_drop_is_git_s_business(sh: Shell, lab: Lab) 
 
 
 def test_no_store_found_passes_silently_and_store_can_be_baked_in(sh: Shell, lab: Lab) -> None:
-    """Without --store, STACKMGR_STORE or a store above the current directory, nothing is managed: git runs.
+    """Without --store, STACKMGR_STORE or a store above the current directory, nothing is managed: git runs
+    (shell-init itself notes once that it found no store).
     `stackmgr --store DIR shell-init bash` bakes the store into the function, which then guards without the
     variable."""
     before = dirty(lab)
@@ -304,7 +305,8 @@ def test_no_store_found_passes_silently_and_store_can_be_baked_in(sh: Shell, lab
     assert baked.returncode == 1 and "vllm: src/model.py (modified)" in baked.stderr
     assert tree_files(lab.tree) == before
     proc = sh.run("cd vllm && git reset -q --hard", env=env)
-    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.returncode == 0 and proc.stderr.startswith("stackmgr: note: no store found from here")
+    assert proc.stderr.count("\n") == 1, "shell-init says once that the guard has no store; git itself is quiet"
     assert edit_undone(lab)
 
 
@@ -418,3 +420,14 @@ def test_clean_without_force_is_guarded_when_git_does_not_require_force() -> Non
     lenient = FakeRepo({"clean.requireForce": "false"})
     assert classify(split_command(["clean", "-d"]), lenient, "/nonexistent").kind == WORKTREE
     assert classify(split_command(["clean", "-d"]), FakeRepo(), "/nonexistent").kind == SAFE
+
+
+def test_shell_init_run_inside_a_store_keeps_asking_that_store(sh: Shell, lab: Lab) -> None:
+    """`eval "$(stackmgr shell-init bash)"` run inside a store (no --store, no STACKMGR_STORE) bakes that store
+    in: the guard then protects its trees from anywhere, as in the lab where trees live outside the store."""
+    before = dirty(lab)
+    env = {k: v for k, v in sh.env.items() if k != "STACKMGR_STORE"}
+    init = f'cd {lab.store} && eval "$(stackmgr shell-init bash)" && cd - >/dev/null'
+    proc = sh.run("cd vllm && git reset --hard", init=init, env=env)
+    assert proc.returncode == 1 and "vllm: src/model.py (modified)" in proc.stderr
+    assert tree_files(lab.tree) == before
