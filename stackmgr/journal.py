@@ -26,7 +26,7 @@ import time
 from stackmgr import fsutil
 from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import atomic_write, locked, read_or_none
-from stackmgr.oprecord import FileChange, Record, TreeMove
+from stackmgr.oprecord import ANCHOR_PREFIX, FileChange, Record, TreeMove
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -213,7 +213,6 @@ class Operation:
     def anchor_before(self, snap: Snapshot) -> None:
         """`git gc` must not take the state a rollback goes back to: a ref to it before the move starts."""
         from stackmgr import git
-        from stackmgr.undo import ANCHOR_PREFIX
 
         record = self.begin()
         git.update_refs(snap.repo.top, [(f"{ANCHOR_PREFIX}{record.id}/{snap.tree}/before", snap.tree_id())],
@@ -221,8 +220,8 @@ class Operation:
         self.anchored.append((snap.repo.top, snap.tree))
 
     def tree_progress(self, move: TreeMove, label: str, state: str | None = None, lock_released: bool = False) -> None:
-        """A step of a move. Not written out: after a crash every state is checked against the tree itself, and
-        an index.lock once renamed into place no longer exists under its old name."""
+        """A step of a move. Only the release of the index.lock is written out: after a crash every other state is
+        checked against the tree itself."""
         if state is not None:
             move.state = state
         if lock_released:  # renamed into place: the inode is the index's now, and may later be a new lock's

@@ -4,6 +4,7 @@ readable without imports on any start-up path and stable across Python versions 
 from __future__ import annotations
 
 FORMAT = "stackmgr-op 1"
+ANCHOR_PREFIX = "refs/stackmgr/ops/"  # refs/stackmgr/ops/<op id>/<tree>/{before,after,head-before}
 
 
 def _esc(value: str) -> str:

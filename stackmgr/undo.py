@@ -26,12 +26,10 @@ from stackmgr.journal import (
     remove_current,
     stat_key,
 )
-from stackmgr.oprecord import Record, TreeMove
+from stackmgr.oprecord import ANCHOR_PREFIX, Record, TreeMove
 from stackmgr.snapshot import take_snapshot
 from stackmgr.tempindex import start_tree_diff, tree_with_entries
 from stackmgr.types import TreeId, show_path
-
-ANCHOR_PREFIX = "refs/stackmgr/ops/"
 
 
 class LeftAsIs(StackmgrError):
