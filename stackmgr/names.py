@@ -10,7 +10,7 @@ _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 _NAME_CHARS = _ALNUM | frozenset("._+-")
 
 
-def _valid(name: str) -> bool:
+def valid_name(name: str) -> bool:
     """[A-Za-z0-9][A-Za-z0-9._+-]{0,199}, no '..', not ending in .lock (no `re`: this runs in `check`)."""
     return (
         0 < len(name) <= 200
@@ -23,7 +23,7 @@ def _valid(name: str) -> bool:
 
 def check_name(kind: str, name: str) -> str:
     """Return `name` if it is a valid tree/patch/series name, else raise a one-line usage error."""
-    if not _valid(name):
+    if not valid_name(name):
         shown = name.encode("unicode_escape").decode("ascii")[:80]
         raise UsageProblem(
             f"invalid {kind} name '{shown}'",
