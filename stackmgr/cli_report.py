@@ -51,3 +51,30 @@ def lint_cmd(ctx: click.Context, as_json: bool) -> None:
                    else "stackmgr: no findings")  # fmt: skip
     if findings:
         raise SystemExit(1)
+
+
+@click.command("interdiff")
+@click.argument("a")
+@click.argument("b", required=False)
+@click.option("--against", metavar="REV|FILE", help="Compare A with a commit of its tree, or with a patch file.")
+@click.pass_context
+def interdiff_cmd(ctx: click.Context, a: str, b: str | None, against: str | None) -> None:
+    """The real difference between two versions of a change: each applied to its base, the results diffed.
+
+    A and B: NAME, NAME@prev (the version `save --update` replaced), NAME@HEX, or a patch file."""
+    from stackmgr.errors import UsageProblem
+    from stackmgr.interdiff import interdiff, resolve
+
+    if (b is None) == (against is None):
+        raise UsageProblem("give B or --against, not both and not neither", "e.g. `stackmgr interdiff fix@prev fix`")
+    store = open_store(store_and_json(ctx)[0])
+    first = resolve(store, a)
+    rev = None
+    if against is not None and not os.path.isfile(against):
+        rev = against
+    second = resolve(store, b if b is not None else str(against)) if rev is None else None
+    data = interdiff(store, first, second, rev)
+    if not data:
+        output.err(f"stackmgr: no difference between {first.label} and {second.label if second else rev}")
+        return
+    output.out_bytes(data)

@@ -245,6 +245,11 @@ def pathspec(paths: Sequence[bytes]) -> list[str | bytes]:
     return ["--", *_literal(paths)] if paths else []
 
 
+def diff_trees(top: str, old: str, new: str, paths: Sequence[bytes] = ()) -> bytes:
+    """The binary-safe, full-index patch from tree `old` to tree `new` (only `paths`, when given)."""
+    return run(top, ["diff-tree", "-r", "-p", *DIFF_FLAGS, old, new, *pathspec(paths)])
+
+
 def start_staged_changes(repo: Repo) -> Process:
     """What the user's real index holds against HEAD (staged edits, unmerged paths); read-only."""
     return start(repo.top, ["--no-optional-locks", "diff-index", "--cached", "-r", "-z", "--raw", "--no-renames",

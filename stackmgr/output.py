@@ -24,6 +24,17 @@ def paint(text: str, style: str, stream: TextIO | None = None) -> str:
     return f"\x1b[{_CODES[style]}m{text}\x1b[0m" if color_on(stream or sys.stdout) else text
 
 
+def out_bytes(data: bytes) -> None:
+    """Bytes to stdout as they are (a patch is bytes end to end); decoded only where stdout has no buffer."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(data.decode("utf-8", "surrogateescape"))
+        return
+    sys.stdout.flush()
+    buffer.write(data)
+    buffer.flush()
+
+
 def out(line: str = "") -> None:
     sys.stdout.write(line + "\n")
 
