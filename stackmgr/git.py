@@ -369,6 +369,22 @@ def update_refs(top: str, updates: Sequence[tuple[str, str | None]], reason: str
     run(top, ["update-ref", "-m", reason, "--stdin"], stdin="".join(lines).encode())
 
 
+def valid_branch_name(top: str, branch: str) -> bool:
+    return run_rc(top, ["check-ref-format", "--branch", branch])[0] == 0 and not branch.startswith("-")
+
+
+def commit_as(top: str, tree: str, parent: str, message: str, author: str, date: str) -> CommitId:
+    """A commit with the author and date a patch names ("Name <email>", RFC 2822), made with plumbing."""
+    name, _, email = author.partition(" <")
+    env = _env(None)
+    if name and email:
+        env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email.rstrip(">"))
+    if date:
+        env["GIT_AUTHOR_DATE"] = date
+    proc = Process(_argv(top, ["commit-tree", tree, "-p", parent]), env, stdin=True)
+    return CommitId(finish(proc, message.encode("utf-8"))[1].decode().strip())
+
+
 def update_ref(top: str, ref: str, commit: str, reason: str) -> None:
     run(top, ["update-ref", "-m", reason, ref, commit])
 

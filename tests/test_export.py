@@ -1,0 +1,72 @@
+"""`stackmgr export SERIES --quilt DIR | --mbox FILE | --git BRANCH` (issue 6, item 2): each hand-off rebuilds the
+tree `stackmgr apply` builds, with the real programs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Lab, git, git_text
+from tests.test_interop import _clone_at_base, _series
+
+
+def _applied_tree(lab: Lab) -> str:
+    _series(lab)
+    assert lab.sm("reset").code == 0
+    assert lab.sm("apply", "S").code == 0
+    wanted = lab.worktree_id()
+    assert lab.sm("reset").code == 0
+    return wanted
+
+
+def test_mbox_export_is_what_git_am_takes(lab: Lab, tmp_path: Path) -> None:
+    wanted = _applied_tree(lab)
+    mbox = tmp_path / "S.mbox"
+    result = lab.sm("export", "S", "--mbox", str(mbox))
+    assert result.code == 0 and "3 patches" in result.out
+    clone = _clone_at_base(lab, tmp_path / "am")
+    git(clone, "am", "--keep-cr", "-q", str(mbox))
+    assert git_text(clone, "rev-parse", "HEAD^{tree}") == wanted
+    assert git_text(clone, "log", "--format=%s", "-3").splitlines() == ["swap model for a script", "notes",
+                                                                        "fix: return 2"]  # fmt: skip
+    again = lab.sm("export", "S", "--mbox", str(mbox))
+    assert again.code == 2 and "already exists" in again.err
+
+
+@pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed (CI installs it)")
+def test_quilt_export_is_what_quilt_push_applies(lab: Lab, tmp_path: Path) -> None:
+    wanted = _applied_tree(lab)
+    out = tmp_path / "quilt-patches"
+    assert lab.sm("export", "S", "--quilt", str(out)).code == 0
+    assert (out / "series").read_text() == "fix.patch\nnotes.patch\nswap.patch\n"
+    assert (out / "notes.patch").read_bytes() == (lab.store / "patches" / "notes.patch").read_bytes()
+    clone = Lab(lab.store, _clone_at_base(lab, tmp_path / "q"))
+    env = dict(os.environ, QUILT_PATCHES=str(out), QUILT_PC=str(tmp_path / "pc"))
+    proc = subprocess.run(["quilt", "--quiltrc", "-", "push", "-a", "-q"], cwd=clone.tree, env=env,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert clone.worktree_id() == wanted
+
+
+def test_git_export_makes_a_branch_without_touching_the_tree(lab: Lab) -> None:
+    wanted = _applied_tree(lab)
+    head, before = git_text(lab.tree, "rev-parse", "HEAD"), lab.worktree_id()
+    result = lab.sm("export", "S", "--git", "replay")
+    assert result.code == 0, result.err
+    assert git_text(lab.tree, "rev-parse", "replay^{tree}") == wanted
+    assert git_text(lab.tree, "rev-list", "--count", f"{head}..replay") == "3"
+    assert git_text(lab.tree, "log", "--format=%an <%ae>", "-1", "replay") == "Jane Doe <jane@example.com>"
+    assert git_text(lab.tree, "rev-parse", "HEAD") == head and lab.worktree_id() == before
+    assert lab.sm("export", "S", "--git", "replay").code == 2
+    assert lab.sm("export", "S", "--git", "bad..name").code == 2
+
+
+def test_export_needs_exactly_one_target(lab: Lab, tmp_path: Path) -> None:
+    _series(lab)
+    for args in ((), ("--mbox", str(tmp_path / "a"), "--git", "b")):
+        result = lab.sm("export", "S", *args)
+        assert result.code == 2 and len(result.err.strip().splitlines()) == 1
