@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 
-from stackmgr import git, patchfile, verify
+from stackmgr import git, patchfile, refs, verify
 from stackmgr.apply import TreePlan, plan_series
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import atomic_write
-from stackmgr.names import check_name
 
 
 def export_quilt(store: Store, series: str, directory: str, guards: tuple[str, ...] = ()) -> list[str]:
@@ -20,10 +19,11 @@ def export_quilt(store: Store, series: str, directory: str, guards: tuple[str, .
     a directory that holds anything but an earlier export of this kind (a `series` file and `*.patch`)."""
     plans = _single_tree(store, series, guards)
     if os.path.exists(directory):
+        if not os.path.isdir(directory):
+            raise UsageProblem(f"{directory} is a file", "export into a new directory")
         stray = [n for n in os.listdir(directory) if n != "series" and not n.endswith(".patch")]
-        if not os.path.isdir(directory) or stray:
-            raise UsageProblem(f"{directory} is not empty (holds {stray[0] if stray else 'a file'})",
-                               "export into a new directory")  # fmt: skip
+        if stray:
+            raise UsageProblem(f"{directory} is not empty (holds {stray[0]})", "export into a new directory")
     os.makedirs(directory, exist_ok=True)
     names = []
     for p in plans[0].patches:
@@ -51,14 +51,14 @@ def export_git(store: Store, series: str, branch: str, guards: tuple[str, ...] =
     plan = plans[0]
     repo = git.open_repo(store.tree(plan.tree).path)
     ref = f"refs/heads/{branch}"
-    if not git.valid_branch_name(repo.top, branch):
+    if not refs.valid_branch_name(repo.top, branch):
         raise UsageProblem(f"'{branch}' is not a valid branch name", "pick another name")
     if git.ref_commit(repo.top, ref) is not None:
         raise UsageProblem(f"branch {branch} already exists in tree {plan.tree}", "pick a new branch name")
     if not git.has_commit(repo.top, plan.base):
         raise StackmgrError(f"the base {plan.base[:12]} of series {series} is not a commit of tree {plan.tree}",
                             "fetch it first")  # fmt: skip
-    from stackmgr.tempindex import tree_from_patches
+    from stackmgr.scratch import tree_from_patches
 
     parent, done = plan.base, []
     for n, p in enumerate(plan.patches, start=1):
@@ -69,9 +69,9 @@ def export_git(store: Store, series: str, branch: str, guards: tuple[str, ...] =
         verify.check_result(repo.top, parent, tree, verify.claims([p], repo.top, store.root), plan.tree)
         header = patchfile.parse_header(p.data, f"patches/{os.path.basename(p.path)}")
         message = header.subject + ("\n\n" + header.body if header.body else "") + "\n"
-        parent = git.commit_as(repo.top, tree, parent, message, header.author, header.date)
+        parent = refs.commit_as(repo.top, tree, parent, message, header.author, header.date)
         done.append(p.name)
-    git.update_ref(repo.top, ref, parent, f"stackmgr export {series}")
+    refs.update_ref(repo.top, ref, parent, f"stackmgr export {series}")
     return done
 
 
@@ -81,6 +81,5 @@ def _single_tree(store: Store, series: str, guards: tuple[str, ...]) -> list[Tre
     if len(plans) != 1:
         trees = ", ".join(p.tree for p in plans)
         raise UsageProblem(f"series {series} mixes trees ({trees})", "quilt, git am and a branch take one tree")
-    check_name("series", series)
     return plans
 

@@ -67,6 +67,7 @@ def test_git_export_makes_a_branch_without_touching_the_tree(lab: Lab) -> None:
 
 def test_export_needs_exactly_one_target(lab: Lab, tmp_path: Path) -> None:
     _series(lab)
-    for args in ((), ("--mbox", str(tmp_path / "a"), "--git", "b")):
+    (tmp_path / "afile").write_text("x")
+    for args in ((), ("--mbox", str(tmp_path / "a"), "--git", "b"), ("--quilt", str(tmp_path / "afile"))):
         result = lab.sm("export", "S", *args)
         assert result.code == 2 and len(result.err.strip().splitlines()) == 1
