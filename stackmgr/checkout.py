@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from stackmgr import git, journal
+from stackmgr import git, journal, refs
 from stackmgr.errors import StackmgrError
 from stackmgr.fsutil import locked, read_or_none
 from stackmgr.snapshot import Snapshot
@@ -51,7 +51,7 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
         work: TempIndex | None = None
         try:
             real_index = read_or_none(os.path.join(repo.git_dir, "index"))
-            branch = git.symbolic_head(repo)
+            branch = refs.symbolic_head(repo)
             step = _Journal(snap, target, head, branch, real_index, lock.fd)  # recorded before anything changes
             work = snap.index.freeze("switch")
             if before_switch is not None:
@@ -76,7 +76,7 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
                 lock.commit(work)
                 step("index", lock_released=True)
                 if head is not None and (branch is not None or head != snap.head):
-                    git.detach_head(repo, head, reason, expect=snap.head)
+                    refs.detach_head(repo, head, reason, expect=snap.head)
                 step("moved", state="moved")
             except BaseException as exc:
                 _put_back(snap, target, real_index, branch, reason)
@@ -130,8 +130,8 @@ def _put_back(snap: Snapshot, target: TreeId, real_index: bytes | None, branch: 
     real = os.path.join(repo.git_dir, "index")
     if real_index is not None and read_or_none(real) != real_index:
         restore_index(repo, real_index)
-    if branch is not None and git.symbolic_head(repo) != branch:
-        git.attach_head(repo, branch, reason + ": put back")
+    if branch is not None and refs.symbolic_head(repo) != branch:
+        refs.attach_head(repo, branch, reason + ": put back")
 
 
 def restore_index(repo: git.Repo, data: bytes) -> None:
@@ -158,6 +158,6 @@ def move_back(moved: Moved, reason: str) -> None:
         elif os.path.exists(real):
             os.unlink(real)
         if moved.branch is not None:
-            git.attach_head(repo, moved.branch, reason)
+            refs.attach_head(repo, moved.branch, reason)
         else:
-            git.detach_head(repo, snap.head, reason)
+            refs.detach_head(repo, snap.head, reason)

@@ -15,7 +15,7 @@ from stackmgr import git, patchfile
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.names import inside, patch_name
-from stackmgr.tempindex import tree_from_patches
+from stackmgr.scratch import tree_from_patches
 
 
 class Version:

@@ -212,10 +212,10 @@ class Operation:
 
     def anchor_before(self, snap: Snapshot) -> None:
         """`git gc` must not take the state a rollback goes back to: a ref to it before the move starts."""
-        from stackmgr import git
+        from stackmgr import refs
 
         record = self.begin()
-        git.update_refs(snap.repo.top, [(f"{ANCHOR_PREFIX}{record.id}/{snap.tree}/before", snap.tree_id())],
+        refs.update_refs(snap.repo.top, [(f"{ANCHOR_PREFIX}{record.id}/{snap.tree}/before", snap.tree_id())],
                         f"stackmgr {record.command}")  # fmt: skip
         self.anchored.append((snap.repo.top, snap.tree))
 

@@ -110,8 +110,8 @@ def _lint_applies(store: Store, series: str | None, filenames: list[str], header
                   findings: list[Finding]) -> None:  # fmt: skip
     """Each tree's patches, in order, applied strictly to the first one's base, must build what they record."""
     from stackmgr.apply import PatchRef
+    from stackmgr.scratch import tree_from_patches
     from stackmgr.series import Entry
-    from stackmgr.tempindex import tree_from_patches
 
     by_tree: dict[str, list[str]] = {}
     for filename in filenames:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from stat import S_ISLNK, S_ISREG
 
-from stackmgr import git, tempindex
+from stackmgr import git, scratch
 from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.fsutil import read_cache, sha256_hex, write_cache
 from stackmgr.types import GITLINK_MODE
@@ -191,7 +191,7 @@ class PatchIndex:
             # a pure rename (hand-made `git diff -M`) states neither mode nor blob: the base has them
             before = [(im.old_mode or at_base.get(im.path, ("", ""))[0], im.old_blob or kept.get(im.path, ""), im.path)
                       for im in images]  # fmt: skip
-            result, failure = tempindex.apply_to_entries(repo, [b for b in before if b[0] != "000000"],
+            result, failure = scratch.apply_to_entries(repo, [b for b in before if b[0] != "000000"],
                                                    os.path.join(self.store.patches_dir, filename))  # fmt: skip
         except StackmgrError as exc:
             raise _Unverifiable(f"{filename}: cannot be checked against tree {header.tree} ({exc.message})") from None

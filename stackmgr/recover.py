@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from stackmgr import checkout, git
+from stackmgr import checkout, git, refs
 from stackmgr.applied import clear_applied
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
@@ -42,7 +42,7 @@ def list_recoveries(store: Store) -> list[Recovery]:
         if not os.path.isdir(config.path):
             continue
         repo = git.open_repo(config.path)
-        for ref, commit, stamp, message in git.refs_under(repo.top, RECOVERY_PREFIX):
+        for ref, commit, stamp, message in refs.refs_under(repo.top, RECOVERY_PREFIX):
             rec = Recovery(name, ref, commit, stamp, message)
             # linked worktrees share refs: each snapshot belongs to the tree its trailer names
             if f"Stackmgr-Tree: {name}\n" in message + "\n" and rec.commit not in {r.commit for r in found}:
@@ -75,12 +75,12 @@ def restore(store: Store, wanted: str) -> Recovery:
             refuse_unpreserved(rec.tree, assess(store, snap).blockers(snap),
                                "save them first, so restoring cannot lose them")  # fmt: skip
             top = snap.repo.top
-            parents = git.commit_parents(top, rec.commit)
+            parents = refs.commit_parents(top, rec.commit)
             index_tree = git.tree_of(top, parents[1] if len(parents) > 1 else parents[0])
             checkout.move_tree(snap, git.tree_of(top, rec.commit), index_tree=index_tree, head=parents[0],
                                reason=f"stackmgr recover {rec.id}")  # fmt: skip
             if rec.branch.startswith("refs/heads/") and git.ref_commit(top, rec.branch) == parents[0]:
-                git.attach_head(snap.repo, rec.branch, f"stackmgr recover {rec.id}")
+                refs.attach_head(snap.repo, rec.branch, f"stackmgr recover {rec.id}")
             clear_applied(store, rec.tree)  # the tree holds the snapshot now, not the series applied before
         finally:
             snap.release()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from stackmgr import checkout, git
+from stackmgr import checkout, git, refs
 from stackmgr.applied import clear_applied, load_applied
 from stackmgr.config import Store, TreeConfig
 from stackmgr.errors import NotPreserved, StackmgrError
@@ -80,7 +80,7 @@ def _plan(store: Store, config: TreeConfig, to: str | None) -> _Planned:
         target = snap.head
     blockers = assess(store, snap).blockers(snap)
     if target != snap.head:
-        orphans = git.unreachable_after_move(snap.repo, target)
+        orphans = refs.unreachable_after_move(snap.repo, target)
         if orphans and not snap.local_commits:
             blockers.append((b"HEAD", f"{len(orphans)} commit(s) no ref would reach after the move, "
                                       f"{orphans[0][:12]}: keep with `git branch NAME`"))  # fmt: skip
@@ -103,7 +103,7 @@ def _reset_one(store: Store, p: _Planned, force: bool) -> ResetOutcome:
                            reason=f"stackmgr reset to {p.target[:12]}")  # fmt: skip
     except BaseException:
         if recovery is not None:  # the tree was not changed (or was put back): the snapshot is not needed
-            git.update_refs(snap.repo.top, [(RECOVERY_PREFIX + recovery, None)], "stackmgr reset --force: refused")
+            refs.update_refs(snap.repo.top, [(RECOVERY_PREFIX + recovery, None)], "stackmgr reset --force: refused")
         raise
     clear_applied(store, p.config.name)
     return ResetOutcome(p.config.name, p.target, moved, recovery, len(snap.changes))
@@ -119,18 +119,18 @@ def store_recovery(snap: Snapshot) -> str:
         with open(os.path.join(repo.git_dir, "index"), "rb") as src, open(index_copy.path, "wb") as dst:
             dst.write(src.read())
         index_tree = index_copy.write_tree()  # on a copy: write-tree may rewrite the index it reads
-        parents.append(git.commit_tree(repo.top, index_tree, [snap.head], f"index of tree {snap.tree}"))
+        parents.append(refs.commit_tree(repo.top, index_tree, [snap.head], f"index of tree {snap.tree}"))
     except (StackmgrError, FileNotFoundError):
         pass  # no index, or unmerged entries: the working tree (conflict markers and all) is still saved
     finally:
         index_copy.discard()
-    branch = git.symbolic_head(repo) or "(detached)"
+    branch = refs.symbolic_head(repo) or "(detached)"
     files = len(snap.changes)
     message = (f"stackmgr recovery: tree {snap.tree}, {files} changed file{'s' if files != 1 else ''}\n\n"
                f"Stackmgr-Tree: {snap.tree}\nStackmgr-Head: {snap.head}\nStackmgr-Branch: {branch}\n"
                f"Stackmgr-Files: {files}\nStackmgr-Time: {int(time.time())}\n")  # fmt: skip
-    commit = git.commit_tree(repo.top, snap.tree_id(), parents, message)
-    git.update_ref(repo.top, RECOVERY_PREFIX + commit[:12], commit, "stackmgr reset --force")
+    commit = refs.commit_tree(repo.top, snap.tree_id(), parents, message)
+    refs.update_ref(repo.top, RECOVERY_PREFIX + commit[:12], commit, "stackmgr reset --force")
     # git writes loose objects without fsync by default, and this commit may be the only copy of the work: make it
     # durable before the tree changes, so a power cut cannot take both.
     os.sync()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from stackmgr import git, patchfile, tempindex
+from stackmgr import git, patchfile, scratch
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import atomic_write, discard, publish, read_or_none, sha256_hex, write_temp
@@ -166,7 +166,7 @@ def _result_tree(snap: Snapshot, diff_from: str, patch: str, paths: list[bytes])
     """The tree the series produces with the new patch on top: the snapshot's, unless only some paths were saved."""
     if not paths:
         return snap.tree_id()
-    tree, failure = tempindex.tree_from_patches(snap.repo, diff_from, [patch])
+    tree, failure = scratch.tree_from_patches(snap.repo, diff_from, [patch])
     if tree is None:
         raise StackmgrError(f"the saved patch does not apply on top of its series ({failure})", "please report this")
     return tree
@@ -284,7 +284,7 @@ def _verify_round_trip(snap: Snapshot, patch_path: str, expected: list[Change]) 
     """Apply the written bytes to the base versions of the files they touch (`expected`: base → snapshot);
     each file must come out exactly as in the snapshot (mode and blob), and nothing else may appear."""
     before = [(c.old_mode, c.old_blob, c.path) for c in expected if c.old_mode != "000000"]
-    result, failure = tempindex.apply_to_entries(snap.repo, before, patch_path)
+    result, failure = scratch.apply_to_entries(snap.repo, before, patch_path)
     if result is None:
         raise StackmgrError(f"the written patch does not apply to its base ({failure})",
                             "nothing was saved; please report this")  # fmt: skip

@@ -16,9 +16,9 @@ from stackmgr.applied import Applied, load_applied, record_applied
 from stackmgr.config import Store
 from stackmgr.errors import UsageProblem
 from stackmgr.preserved import PatchIndex
+from stackmgr.scratch import tree_from_patches
 from stackmgr.series import SeriesFile
 from stackmgr.snapshot import Snapshot
-from stackmgr.tempindex import tree_from_patches
 
 
 class Stack:

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from stackmgr import checkout, git
+from stackmgr import checkout, git, refs
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import atomic_write, locked, read_or_none
@@ -27,8 +27,9 @@ from stackmgr.journal import (
     stat_key,
 )
 from stackmgr.oprecord import ANCHOR_PREFIX, Record, TreeMove
+from stackmgr.scratch import tree_with_entries
 from stackmgr.snapshot import take_snapshot
-from stackmgr.tempindex import start_tree_diff, tree_with_entries
+from stackmgr.tempindex import start_tree_diff
 from stackmgr.types import TreeId, show_path
 
 
@@ -161,7 +162,7 @@ def _tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, 
             raise blocked(f"tree {move.tree}: {shown} has a staged version that differs from the file",
                           "commit or unstage it (git restore --staged), then retry")  # fmt: skip
         now = snap.tree_id()
-        branch_now = git.symbolic_head(repo) or "-"
+        branch_now = refs.symbolic_head(repo) or "-"
         if now != move.before or snap.head != move.head_before or branch_now != move.branch:
             target = _old_versions(repo, move, now, blocked) if now != move.before else now
             checkout.move_tree(snap, target, index_tree=git.tree_of(repo.top, move.head_before),
@@ -171,13 +172,13 @@ def _tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, 
     saved = read_or_none(os.path.join(directory, "index", move.tree)) if move.index == "saved" else None
     if saved is not None and read_or_none(os.path.join(repo.git_dir, "index")) != saved:
         checkout.restore_index(repo, saved)
-    on_branch = move.branch == "-" or git.symbolic_head(repo) == move.branch
+    on_branch = move.branch == "-" or refs.symbolic_head(repo) == move.branch
     if not on_branch and git.ref_commit(repo.top, move.branch) == move.head_before:
-        if git.branch_checked_out_elsewhere(repo, move.branch):
+        if refs.branch_checked_out_elsewhere(repo, move.branch):
             sys.stderr.write(f"stackmgr: note: tree {move.tree}: {move.branch} is checked out in another worktree; "
                              f"HEAD left detached at {move.head_before[:12]}\n")  # fmt: skip
         else:
-            git.attach_head(repo, move.branch, reason)
+            refs.attach_head(repo, move.branch, reason)
 
 
 def _old_versions(repo: git.Repo, move: TreeMove, now: str, blocked: type[StackmgrError]) -> TreeId:
@@ -240,7 +241,7 @@ def forget_unmoved(record: Record, anchored: list[tuple[str, str]]) -> None:
     """Drop the before-anchors of moves that never changed their tree (refused, or put back at once)."""
     for top, tree in anchored:
         if os.path.isdir(top):
-            git.update_refs(top, [(f"{ANCHOR_PREFIX}{record.id}/{tree}/before", None)],
+            refs.update_refs(top, [(f"{ANCHOR_PREFIX}{record.id}/{tree}/before", None)],
                             f"stackmgr {record.command}: refused")  # fmt: skip
 
 
@@ -251,10 +252,10 @@ def anchor_moves(store: Store, record: Record) -> None:
         if move.state != "moved":
             continue
         base = f"{ANCHOR_PREFIX}{record.id}/{move.tree}/"
-        refs: list[tuple[str, str | None]] = [(base + "after", move.target)]
+        anchors: list[tuple[str, str | None]] = [(base + "after", move.target)]
         if move.head_before != move.head_after:
-            refs.append((base + "head-before", move.head_before))
-        git.update_refs(move.path, refs, f"stackmgr {record.command}")
+            anchors.append((base + "head-before", move.head_before))
+        refs.update_refs(move.path, anchors, f"stackmgr {record.command}")
 
 
 # -- undo, log, gc ----------------------------------------------------------------------------------------------
@@ -346,12 +347,12 @@ def _forget(store: Store, record: Record) -> None:
     for move in record.trees:
         base = f"{ANCHOR_PREFIX}{record.id}/{move.tree}/"
         by_top.setdefault(move.path, []).extend((base + leaf, None) for leaf in ("before", "after", "head-before"))
-    for top, refs in by_top.items():
+    for top, anchors in by_top.items():
         if os.path.isdir(top):
-            existing = {ref for ref, _c, _t, _m in git.refs_under(top, f"{ANCHOR_PREFIX}{record.id}/")}
-            gone = [(ref, oid) for ref, oid in refs if ref in existing]
+            existing = {ref for ref, _c, _t, _m in refs.refs_under(top, f"{ANCHOR_PREFIX}{record.id}/")}
+            gone = [(ref, oid) for ref, oid in anchors if ref in existing]
             if gone:
-                git.update_refs(top, gone, "stackmgr gc")
+                refs.update_refs(top, gone, "stackmgr gc")
     import shutil
 
     shutil.rmtree(os.path.join(ops_dir(store), record.name), ignore_errors=True)

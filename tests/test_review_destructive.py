@@ -244,7 +244,7 @@ def test_reset_of_two_trees_where_the_second_refuses_at_the_switch_names_what_ch
 def test_a_commit_made_between_the_check_and_the_head_move_is_not_orphaned(
     lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Regression (review): checkout.move_tree / git.detach_head: `update-ref --no-deref HEAD new` has no old value, so
+    """Regression (review): checkout.move_tree / refs.detach_head: `update-ref --no-deref HEAD new` has no old value, so
     a commit made on a detached HEAD after the check is orphaned by the move.
     """
     first = git_text(lab.tree, "rev-parse", "HEAD")

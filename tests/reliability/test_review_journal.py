@@ -142,7 +142,7 @@ def test_undo_does_not_check_out_a_branch_twice(lab: Lab, tmp_path: Path) -> Non
     """Tree vllm is on main; a linked worktree is on feature. `apply S` detaches vllm's HEAD, so main is free and
     the user checks it out in the linked worktree. `undo` re-attaches vllm to main without asking git: main is
     now checked out in two worktrees (git itself refuses this), and a commit in one silently makes the other's
-    tree and index look like it reverts that commit. Cause: undo._tree_back → git.attach_head (symbolic-ref)
+    tree and index look like it reverts that commit. Cause: undo._tree_back → refs.attach_head (symbolic-ref)
     only checks that the branch still points at head_before."""
     wt = tmp_path / "wt"
     git(lab.tree, "branch", "feature")
@@ -159,7 +159,7 @@ def test_undo_that_moves_only_head_is_recorded(lab: Lab) -> None:
     """Save a change into series S, then `apply S` straight away (the tree already is the result): apply only
     detaches HEAD. `undo` re-attaches HEAD to main, but prints "nothing to change: `apply S` … left no trace to
     revert" and records no operation, so `log` does not show it and `undo` again cannot redo it (it undoes the
-    apply again). Cause: undo._tree_back changes HEAD/branch/index with git.detach_head, attach_head and
+    apply again). Cause: undo._tree_back changes HEAD/branch/index with refs.detach_head, attach_head and
     checkout.restore_index outside move_tree, so nothing reaches the journal."""
     (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
     assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
