@@ -204,13 +204,18 @@ def scratch_index(repo: Repo, purpose: str) -> str:
 
 
 def apply_to_index(
-    top: str, index: str, *patch_paths: str, three_way: bool = False, meanwhile: Callable[[], object] | None = None
+    top: str,
+    index: str,
+    *patch_paths: str,
+    three_way: bool = False,
+    meanwhile: Callable[[], object] | None = None,
+    strip: int = 1,
 ) -> tuple[bool, str]:
     """Strictly apply patch files, in order, to a (temporary) index: no fuzz, no recount, no whitespace fixing.
     `meanwhile` runs while git works."""
     extra = ["--3way"] if three_way else []
     paths = [os.path.abspath(p) for p in patch_paths]
-    proc = start(top, ["apply", "--cached", "--whitespace=nowarn", *extra, "-p1", *paths], index=index)
+    proc = start(top, ["apply", "--cached", "--whitespace=nowarn", *extra, f"-p{strip}", *paths], index=index)
     if meanwhile is not None:
         try:
             meanwhile()

@@ -1,0 +1,381 @@
+"""What `stackmgr import` is given, read and checked before any git work: `git format-patch` mails (one per file,
+or an mbox of several), quilt patches with DEP-3 or free-text headers, plain `diff -u`/`diff -ruN` output, and
+whole quilt directories (`series` + patch files). Each patch comes out as an `Incoming` (description, author,
+date, the diff bytes, the strip level) or as a `Refused` with the reason; one bad file never stops the others.
+
+Bytes stay bytes: the diff part is never decoded. Only the description is read as text.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+from stackmgr import patchfile
+
+# A message separator of an mbox: git format-patch's magic line, or a classic `From sender date` line.
+_MBOX_FROM = re.compile(rb"^From (?:[0-9a-f]{40} Mon Sep 17 00:00:00 2001|\S+ +\w{3} \w{3} [ \d]\d .*)$", re.M)
+_HUNK = re.compile(rb"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+_DIFF_START = re.compile(rb"^(?:diff --git |diff -|Index: |--- .*\n\+\+\+ )", re.M)
+_STAT_FILES = re.compile(rb"\n (\d+) files? changed")
+_DEP3_FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):[ \t]?(.*)$")
+_DEP3_KEYS = {"description", "subject", "author", "from", "origin", "bug", "forwarded", "reviewed-by",
+              "acked-by", "last-update", "applied-upstream", "bug-debian", "bug-ubuntu", "signed-off-by"}  # fmt: skip
+MAX_BYTES = 1 << 30
+
+
+class Incoming:
+    """One patch to adopt. `author` is "Name <email>" or "" (then the tree's git identity is used); `date` is an
+    RFC 2822 date or "" (then the source file's time)."""
+
+    def __init__(self, source: str, name: str, diff: bytes, strip: int) -> None:
+        self.source = source
+        self.name = name
+        self.diff = diff
+        self.strip = strip
+        self.subject = ""
+        self.body = ""
+        self.author = ""
+        self.date = ""
+        self.mtime = 0.0
+        self.original = b""  # the whole message, kept byte for byte when it already is a normalised patch
+        self.trailer_tree: str | None = None
+        self.trailer_base: str | None = None
+
+    def paths_raw(self) -> list[bytes]:
+        """Every file name the diff's headers carry, as written (before -p stripping)."""
+        return sorted(set(_names(self.diff)))
+
+
+class Refused:
+    def __init__(self, source: str, reason: str) -> None:
+        self.source = source
+        self.reason = reason
+
+
+class QuiltDir:
+    """A directory with a quilt `series` file: its patches in order, and the series name it suggests."""
+
+    def __init__(self, path: str, items: list[Incoming | Refused]) -> None:
+        self.path = path
+        self.items = items
+        base = os.path.basename(os.path.normpath(path))
+        parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
+        self.suggested_series = parent if base in ("patches", "debian") and parent else base
+
+
+def read_inputs(paths: list[str]) -> tuple[list[Incoming | Refused], QuiltDir | None]:
+    """Every patch in the given files and directories, in order; the quilt directory if one was given."""
+    items: list[Incoming | Refused] = []
+    quilt = None
+    for path in paths:
+        if os.path.isdir(path):
+            quilt = QuiltDir(path, read_quilt_dir(path))
+            items.extend(quilt.items)
+        else:
+            items.extend(read_file(path))
+    return items, quilt
+
+
+def read_quilt_dir(path: str) -> list[Incoming | Refused]:
+    series = os.path.join(path, "series")
+    if not os.path.isfile(series):
+        return [Refused(path, "a directory without a quilt `series` file")]
+    items: list[Incoming | Refused] = []
+    with open(series, "rb") as f:
+        lines = f.read().decode("utf-8", "replace").splitlines()
+    for lineno, line in enumerate(lines, start=1):
+        text = line.split("#", 1)[0].strip() if not line.startswith("#") else ""
+        if not text:
+            continue
+        words = text.split()
+        where = f"{series}:{lineno}"
+        strip = 1
+        for opt in words[1:]:
+            if re.fullmatch(r"-p\d", opt):
+                strip = int(opt[2:])
+            elif opt not in ("-R",):
+                items.append(Refused(where, f"unknown option {opt}"))
+                break
+        else:
+            if "-R" in words[1:]:
+                items.append(Refused(where, "reversed patches (-R) are not imported"))
+                continue
+            target = os.path.join(path, words[0])
+            if ".." in words[0].split("/") or words[0].startswith("/"):
+                items.append(Refused(where, f"{words[0]} points outside the quilt directory"))
+            elif not os.path.isfile(target):
+                items.append(Refused(where, f"{words[0]} is listed but missing"))
+            else:
+                items.extend(read_file(target, strip=strip))
+    return items
+
+
+def read_file(path: str, strip: int | None = None) -> list[Incoming | Refused]:
+    try:
+        if os.path.getsize(path) >= MAX_BYTES:
+            return [Refused(path, "larger than 1 GiB (git apply takes less)")]
+        with open(path, "rb") as f:
+            data = f.read()
+        mtime = os.stat(path).st_mtime
+    except OSError as exc:
+        return [Refused(path, f"cannot be read ({exc.strerror})")]
+    starts = [m.start() for m in _MBOX_FROM.finditer(data)] if data.startswith(b"From ") else []
+    if len(starts) > 1:
+        messages = [data[a:b] for a, b in zip(starts, [*starts[1:], len(data)], strict=True)]
+        results = [read_patch(f"{path} (message {n})", m, None, strip) for n, m in enumerate(messages, start=1)]
+    else:
+        results = [read_patch(path, data, _stem(path), strip)]
+    for r in results:
+        if isinstance(r, Incoming):
+            r.mtime = mtime
+    return results
+
+
+def read_patch(source: str, data: bytes, name: str | None, strip: int | None) -> Incoming | Refused:
+    """One patch: its description and diff, checked for what git apply would take wrongly or not at all."""
+    if b"\0" in data[:8192] and b"GIT binary patch" not in data:
+        return Refused(source, "not a patch (a binary file)")
+    at = _diff_start(data)
+    if at < 0:
+        return Refused(source, "not a patch (no diff found)")
+    head, diff = data[:at], data[at:]
+    problem = _check_diff(diff) or _check_stat(head, diff)
+    if problem:
+        return Refused(source, problem)
+    git_style = diff.startswith(b"diff --git ") or b"\ndiff --git " in diff
+    item = Incoming(source, name or "", diff, 1 if git_style or strip is None else strip)
+    item.original = data
+    if git_style and strip not in (None, 1):
+        return Refused(source, f"a git diff listed with -p{strip} (git diffs are -p1)")
+    item.strip = 1 if git_style else (strip if strip is not None else -1)  # -1: guessed against the tree
+    problem = _describe(item, head)
+    if problem:
+        return Refused(source, problem)
+    if not item.name:
+        item.name = _slug(item.subject) or "imported"
+    return item
+
+
+def _diff_start(data: bytes) -> int:
+    m = _DIFF_START.search(data)
+    return -1 if m is None else m.start()
+
+
+def _check_diff(diff: bytes) -> str | None:
+    """Hunks cut short (a truncated file), absolute paths, `..` and `.git` components; git apply refuses some
+    of these itself, but `--- /etc/x` stripped by -p1 would quietly become `etc/x`."""
+    for raw in _names(diff):
+        if raw.startswith(b"/"):
+            return f"absolute path {_show(raw)}"
+        parts = raw.split(b"/")
+        if b".." in parts:
+            return f"path with '..': {_show(raw)}"
+        if any(p.lower() == b".git" for p in parts):
+            return f"path inside .git: {_show(raw)}"
+    old = new = 0
+    hunks = 0
+    for line in diff.split(b"\n")[:-1] if diff.endswith(b"\n") else diff.split(b"\n"):
+        if old > 0 or new > 0:
+            tag = line[:1]
+            if tag in (b" ", b"", b"\r"):
+                old, new = old - 1, new - 1
+            elif tag == b"-":
+                old -= 1
+            elif tag == b"+":
+                new -= 1
+            elif tag != b"\\":
+                return "truncated or corrupt (a hunk ends early)"
+            continue
+        m = _HUNK.match(line)
+        if m:
+            hunks += 1
+            old = int(m.group(1)) if m.group(1) is not None else 1
+            new = int(m.group(2)) if m.group(2) is not None else 1
+    if old > 0 or new > 0:
+        return "truncated (its last hunk ends early)"
+    if (
+        not hunks
+        and b"GIT binary patch" not in diff
+        and not re.search(
+            rb"^(?:new file mode|deleted file mode|old mode|rename from|copy from|Binary files)", diff, re.M
+        )
+    ):
+        return "not a patch (no hunks)"
+    return None
+
+
+def _check_stat(head: bytes, diff: bytes) -> str | None:
+    """A mail's diffstat says how many files follow; fewer is a truncated file."""
+    sep = head.rfind(b"\n---\n")
+    m = _STAT_FILES.search(head[sep:]) if sep >= 0 else None
+    if m is None:
+        return None
+    listed, present = int(m.group(1)), len(re.findall(rb"^diff --git ", diff, re.M))
+    if present and present < listed:
+        return f"truncated (its diffstat lists {listed} files, the diff has {present})"
+    return None
+
+
+def _names(diff: bytes) -> list[bytes]:
+    """The raw (unstripped, unquoted) file names the diff's headers carry, outside hunks."""
+    names: list[bytes] = []
+    old = new = 0
+    for line in diff.split(b"\n"):
+        if old > 0 or new > 0:
+            tag = line[:1]
+            if tag in (b" ", b"", b"\r"):
+                old, new = old - 1, new - 1
+            elif tag == b"-":
+                old -= 1
+            elif tag == b"+":
+                new -= 1
+            continue
+        m = _HUNK.match(line)
+        if m:
+            old = int(m.group(1)) if m.group(1) is not None else 1
+            new = int(m.group(2)) if m.group(2) is not None else 1
+        elif line.startswith(b"diff --git "):
+            names.extend(_git_header_names(line[11:]))
+        elif line.startswith((b"--- ", b"+++ ")):
+            names.append(_file_name(line[4:]))
+        elif line.startswith((b"rename from ", b"rename to ", b"copy from ", b"copy to ")):
+            names.append(b"x/" + _file_name(line.split(b" ", 2)[2]))  # no a/ b/ prefix here: give one to strip
+        elif line.startswith(b"Index: "):
+            names.append(_file_name(line[7:]))
+    return [n for n in names if n and n != b"/dev/null"]
+
+
+def _git_header_names(rest: bytes) -> list[bytes]:
+    if rest.startswith(b'"'):
+        first, tail = patchfile.unquote_c(rest)
+        tail = tail.lstrip(b" ")
+        second = patchfile.unquote_c(tail)[0] if tail.startswith(b'"') else tail
+        return [first, second]
+    half = rest.find(b" b/")
+    return [rest[:half], rest[half + 1 :]] if half > 0 else [rest]
+
+
+def _file_name(text: bytes) -> bytes:
+    text = text.rstrip(b"\r")
+    if text.startswith(b'"'):
+        return patchfile.unquote_c(text)[0]
+    return text.split(b"\t", 1)[0].rstrip(b" ")
+
+
+def _describe(item: Incoming, head: bytes) -> str | None:
+    """Subject, body, author and date from a mail header, a DEP-3 header or free text."""
+    text = head.decode("utf-8", "replace").replace("\r\n", "\n")
+    lines = text.split("\n")
+    if lines and lines[0].startswith("From ") and re.match(r"From \S+", lines[0]):
+        lines = lines[1:]
+    if lines and re.match(r"(From|Subject|Date): ", lines[0]) and re.search(r"(?m)^Subject: ", text):
+        return _describe_mail(item, head)
+    fields, free = _dep3(lines)
+    desc = fields.get("description") or fields.get("subject") or ""
+    subject_lines = desc.split("\n") if desc else [ln for ln in free if ln.strip()][:1]
+    item.subject = subject_lines[0].strip() if subject_lines else ""
+    if fields:
+        item.body = "\n".join(ln.rstrip() for ln in lines).strip("\n")  # DEP-3 kept verbatim
+    else:
+        rest = list(free)
+        while rest and not rest[0].strip():
+            rest.pop(0)
+        if rest and rest[0].strip() == item.subject:
+            rest.pop(0)
+        item.body = "\n".join(ln.rstrip() for ln in rest).strip("\n")
+    item.author = _address(fields.get("author") or fields.get("from") or "")
+    item.date = _dep3_date(fields.get("last-update", ""))
+    item.body = _mail_safe(item.body)
+    return None
+
+
+def _describe_mail(item: Incoming, head: bytes) -> str | None:
+    import email
+    import email.policy
+
+    raw = head[head.find(b"\n") + 1 :] if head.startswith(b"From ") else head
+    headers, _, rest = raw.replace(b"\r\n", b"\n").partition(b"\n\n")
+    msg = email.message_from_bytes(headers + b"\n\n", policy=email.policy.default)
+    cte = str(msg.get("content-transfer-encoding", "")).lower()
+    if cte in ("base64", "quoted-printable"):
+        return f"a {cte} mail body (save the message raw, or apply it with git am first)"
+    subject = " ".join(str(msg.get("subject", "")).split())
+    item.subject = re.sub(r"^(\[[^\]]*\]\s*)+", "", subject)
+    item.author = _address(str(msg.get("from", "")))
+    item.date = str(msg.get("date", "")).strip()
+    body = rest.decode("utf-8", "replace")
+    cut = re.search(r"(?m)^---[ \t]*$", body)  # where git am's mailinfo stops reading the message
+    body = body[: cut.start()] if cut else body
+    body = re.sub(r"(?m)^Stackmgr-(Tree|Base):.*\n?", "", body)
+    trailers = dict(re.findall(r"^(Stackmgr-Tree|Stackmgr-Base): *(\S+) *$", rest.decode("utf-8", "replace"), re.M))
+    item.trailer_tree = trailers.get("Stackmgr-Tree")
+    item.trailer_base = trailers.get("Stackmgr-Base")
+    item.body = _mail_safe(body.strip("\n"))
+    return None
+
+
+def _dep3(lines: list[str]) -> tuple[dict[str, str], list[str]]:
+    """DEP-3 fields (continuations joined, ` .` as a blank line) when the header is DEP-3; else free text."""
+    fields: dict[str, str] = {}
+    last = None
+    for line in lines:
+        m = _DEP3_FIELD.match(line)
+        if m and m.group(1).lower() in _DEP3_KEYS:
+            last = m.group(1).lower()
+            fields[last] = m.group(2).strip() if last not in fields else fields[last] + "\n" + m.group(2).strip()
+        elif last and line[:1] in (" ", "\t"):
+            fields[last] += "\n" + ("" if line.strip() == "." else line.strip())
+        elif line.strip():
+            last = None
+    if "description" not in fields and "subject" not in fields:
+        return {}, lines
+    return fields, []
+
+
+def _address(text: str) -> str:
+    from email.utils import parseaddr
+
+    name, mail = parseaddr(text)
+    if not mail or "@" not in mail:
+        return ""
+    return f"{name or mail.split('@')[0]} <{mail}>"
+
+
+def _dep3_date(text: str) -> str:
+    m = re.match(r"(\d{4})-(\d{2})-(\d{2})$", text.strip())
+    if not m:
+        return ""
+    try:
+        stamp = time.mktime((int(m[1]), int(m[2]), int(m[3]), 0, 0, 0, 0, 0, 0)) - time.timezone
+    except (OverflowError, ValueError):
+        return ""
+    return patchfile.rfc2822(int(stamp), "+0000")
+
+
+def _mail_safe(body: str) -> str:
+    """Lines git am would take for the start of the diff are indented by one space."""
+    risky = ("---", "diff -", "Index: ", "From ")
+    return "\n".join(" " + ln if ln.startswith(risky) else ln for ln in body.split("\n"))
+
+
+def _stem(path: str) -> str:
+    base = os.path.basename(path)
+    for suffix in (".patch", ".diff"):
+        if base.endswith(suffix):
+            return _slug(base[: -len(suffix)], keep_case=True)
+    return _slug(base, keep_case=True)
+
+
+def _slug(text: str, keep_case: bool = False) -> str:
+    """A patch name from a subject or file name: what git format-patch does to subjects, within SPEC §2 names."""
+    s = re.sub(r"[^A-Za-z0-9._+-]+", "-", text if keep_case else text.lower()).strip("-.")
+    s = re.sub(r"\.{2,}", ".", s)[:52].rstrip("-.")
+    while s.endswith(".lock"):
+        s = s[:-5].rstrip("-.")
+    return s
+
+
+def _show(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
