@@ -160,7 +160,7 @@ def save(ctx: Ctx, /, name: str, paths: tuple[str, ...], **opts: Any) -> None:
 
 
 from stackmgr.cli_journal import gc_cmd, log_cmd, undo_cmd  # noqa: E402
-from stackmgr.cli_lifecycle import import_cmd  # noqa: E402
+from stackmgr.cli_lifecycle import import_cmd, rebase_cmd  # noqa: E402
 from stackmgr.cli_links import link_cmd, links_cmd, show_cmd, verify_cmd  # noqa: E402
 from stackmgr.cli_report import interdiff_cmd, lint_cmd, report_cmd  # noqa: E402
 from stackmgr.cli_series import export_cmd, series_group  # noqa: E402  (registers the `series` commands)
@@ -169,7 +169,7 @@ from stackmgr.cli_tree_ops import recover_cmd, reset_cmd  # noqa: E402
 
 for _command in (series_group, reset_cmd, recover_cmd, link_cmd, show_cmd, links_cmd, verify_cmd, report_cmd,
                  log_cmd, undo_cmd, gc_cmd, shell_init_cmd, guard_cmd, lint_cmd,
-                 interdiff_cmd, export_cmd, import_cmd):  # fmt: skip
+                 interdiff_cmd, export_cmd, import_cmd, rebase_cmd):  # fmt: skip
     cli.add_command(_command)
 
 

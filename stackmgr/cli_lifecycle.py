@@ -47,3 +47,54 @@ def import_cmd(ctx: click.Context, files: tuple[str, ...], tree: str | None, ser
             output.err(f"stackmgr: refused {r.source}: {r.reason}")
     if report.refused:
         raise SystemExit(1 if report.imported else 3)
+
+
+@click.command("rebase")
+@click.argument("series", required=False)
+@click.option("--onto", metavar="REV", help="The new base commit (a commit of the series' tree).")
+@click.option("-t", "--tree", metavar="TREE", help="Which tree's patches to carry, when the series mixes trees.")
+@click.option("--exec", "exec_cmd", metavar="CMD", help="Run CMD (a shell command) in the worktree after each patch.")
+@click.option("--continue", "go_on", is_flag=True, help="Go on after resolving a conflict in the worktree.")
+@click.option("--abort", is_flag=True, help="Give up: remove the worktree; nothing was changed.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
+@click.pass_context
+def rebase_cmd(ctx: click.Context, series: str | None, onto: str | None, tree: str | None, exec_cmd: str | None,
+               go_on: bool, abort: bool, as_json: bool) -> None:  # fmt: skip
+    """Carry a series to a new upstream base in a scratch worktree, classifying every patch: unchanged, context
+    drift, merged (3-way), conflict resolved, already upstream. Your working tree is not touched; the patches
+    and the series are rewritten only once all of them are carried (`stackmgr undo` reverts that)."""
+    from stackmgr import rebase
+    from stackmgr.errors import UsageProblem
+
+    store_dir, global_json = store_and_json(ctx)
+    store = open_store(store_dir)
+    if sum((onto is not None, go_on, abort)) != 1:
+        raise UsageProblem("give --onto REV, --continue or --abort", "e.g. `stackmgr rebase S --onto origin/main`")
+    if onto is not None and series is None:
+        raise UsageProblem("which series?", "`stackmgr rebase SERIES --onto REV`")
+    if abort:
+        output.out(f"rebase of series {rebase.abort(store, series)} aborted; nothing was changed")
+        return
+    with output.activity("rebasing"):
+        result = rebase.resume(store, series) if go_on else rebase.start(store, str(series), str(onto), tree, exec_cmd)
+    if as_json or global_json:
+        output.emit_json(result.to_json())
+    else:
+        for step in result.state["steps"]:
+            if step["outcome"]:
+                output.out(f"{step['outcome']:<18} {step['name']}")
+        s = result.state
+        if result.done:
+            upstream = [st["name"] for st in s["steps"] if st["outcome"] == "already upstream"]
+            output.out(f"series {s['series']} now applies to {s['onto'][:12]} (tree {s['tree']})")
+            if upstream:
+                output.out(f"already upstream, commented out in series/{s['series']}: {', '.join(upstream)} "
+                           "(delete those lines, or keep them as a record)")  # fmt: skip
+            from stackmgr.applied import load_applied
+
+            applied = load_applied(store).get(s["tree"])
+            if applied is not None and applied.series == s["series"]:
+                output.out(f"tree {s['tree']} still holds the old series; `stackmgr apply {s['series']}` moves it")
+    if not result.done:
+        output.err(f"stackmgr: {result.stop}")
+        raise SystemExit(3)

@@ -273,7 +273,7 @@ def _write_verified(
     try:
         _verify_round_trip(snap, tmp, expected)
         if existing is not None:
-            _keep_previous(store, os.path.basename(target), existing)
+            keep_previous(store, os.path.basename(target), existing)
         publish(tmp, target)
     finally:
         discard(tmp)
@@ -294,7 +294,7 @@ def _verify_round_trip(snap: Snapshot, patch_path: str, expected: list[Change]) 
         )
 
 
-def _keep_previous(store: Store, filename: str, existing: bytes) -> None:
+def keep_previous(store: Store, filename: str, existing: bytes) -> None:
     """--update keeps the replaced version under patches/.versions/ for interdiff."""
     digest = sha256_hex(existing)[:12]
     directory = os.path.join(store.patches_dir, ".versions", filename[: -len(".patch")])

@@ -191,6 +191,11 @@ class SeriesFile:
         assert line.entry is not None
         return line.entry
 
+    def comment_out(self, patch: str, why: str) -> None:
+        """Keep the entry's line, as a comment saying why (`# fix.patch  (already upstream in 4b1e…)`)."""
+        line = self.lines[self._find(patch)]
+        line.text, line.entry = f"# {line.text}  ({why})", None
+
     def move(self, patch: str, position: int) -> None:
         """Move the entry to number `position` (0-based, clamped), keeping its line as written."""
         index = self._find(patch)

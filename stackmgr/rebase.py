@@ -1,0 +1,369 @@
+"""`stackmgr rebase SERIES --onto REV [-t TREE] [--exec CMD]` and `rebase [SERIES] --continue | --abort`:
+carry one tree's patches of a series to a new upstream base (issue 6, item 3).
+
+The patches are applied, in order, in a scratch worktree of the tree (under `.git/stackmgr/rebase/`; the user's
+working tree, index and HEAD are never touched), each committed there, and classified:
+
+- **unchanged**: applies strictly and the diff comes out byte for byte the same (only `Stackmgr-Base` changes);
+- **context drift**: the diff is rewritten (moved lines, new blob ids) but `git patch-id --stable` is equal, so
+  its links stay "equivalent";
+- **merged (3-way)**: strict apply failed, a 3-way merge with the patch's full blob ids succeeded, and the
+  change now reads differently (its context changed);
+- **conflict resolved**: the merge conflicted and the user resolved it in the worktree (`--continue`);
+- **already upstream**: the new base already has the change (the reverse applies, or the merge is empty); the
+  patch file is kept and its series line commented out, so the series still applies.
+
+A conflict (or a failing `--exec` command) stops with the state in `.stackmgr/rebase/SERIES.json`; nothing in
+the store changes until every patch is carried, and then all the patches and the series are rewritten in one
+journaled operation (`stackmgr undo` reverts it; the replaced versions are kept for `interdiff NAME@prev`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from stackmgr import git, patchfile
+from stackmgr.apply import plan_series
+from stackmgr.config import Store
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.fsutil import atomic_write, read_or_none, sha256_hex
+from stackmgr.journal import operation
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    State = dict[str, Any]  # the JSON of .stackmgr/rebase/SERIES.json
+
+OUTCOMES = ("unchanged", "context drift", "merged (3-way)", "conflict resolved", "changed by hand", "already upstream")
+_BOT = {"GIT_COMMITTER_NAME": "stackmgr", "GIT_COMMITTER_EMAIL": "stackmgr@localhost"}
+
+
+class Outcome:
+    def __init__(self, state: State, done: bool, stop: str = "") -> None:
+        self.state = state
+        self.done = done
+        self.stop = stop  # why it stopped: the one line to show
+
+    def to_json(self) -> State:
+        s = self.state
+        return {"schema": 1, "series": s["series"], "tree": s["tree"], "onto": s["onto"], "done": self.done,
+                "stopped": self.stop or None, "worktree": None if self.done else s["worktree"],
+                "patches": [{"name": st["name"], "outcome": st["outcome"]} for st in s["steps"]]}  # fmt: skip
+
+
+def state_path(store: Store, series: str) -> str:
+    return os.path.join(store.state_dir, "rebase", series + ".json")
+
+
+def in_progress(store: Store) -> list[str]:
+    directory = os.path.join(store.state_dir, "rebase")
+    try:
+        return sorted(n[:-5] for n in os.listdir(directory) if n.endswith(".json"))
+    except FileNotFoundError:
+        return []
+
+
+def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str | None) -> Outcome:
+    if os.path.exists(state_path(store, series)):
+        raise UsageProblem(f"a rebase of series {series} is in progress",
+                           f"`stackmgr rebase {series} --continue` or `--abort`")  # fmt: skip
+    from stackmgr.series import SeriesFile
+
+    guarded = [e.name for e in SeriesFile.load(store, series).entries if e.guards]
+    if guarded:
+        raise UsageProblem(f"series {series} has guarded patches ({guarded[0]}…)",
+                           "rebase does not carry MQ guards yet; rebase a series without them")  # fmt: skip
+    plans = plan_series(store, series, tree, ())
+    if len(plans) > 1:
+        raise UsageProblem(f"series {series} has patches for several trees ({', '.join(p.tree for p in plans)})",
+                           "rebase one tree's patches at a time with -t TREE")  # fmt: skip
+    plan = plans[0]
+    repo = git.open_repo(store.tree(plan.tree).path)
+    if not git.has_commit(repo.top, plan.base):
+        raise StackmgrError(f"the base {plan.base[:12]} of series {series} is not a commit of tree {plan.tree}",
+                            "fetch it first: 3-way merges need the patches' original blobs")  # fmt: skip
+    try:
+        new_base = git.resolve_commit(repo.top, onto)
+    except StackmgrError:
+        raise UsageProblem(f"{onto} is not a commit of tree {plan.tree}", "fetch it, or name another") from None
+    worktree = os.path.join(repo.stackmgr_dir, "rebase", series)
+    _remove_worktree(repo.top, worktree)
+    os.makedirs(os.path.dirname(worktree), exist_ok=True)
+    git.run(repo.top, ["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--force", worktree,
+                       new_base])  # fmt: skip
+    state = {
+        "series": series, "tree": plan.tree, "top": repo.top, "onto": new_base, "old_base": plan.base,
+        "worktree": worktree, "exec": exec_cmd, "position": 0, "stopped": None,
+        "series_sha256": sha256_hex(read_or_none(os.path.join(store.series_dir, series)) or b""),
+        "steps": [{"name": p.name, "file": os.path.basename(p.path), "sha256": sha256_hex(p.data),
+                   "outcome": None, "commit": None} for p in plan.patches],
+    }  # fmt: skip
+    _save_state(store, state)
+    return _run(store, state)
+
+
+def resume(store: Store, series: str | None) -> Outcome:
+    state = _load_state(store, series)
+    wt = state["worktree"]
+    if not os.path.isdir(wt):
+        raise StackmgrError(f"the rebase worktree {wt} is gone", f"`stackmgr rebase {state['series']} --abort`")
+    step = state["steps"][state["position"]]
+    parent = _head(wt)
+    git.run(wt, ["add", "-u"])  # tracked files as the user left them; new files count once `git add`ed (like git)
+    tree = git.run(wt, ["write-tree"]).decode().strip()
+    if state["stopped"] == "exec":  # the patch was carried; the command failed; take what the user changed
+        if tree != git.tree_of(wt, parent):
+            below = step["parent"]
+            if tree == git.tree_of(wt, below):
+                step["outcome"], step["commit"] = "already upstream", below
+                git.run(wt, ["update-ref", "--no-deref", "HEAD", below])
+                git.run(wt, ["read-tree", "--reset", "-u", below])
+            else:
+                _commit(wt, tree, below, step["name"])
+                step["commit"] = _head(wt)
+                step["outcome"] = _classify(store, state, step, below, step["commit"], "changed by hand")
+        state["position"] += 1
+    else:
+        markers = _conflict_markers(wt, parent)
+        if markers:
+            raise StackmgrError(f"{markers} still has conflict markers", f"resolve it in {wt}, then --continue")
+        if tree == git.tree_of(wt, parent):
+            step["outcome"] = "already upstream"
+        else:
+            _commit(wt, tree, parent, step["name"])
+            step["outcome"] = _classify(store, state, step, parent, _head(wt), "conflict resolved")
+        step["parent"], step["commit"] = parent, _head(wt)
+        stop = _exec(state, step)
+        state["position"] += 1
+        if stop:
+            state["position"] -= 1
+            state["stopped"] = "exec"
+            _save_state(store, state)
+            return Outcome(state, False, stop)
+    state["stopped"] = None
+    _save_state(store, state)
+    return _run(store, state)
+
+
+def abort(store: Store, series: str | None) -> str:
+    state = _load_state(store, series)
+    _remove_worktree(state["top"], state["worktree"])
+    os.unlink(state_path(store, state["series"]))
+    return str(state["series"])
+
+
+def _run(store: Store, state: State) -> Outcome:
+    wt = state["worktree"]
+    steps = state["steps"]
+    while state["position"] < len(steps):
+        step = steps[state["position"]]
+        path = os.path.join(store.patches_dir, step["file"])
+        parent = step["parent"] = _head(wt)
+        how = _carry(wt, path)
+        if how in ("conflict", "no merge"):
+            state["stopped"] = how
+            _save_state(store, state)
+            return Outcome(state, False, _stop_line(state, step, how))
+        if how == "already upstream":
+            step["outcome"], step["commit"] = how, parent
+        else:
+            tree = git.run(wt, ["write-tree"]).decode().strip()
+            if tree == git.tree_of(wt, parent):
+                step["outcome"], step["commit"] = "already upstream", parent
+            else:
+                _commit(wt, tree, parent, step["name"])
+                step["commit"] = _head(wt)
+                step["outcome"] = _classify(store, state, step, parent, step["commit"], how)
+        stop = _exec(state, step)
+        if stop:
+            state["stopped"] = "exec"
+            _save_state(store, state)
+            return Outcome(state, False, stop)
+        state["position"] += 1
+        _save_state(store, state)
+    _finish(store, state)
+    return Outcome(state, True)
+
+
+def _carry(wt: str, patch: str) -> str:
+    """Apply one patch in the worktree: strictly, else 3-way; "strict", "3-way", "already upstream", "conflict"
+    or "no merge" (the merge could not even start: the patch's original blobs are missing)."""
+    if git.run_rc(wt, ["apply", "--index", "--whitespace=nowarn", "-p1", patch])[0] == 0:
+        return "strict"
+    if git.run_rc(wt, ["apply", "--index", "--check", "-R", "-p1", patch])[0] == 0:
+        return "already upstream"
+    rc, _, _ = git.run_rc(wt, ["apply", "--index", "--3way", "--whitespace=nowarn", "-p1", patch])
+    if rc == 0:
+        return "3-way"
+    return "conflict" if git.run(wt, ["ls-files", "-u"]).strip() else "no merge"
+
+
+def _classify(store: Store, state: State, step: State, parent: str, commit: str, how: str) -> str:
+    with open(os.path.join(store.patches_dir, step["file"]), "rb") as f:
+        old = f.read()
+    new = _stat_and_diff(state["worktree"], parent, commit)
+    if how == "strict" and old.endswith(new):
+        return "unchanged"
+    if git.patch_id(state["worktree"], patchfile.diff_part(old)) == git.patch_id(state["worktree"], new):
+        return "context drift"
+    return "merged (3-way)" if how in ("strict", "3-way") else how
+
+
+def _exec(state: State, step: State) -> str:
+    """Run --exec in the worktree after a patch; the stop line when it fails."""
+    if not state["exec"]:
+        return ""
+    import subprocess
+
+    rc = subprocess.run(state["exec"], shell=True, cwd=state["worktree"], check=False).returncode
+    if rc == 0:
+        return ""
+    return (f"`{state['exec']}` failed (exit {rc}) after {step['name']}; fix it in {state['worktree']} and "
+            f"`stackmgr rebase {state['series']} --continue` (edits there join that patch), or --abort")  # fmt: skip
+
+
+def _stop_line(state: State, step: State, how: str) -> str:
+    n, total = state["position"] + 1, len(state["steps"])
+    if how == "no merge":
+        return (f"{step['name']} ({n} of {total}) does not apply to {state['onto'][:12]} and cannot be merged (its "
+                f"original blobs are missing); apply it by hand in {state['worktree']}, then "
+                f"`stackmgr rebase {state['series']} --continue`, or --abort")  # fmt: skip
+    files = git.run(state["worktree"], ["diff", "--name-only", "--diff-filter=U"]).decode().split()
+    shown = ", ".join(files[:3]) + (" …" if len(files) > 3 else "")
+    return (f"{step['name']} ({n} of {total}) conflicts in {shown}; resolve in {state['worktree']}, then "
+            f"`stackmgr rebase {state['series']} --continue`, or --abort")  # fmt: skip
+
+
+def _finish(store: Store, state: State) -> None:
+    """Every patch was carried: verify the rewritten series, then write the patches and the series at once."""
+    from stackmgr.save import keep_previous
+    from stackmgr.scratch import tree_from_patches
+    from stackmgr.series import SeriesFile
+
+    wt, onto = state["worktree"], state["onto"]
+    rewritten: dict[str, bytes] = {}
+    parent = onto
+    for step in state["steps"]:
+        if step["outcome"] == "already upstream":
+            continue
+        path = os.path.join(store.patches_dir, step["file"])
+        with open(path, "rb") as f:
+            old = f.read()
+        new_diff = _stat_and_diff(wt, parent, step["commit"])
+        rewritten[step["file"]] = _rebased_bytes(old, state["old_base"], onto, new_diff)
+        parent = step["commit"]
+    repo = git.open_repo(state["top"])
+    tmp_dir = os.path.join(os.path.dirname(wt), state["series"] + ".check")
+    os.makedirs(tmp_dir, exist_ok=True)
+    try:
+        files = []
+        for name, data in rewritten.items():
+            files.append(os.path.join(tmp_dir, name))
+            with open(files[-1], "wb") as f:
+                f.write(data)
+        result, failure = tree_from_patches(repo, onto, files)
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    if result != git.tree_of(wt, parent):
+        raise StackmgrError(f"the rewritten series does not rebuild the worktree's result ({failure or 'other tree'})",
+                            "nothing was written; please report this")  # fmt: skip
+    with operation(store, f"rebase {state['series']} --onto {onto[:12]}"):
+        _refuse_changed_since(store, state)
+        for name, data in rewritten.items():
+            path = os.path.join(store.patches_dir, name)
+            before = read_or_none(path)
+            if before is not None and before != data:
+                keep_previous(store, name, before)
+                atomic_write(path, data)
+        upstream = [s["file"] for s in state["steps"] if s["outcome"] == "already upstream"]
+        if upstream:
+            sf = SeriesFile.load(store, state["series"])
+            for filename in upstream:
+                sf.comment_out(filename, f"already upstream in {onto[:12]}")
+            sf.write()
+    _remove_worktree(state["top"], wt)
+    os.unlink(state_path(store, state["series"]))
+
+
+def _rebased_bytes(old: bytes, old_base: str, onto: str, stat_and_diff: bytes) -> bytes:
+    """The old header, byte for byte, with the new base; then the new diff."""
+    marker = f"\nStackmgr-Base: {old_base}\n---\n".encode()
+    at = old.find(marker)
+    if at < 0:
+        raise StackmgrError("a patch's header has no `Stackmgr-Base: … ---` line", "save it again, then rebase")
+    return old[:at] + f"\nStackmgr-Base: {onto}\n---\n".encode() + stat_and_diff
+
+
+def _refuse_changed_since(store: Store, state: State) -> None:
+    now = sha256_hex(read_or_none(os.path.join(store.series_dir, state["series"])) or b"")
+    if now != state["series_sha256"]:
+        raise StackmgrError(f"series {state['series']} was edited during the rebase",
+                            f"`stackmgr rebase {state['series']} --abort`, then start again")  # fmt: skip
+    for step in state["steps"]:
+        data = read_or_none(os.path.join(store.patches_dir, step["file"]))
+        if data is None or sha256_hex(data) != step["sha256"]:
+            raise StackmgrError(f"patch {step['name']} changed during the rebase",
+                                f"`stackmgr rebase {state['series']} --abort`, then start again")  # fmt: skip
+
+
+def _stat_and_diff(wt: str, old: str, new: str) -> bytes:
+    return git.run(wt, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *git.DIFF_FLAGS, old, new])
+
+
+def _conflict_markers(wt: str, parent: str) -> str:
+    diff = git.run(wt, ["diff", "--cached", "--no-color", "--no-ext-diff", parent])
+    for marker in (b"\n+<<<<<<< ", b"\n+>>>>>>> ", b"\n+=======\n"):
+        at = diff.find(marker)
+        if at >= 0:
+            start = diff.rfind(b"\ndiff --git ", 0, at)
+            return diff[start + 12 : diff.find(b"\n", start + 1)].decode("utf-8", "replace").split(" b/")[0][2:]
+    return ""
+
+
+def _head(wt: str) -> str:
+    return git.run(wt, ["rev-parse", "HEAD"]).decode().strip()
+
+
+def _commit(wt: str, tree: str, parent: str, name: str) -> None:
+    proc = git.start(wt, ["commit-tree", tree, "-p", parent], stdin=True, extra_env=dict(_BOT, GIT_AUTHOR_NAME=
+                     "stackmgr", GIT_AUTHOR_EMAIL="stackmgr@localhost"))  # fmt: skip
+    commit = git.finish(proc, f"{name}\n".encode())[1].decode().strip()
+    git.run(wt, ["update-ref", "--no-deref", "HEAD", commit])
+    git.run(wt, ["read-tree", commit])
+    git.run_rc(wt, ["update-index", "-q", "--refresh"])  # stat info back, or the next `apply --index` refuses
+
+
+def _remove_worktree(top: str, worktree: str) -> None:
+    if os.path.exists(worktree):
+        git.run_rc(top, ["worktree", "remove", "--force", "--force", worktree])
+        shutil.rmtree(worktree, ignore_errors=True)
+    git.run_rc(top, ["worktree", "prune"])
+
+
+def _save_state(store: Store, state: State) -> None:
+    path = state_path(store, state["series"])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    atomic_write(path, json.dumps(state, indent=1).encode(), durable=False)
+
+
+def _load_state(store: Store, series: str | None) -> State:
+    if series is None:
+        going = in_progress(store)
+        if len(going) != 1:
+            raise UsageProblem("no rebase is in progress" if not going else f"rebases in progress: {', '.join(going)}",
+                               "start one with `stackmgr rebase SERIES --onto REV`" if not going
+                               else "name the series: `stackmgr rebase SERIES --continue`")  # fmt: skip
+        series = going[0]
+    raw = read_or_none(state_path(store, series))
+    if raw is None:
+        raise UsageProblem(f"no rebase of series {series} is in progress", f"`stackmgr rebase {series} --onto REV`")
+    try:
+        state = json.loads(raw)
+    except ValueError:
+        raise StackmgrError(f"the rebase state of {series} is damaged", f"delete {state_path(store, series)}") from None
+    if not isinstance(state, dict):
+        raise StackmgrError(f"the rebase state of {series} is damaged", f"delete {state_path(store, series)}")
+    return state
