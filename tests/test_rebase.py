@@ -69,8 +69,9 @@ EXPECTED = {f"p{i:02d}": "unchanged" for i in range(N)} | {
 
 def test_twenty_patches_over_upstream_history(stacked: Lab) -> None:
     lab = stacked
-    (lab.store / "probe.log").write_text("tok/s 107.77\n")
-    shifted, nearby = link_id(lab, "p01", str(lab.store / "probe.log")), link_id(lab, "p05", str(lab.store / "probe.log"))
+    probe = lab.store / "probe.log"
+    probe.write_text("tok/s 107.77\n")
+    shifted, nearby = link_id(lab, "p01", str(probe)), link_id(lab, "p05", str(probe))
     onto = _upstream(lab)
     head, status, before = git_text(lab.tree, "rev-parse", "HEAD"), git(lab.tree, "status"), _fingerprint(lab)
 
