@@ -110,6 +110,11 @@ def resume(store: Store, series: str | None) -> Outcome:
     wt = state["worktree"]
     if not os.path.isdir(wt):
         raise StackmgrError(f"the rebase worktree {wt} is gone", f"`stackmgr rebase {state['series']} --abort`")
+    if state["stopped"] is None:  # stackmgr itself was stopped mid-patch (killed): start that patch again
+        pos = state["position"]
+        below = state["steps"][pos - 1]["commit"] if pos else state["onto"]
+        git.run(wt, ["reset", "-q", "--hard", below])  # the scratch worktree only, never the user's tree
+        return _run(store, state)
     step = state["steps"][state["position"]]
     parent = _head(wt)
     git.run(wt, ["add", "-u"])  # tracked files as the user left them; new files count once `git add`ed (like git)
@@ -239,9 +244,7 @@ def _stop_line(state: State, step: State, how: str) -> str:
 
 def _finish(store: Store, state: State) -> None:
     """Every patch was carried: verify the rewritten series, then write the patches and the series at once."""
-    from stackmgr.save import keep_previous
     from stackmgr.scratch import tree_from_patches
-    from stackmgr.series import SeriesFile
 
     wt, onto = state["worktree"], state["onto"]
     rewritten: dict[str, bytes] = {}
@@ -270,28 +273,41 @@ def _finish(store: Store, state: State) -> None:
     if result != git.tree_of(wt, parent):
         raise StackmgrError(f"the rewritten series does not rebuild the worktree's result ({failure or 'other tree'})",
                             "nothing was written; please report this")  # fmt: skip
+    written = all(read_or_none(os.path.join(store.patches_dir, n)) == d for n, d in rewritten.items())
     with operation(store, f"rebase {state['series']} --onto {onto[:12]}"):
-        _refuse_changed_since(store, state)
-        for name, data in rewritten.items():
-            path = os.path.join(store.patches_dir, name)
-            before = read_or_none(path)
-            if before is not None and before != data:
-                keep_previous(store, name, before)
-                atomic_write(path, data)
-        upstream = [s["file"] for s in state["steps"] if s["outcome"] == "already upstream"]
-        if upstream:
-            sf = SeriesFile.load(store, state["series"])
-            for filename in upstream:
-                sf.comment_out(filename, f"already upstream in {onto[:12]}")
-            sf.write()
+        if not (written and rewritten):  # else a run killed after its write: only the clean-up is left
+            _write_rewritten(store, state, rewritten)
     _remove_worktree(state["top"], wt)
     os.unlink(state_path(store, state["series"]))
+
+
+def _write_rewritten(store: Store, state: State, rewritten: dict[str, bytes]) -> None:
+    """Patch files first (each replaced version kept for interdiff), the series last."""
+    from stackmgr.save import keep_previous
+    from stackmgr.series import SeriesFile
+
+    _refuse_changed_since(store, state)
+    for name, data in rewritten.items():
+        path = os.path.join(store.patches_dir, name)
+        before = read_or_none(path)
+        if before is not None and before != data:
+            keep_previous(store, name, before)
+            atomic_write(path, data)
+    upstream = [s["file"] for s in state["steps"] if s["outcome"] == "already upstream"]
+    if upstream:
+        sf = SeriesFile.load(store, state["series"])
+        for filename in upstream:
+            sf.comment_out(filename, f"already upstream in {state['onto'][:12]}")
+        sf.write()
 
 
 def _rebased_bytes(old: bytes, old_base: str, onto: str, stat_and_diff: bytes) -> bytes:
     """The old header, byte for byte, with the new base; then the new diff."""
     marker = f"\nStackmgr-Base: {old_base}\n---\n".encode()
     at = old.find(marker)
+    if at < 0:  # already rewritten by a run that was killed before it could clean up
+        marker = f"\nStackmgr-Base: {onto}\n---\n".encode()
+        at = old.find(marker)
     if at < 0:
         raise StackmgrError("a patch's header has no `Stackmgr-Base: … ---` line", "save it again, then rebase")
     return old[:at] + f"\nStackmgr-Base: {onto}\n---\n".encode() + stat_and_diff

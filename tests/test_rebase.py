@@ -5,6 +5,9 @@ classification must be exactly right, the user's tree untouched, and the result 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,12 @@ def _edit(path: Path, old: str, new: str) -> None:
 def _fingerprint(lab: Lab) -> dict[str, bytes]:
     return {str(p.relative_to(lab.store)): p.read_bytes() for d in ("patches", "series")
             for p in sorted((lab.store / d).rglob("*")) if p.is_file()}  # fmt: skip
+
+
+def stackmgr(store: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process of its own, so that it can be killed."""
+    return subprocess.run([sys.executable, "-m", "stackmgr", "--store", str(store), *args], capture_output=True,
+                          text=True, env={**os.environ, **env})  # fmt: skip
 
 
 @pytest.fixture
@@ -172,3 +181,23 @@ def test_refusals(stacked: Lab, tmp_path: Path) -> None:
     assert lab.sm("rebase", "S", "--onto", "HEAD", "--abort").code == 2
     missing = lab.sm("rebase", "nope", "--onto", "HEAD")
     assert missing.code in (2, 3) and "nope" in missing.err
+
+
+def test_a_killed_rebase_goes_on_where_it_stopped(stacked: Lab, tmp_path: Path) -> None:
+    """SIGKILL in the middle (after p03 was carried, before that was recorded), then during the final write:
+    `--continue` each time, and the result is the one an uninterrupted run gives."""
+    lab = stacked
+    _edit(lab.tree / "f01.txt", "line 1\n", "new first line\nline 1\n")
+    git(lab.tree, "commit", "-q", "-am", "upstream")
+    flag = tmp_path / "killed-once"
+    kill = f"if grep -q 'patched by p03' f03.txt && test ! -e {flag}; then touch {flag}; kill -9 $PPID; fi"
+    assert stackmgr(lab.store, "rebase", "S", "--onto", "HEAD", "--exec", kill).returncode == -9
+    crashed = stackmgr(lab.store, "rebase", "--continue", STACKMGR_CRASH_AT="rebase:3")
+    assert crashed.returncode == -9
+    done = stackmgr(lab.store, "rebase", "--continue", "--json")
+    assert done.returncode == 0, done.stderr
+    outcomes = [p["outcome"] for p in json.loads(done.stdout)["patches"]]
+    assert outcomes == ["unchanged", "context drift"] + ["unchanged"] * (N - 2)
+    assert lab.sm("apply", "S").code == 0
+    assert (lab.tree / "f03.txt").read_text().count("patched by p03") == 1
+    assert git_text(lab.tree, "worktree", "list").count("\n") == 0
