@@ -125,22 +125,16 @@ def _import_stack(
     if isinstance(trees, Refused):
         report.refused.extend(Refused(i.source, trees.reason) for i in items)
         return
-    if len(trees) > 1:
-        raise UsageProblem(f"this store has {len(trees)} trees", "pass -t TREE to say which one the series is for")
-    tree = trees[0]
     sf = SeriesFile.load_or_new(store, series)
+    tree = _stack_tree(store, sf, items, trees, base)
     below = _series_patches(store, sf, tree)
     with _Workspace(store, tree) as ws:
         if below:
             if base is not None:
                 raise UsageProblem(f"--base does not combine with series {series}, which has patches for tree {tree}",
                                    "drop --base: the series' own base is used")  # fmt: skip
-            start_base = patchfile.parse_header(below[0][1], "series patch").base
-            start, failure = ws.rebuild(start_base, [p for p, _ in below])
-            if start is None:
-                raise StackmgrError(f"series {series} does not rebuild on its base ({failure})",
-                                    "refresh it first (`stackmgr lint` says more)")  # fmt: skip
-            commit, label = start_base, f"series {series}"
+            commit, label = patchfile.parse_header(below[0][1], "series patch").base, f"series {series}"
+            current = _rebuilt(ws, series, commit, [p for p, _ in below])
         else:
             hit = ws.find_base(items, base)
             if hit is None:
@@ -149,19 +143,52 @@ def _import_stack(
                     report.refused.append(Refused(item.source, f"does not apply to tree {tree} at {at}"))
                 return
             commit, label = hit
-            start = git.tree_of(ws.repo.top, commit)
-        current = start
+            current = git.tree_of(ws.repo.top, commit)
         added = []
+        names = [os.path.basename(p) for p, _ in below]
         for item in items:
+            filename = item.name + ".patch"
+            if filename in names:  # already in the series: compared where it stands there (a re-import)
+                place = names.index(filename)
+                ws.add(item, commit, _rebuilt(ws, series, commit, [p for p, _ in below[:place]]), label, report)
+                continue
             result = ws.add(item, commit, current, label, report)
             if result is not None:
                 current = result
-                added.append(item.name + ".patch")
+                added.append(filename)
     if added:
         for filename in added:
-            if filename not in sf.patch_names():
-                sf.append(filename)
+            sf.append(filename)
         sf.write()
+
+
+def _rebuilt(ws: _Workspace, series: str, base: str, patch_files: list[str]) -> str:
+    if not patch_files:
+        return git.tree_of(ws.repo.top, base)
+    tree, failure = ws.rebuild(base, patch_files)
+    if tree is None:
+        raise StackmgrError(f"series {series} does not rebuild on its base ({failure})",
+                            "refresh it first (`stackmgr lint` says more)")  # fmt: skip
+    return tree
+
+
+def _stack_tree(store: Store, sf: object, items: list[Incoming], trees: list[str], base: str | None) -> str:
+    """The one tree a stack is for: the only candidate, the tree the series already has patches of, or the one
+    tree where the stack applies."""
+    if len(trees) == 1:
+        return trees[0]
+    having = [t for t in trees if _series_patches(store, sf, t)]
+    if len(having) == 1:
+        return having[0]
+    fits = []
+    for tree in trees:
+        with _Workspace(store, tree) as ws:
+            if ws.find_base(items, base) is not None:
+                fits.append(tree)
+    if len(fits) != 1:
+        which = f"applies to {', '.join(fits)}" if fits else "applies to none of the trees"
+        raise UsageProblem(f"this stack {which}", "pass -t TREE to say which tree the series is for")
+    return fits[0]
 
 
 def _series_patches(store: Store, sf: object, tree: str) -> list[tuple[str, bytes]]:
@@ -300,13 +327,13 @@ class _Workspace:
         if not stat_and_diff:
             report.refused.append(Refused(item.source, f"changes nothing on {label} (already applied there?)"))
             return None
-        data = self._render(item, base, stat_and_diff)
+        target = inside(self.store.patches_dir, item.name + ".patch")
+        existing = read_or_none(target)
+        data = self._render(item, base, stat_and_diff, existing)
         problem = self._verify(data, start, result)
         if problem:
             report.refused.append(Refused(item.source, problem))
             return None
-        target = inside(self.store.patches_dir, item.name + ".patch")
-        existing = read_or_none(target)
         if existing is not None and existing != data:
             report.refused.append(Refused(item.source, f"patches/{item.name}.patch already exists (pass --name, "
                                                        "or import it under another name)"))  # fmt: skip
@@ -323,13 +350,21 @@ class _Workspace:
         ok, err = tempindex.apply_to_index(self.repo.top, self.index, self.file(item), strip=self.strip(item))
         return ok, (err.splitlines()[0] if err else "does not apply")
 
-    def _render(self, item: Incoming, base: str, stat_and_diff: bytes) -> bytes:
-        """The patch file; an input that already is this very patch (an export) is kept byte for byte."""
+    def _render(self, item: Incoming, base: str, stat_and_diff: bytes, existing: bytes | None) -> bytes:
+        """The patch file; an input that already is this very patch (an export) is kept byte for byte. Where the
+        input names no author or date, a patch of that name already imported keeps its own (a re-import of the
+        same file is then a no-op), else the tree's git identity and the file's time are used."""
         if (item.trailer_tree == self.tree and item.trailer_base == base and item.original.endswith(stat_and_diff)
                 and item.original.startswith(patchfile.FROM_LINE)):  # fmt: skip
             return item.original
         author = item.author
         date = item.date
+        if existing is not None and not (author and date):
+            try:
+                header = patchfile.parse_header(existing, "existing patch")
+                author, date = author or header.author, date or header.date
+            except StackmgrError:
+                pass
         if not author or not date:
             name, email, _, _ = git.author_ident(git.start_author_ident(self.repo.top))
             author = author or f"{name} <{email}>"

@@ -22,6 +22,8 @@ _STAT_FILES = re.compile(rb"\n (\d+) files? changed")
 _DEP3_FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):[ \t]?(.*)$")
 _DEP3_KEYS = {"description", "subject", "author", "from", "origin", "bug", "forwarded", "reviewed-by",
               "acked-by", "last-update", "applied-upstream", "bug-debian", "bug-ubuntu", "signed-off-by"}  # fmt: skip
+_SECTION_BODY = re.compile(rb"^(?:@@ |GIT binary patch|Binary files |old mode |new file mode |deleted file mode "
+                           rb"|rename from |copy from |similarity index )", re.M)  # fmt: skip
 MAX_BYTES = 1 << 30
 
 
@@ -195,6 +197,11 @@ def _check_diff(diff: bytes) -> str | None:
             new = int(m.group(2)) if m.group(2) is not None else 1
     if old > 0 or new > 0:
         return "truncated (its last hunk ends early)"
+    for section in re.split(rb"\n(?=diff --git )", diff):
+        if section.startswith(b"diff --git ") and not _SECTION_BODY.search(section):
+            end = section.find(b"\n")
+            name = _git_header_names(section[11 : end if end >= 0 else len(section)])[-1]
+            return f"truncated (the diff of {_show(name)} stops after its header)"
     if (
         not hunks
         and b"GIT binary patch" not in diff
