@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 PINNED = (
     "-c", "core.quotePath=true", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
     "-c", "color.ui=never", "-c", "color.diff=never", "-c", "core.pager=cat",
-    "-c", "apply.whitespace=nowarn", "-c", "diff.suppressBlankEmpty=false", "-c", "diff.indentHeuristic=true",
+    "-c", "apply.whitespace=nowarn", "-c", "apply.ignoreWhitespace=no",
+    "-c", "diff.suppressBlankEmpty=false", "-c", "diff.indentHeuristic=true",
     "-c", "diff.renames=false", "-c", "diff.relative=false", "-c", "core.safecrlf=false",
     "-c", "diff.statGraphWidth=50", "-c", "diff.statNameWidth=60",
     "-c", "core.protectHFS=true", "-c", "core.protectNTFS=true",  # `.g\u200cit`, `git~1`: never a way into .git

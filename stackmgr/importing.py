@@ -83,11 +83,12 @@ def _named(items: list[Incoming | Refused], name: str | None, report: ImportRepo
             item.name = patch_name(name)
         if not valid_name(item.name):
             report.refused.append(Refused(item.source, f"'{item.name}' is not a usable patch name (pass --name)"))
-        elif item.name in seen:
-            report.refused.append(Refused(item.source, f"a second patch named {item.name} in this import"))
-        else:
-            seen.add(item.name)
-            good.append(item)
+            continue
+        stem, n = item.name, 2
+        while item.name in seen:  # two "wip" commits in one mbox: wip, wip-2
+            item.name, n = f"{stem[:190]}-{n}", n + 1
+        seen.add(item.name)
+        good.append(item)
     return good
 
 
@@ -98,10 +99,16 @@ def _import_alone(store: Store, item: Incoming, wanted: str | None, base: str | 
         return
     found = []
     for tree in trees:
-        with _Workspace(store, tree) as ws:
-            hit = ws.find_base([item], base)
-            if hit is not None:
-                found.append((tree, hit))
+        try:
+            with _Workspace(store, tree) as ws:
+                hit = ws.find_base([item], base)
+        except StackmgrError as exc:  # no commits, gone, REV unknown there: only an answer if it was the one tree
+            if len(trees) == 1:
+                report.refused.append(Refused(item.source, exc.message))
+                return
+            continue
+        if hit is not None:
+            found.append((tree, hit))
     if not found:
         where = f"tree {trees[0]}" if len(trees) == 1 else f"any of the trees ({', '.join(trees)})"
         at = f"commit {base}" if base else f"HEAD or the {SEARCH_DEPTH} commits before it"
@@ -146,7 +153,12 @@ def _import_stack(
             current = git.tree_of(ws.repo.top, commit)
         added = []
         names = [os.path.basename(p) for p, _ in below]
-        for item in items:
+        refused_before = len(report.refused)
+        for n, item in enumerate(items):
+            if len(report.refused) > refused_before:  # like git am: nothing goes on top of a refused patch
+                report.refused.extend(Refused(i.source, "not imported: an earlier patch of the stack was refused")
+                                      for i in items[n:])  # fmt: skip
+                break
             filename = item.name + ".patch"
             if filename in names:  # already in the series: compared where it stands there (a re-import)
                 place = names.index(filename)
@@ -182,9 +194,12 @@ def _stack_tree(store: Store, sf: object, items: list[Incoming], trees: list[str
         return having[0]
     fits = []
     for tree in trees:
-        with _Workspace(store, tree) as ws:
-            if ws.find_base(items, base) is not None:
-                fits.append(tree)
+        try:
+            with _Workspace(store, tree) as ws:
+                if ws.find_base(items, base) is not None:
+                    fits.append(tree)
+        except StackmgrError:
+            continue
     if len(fits) != 1:
         which = f"applies to {', '.join(fits)}" if fits else "applies to none of the trees"
         raise UsageProblem(f"this stack {which}", "pass -t TREE to say which tree the series is for")
@@ -253,9 +268,16 @@ class _Workspace:
         if item.strip < 0:
             item.strip = 1
             names = {p: [b"/".join(n.split(b"/")[p:]) for n in item.paths_raw()] for p in (0, 1)}
+            dirs = {p: [n.rsplit(b"/", 1)[0] for n in names[p] if b"/" in n] for p in (0, 1)}
+            asked = [*names[0], *names[1], *dirs[0], *dirs[1]]
             listed = set(git.zsplit(git.run(self.repo.top, ["ls-tree", "-r", "-z", "--name-only", "HEAD", "--",
-                                                           *git.pathspec([*names[0], *names[1]])])))  # fmt: skip
-            if sum(n in listed for n in names[0]) > sum(n in listed for n in names[1]):
+                                                           *git.pathspec(asked)])))  # fmt: skip
+            held = {d for p in (0, 1) for d in dirs[p] if any(f.startswith(d + b"/") for f in listed)}
+
+            def score(p: int) -> tuple[int, int]:  # files that exist, then directories new files would go into
+                return sum(n in listed for n in names[p]), sum(d in held for d in dirs[p])
+
+            if score(0) > score(1):
                 item.strip = 0
         return item.strip
 

@@ -13,6 +13,7 @@ import re
 import time
 
 from stackmgr import patchfile
+from stackmgr.errors import StackmgrError
 
 # A message separator of an mbox: git format-patch's magic line, or a classic `From sender date` line.
 _MBOX_FROM = re.compile(rb"^From (?:[0-9a-f]{40} Mon Sep 17 00:00:00 2001|\S+ +\w{3} \w{3} [ \d]\d .*)$", re.M)
@@ -73,8 +74,10 @@ def read_inputs(paths: list[str]) -> tuple[list[Incoming | Refused], QuiltDir | 
     quilt = None
     for path in paths:
         if os.path.isdir(path):
-            quilt = QuiltDir(path, read_quilt_dir(path))
-            items.extend(quilt.items)
+            found = QuiltDir(path, read_quilt_dir(path))
+            items.extend(found.items)
+            if os.path.isfile(os.path.join(path, "series")):
+                quilt = found
         else:
             items.extend(read_file(path))
     return items, quilt
@@ -136,7 +139,17 @@ def read_file(path: str, strip: int | None = None) -> list[Incoming | Refused]:
 
 
 def read_patch(source: str, data: bytes, name: str | None, strip: int | None) -> Incoming | Refused:
-    """One patch: its description and diff, checked for what git apply would take wrongly or not at all."""
+    """One patch: its description and diff, checked for what git apply would take wrongly or not at all. Whatever
+    goes wrong reading one file is that file's refusal, never the end of the import."""
+    try:
+        return _read_patch(source, data, name, strip)
+    except StackmgrError as exc:
+        return Refused(source, exc.message)
+    except (ValueError, LookupError, UnicodeError) as exc:
+        return Refused(source, f"unreadable header ({exc})")
+
+
+def _read_patch(source: str, data: bytes, name: str | None, strip: int | None) -> Incoming | Refused:
     if b"\0" in data[:8192] and b"GIT binary patch" not in data:
         return Refused(source, "not a patch (a binary file)")
     at = _diff_start(data)
@@ -147,11 +160,16 @@ def read_patch(source: str, data: bytes, name: str | None, strip: int | None) ->
     if problem:
         return Refused(source, problem)
     git_style = diff.startswith(b"diff --git ") or b"\ndiff --git " in diff
-    item = Incoming(source, name or "", diff, 1 if git_style or strip is None else strip)
+    item = Incoming(source, name or "", diff, -1)  # -1: guessed against the tree
     item.original = data
-    if git_style and strip not in (None, 1):
-        return Refused(source, f"a git diff listed with -p{strip} (git diffs are -p1)")
-    item.strip = 1 if git_style else (strip if strip is not None else -1)  # -1: guessed against the tree
+    if git_style:
+        first = _git_header_names(diff[diff.find(b"diff --git ") + 11 :].split(b"\n", 1)[0])
+        prefixed = len(first) == 2 and first[0].startswith(b"a/") and first[1].startswith(b"b/")
+        item.strip = 1 if prefixed else 0  # `diff.noprefix`: `diff --git src/x.py src/x.py`
+        if strip is not None and strip != item.strip:
+            return Refused(source, f"listed with -p{strip}, but its git diff headers need -p{item.strip}")
+    elif strip is not None:
+        item.strip = strip
     problem = _describe(item, head)
     if problem:
         return Refused(source, problem)
@@ -261,7 +279,12 @@ def _git_header_names(rest: bytes) -> list[bytes]:
         second = patchfile.unquote_c(tail)[0] if tail.startswith(b'"') else tail
         return [first, second]
     half = rest.find(b" b/")
-    return [rest[:half], rest[half + 1 :]] if half > 0 else [rest]
+    if half > 0 and rest.startswith(b"a/"):
+        return [rest[:half], rest[half + 1 :]]
+    middle = len(rest) // 2  # without prefixes: the same name twice (git's own guess for such headers)
+    if len(rest) % 2 and rest[middle : middle + 1] == b" " and rest[:middle] == rest[middle + 1 :]:
+        return [rest[:middle], rest[middle + 1 :]]
+    return [rest]
 
 
 def _file_name(text: bytes) -> bytes:
@@ -277,8 +300,10 @@ def _describe(item: Incoming, head: bytes) -> str | None:
     lines = text.split("\n")
     if lines and lines[0].startswith("From ") and re.match(r"From \S+", lines[0]):
         lines = lines[1:]
-    if lines and re.match(r"(From|Subject|Date): ", lines[0]) and re.search(r"(?m)^Subject: ", text):
+    if _is_mail_header(lines):
         return _describe_mail(item, head)
+    cut = next((n for n, ln in enumerate(lines) if re.fullmatch(r"---[ \t]*", ln)), None)
+    lines = lines[:cut]  # below a `---` line: a diffstat (quilt refresh --diffstat), as git am reads it
     fields, free = _dep3(lines)
     desc = fields.get("description") or fields.get("subject") or ""
     subject_lines = desc.split("\n") if desc else [ln for ln in free if ln.strip()][:1]
@@ -298,9 +323,23 @@ def _describe(item: Incoming, head: bytes) -> str | None:
     return None
 
 
+def _is_mail_header(lines: list[str]) -> bool:
+    """A first paragraph of RFC 822 header lines (as git format-patch or a mail client saves them) with a
+    Subject; a DEP-3 header has Description instead, or is not first."""
+    block = []
+    for line in lines:
+        if not line.strip():
+            break
+        block.append(line)
+    fields = [ln for ln in block if not ln[:1].isspace()]
+    return (bool(fields) and all(re.match(r"[A-Za-z][A-Za-z0-9-]*: ?", ln) for ln in fields)
+            and any(ln.lower().startswith("subject:") for ln in fields))  # fmt: skip
+
+
 def _describe_mail(item: Incoming, head: bytes) -> str | None:
     import email
     import email.policy
+    from email.utils import parsedate_to_datetime
 
     raw = head[head.find(b"\n") + 1 :] if head.startswith(b"From ") else head
     headers, _, rest = raw.replace(b"\r\n", b"\n").partition(b"\n\n")
@@ -308,11 +347,29 @@ def _describe_mail(item: Incoming, head: bytes) -> str | None:
     cte = str(msg.get("content-transfer-encoding", "")).lower()
     if cte in ("base64", "quoted-printable"):
         return f"a {cte} mail body (save the message raw, or apply it with git am first)"
+    charset = msg.get_content_charset() or "utf-8"
+    try:
+        "".encode(charset)
+    except LookupError:
+        charset = "utf-8"
+    if charset != "utf-8" and not headers.isascii():  # raw 8-bit headers in the declared charset
+        msg = email.message_from_string(headers.decode(charset, "replace") + "\n\n", policy=email.policy.default)
     subject = " ".join(str(msg.get("subject", "")).split())
     item.subject = re.sub(r"^(\[[^\]]*\]\s*)+", "", subject)
-    item.author = _address(str(msg.get("from", "")))
-    item.date = str(msg.get("date", "")).strip()
-    body = rest.decode("utf-8", "replace")
+    item.author = _address(" ".join(str(msg.get("from", "")).split()))
+    try:
+        when = parsedate_to_datetime(str(msg.get("date", "")))
+        offset = when.utcoffset()
+        minutes = int(offset.total_seconds() // 60) if offset is not None else 0
+        tz = f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
+        item.date = patchfile.rfc2822(int(when.timestamp()), tz)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        item.date = ""  # unreadable: the date of an earlier import of it, or the file's time
+    body = rest.decode(charset, "replace")
+    if msg.get_content_maintype() == "multipart":  # format-patch --attach/--inline: the message is the first part
+        whole = email.message_from_bytes(raw.replace(b"\r\n", b"\n"), policy=email.policy.default)
+        text = next((p for p in whole.walk() if p.get_content_type() == "text/plain"), None)
+        body = str(text.get_content()) if text is not None else ""
     cut = re.search(r"(?m)^---[ \t]*$", body)  # where git am's mailinfo stops reading the message
     body = body[: cut.start()] if cut else body
     body = re.sub(r"(?m)^Stackmgr-(Tree|Base):.*\n?", "", body)

@@ -16,6 +16,7 @@ from stat import S_ISLNK, S_ISREG
 from stackmgr import git, scratch
 from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.fsutil import read_cache, sha256_hex, write_cache
+from stackmgr.names import valid_name
 from stackmgr.types import GITLINK_MODE
 
 TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     Record = dict[str, Any]
 
 CACHE_VERSION = 4
+VERSIONS = ".versions"  # patches/.versions/NAME/HEX.patch: what `save --update` and `rebase` replaced
 
 
 class _Unverifiable(Exception):
@@ -83,11 +85,18 @@ class PatchIndex:
         self.dirty = False
 
     def refresh(self) -> None:
-        """Bring every patch file's record up to date (stat first, re-read only what changed)."""
+        """Bring every patch file's record up to date (stat first, re-read only what changed). The versions that
+        `save --update` and `rebase` replaced (patches/.versions/NAME/HEX.patch) preserve what they hold too: a
+        tree still holding a series as it was before a rebase is not unpreserved work."""
         try:
             names = {n for n in os.listdir(self.store.patches_dir) if n.endswith(".patch")}
         except FileNotFoundError:
             names = set()
+        kept = os.path.join(self.store.patches_dir, VERSIONS)
+        for patch in os.listdir(kept) if os.path.isdir(kept) else ():
+            versions = os.path.join(kept, patch)
+            if valid_name(patch) and os.path.isdir(versions) and not os.path.islink(versions):
+                names.update(f"{VERSIONS}/{patch}/{v}" for v in os.listdir(versions) if v.endswith(".patch"))
         for gone in set(self.records) - names:
             del self.records[gone]
             self.dirty = True
@@ -101,7 +110,9 @@ class PatchIndex:
         st: os.stat_result | None
         try:
             st = os.lstat(path)
-            if S_ISLNK(st.st_mode):  # a patch is in the store only if its link stays inside patches/
+            if S_ISLNK(st.st_mode) and "/" in filename:  # kept versions are written by stackmgr: never links
+                st = None
+            elif S_ISLNK(st.st_mode):  # a patch is in the store only if its link stays inside patches/
                 real, real_dir = os.path.realpath(path), os.path.realpath(self.store.patches_dir)
                 st = os.stat(path) if os.path.dirname(real) == real_dir else None
         except OSError:
@@ -248,7 +259,7 @@ def _match(idx: PatchIndex, snap: Snapshot) -> Assessment:
             if (mode, blob) == (change.new_mode, change.new_blob) and not gitlink
         ]  # fmt: skip
         if owners:
-            result.preserved[change.path] = sorted(f[: -len(".patch")] for f in owners)
+            result.preserved[change.path] = sorted(shown_name(f) for f in owners)
         else:
             result.unpreserved.append(change)
     return result
@@ -256,9 +267,9 @@ def _match(idx: PatchIndex, snap: Snapshot) -> Assessment:
 
 def _owners_current(idx: PatchIndex, result: Assessment) -> bool:
     """Every preserving patch named in `result` is still the file that was indexed."""
-    names = {n for owners in result.preserved.values() for n in owners}
-    before = {n: idx.records.get(n + ".patch", {}).get("sha256") for n in names}
-    return all((rec := idx.record(n + ".patch")) is not None and rec["sha256"] == before[n] for n in names)
+    files = {file_name(n) for owners in result.preserved.values() for n in owners}
+    before = {f: idx.records.get(f, {}).get("sha256") for f in files}
+    return all((rec := idx.record(f)) is not None and rec["sha256"] == before[f] for f in files)
 
 
 def assess(store: Store, snap: Snapshot, *, full: bool = False, index: PatchIndex | None = None) -> Assessment:
@@ -285,11 +296,25 @@ def _presence(idx: PatchIndex, snap: Snapshot) -> dict[str, tuple[int, int]]:
     state = {c.path: (c.new_mode, c.new_blob) for c in snap.changes}
     presence = {}
     for filename, rec in idx.records.items():
-        if rec["tree"] != snap.tree or not rec["entries"]:
+        if rec["tree"] != snap.tree or not rec["entries"] or filename.startswith(VERSIONS):
             continue
         hits = sum(1 for p, mode, blob in rec["entries"] if state.get(p) == (mode, blob))
         presence[filename[: -len(".patch")]] = (hits, len(rec["entries"]))
     return presence
+
+
+def shown_name(filename: str) -> str:
+    """`fix.patch` → `fix`; a kept version `.versions/fix/0a1b2c3d4e5f.patch` → `fix@0a1b2c3d4e5f` (as interdiff
+    names it)."""
+    if filename.startswith(VERSIONS + "/"):
+        _, name, version = filename.split("/", 2)
+        return f"{name}@{version[: -len('.patch')]}"
+    return filename[: -len(".patch")]
+
+
+def file_name(shown: str) -> str:
+    name, _, version = shown.partition("@")
+    return f"{VERSIONS}/{name}/{version}.patch" if version else f"{name}.patch"
 
 
 def describe(blockers: list[tuple[bytes, str]], limit: int = 6) -> str:

@@ -30,6 +30,7 @@ from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import atomic_write, read_or_none, sha256_hex
 from stackmgr.journal import operation
+from stackmgr.names import check_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -89,13 +90,18 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
         new_base = git.resolve_commit(repo.top, onto)
     except StackmgrError:
         raise UsageProblem(f"{onto} is not a commit of tree {plan.tree}", "fetch it, or name another") from None
-    worktree = os.path.join(repo.stackmgr_dir, "rebase", series)
-    _remove_worktree(repo.top, worktree)
-    os.makedirs(os.path.dirname(worktree), exist_ok=True)
-    git.run(repo.top, ["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--force", worktree,
-                       new_base])  # fmt: skip
+    top, worktree = _where(store, plan.tree, series)
+    _claim(store, series)
+    try:
+        _remove_worktree(top, worktree)
+        os.makedirs(os.path.dirname(worktree), exist_ok=True)
+        git.run(top, ["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--force", worktree,
+                      new_base])  # fmt: skip
+    except BaseException:
+        os.unlink(state_path(store, series))
+        raise
     state = {
-        "series": series, "tree": plan.tree, "top": repo.top, "onto": new_base, "old_base": plan.base,
+        "series": series, "tree": plan.tree, "top": top, "onto": new_base, "old_base": plan.base,
         "worktree": worktree, "exec": exec_cmd, "position": 0, "stopped": None,
         "series_sha256": sha256_hex(read_or_none(os.path.join(store.series_dir, series)) or b""),
         "steps": [{"name": p.name, "file": os.path.basename(p.path), "sha256": sha256_hex(p.data),
@@ -116,6 +122,12 @@ def resume(store: Store, series: str | None) -> Outcome:
         git.run(wt, ["reset", "-q", "--hard", below])  # the scratch worktree only, never the user's tree
         return _run(store, state)
     step = state["steps"][state["position"]]
+    expected = step["commit"] if state["stopped"] == "exec" else step["parent"]
+    if _head(wt) != expected:  # the user committed the resolution there, as with git rebase: keep its content
+        if git.run_rc(wt, ["merge-base", "--is-ancestor", expected, "HEAD"])[0] != 0:
+            raise StackmgrError(f"the worktree's HEAD moved away from {expected[:12]}",
+                                f"`git reset --soft {expected[:12]}` in {wt}, then --continue")  # fmt: skip
+        git.run(wt, ["reset", "-q", "--soft", expected])
     parent = _head(wt)
     git.run(wt, ["add", "-u"])  # tracked files as the user left them; new files count once `git add`ed (like git)
     tree = git.run(wt, ["write-tree"]).decode().strip()
@@ -154,7 +166,21 @@ def resume(store: Store, series: str | None) -> Outcome:
 
 
 def abort(store: Store, series: str | None) -> str:
-    state = _load_state(store, series)
+    """Remove the worktree and the state; a damaged state is removed too (its worktree found from the name)."""
+    try:
+        state = _load_state(store, series)
+    except UsageProblem:
+        raise
+    except StackmgrError:
+        assert series is not None or len(in_progress(store)) == 1
+        name = series or in_progress(store)[0]
+        for tree in store.trees:
+            try:
+                _remove_worktree(*_where(store, tree, name))
+            except StackmgrError:
+                continue
+        os.unlink(state_path(store, name))
+        return name
     _remove_worktree(state["top"], state["worktree"])
     os.unlink(state_path(store, state["series"]))
     return str(state["series"])
@@ -168,8 +194,8 @@ def _run(store: Store, state: State) -> Outcome:
         path = os.path.join(store.patches_dir, step["file"])
         parent = step["parent"] = _head(wt)
         how = _carry(wt, path)
-        if how in ("conflict", "no merge"):
-            state["stopped"] = how
+        if how == "conflict" or how.startswith("no merge"):
+            state["stopped"] = "conflict"
             _save_state(store, state)
             return Outcome(state, False, _stop_line(state, step, how))
         if how == "already upstream":
@@ -200,10 +226,13 @@ def _carry(wt: str, patch: str) -> str:
         return "strict"
     if git.run_rc(wt, ["apply", "--index", "--check", "-R", "-p1", patch])[0] == 0:
         return "already upstream"
-    rc, _, _ = git.run_rc(wt, ["apply", "--index", "--3way", "--whitespace=nowarn", "-p1", patch])
+    rc, _, err = git.run_rc(wt, ["apply", "--index", "--3way", "--whitespace=nowarn", "-p1", patch])
     if rc == 0:
         return "3-way"
-    return "conflict" if git.run(wt, ["ls-files", "-u"]).strip() else "no merge"
+    if git.run(wt, ["ls-files", "-u"]).strip():
+        return "conflict"
+    lines = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.startswith("error:")]
+    return "no merge: " + (lines[-1][7:] if lines else "git apply --3way could not merge it")
 
 
 def _classify(store: Store, state: State, step: State, parent: str, commit: str, how: str) -> str:
@@ -222,19 +251,30 @@ def _exec(state: State, step: State) -> str:
     if not state["exec"]:
         return ""
     import subprocess
+    import sys
 
-    rc = subprocess.run(state["exec"], shell=True, cwd=state["worktree"], check=False).returncode
-    if rc == 0:
-        return ""
-    return (f"`{state['exec']}` failed (exit {rc}) after {step['name']}; fix it in {state['worktree']} and "
-            f"`stackmgr rebase {state['series']} --continue` (edits there join that patch), or --abort")  # fmt: skip
+    wt = state["worktree"]
+    try:  # its output goes to stderr: stdout is stackmgr's (--json)
+        rc = subprocess.run(state["exec"], shell=True, cwd=wt, check=False, stdout=sys.stderr.fileno()).returncode
+    except (AttributeError, OSError, ValueError):  # stderr is not a file (captured): relay what it printed
+        proc = subprocess.run(state["exec"], shell=True, cwd=wt, check=False, capture_output=True)
+        rc = proc.returncode
+        sys.stderr.write((proc.stdout + proc.stderr).decode("utf-8", "replace"))
+    if rc != 0:
+        return (f"`{state['exec']}` failed (exit {rc}) after {step['name']}; fix it in {wt} and "
+                f"`stackmgr rebase {state['series']} --continue` (edits join that patch), or --abort")  # fmt: skip
+    if git.run(wt, ["status", "--porcelain", "--untracked-files=no"]).strip():
+        return (f"`{state['exec']}` changed tracked files after {step['name']}; `stackmgr rebase "
+                f"{state['series']} --continue` keeps the changes (they join that patch), or undo them in {wt} "
+                "first (git checkout -- .)")  # fmt: skip
+    return ""
 
 
 def _stop_line(state: State, step: State, how: str) -> str:
     n, total = state["position"] + 1, len(state["steps"])
-    if how == "no merge":
-        return (f"{step['name']} ({n} of {total}) does not apply to {state['onto'][:12]} and cannot be merged (its "
-                f"original blobs are missing); apply it by hand in {state['worktree']}, then "
+    if how.startswith("no merge"):
+        return (f"{step['name']} ({n} of {total}) does not apply to {state['onto'][:12]} and cannot be merged "
+                f"({how[10:]}); make its change by hand in {state['worktree']}, then "
                 f"`stackmgr rebase {state['series']} --continue`, or --abort")  # fmt: skip
     files = git.run(state["worktree"], ["diff", "--name-only", "--diff-filter=U"]).decode().split()
     shown = ", ".join(files[:3]) + (" …" if len(files) > 3 else "")
@@ -256,7 +296,7 @@ def _finish(store: Store, state: State) -> None:
         with open(path, "rb") as f:
             old = f.read()
         new_diff = _stat_and_diff(wt, parent, step["commit"])
-        rewritten[step["file"]] = _rebased_bytes(old, state["old_base"], onto, new_diff)
+        rewritten[step["file"]] = _rebased_bytes(old, onto, new_diff)
         parent = step["commit"]
     repo = git.open_repo(state["top"])
     tmp_dir = os.path.join(os.path.dirname(wt), state["series"] + ".check")
@@ -301,16 +341,14 @@ def _write_rewritten(store: Store, state: State, rewritten: dict[str, bytes]) ->
         sf.write()
 
 
-def _rebased_bytes(old: bytes, old_base: str, onto: str, stat_and_diff: bytes) -> bytes:
+def _rebased_bytes(old: bytes, onto: str, stat_and_diff: bytes) -> bytes:
     """The old header, byte for byte, with the new base; then the new diff."""
-    marker = f"\nStackmgr-Base: {old_base}\n---\n".encode()
-    at = old.find(marker)
-    if at < 0:  # already rewritten by a run that was killed before it could clean up
-        marker = f"\nStackmgr-Base: {onto}\n---\n".encode()
-        at = old.find(marker)
-    if at < 0:
+    import re
+
+    m = re.search(rb"\nStackmgr-Base: *[0-9a-f]{40,64} *\n---\n", old)  # whatever base it was saved at
+    if m is None:
         raise StackmgrError("a patch's header has no `Stackmgr-Base: … ---` line", "save it again, then rebase")
-    return old[:at] + f"\nStackmgr-Base: {onto}\n---\n".encode() + stat_and_diff
+    return old[: m.start()] + f"\nStackmgr-Base: {onto}\n---\n".encode() + stat_and_diff
 
 
 def _refuse_changed_since(store: Store, state: State) -> None:
@@ -331,7 +369,7 @@ def _stat_and_diff(wt: str, old: str, new: str) -> bytes:
 
 def _conflict_markers(wt: str, parent: str) -> str:
     diff = git.run(wt, ["diff", "--cached", "--no-color", "--no-ext-diff", parent])
-    for marker in (b"\n+<<<<<<< ", b"\n+>>>>>>> ", b"\n+=======\n"):
+    for marker in (b"\n+<<<<<<< ", b"\n+>>>>>>> "):  # a lone ======= is a heading underline
         at = diff.find(marker)
         if at >= 0:
             start = diff.rfind(b"\ndiff --git ", 0, at)
@@ -353,10 +391,36 @@ def _commit(wt: str, tree: str, parent: str, name: str) -> None:
 
 
 def _remove_worktree(top: str, worktree: str) -> None:
+    """Remove our scratch worktree and its entry in the repository (never `worktree prune`, which would also
+    forget the user's worktrees whose directories are away)."""
     if os.path.exists(worktree):
         git.run_rc(top, ["worktree", "remove", "--force", "--force", worktree])
         shutil.rmtree(worktree, ignore_errors=True)
-    git.run_rc(top, ["worktree", "prune"])
+    common = git.run(top, ["rev-parse", "--git-common-dir"]).decode().strip()
+    admin = os.path.join(top, common, "worktrees")
+    for name in os.listdir(admin) if os.path.isdir(admin) else []:
+        link = read_or_none(os.path.join(admin, name, "gitdir")) or b""
+        if os.path.dirname(link.decode("utf-8", "replace").strip()) == worktree:
+            shutil.rmtree(os.path.join(admin, name), ignore_errors=True)
+
+
+def _where(store: Store, tree: str, series: str) -> tuple[str, str]:
+    """The tree's top and the scratch worktree of this store's rebase of `series` (named after the store too,
+    so two stores rebasing series of one name in one tree never share it)."""
+    repo = git.open_repo(store.tree(tree).path)
+    key = sha256_hex(os.path.realpath(store.root).encode())[:8]
+    return repo.top, os.path.join(repo.stackmgr_dir, "rebase", f"{series}-{key}")
+
+
+def _claim(store: Store, series: str) -> None:
+    """Create the state file, exclusively: two `rebase S --onto` at once cannot both start."""
+    path = state_path(store, series)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        raise UsageProblem(f"a rebase of series {series} is in progress",
+                           f"`stackmgr rebase {series} --continue` or `--abort`") from None
 
 
 def _save_state(store: Store, state: State) -> None:
@@ -366,6 +430,8 @@ def _save_state(store: Store, state: State) -> None:
 
 
 def _load_state(store: Store, series: str | None) -> State:
+    if series is not None:
+        check_name("series", series)
     if series is None:
         going = in_progress(store)
         if len(going) != 1:
@@ -379,7 +445,26 @@ def _load_state(store: Store, series: str | None) -> State:
     try:
         state = json.loads(raw)
     except ValueError:
-        raise StackmgrError(f"the rebase state of {series} is damaged", f"delete {state_path(store, series)}") from None
+        raise StackmgrError(f"the rebase state of {series} is damaged",
+                            f"`stackmgr rebase {series} --abort` removes it") from None  # fmt: skip
+    if not _valid_state(state) or state["tree"] not in store.trees:
+        raise StackmgrError(f"the rebase state of {series} is damaged",
+                            f"`stackmgr rebase {series} --abort` removes it")  # fmt: skip
+    checked: State = state
+    checked["top"], checked["worktree"] = _where(store, checked["tree"], series)  # never a path from the file
+    return checked
+
+
+def _valid_state(state: object) -> bool:
     if not isinstance(state, dict):
-        raise StackmgrError(f"the rebase state of {series} is damaged", f"delete {state_path(store, series)}")
-    return state
+        return False
+    kinds = {"series": str, "tree": str, "onto": str, "position": int, "steps": list, "series_sha256": str}
+    if not all(isinstance(state.get(k), t) for k, t in kinds.items()) or state.get("stopped") not in (
+        None, "conflict", "exec"
+    ):
+        return False
+    steps = state["steps"]
+    return 0 <= state["position"] <= len(steps) and all(
+        isinstance(st, dict) and isinstance(st.get("name"), str) and isinstance(st.get("file"), str)
+        and isinstance(st.get("sha256"), str) and "/" not in st["file"] for st in steps
+    )  # fmt: skip

@@ -105,7 +105,7 @@ class ReportData:
         return out
 
     def _patches(self) -> dict[str, PatchInfo]:
-        files = {f[: -len(".patch")] for f in self.ev.index.records}  # what is in patches/ now
+        files = {f[: -len(".patch")] for f in self.ev.index.records if "/" not in f}  # what is in patches/ now
         names = files | {link.patch for link in self.links}
         patches: dict[str, PatchInfo] = {}
         for name in sorted(names):
