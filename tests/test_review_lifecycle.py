@@ -1,7 +1,7 @@
 """Adversarial review of `stackmgr import` (incoming.py, importing.py) and `stackmgr rebase` (rebase.py).
 
-Each test marked xfail(strict=True) reproduces a bug a user would hit; the reason names it. Plain tests pin
-behaviour that was checked and found right (edge formats, path safety, classification, clean-up).
+Each test first reproduced a bug a user would hit (as a strict xfail); all are fixed now and pin the fix. The
+others pin behaviour that was checked and found right (edge formats, path safety, classification, clean-up).
 """
 
 from __future__ import annotations
