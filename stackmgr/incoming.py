@@ -48,7 +48,7 @@ class Incoming:
 
     def paths_raw(self) -> list[bytes]:
         """Every file name the diff's headers carry, as written (before -p stripping)."""
-        return sorted(set(_names(self.diff)))
+        return sorted(set(_scan(self.diff)[0]))
 
 
 class Refused:
@@ -186,7 +186,8 @@ def _diff_start(data: bytes) -> int:
 def _check_diff(diff: bytes) -> str | None:
     """Hunks cut short (a truncated file), absolute paths, `..` and `.git` components; git apply refuses some
     of these itself, but `--- /etc/x` stripped by -p1 would quietly become `etc/x`."""
-    for raw in _names(diff):
+    names, hunks, problem = _scan(diff)
+    for raw in names:
         if raw.startswith(b"/"):
             return f"absolute path {_show(raw)}"
         parts = raw.split(b"/")
@@ -194,27 +195,8 @@ def _check_diff(diff: bytes) -> str | None:
             return f"path with '..': {_show(raw)}"
         if any(p.lower() == b".git" for p in parts):
             return f"path inside .git: {_show(raw)}"
-    old = new = 0
-    hunks = 0
-    for line in diff.split(b"\n")[:-1] if diff.endswith(b"\n") else diff.split(b"\n"):
-        if old > 0 or new > 0:
-            tag = line[:1]
-            if tag in (b" ", b"", b"\r"):
-                old, new = old - 1, new - 1
-            elif tag == b"-":
-                old -= 1
-            elif tag == b"+":
-                new -= 1
-            elif tag != b"\\":
-                return "truncated or corrupt (a hunk ends early)"
-            continue
-        m = _HUNK.match(line)
-        if m:
-            hunks += 1
-            old = int(m.group(1)) if m.group(1) is not None else 1
-            new = int(m.group(2)) if m.group(2) is not None else 1
-    if old > 0 or new > 0:
-        return "truncated (its last hunk ends early)"
+    if problem:
+        return problem
     for section in re.split(rb"\n(?=diff --git )", diff):
         if section.startswith(b"diff --git ") and not _SECTION_BODY.search(section):
             end = section.find(b"\n")
@@ -243,11 +225,12 @@ def _check_stat(head: bytes, diff: bytes) -> str | None:
     return None
 
 
-def _names(diff: bytes) -> list[bytes]:
-    """The raw (unstripped, unquoted) file names the diff's headers carry, outside hunks."""
+def _scan(diff: bytes) -> tuple[list[bytes], int, str | None]:
+    """One walk over the diff, hunk-aware: the raw (unstripped, unquoted) file names its headers carry outside
+    hunks, the number of hunks, and what is wrong when a hunk is cut short."""
     names: list[bytes] = []
-    old = new = 0
-    for line in diff.split(b"\n"):
+    old = new = hunks = 0
+    for line in diff.split(b"\n")[:-1] if diff.endswith(b"\n") else diff.split(b"\n"):
         if old > 0 or new > 0:
             tag = line[:1]
             if tag in (b" ", b"", b"\r"):
@@ -256,9 +239,12 @@ def _names(diff: bytes) -> list[bytes]:
                 old -= 1
             elif tag == b"+":
                 new -= 1
+            elif tag != b"\\":
+                return names, hunks, "truncated or corrupt (a hunk ends early)"
             continue
         m = _HUNK.match(line)
         if m:
+            hunks += 1
             old = int(m.group(1)) if m.group(1) is not None else 1
             new = int(m.group(2)) if m.group(2) is not None else 1
         elif line.startswith(b"diff --git "):
@@ -269,7 +255,8 @@ def _names(diff: bytes) -> list[bytes]:
             names.append(b"x/" + _file_name(line.split(b" ", 2)[2]))  # no a/ b/ prefix here: give one to strip
         elif line.startswith(b"Index: "):
             names.append(_file_name(line[7:]))
-    return [n for n in names if n and n != b"/dev/null"]
+    names = [n for n in names if n and n != b"/dev/null"]
+    return names, hunks, ("truncated (its last hunk ends early)" if old > 0 or new > 0 else None)
 
 
 def _git_header_names(rest: bytes) -> list[bytes]:
