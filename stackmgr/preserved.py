@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from stat import S_ISLNK, S_ISREG
 
-from stackmgr import git, scratch
+from stackmgr import git, lookup, scratch
 from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.fsutil import read_cache, sha256_hex, write_cache
 from stackmgr.names import valid_name
@@ -278,8 +278,13 @@ def assess(store: Store, snap: Snapshot, *, full: bool = False, index: PatchInde
     Fast path (shell prompts): trust the cache, then re-validate only the patches that preserve something. Any
     doubt (an unmatched change, a changed owner, `full`) re-reads the whole store before answering.
     """
+    objects = object_store(snap.repo)
+    if not full and index is None:
+        quick = lookup.quick_assess(store, snap, objects)
+        if quick is not None:
+            return quick
     idx = index or PatchIndex.load(store)
-    idx.forget_other_stores(snap.tree, object_store(snap.repo))
+    idx.forget_other_stores(snap.tree, objects)
     if full or not idx.records:
         idx.refresh()
     result = _match(idx, snap)
@@ -288,7 +293,9 @@ def assess(store: Store, snap: Snapshot, *, full: bool = False, index: PatchInde
         result = _match(idx, snap)
     if full:
         result.presence = _presence(idx, snap)
-    idx.save()
+    if idx.dirty or lookup.needs_write(store):
+        idx.save()
+        lookup.write(store, idx)
     return result
 
 
