@@ -7,6 +7,7 @@ goes through the full CLI. Both paths parse the same option declarations (argspe
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.stdout.write(f"stackmgr, version {__version__}\n")
         return 0
+    gc.set_threshold(100_000, 50, 100)  # a short-lived command: collect rarely (20,000 link records are 1M objects)
     try:
         code = _guard(args)
         if code is None:

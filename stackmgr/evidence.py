@@ -63,13 +63,21 @@ class ArtifactHashes:
         self.path = os.path.join(store.state_dir, "cache", "artifacts.marshal")
         cached = read_cache(self.path)
         self.cache: dict[str, list[object]] = cached if isinstance(cached, dict) else {}
+        self.seen: dict[str, str | None] = {}
         self.dirty = False
 
     def absolute(self, recorded: str) -> str:
         return recorded if os.path.isabs(recorded) else os.path.join(self.store.root, recorded)
 
     def sha256(self, recorded: str) -> str | None:
-        """The file's sha256 now, or None when it is gone or not a regular file."""
+        """The file's sha256 now, or None when it is gone or not a regular file (asked once per command: many
+        links share an artifact)."""
+        if recorded in self.seen:
+            return self.seen[recorded]
+        self.seen[recorded] = digest = self._sha256(recorded)
+        return digest
+
+    def _sha256(self, recorded: str) -> str | None:
         full = self.absolute(recorded)
         try:
             st = os.stat(full)
@@ -104,6 +112,7 @@ class Evidence:
     index: PatchIndex
     hashes: ArtifactHashes
     in_series: set[str] = field(default_factory=set)
+    _sha: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
     def gather(cls, store: Store) -> Evidence:
@@ -121,10 +130,15 @@ class Evidence:
 
     def current(self, patch: str) -> tuple[str | None, str | None]:
         """(sha256, patch-id) of the patch file today; (None, None) when it is gone."""
-        rec = self.index.record(patch + ".patch")
-        if rec is None:
-            return None, None
-        return rec["sha256"], self.patch_id(patch + ".patch")
+        sha = self.sha256_of(patch)
+        return (sha, self.patch_id(patch + ".patch")) if sha is not None else (None, None)
+
+    def sha256_of(self, patch: str) -> str | None:
+        """The patch file's sha256 today (once per command: the index was refreshed when gathered)."""
+        if patch not in self._sha:
+            rec = self.index.record(patch + ".patch")
+            self._sha[patch] = None if rec is None else str(rec["sha256"])
+        return self._sha[patch]
 
     def patch_id(self, filename: str) -> str | None:
         rec = self.index.record(filename)
@@ -144,10 +158,10 @@ class Evidence:
             return "broken"
         if link.patch not in self.in_series:
             return "orphaned"
-        sha, pid = self.current(link.patch)
+        sha = self.sha256_of(link.patch)
         if sha == link.sha256:
             return "fresh"
-        if sha is not None and pid == link.patch_id:
+        if sha is not None and self.patch_id(link.patch + ".patch") == link.patch_id:
             return "equivalent"
         return "stale"
 

@@ -165,11 +165,20 @@ def _read_holder(fd: int) -> str:
 
 def read_cache(path: str) -> object:
     """A value written by `write_cache`, or None when absent or unreadable (caches are always rebuildable)."""
+    import gc
+
     try:
         with open(path, "rb") as f:
-            return marshal.load(f)
-    except (OSError, EOFError, ValueError, TypeError):
+            data = f.read()
+    except OSError:
         return None
+    gc.disable()  # millions of fresh tuples: collection passes would scan them again and again
+    try:
+        return marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
+        return None
+    finally:
+        gc.enable()
 
 
 def write_cache(path: str, value: object) -> None:

@@ -7,6 +7,7 @@ null: absent fields are left out).
 
 from __future__ import annotations
 
+import marshal
 import os
 import time
 import tomllib
@@ -15,7 +16,7 @@ from typing import Any
 
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError
-from stackmgr.fsutil import atomic_write, sha256_hex
+from stackmgr.fsutil import atomic_write, read_cache, sha256_hex, write_cache
 from stackmgr.metrics import Gate, Metric
 from stackmgr.names import inside, patch_name
 
@@ -152,8 +153,7 @@ def utc_now() -> str:
 
 def read_link(path: str) -> Link:
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.loads(f.read().decode("utf-8"))
+        doc = parse_record(path)
         if doc.get("schema") != SCHEMA:
             raise ValueError(f"schema is {doc.get('schema')!r}")
         patch, verdict = doc["patch"], doc.get("verdict", {})
@@ -179,11 +179,17 @@ def read_link(path: str) -> Link:
         KeyError,
         TypeError,
         ValueError,
+        AttributeError,
         StackmgrError,
     ) as exc:
         raise StackmgrError(
             f"{path}: not a readable link record ({exc})", "restore it from git (records are never edited)"
         ) from None
+
+
+def parse_record(path: str) -> dict[str, Any]:
+    with open(path, "rb") as f:
+        return tomllib.loads(f.read().decode("utf-8"))
 
 
 def _trustworthy(path: str, patch: str, artifacts: list[dict[str, Any]]) -> None:
@@ -202,13 +208,80 @@ def _trustworthy(path: str, patch: str, artifacts: list[dict[str, Any]]) -> None
 def load_links(store: Store, patch: str | None = None) -> list[Link]:
     """Every record (of one patch, when named), oldest first."""
     root = store.links_dir
+    parsed = _Parsed(store)
     names = [patch] if patch is not None else (sorted(os.listdir(root)) if os.path.isdir(root) else [])
     links = []
     for name in names:
-        directory = os.path.join(root, name)
-        if not os.path.isdir(directory):
-            continue
-        for filename in sorted(os.listdir(directory)):
-            if filename.endswith(".toml"):
-                links.append(read_link(os.path.join(directory, filename)))
+        links.extend(parsed.directory(os.path.join(root, name), name))
+    if patch is None:
+        parsed.keep_only(set(names))
+    parsed.save()
     return sorted(links, key=lambda link: (link.created, link.id))
+
+
+class _Parsed:
+    """Link records as read before, per `links/<patch>/` directory, reused while the directory's mtime and inode
+    are unchanged: records are never rewritten (a new one is a new file, which changes the directory), and TOML
+    parsing is most of the time `links` takes over thousands of them. Kept as plain tuples (fast to unmarshal)
+    in `.stackmgr/cache/links.marshal`; always safe to delete."""
+
+    def __init__(self, store: Store) -> None:
+        self.path = os.path.join(store.state_dir, "cache", "links.marshal")
+        data = read_cache(self.path)
+        self.dirs: dict[str, Any] = data["dirs"] if isinstance(data, dict) and data.get("v") == 3 else {}
+        self.dirty = False
+
+    def directory(self, directory: str, name: str) -> list[Link]:
+        try:
+            st = os.stat(directory)
+        except OSError:
+            return []
+        if not os.path.isdir(directory):
+            return []
+        sig = (st.st_mtime_ns, st.st_ino)
+        hit = self.dirs.get(name)
+        if hit is not None and hit[0] == sig:
+            return [_from_row(row, os.path.join(directory, filename)) for filename, row in hit[1]]
+        known = dict(hit[1]) if hit is not None else {}
+        rows, links = [], []
+        for filename in sorted(os.listdir(directory)):
+            if not filename.endswith(".toml"):
+                continue
+            path = os.path.join(directory, filename)
+            row = known.get(filename)
+            link = _from_row(row, path) if row is not None else read_link(path)
+            links.append(link)
+            rows.append((filename, row if row is not None else _to_row(link)))
+        try:
+            marshal.dumps(rows)
+        except ValueError:
+            return links
+        self.dirs[name] = (sig, rows)
+        self.dirty = True
+        return links
+
+    def keep_only(self, names: set[str]) -> None:
+        gone = set(self.dirs) - names
+        for name in gone:
+            del self.dirs[name]
+        self.dirty = self.dirty or bool(gone)
+
+    def save(self) -> None:
+        if self.dirty:
+            write_cache(self.path, {"v": 3, "dirs": self.dirs})
+
+
+def _to_row(k: Link) -> tuple[Any, ...]:
+    return (k.id, k.created, k.author, k.patch, k.tree, k.sha256, k.patch_id,
+            tuple((s.tree, s.base, tuple(s.patches), s.series, s.residue) for s in k.stack),
+            tuple((a.path, a.sha256, a.size, a.anchor) for a in k.artifacts),
+            tuple((m.name, m.value, m.unit, m.direction, tuple(m.source.items())) for m in k.metrics),
+            tuple((g.name, g.status, g.detail) for g in k.gates),
+            k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline)  # fmt: skip
+
+
+def _from_row(r: tuple[Any, ...], path: str) -> Link:
+    return Link(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+                [StackEntry(s[0], s[1], [tuple(p) for p in s[2]], s[3], s[4]) for s in r[7]],
+                [Artifact(*a) for a in r[8]], [Metric(m[0], m[1], m[2], m[3], dict(m[4])) for m in r[9]],
+                [Gate(*g) for g in r[10]], r[11], r[12], r[13], r[14], r[15], path)  # fmt: skip

@@ -3,8 +3,9 @@
 The full index (preserved.PatchIndex, one record per patch file) costs time in proportion to the store: loading
 5,000 records and stat-ing 5,000 files is several times a `git status`. `check` only needs the entries for the
 paths that changed in the tree, so the index is also written as SHARDS small files keyed by a hash of the path
-(`.stackmgr/cache/lookup-NN.marshal`), each entry (mode, blob, patch file, that file's stat signature). A check then loads
-the shards of its changed paths and re-validates only the owners it relies on (lstat against the signature).
+(`.stackmgr/cache/lookup-NN.marshal`), each entry (mode, blob, patch file, that file's stat signature). A check
+then loads the shards of its changed paths and re-validates only the owners it relies on (lstat against the
+signature).
 
 When the fast path cannot answer, the full assessment runs (and rebuilds the shards): a shard or meta file of
 another generation, another object store for the tree, an owner file changed, or something unpreserved while

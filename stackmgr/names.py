@@ -7,7 +7,7 @@ import os
 from stackmgr.errors import UsageProblem
 
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-_NAME_CHARS = _ALNUM | frozenset("._+-")
+_NAME_CHARS = "".join(sorted(_ALNUM)) + "._+-"
 
 
 def valid_name(name: str) -> bool:
@@ -15,7 +15,7 @@ def valid_name(name: str) -> bool:
     return (
         0 < len(name) <= 200
         and name[0] in _ALNUM
-        and all(ch in _NAME_CHARS for ch in name)
+        and not name.lstrip(_NAME_CHARS)  # every character allowed (str.lstrip runs in C: 20,000 links)
         and ".." not in name
         and not name.endswith(".lock")
     )

@@ -88,6 +88,7 @@ class ReportData:
         self.states = {link.id: self.ev.state(link) for link in self.links}
         self.current = {link.id for link in effective(self.links)}
         self.amended_by = {link.amends: link.id for link in self.links if link.amends}
+        self._graves: list[Link] | None = None
         self.series = self._series()
         self.patches = self._patches()
         self.artifacts = self._artifacts()
@@ -108,6 +109,9 @@ class ReportData:
         files = {f[: -len(".patch")] for f in self.ev.index.records if "/" not in f}  # what is in patches/ now
         names = files | {link.patch for link in self.links}
         patches: dict[str, PatchInfo] = {}
+        by_patch: dict[str, list[Link]] = {}
+        for link in self.links:
+            by_patch.setdefault(link.patch, []).append(link)
         for name in sorted(names):
             stem = name if _valid_name(name) else "_" + _slug(name)
             readable = name in files or _valid_name(name)  # a record's name is not a path to follow
@@ -115,7 +119,7 @@ class ReportData:
             info = PatchInfo(name, f"patches/{stem}.html", f"raw/{stem}.patch.txt" if data is not None else "", data)
             if data is not None:
                 self._fill_header(info, data)
-            info.links = [link for link in self.links if link.patch == name]
+            info.links = by_patch.get(name, [])
             if not info.tree and info.links:
                 info.tree = info.links[-1].tree
             info.status = patch_status(info.links, self.states)
@@ -190,8 +194,12 @@ class ReportData:
         info.text = text
 
     def graves(self) -> list[Link]:
-        """The links the graveyard shows: current ones that are rejected or marked do-not-revive."""
-        return [k for k in self.links if k.id in self.current and (k.verdict == "rejected" or k.do_not_revive)]
+        """The links the graveyard shows: current ones that are rejected or marked do-not-revive (every page's
+        navigation counts them: worked out once)."""
+        if self._graves is None:
+            self._graves = [k for k in self.links
+                            if k.id in self.current and (k.verdict == "rejected" or k.do_not_revive)]  # fmt: skip
+        return self._graves
 
 
 def _valid_name(name: str) -> bool:
