@@ -37,7 +37,7 @@ NEW_FILES = ("vllm/bench_new/probe.py", "csrc/bench_new/probe_kernel.cpp", "test
 GIT_DATE = "1781344931 +0000"
 MARKER = ".stackmgr-bench-workdir"  # only a directory holding this marker (or an empty one) is ever wiped
 CHECK_TARGET = 3.0
-SAVE_TARGET = 1.5
+SAVE_TARGET = 1.3  # release-size save / the raw git pipeline (issue 7); a typical save is shown for context
 
 TOP_DIRS = {"vllm": ".py", "tests": ".py", "benchmarks": ".py", "csrc": ".cpp"}
 WORDS = (
@@ -313,10 +313,27 @@ def measure_save(bench: Bench, state: str, repeats: int) -> list[Row]:
 
     pipeline_ms, save_ms = paired_medians(bench.git_save_pipeline, save, repeats)
     size = (bench.workdir / "pipeline.patch").stat().st_size / MIB
-    return [
+    judged = state == "release-size"
+    rows = [
         Row(f"git save pipeline ({state}, {size:.1f} MiB patch)", pipeline_ms),
-        Row(f"stackmgr save ({state})", save_ms, save_ms / pipeline_ms, SAVE_TARGET),
-    ]
+        Row(f"stackmgr save ({state}){'' if judged else ', for context'}", save_ms, save_ms / pipeline_ms,
+            SAVE_TARGET if judged else None),
+    ]  # fmt: skip
+    if judged:
+        peak = peak_rss_mib([bench.stackmgr, "--store", str(bench.store), "save", f"p_rss{repeats}", "-m", "rss"],
+                            bench)  # fmt: skip
+        limit = 2 * size + 100
+        rows.append(Row(f"stackmgr save ({state}) peak RSS {peak:.0f} MiB / (2 x patch + 100 MiB = {limit:.0f})",
+                        peak, peak / limit, 1.0))  # fmt: skip
+    return rows
+
+
+def peak_rss_mib(argv: Sequence[str], bench: Bench) -> float:
+    """The largest resident set of the command or any process it ran (getrusage of a fresh parent's children)."""
+    probe = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(rc)")  # fmt: skip
+    out = run([sys.executable, "-c", probe, *argv], bench.workdir, bench.env)
+    return int(out.split()[-1]) / 1024
 
 
 def measure_show(bench: Bench, links: int = 10) -> list[Row]:

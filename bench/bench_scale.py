@@ -208,8 +208,10 @@ def measure_store(bench: Bench, small: Path, big: Path, sizes: Sizes) -> list[Ro
         run([bench.stackmgr, "--store", str(big), *args], bench.workdir, bench.env, ok=ok)
 
     nlinks = n * sizes.links_per_patch
-    for label, args in ((f"links ({nlinks} records)", ("links",)), (f"show lab-{n // 2:05d}", ("show", f"lab-{n // 2:05d}")),
-                        ("status --json", ("status", "--json"))):  # fmt: skip
+    middle = f"lab-{n // 2:05d}"
+    commands = ((f"links ({nlinks} records)", ("links",)), (f"show {middle}", ("show", middle)),
+                ("status --json", ("status", "--json")))  # fmt: skip
+    for label, args in commands:
         ms = median_ms(lambda args=args: big_run(*args), max(3, sizes.repeats))
         rows.append(Row(f"stackmgr {label}, {n}-patch store, as a fraction of 1 s", ms, ms / 1000, 1.0))
     out = bench.workdir / "report"

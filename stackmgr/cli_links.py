@@ -211,7 +211,8 @@ def verify_cmd(ctx: click.Context, as_json: bool) -> None:
     from stackmgr.evidence import verify_all
 
     store_dir, global_json = store_and_json(ctx)
-    problems, checked = verify_all(open_store(store_dir))
+    with output.activity("verifying links"):
+        problems, checked = verify_all(open_store(store_dir))
     if as_json or global_json:
         listed = [{"link": lid, "patch": patch, "what": what} for lid, patch, what in problems]
         output.emit_json({"schema": 1, "ok": not problems, "checked": checked, "problems": listed})

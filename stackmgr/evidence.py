@@ -320,12 +320,19 @@ def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
     hashes = ArtifactHashes(store)
     problems: list[tuple[str, str, str]] = []
     links = []
+    from stackmgr import output
+    from stackmgr.links import reader
+
+    parsed = reader(store)
     for directory in sorted(os.listdir(store.links_dir)) if os.path.isdir(store.links_dir) else []:
         try:
-            links += load_links(store, directory)
+            links += load_links(store, directory, parsed)
         except StackmgrError as exc:  # an unreadable record is a finding, not the end of the check
             problems.append(("?", directory, exc.message))
+    parsed.save()
+    output.progress_total(len(links))
     for link in links:
+        output.tick()
         for a in link.artifacts:
             now = hashes.sha256(a.path)
             if now is None:

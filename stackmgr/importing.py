@@ -64,6 +64,9 @@ def import_patches(
     good = _named(items, name, report)
     if not good:
         return report
+    from stackmgr import output
+
+    output.progress_total(len(good))
     with operation(store, f"import {' '.join(os.path.basename(p) for p in paths)}"[:200]):
         if report.series is not None:
             _import_stack(store, good, tree, report.series, base, report)
@@ -338,6 +341,9 @@ class _Workspace:
     def add(self, item: Incoming, base: str, start: str, label: str, report: ImportReport) -> str | None:
         """Apply `item` to tree-ish `start`, write the normalised patch (recording `base`); the result tree, or
         None with the refusal added to the report."""
+        from stackmgr import output
+
+        output.tick()
         top = self.repo.top
         if self.applies(start, [item]) != 1:
             _, err = self._why(start, item)

@@ -205,18 +205,25 @@ def _trustworthy(path: str, patch: str, artifacts: list[dict[str, Any]]) -> None
             raise ValueError(f"artifact path {artifact.get('path')!r} climbs with '..'")
 
 
-def load_links(store: Store, patch: str | None = None) -> list[Link]:
-    """Every record (of one patch, when named), oldest first."""
+def load_links(store: Store, patch: str | None = None, parsed: _Parsed | None = None) -> list[Link]:
+    """Every record (of one patch, when named), oldest first. A caller reading many patches one by one passes
+    one `reader()` for all of them (and saves it at the end)."""
     root = store.links_dir
-    parsed = _Parsed(store)
+    own = parsed is None
+    parsed = parsed or _Parsed(store)
     names = [patch] if patch is not None else (sorted(os.listdir(root)) if os.path.isdir(root) else [])
     links = []
     for name in names:
         links.extend(parsed.directory(os.path.join(root, name), name))
     if patch is None:
         parsed.keep_only(set(names))
-    parsed.save()
+    if own:
+        parsed.save()
     return sorted(links, key=lambda link: (link.created, link.id))
+
+
+def reader(store: Store) -> _Parsed:
+    return _Parsed(store)
 
 
 class _Parsed:

@@ -9,14 +9,16 @@ signature).
 
 When the fast path cannot answer, the full assessment runs (and rebuilds the shards): a shard or meta file of
 another generation, another object store for the tree, an owner file changed, or something unpreserved while
-`patches/` (or a kept-versions directory) changed since the shards were written or some patch awaits a retry.
-Anything unpreserved otherwise stands: a patch edited in place without a rename can only be missed in the
-fail-closed direction (reported unpreserved), never the reverse. Always safe to delete.
+any patch file differs from the ones the shards were made from (one scandir + lstat pass over `patches/`,
+names and stat signatures: a patch added, removed, renamed or edited in place since) or awaits a retry. That
+is the full index's own test (it re-reads a patch only when its stat signature changed), without loading it.
+Always safe to delete.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from binascii import crc32
 
 from stackmgr.fsutil import read_cache, write_cache
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from stackmgr.snapshot import Snapshot
 
 SHARDS = 64
-VERSION = 1
+VERSION = 2
 VERSIONS = ".versions"
 
 
@@ -41,32 +43,44 @@ def shard_of(path: bytes) -> int:
     return crc32(path) % SHARDS
 
 
-def dirs_signature(store: Store) -> list[object]:
-    """mtimes of `patches/`, `patches/.versions/` and each kept-versions directory: any patch file added,
-    removed or renamed into place (every stackmgr write) changes one of them."""
-    sig: list[object] = []
+def files_match(store: Store, sigs: dict[str, list[int]]) -> bool:
+    """Every patch file (kept versions included) is exactly the one indexed: same names, same stat signatures
+    (size, mtime, ctime, inode). One scandir pass and an lstat per file; no file is read."""
+    seen = 0
+    for directory, prefix in _patch_dirs(store):
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.endswith(".patch"):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                return False
+            if sigs.get(prefix + entry.name) != [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]:
+                return False
+            seen += 1
+    return seen == len(sigs)
+
+
+def _patch_dirs(store: Store) -> list[tuple[str, str]]:
     top = store.patches_dir
     kept = os.path.join(top, VERSIONS)
-    for directory in (top, kept):
-        try:
-            sig.append(os.stat(directory).st_mtime_ns)
-        except OSError:
-            sig.append(None)
+    found = [(top, "")]
     try:
-        names = sorted(os.listdir(kept))
+        names = os.listdir(kept)
     except OSError:
         names = []
-    for name in names:
-        try:
-            sig.append((name, os.stat(os.path.join(kept, name)).st_mtime_ns))
-        except OSError:
-            sig.append((name, None))
-    return sig
+    found += [(os.path.join(kept, name), f"{VERSIONS}/{name}/") for name in names]
+    return found
 
 
 def write(store: Store, idx: PatchIndex) -> None:
-    """The shards, then the meta file that names their generation (a reader mixing generations falls back).
-    Per tree, the object store its patches were verified in ("mixed" when they differ: no fast path there)."""
+    """The shards, then the meta file that names their generation (unique per writer: a reader that meets shards
+    of two writers falls back) and the stat signature of every patch file the records were made from. Per tree,
+    the object store its patches were verified in ("mixed" when they differ: no fast path there)."""
     shards: list[dict[tuple[str, bytes], list[tuple[str, str, str, list[int]]]]] = [{} for _ in range(SHARDS)]
     retry = False
     objects: dict[str, object] = {}
@@ -80,17 +94,19 @@ def write(store: Store, idx: PatchIndex) -> None:
         for path, mode, blob in rec["entries"]:
             shards[shard_of(path)].setdefault((rec["tree"], path), []).append((mode, blob, filename, rec["sig"]))
     directory = _dir(store)
-    meta = read_cache(os.path.join(directory, "lookup-meta.marshal"))
-    generation = (meta.get("generation", 0) if isinstance(meta, dict) else 0) + 1
+    generation = f"{os.getpid()}-{time.time_ns()}"
     for n, shard in enumerate(shards):
         write_cache(os.path.join(directory, f"lookup-{n:02d}.marshal"), {"generation": generation, "entries": shard})
     write_cache(os.path.join(directory, "lookup-meta.marshal"), {"version": VERSION, "generation": generation,
-                "dirs": dirs_signature(store), "objects": objects, "retry": retry})  # fmt: skip
+                "sigs": {f: list(rec["sig"]) for f, rec in idx.records.items() if rec.get("sig")},
+                "objects": objects, "retry": retry})  # fmt: skip
 
 
-def needs_write(store: Store) -> bool:
+def needs_write(store: Store, idx: PatchIndex) -> bool:
     meta = read_cache(os.path.join(_dir(store), "lookup-meta.marshal"))
-    return not (isinstance(meta, dict) and meta.get("version") == VERSION and meta.get("dirs") == dirs_signature(store))
+    if not (isinstance(meta, dict) and meta.get("version") == VERSION):
+        return True
+    return bool(meta["sigs"] != {f: list(rec["sig"]) for f, rec in idx.records.items() if rec.get("sig")})
 
 
 def quick_assess(store: Store, snap: Snapshot, objects: object) -> Assessment | None:
@@ -127,7 +143,7 @@ def quick_assess(store: Store, snap: Snapshot, objects: object) -> Assessment | 
             result.preserved[change.path] = sorted(shown_name(f) for f, _ in owners)
         else:
             result.unpreserved.append(change)
-    if result.unpreserved and (meta["retry"] or meta["dirs"] != dirs_signature(store)):
+    if result.unpreserved and (meta["retry"] or not files_match(store, meta["sigs"])):
         return None
     return result
 

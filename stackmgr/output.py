@@ -116,19 +116,57 @@ def render_blockers(name: str, blockers: list[tuple[bytes, str]]) -> None:
 
 
 class activity:  # lower-case: used like a function, `with activity("saving"):`
-    """A rich spinner on stderr while slow work runs; nothing at all when stderr is not a terminal."""
+    """A rich spinner on stderr while slow work runs, turned into a progress bar once the work says how much
+    there is (`progress_total(n)`, then `tick()` per item, from wherever the work is done); nothing at all when
+    stderr is not a terminal. One at a time (rich allows one live display)."""
+
+    current: activity | None = None
 
     def __init__(self, message: str) -> None:
         self.message = message
         self._status: Any = None
+        self._bar: Any = None
+        self._task: Any = None
 
-    def __enter__(self) -> None:
-        if sys.stderr.isatty() and os.environ.get("TERM") != "dumb":
+    def __enter__(self) -> activity:
+        if sys.stderr.isatty() and os.environ.get("TERM") != "dumb" and activity.current is None:
             from rich.console import Console
 
             self._status = Console(stderr=True, highlight=False).status(self.message)
             self._status.__enter__()
+            activity.current = self
+        return self
+
+    def total(self, n: int) -> None:
+        if self._status is None or self._bar is not None:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+
+        self._status.__exit__(None, None, None)
+        self._bar = Progress(SpinnerColumn(), TextColumn(self.message), BarColumn(), MofNCompleteColumn(),
+                             transient=True, console=self._status.console)  # fmt: skip
+        self._bar.__enter__()
+        self._task = self._bar.add_task(self.message, total=n)
+
+    def tick(self, n: int = 1) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task, n)
 
     def __exit__(self, *exc: object) -> None:
-        if self._status is not None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+        elif self._status is not None:
             self._status.__exit__(None, None, None)
+        if activity.current is self:
+            activity.current = None
+
+
+def progress_total(n: int) -> None:
+    """The running activity (if any, on a terminal) becomes a bar of `n` steps."""
+    if activity.current is not None:
+        activity.current.total(n)
+
+
+def tick(n: int = 1) -> None:
+    if activity.current is not None:
+        activity.current.tick(n)

@@ -293,7 +293,7 @@ def assess(store: Store, snap: Snapshot, *, full: bool = False, index: PatchInde
         result = _match(idx, snap)
     if full:
         result.presence = _presence(idx, snap)
-    if idx.dirty or lookup.needs_write(store):
+    if idx.dirty or lookup.needs_write(store, idx):
         idx.save()
         lookup.write(store, idx)
     return result

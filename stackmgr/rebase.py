@@ -187,9 +187,14 @@ def abort(store: Store, series: str | None) -> str:
 
 
 def _run(store: Store, state: State) -> Outcome:
+    from stackmgr import output
+
     wt = state["worktree"]
     steps = state["steps"]
+    output.progress_total(len(steps))
+    output.tick(state["position"])
     while state["position"] < len(steps):
+        output.tick()
         step = steps[state["position"]]
         path = os.path.join(store.patches_dir, step["file"])
         parent = step["parent"] = _head(wt)

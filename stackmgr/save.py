@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from stackmgr import git, patchfile, scratch
+from stackmgr import git, output, patchfile, scratch
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import atomic_write, discard, publish, read_or_none, sha256_hex, write_temp
@@ -128,6 +128,8 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
     with operation(store, f"save {name}") as op:
         index = PatchIndex.load(store)
         tree, snap = pick_tree(store, req.tree, index, req.series)
+        output.progress_total(3)  # snapshot taken; the diff; the round trip and the write
+        output.tick()
         try:
             _refuse_unsafe_state(snap)
             base: str = git.resolve_commit(snap.repo.top, req.base) if req.base else snap.head
@@ -146,8 +148,10 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
             _refuse_gitlinks(tree, changes)
             paths = [c.path for c in changes] if req.paths else []
             data, expected = _build(store, tree, snap, diff_from, base, paths, name, req)
+            output.tick()
             _refuse_conflict_markers(data, req.allow_conflict_markers)
             outcome, post_images = _write_verified(store, snap, target, data, expected, req.update)
+            output.tick()
             op.note_tree(tree, snap.known_tree_id(), snap.head)
             result_tree = _result_tree(snap, stack.diff_from, target, paths) if stack else None
         finally:

@@ -35,7 +35,11 @@ def claims(patches: list[PatchRef], top: str, store_root: str) -> Claims:
     first: dict[bytes, Entry] = {}
     last: dict[bytes, Entry] = {}
     owner: dict[bytes, str] = {}
+    from stackmgr import output
+
+    output.progress_total(len(patches))
     for p in patches:
+        output.tick()
         try:
             images = _images(p)
         except StackmgrError as exc:

@@ -25,15 +25,20 @@ class Report(IndexPage, PatchPage, ArtifactPage, ResultsPage, GraveyardPage):
     """The whole site: the store's data gathered once, and a page builder for each kind of page."""
 
     def build(self) -> Site:
+        from stackmgr import output
+
+        output.progress_total(len(self.patches) + len(self.artifacts))
         pages: dict[str, bytes] = {}
         pages["index.html"] = self.index_page().encode("utf-8")
         pages["results.html"] = self.results_page().encode("utf-8")
         pages["graveyard.html"] = self.graveyard_page().encode("utf-8")
         for info in self.patches.values():
+            output.tick()
             pages[info.page] = self.patch_page(info).encode("utf-8")
             if info.raw and info.data is not None:
                 pages[info.raw] = info.data
         for art in self.artifacts.values():
+            output.tick()
             pages[art.page] = self.artifact_page(art).encode("utf-8")
         return Site(pages, len(self.patches), len(self.links))
 

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Every stackmgr benchmark in one command: `python bench/run.py` (add `--smoke` for the small CI version).
+
+Runs, one after the other (each builds its own workloads from the seed, warms up, repeats, and prints a table of
+medians, ratios against git or quilt measured in the same run, targets and PASS/FAIL):
+
+    bench_check_save.py   check vs `git status`; save vs the raw git pipeline (typical and release-size, with
+                          the release-size save's peak RSS); start-up context
+    bench_apply.py        apply of 40 patches vs `quilt push -a` and a `git apply` loop
+    bench_scale.py        apply of 40/400/2,000 patches; check, links, show, status --json and report on a
+                          5,000-patch / 20,000-link store; start-up and heavy imports
+
+Then a summary of every target. Exit 1 when a target fails (never with --smoke), 2 when a benchmark could not
+measure. Needs the `stackmgr` command on PATH (a non-editable install measures what users run) and quilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_apply
+import bench_check_save
+import bench_scale
+
+BENCHES = (("check and save", bench_check_save.main), ("apply", bench_apply.main), ("scale", bench_scale.main))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    codes, verdicts = [], []
+    for label, bench in BENCHES:
+        print(f"\n## {label}\n", flush=True)
+        started = time.monotonic()
+        captured = io.StringIO()
+        with contextlib.redirect_stdout(captured):
+            code = bench(args)
+        text = captured.getvalue()
+        sys.stdout.write(text)
+        print(f"\n({label}: {time.monotonic() - started:.0f} s, exit {code})", flush=True)
+        codes.append(code)
+        verdicts += [(label, m.group(1).strip(), m.group(2)) for m in
+                     re.finditer(r"^\| (.+?) \|[^|\n]*\|[^|\n]*\|[^|\n]*\| (PASS|FAIL) \|$", text, re.M)]  # fmt: skip
+    print("\n## targets\n")
+    for label, name, verdict in verdicts:
+        print(f"{verdict}  {label}: {name}")
+    passed = sum(v == "PASS" for _, _, v in verdicts)
+    print(f"\n{passed} of {len(verdicts)} targets PASS" if verdicts else "\nno targets judged (smoke run)")
+    if 2 in codes:
+        return 2
+    return 1 if 1 in codes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
