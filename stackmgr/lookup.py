@@ -9,10 +9,12 @@ signature).
 
 When the fast path cannot answer, the full assessment runs (and rebuilds the shards): a shard or meta file of
 another generation, another object store for the tree, an owner file changed, or something unpreserved while
-any patch file differs from the ones the shards were made from (one scandir + lstat pass over `patches/`,
-names and stat signatures: a patch added, removed, renamed or edited in place since) or awaits a retry. That
-is the full index's own test (it re-reads a patch only when its stat signature changed), without loading it.
-Always safe to delete.
+`patches/` (or a kept-versions directory) changed since the shards were made, or some patch awaits a retry.
+Otherwise an "unpreserved" stands without stat-ing every patch file (that would make `check` grow with the
+store): a patch edited in place, without a rename, is only picked up by the next full assessment (`status`, or
+any write to `patches/`). That errs on the safe side only: the owners of a "preserved" answer are always
+re-checked, so an edit can make `check` report work unpreserved that is saved, never the reverse. Always safe
+to delete.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from stackmgr.snapshot import Snapshot
 
 SHARDS = 64
-VERSION = 2
+VERSION = 3
 VERSIONS = ".versions"
 
 
@@ -43,44 +45,35 @@ def shard_of(path: bytes) -> int:
     return crc32(path) % SHARDS
 
 
-def files_match(store: Store, sigs: dict[str, list[int]]) -> bool:
-    """Every patch file (kept versions included) is exactly the one indexed: same names, same stat signatures
-    (size, mtime, ctime, inode). One scandir pass and an lstat per file; no file is read."""
-    seen = 0
-    for directory, prefix in _patch_dirs(store):
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            if not entry.name.endswith(".patch"):
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                return False
-            if sigs.get(prefix + entry.name) != [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]:
-                return False
-            seen += 1
-    return seen == len(sigs)
-
-
-def _patch_dirs(store: Store) -> list[tuple[str, str]]:
+def dirs_signature(store: Store) -> list[object]:
+    """mtimes of `patches/`, `patches/.versions/` and each kept-versions directory: a patch file added, removed
+    or renamed into place (every stackmgr write, git checkout, most editors) changes one of them."""
+    sig: list[object] = []
     top = store.patches_dir
     kept = os.path.join(top, VERSIONS)
-    found = [(top, "")]
+    for directory in (top, kept):
+        try:
+            sig.append(os.stat(directory).st_mtime_ns)
+        except OSError:
+            sig.append(None)
     try:
-        names = os.listdir(kept)
+        names = sorted(os.listdir(kept))
     except OSError:
         names = []
-    found += [(os.path.join(kept, name), f"{VERSIONS}/{name}/") for name in names]
-    return found
+    for name in names:
+        try:
+            sig.append((name, os.stat(os.path.join(kept, name)).st_mtime_ns))
+        except OSError:
+            sig.append((name, None))
+    return sig
 
 
-def write(store: Store, idx: PatchIndex) -> None:
+def write(store: Store, idx: PatchIndex, dirs: list[object] | None) -> None:
     """The shards, then the meta file that names their generation (unique per writer: a reader that meets shards
-    of two writers falls back) and the stat signature of every patch file the records were made from. Per tree,
-    the object store its patches were verified in ("mixed" when they differ: no fast path there)."""
+    of two writers falls back). Per tree, the object store its patches were verified in ("mixed" when they
+    differ: no fast path there). `dirs` is `dirs_signature` taken *before* the records were brought up to date
+    (so a patch published meanwhile makes it differ), or None when they were not: then no "unpreserved" is ever
+    answered from these shards."""
     shards: list[dict[tuple[str, bytes], list[tuple[str, str, str, list[int]]]]] = [{} for _ in range(SHARDS)]
     retry = False
     objects: dict[str, object] = {}
@@ -98,15 +91,12 @@ def write(store: Store, idx: PatchIndex) -> None:
     for n, shard in enumerate(shards):
         write_cache(os.path.join(directory, f"lookup-{n:02d}.marshal"), {"generation": generation, "entries": shard})
     write_cache(os.path.join(directory, "lookup-meta.marshal"), {"version": VERSION, "generation": generation,
-                "sigs": {f: list(rec["sig"]) for f, rec in idx.records.items() if rec.get("sig")},
-                "objects": objects, "retry": retry})  # fmt: skip
+                "dirs": dirs, "objects": objects, "retry": retry})  # fmt: skip
 
 
-def needs_write(store: Store, idx: PatchIndex) -> bool:
+def needs_write(store: Store, dirs: list[object]) -> bool:
     meta = read_cache(os.path.join(_dir(store), "lookup-meta.marshal"))
-    if not (isinstance(meta, dict) and meta.get("version") == VERSION):
-        return True
-    return bool(meta["sigs"] != {f: list(rec["sig"]) for f, rec in idx.records.items() if rec.get("sig")})
+    return not (isinstance(meta, dict) and meta.get("version") == VERSION and meta.get("dirs") == dirs)
 
 
 def quick_assess(store: Store, snap: Snapshot, objects: object) -> Assessment | None:
@@ -143,7 +133,7 @@ def quick_assess(store: Store, snap: Snapshot, objects: object) -> Assessment | 
             result.preserved[change.path] = sorted(shown_name(f) for f, _ in owners)
         else:
             result.unpreserved.append(change)
-    if result.unpreserved and (meta["retry"] or not files_match(store, meta["sigs"])):
+    if result.unpreserved and (meta["retry"] or meta["dirs"] is None or meta["dirs"] != dirs_signature(store)):
         return None
     return result
 

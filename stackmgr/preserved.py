@@ -283,19 +283,22 @@ def assess(store: Store, snap: Snapshot, *, full: bool = False, index: PatchInde
         quick = lookup.quick_assess(store, snap, objects)
         if quick is not None:
             return quick
+    dirs = lookup.dirs_signature(store)  # before the records are brought up to date (see lookup.write)
     idx = index or PatchIndex.load(store)
     idx.forget_other_stores(snap.tree, objects)
-    if full or not idx.records:
+    refreshed = full or not idx.records
+    if refreshed:
         idx.refresh()
     result = _match(idx, snap)
     if not full and (result.unpreserved or not _owners_current(idx, result)):
         idx.refresh()
+        refreshed = True
         result = _match(idx, snap)
     if full:
         result.presence = _presence(idx, snap)
-    if idx.dirty or lookup.needs_write(store, idx):
+    if idx.dirty or lookup.needs_write(store, dirs):
         idx.save()
-        lookup.write(store, idx)
+        lookup.write(store, idx, dirs if refreshed else None)
     return result
 
 

@@ -23,7 +23,8 @@ def test_shards_answer_and_follow_the_store(lab: Lab) -> None:
     data = patch.read_bytes()
     patch.write_bytes(data.replace(b"+edited", b"+EDITED"))  # edited in place: the owner no longer matches
     assert lab.sm("check").code == 1
-    patch.write_bytes(data)
+    patch.write_bytes(data)  # put back in place: `check` errs on the safe side until a full assessment
+    assert lab.sm("status").code == 0
     assert lab.sm("check").code == 0
     os.rename(patch, lab.store / "p.patch.away")
     assert lab.sm("check").code == 1  # the owner is gone
