@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
 
 from stackmgr.config import Store
 from stackmgr.fsutil import atomic_write
@@ -17,13 +16,22 @@ from stackmgr.fsutil import atomic_write
 STATE_FILE = "applied.json"
 
 
-@dataclass
 class Applied:
-    series: str
-    base: str
-    patches: list[tuple[str, str]] = field(default_factory=list)  # (patch name, sha256) in order
-    result_tree: str = ""
-    at: int = 0
+    """The series applied to a tree (plain class: `apply` starts without dataclasses/inspect)."""
+
+    __slots__ = ("at", "base", "patches", "result_tree", "series")
+
+    def __init__(self, series: str, base: str, patches: list[tuple[str, str]] | None = None, result_tree: str = "",
+                 at: int = 0) -> None:  # fmt: skip
+        self.series = series
+        self.base = base
+        self.patches = patches if patches is not None else []  # (patch name, sha256) in order
+        self.result_tree = result_tree
+        self.at = at
+
+    def as_dict(self) -> dict[str, object]:
+        return {"series": self.series, "base": self.base, "patches": [list(p) for p in self.patches],
+                "result_tree": self.result_tree, "at": self.at}  # fmt: skip
 
     @property
     def names(self) -> list[str]:
@@ -49,7 +57,7 @@ def load_applied(store: Store) -> dict[str, Applied]:
 
 def _write(store: Store, state: dict[str, Applied]) -> None:
     os.makedirs(store.state_dir, exist_ok=True)
-    data = {"schema": 1, "trees": {tree: asdict(a) for tree, a in sorted(state.items())}}
+    data = {"schema": 1, "trees": {tree: a.as_dict() for tree, a in sorted(state.items())}}
     atomic_write(_path(store), (json.dumps(data, indent=2) + "\n").encode())
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
@@ -22,13 +21,24 @@ _GUARD = re.compile(r"#[+-][A-Za-z0-9_.-]+")
 _BLANKS = " \t\r\f\v"  # quilt and MQ split on ASCII blanks only; a no-break space is part of a name
 
 
-@dataclass
 class Entry:
-    patch: str  # file name relative to patches/, e.g. "fix.patch"
-    lineno: int
-    guards: list[str] = field(default_factory=list)  # "+xpu" / "-xpu"
-    strip: bool = False  # an explicit -p1 was written
-    comment: str = ""  # a trailing "# ..." kept as written
+    """One patch line of a series (plain class: `apply` starts without dataclasses/inspect)."""
+
+    __slots__ = ("comment", "guards", "lineno", "patch", "strip")
+
+    def __init__(self, patch: str, lineno: int, guards: list[str] | None = None, strip: bool = False,
+                 comment: str = "") -> None:  # fmt: skip
+        self.patch = patch  # file name relative to patches/, e.g. "fix.patch"
+        self.lineno = lineno
+        self.guards = guards if guards is not None else []  # "+xpu" / "-xpu"
+        self.strip = strip  # an explicit -p1 was written
+        self.comment = comment  # a trailing "# ..." kept as written
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Entry) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __repr__(self) -> str:
+        return f"Entry({self.patch!r}, {self.lineno}, {self.guards!r}, {self.strip!r}, {self.comment!r})"
 
     @property
     def name(self) -> str:
@@ -39,11 +49,13 @@ class Entry:
         return " ".join(parts + ([self.comment] if self.comment else []))
 
 
-@dataclass
 class Line:
-    text: str  # without its line ending
-    ending: str
-    entry: Entry | None = None
+    __slots__ = ("ending", "entry", "text")
+
+    def __init__(self, text: str, ending: str, entry: Entry | None = None) -> None:
+        self.text = text  # without its line ending
+        self.ending = ending
+        self.entry = entry
 
 
 class SeriesError(StackmgrError):
