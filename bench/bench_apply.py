@@ -41,11 +41,11 @@ from bench_check_save import (
     Scale,
     build_tree,
     commit_tree,
+    finish,
     hermetic_env,
     log,
     prepare_workdir,
     render_source,
-    render_table,
     run,
     timed,
     tracked_sources,
@@ -299,12 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("working-tree ids (identical: every contender builds the saved series):")
     for line in ids:
         print(f"  {line}")
-    print(render_table(rows, args.smoke))
-    failed = [r.name for r in rows if r.verdict == "FAIL"]
-    if failed and not args.smoke:
-        print(f"FAILED targets: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return finish(rows, args.smoke)
 
 
 if __name__ == "__main__":

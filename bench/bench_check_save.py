@@ -353,6 +353,16 @@ def measure_show(bench: Bench, links: int = 10) -> list[Row]:
     return [Row(f"stackmgr show p1 ({links} links), as a fraction of 1 s", ms, ms / 1000, 1.0)]
 
 
+def finish(rows: list[Row], smoke: bool) -> int:
+    """Print the table; exit 1 when a target failed (never for a smoke run)."""
+    print(render_table(rows, smoke))
+    failed = [r.name for r in rows if r.verdict == "FAIL"]
+    if failed and not smoke:
+        print(f"FAILED targets: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def render_table(rows: list[Row], smoke: bool = False) -> str:
     """The results as a Markdown table; a smoke run (a tiny tree) judges no target, so it says so."""
     lines = ["| measurement | median ms | ratio | target | result |", "|---|---:|---:|---:|---|"]
@@ -457,12 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = os.getloadavg()[0]
     print(f"# stackmgr vs git ({'smoke' if args.smoke else 'full'}; seed {args.seed}; {repeats} repeats; "
           f"{platform.machine()}, {os.cpu_count()} CPUs, load {load:.2f} at the end)")  # fmt: skip
-    print(render_table(rows, args.smoke))
-    failed = [r.name for r in rows if r.verdict == "FAIL"]
-    if failed and not args.smoke:
-        print(f"FAILED targets: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return finish(rows, args.smoke)
 
 
 if __name__ == "__main__":

@@ -42,13 +42,13 @@ from bench_check_save import (
     Row,
     build_tree,
     commit_tree,
+    finish,
     hermetic_env,
     log,
     make_dirty,
     median_ms,
     paired_medians,
     prepare_workdir,
-    render_table,
     run,
     timed,
     tracked_sources,
@@ -344,12 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# stackmgr at scale ({'smoke' if args.smoke else 'full'}; seed {args.seed}; {git}; Python "
           f"{platform.python_version()}; {platform.machine()}, {os.cpu_count()} CPUs, load "
           f"{os.getloadavg()[0]:.2f} at the end)")  # fmt: skip
-    print(render_table(rows, args.smoke))
-    failed = [r.name for r in rows if r.verdict == "FAIL"]
-    if failed and not args.smoke:
-        print(f"FAILED targets: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return finish(rows, args.smoke)
 
 
 if __name__ == "__main__":

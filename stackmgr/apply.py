@@ -117,13 +117,42 @@ def _preflight(store: Store, plan: TreePlan) -> Snapshot:
     return snap
 
 
+def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: bool) -> None:
+    """The results are built in scratch indexes (read-tree, git apply, write-tree) on a thread while the trees
+    are snapshotted and assessed: independent git work, overlapped. A preflight refusal wins over a failure to
+    build (it says what to do first); nothing is changed either way."""
+    import threading
+
+    built: dict[str, TreeId] = {}
+    failed: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            for plan in plans:
+                built[plan.tree] = compute_result(plan, three_way, store.root)
+        except BaseException as exc:  # re-raised on the main thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=build, name="stackmgr-apply-build", daemon=True)
+    worker.start()
+    try:
+        for plan in plans:
+            _preflight(store, plan)
+    finally:
+        worker.join()
+    if failed:
+        raise failed[0]
+    for plan in plans:
+        plan.result = built[plan.tree]
+
+
 def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
     """Apply the tree's patches in order to its base in a scratch index; name the first that fails. The result
     must be what the patches record (verify.py); what they record is read while git applies them."""
-    assert plan.snap is not None
-    top = plan.snap.repo.top
+    repo = git.open_repo(plan.path)
+    top = repo.top
     claimed: list[verify.Claims] = []
-    index = TempIndex.scratch(plan.snap.repo, "apply")
+    index = TempIndex.scratch(repo, "apply")
     try:
         index.read_tree(plan.base)
         read_claims = lambda: claimed.append(verify.claims(plan.patches, top, store_root))  # noqa: E731
@@ -197,10 +226,7 @@ def apply_series(
         plans = plan_series(store, name, only_tree, guards)
         _refuse_revivals(store, plans, override)
         try:
-            for plan in plans:
-                _preflight(store, plan)
-            for plan in plans:
-                plan.result = compute_result(plan, three_way, store.root)
+            _preflight_while_computing(store, plans, three_way)
             outcomes = [TreeOutcome(p, p.snap is not None and p.snap.tree_id() != p.result) for p in plans]
             if not dry_run:
                 _switch_all(store, name, plans)
