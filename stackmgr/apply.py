@@ -242,10 +242,9 @@ def _refuse_revivals(store: Store, plans: list[TreePlan], override: str | None) 
     links_dir = store.links_dir
     if not os.path.isdir(links_dir) or not os.listdir(links_dir):
         return
-    from stackmgr import git as gitmod
     from stackmgr.evidence import refuse_revival
 
-    patches = [(p.name, gitmod.patch_id(store.root, p.data)) for plan in plans for p in plan.patches]
+    patches = [(p.name, p.data) for plan in plans for p in plan.patches]
     for warning in refuse_revival(store, patches, override):
         import sys
 

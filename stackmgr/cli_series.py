@@ -152,13 +152,12 @@ def add(ctx: click.Context, name: str, patches: tuple[str, ...], position: int |
 def _revival_warnings(store: Store, files: list[str], override: str | None) -> list[str]:
     if not os.path.isdir(store.links_dir):
         return []
-    from stackmgr import git
     from stackmgr.evidence import refuse_revival
 
     named = []
     for filename in files:
         with open(os.path.join(store.patches_dir, filename), "rb") as f:
-            named.append((filename[: -len(".patch")], git.patch_id(store.root, f.read())))
+            named.append((filename[: -len(".patch")], f.read()))
     return refuse_revival(store, named, override)
 
 

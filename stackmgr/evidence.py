@@ -190,15 +190,6 @@ def patch_status(links: list[Link], states: dict[str, str]) -> str:
     return "experimental"
 
 
-def lessons_against(store: Store, patch: str, patch_id: str | None) -> list[Link]:
-    """do-not-revive links that name this patch, or a patch with the same patch-id."""
-    found = []
-    for link in effective(load_links(store)):
-        if link.do_not_revive and (link.patch == patch or (patch_id and link.patch_id == patch_id)):
-            found.append(link)
-    return found
-
-
 # --- creating a link -------------------------------------------------------------------------------------------
 
 
@@ -356,14 +347,20 @@ def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
     return problems, len(links)
 
 
-def refuse_revival(store: Store, patches: Sequence[tuple[str, str | None]], override: str | None) -> list[str]:
+def refuse_revival(store: Store, patches: Sequence[tuple[str, bytes]], override: str | None) -> list[str]:
     """Refuse (exit 1) to bring back a do-not-revive lane — same name or same patch-id — unless `override` gives
-    a reason; then return the loud warnings to print."""
+    a reason; then return the loud warnings to print. `patches` are (name, bytes); the links are read once, and
+    patch-ids are only computed when some do-not-revive link records one."""
     from stackmgr.errors import NotPreserved
 
+    lanes = [link for link in effective(load_links(store)) if link.do_not_revive]
+    if not lanes:
+        return []
     warnings = []
-    for name, pid in patches:
-        for link in lessons_against(store, name, pid):
+    for name, data in patches:
+        by_name = [link for link in lanes if link.patch == name]
+        pid = git.patch_id(store.root, data) if any(link.patch_id for link in lanes) else None
+        for link in by_name + [k for k in lanes if k.patch != name and pid and k.patch_id == pid]:
             lesson = link.lesson or "no lesson recorded"
             if not override:
                 raise NotPreserved(f"{name} revives a do-not-revive lane ({link.id} on {link.patch}: {lesson})",
