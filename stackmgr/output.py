@@ -116,47 +116,83 @@ def render_blockers(name: str, blockers: list[tuple[bytes, str]]) -> None:
 
 
 class activity:  # lower-case: used like a function, `with activity("saving"):`
-    """A rich spinner on stderr while slow work runs, turned into a progress bar once the work says how much
-    there is (`progress_total(n)`, then `tick()` per item, from wherever the work is done); nothing at all when
-    stderr is not a terminal. One at a time (rich allows one live display)."""
+    """Shown on stderr once the work has run for a second: a rich spinner, or a progress bar once the work says
+    how much there is (`progress_total(n)`, then `tick()` per item, from wherever the work is done). Nothing at
+    all when stderr is not a terminal, or when the work is done within the second. One at a time (rich allows
+    one live display)."""
 
     current: activity | None = None
+    DELAY = 1.0
 
     def __init__(self, message: str) -> None:
         self.message = message
-        self._status: Any = None
-        self._bar: Any = None
+        self._live: Any = None  # the rich Status or Progress on screen
         self._task: Any = None
+        self._total: int | None = None
+        self._done = 0
+        self._closed = False
+        self._lock: Any = None
+        self._timer: Any = None
 
     def __enter__(self) -> activity:
         if sys.stderr.isatty() and os.environ.get("TERM") != "dumb" and activity.current is None:
-            from rich.console import Console
+            import threading
 
-            self._status = Console(stderr=True, highlight=False).status(self.message)
-            self._status.__enter__()
             activity.current = self
+            self._lock = threading.Lock()
+            self._timer = threading.Timer(self.DELAY, self._show)
+            self._timer.daemon = True
+            self._timer.start()
         return self
 
-    def total(self, n: int) -> None:
-        if self._status is None or self._bar is not None:
-            return
+    def _show(self) -> None:
+        with self._lock:
+            if self._closed or self._live is not None:
+                return
+            from rich.console import Console
+
+            console = Console(stderr=True, highlight=False)
+            if self._total is None:
+                self._live = console.status(self.message)
+                self._live.__enter__()
+            else:
+                self._start_bar(console)
+
+    def _start_bar(self, console: Any) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-        self._status.__exit__(None, None, None)
-        self._bar = Progress(SpinnerColumn(), TextColumn(self.message), BarColumn(), MofNCompleteColumn(),
-                             transient=True, console=self._status.console)  # fmt: skip
-        self._bar.__enter__()
-        self._task = self._bar.add_task(self.message, total=n)
+        self._live = Progress(SpinnerColumn(), TextColumn(self.message), BarColumn(), MofNCompleteColumn(),
+                              transient=True, console=console)  # fmt: skip
+        self._live.__enter__()
+        self._task = self._live.add_task(self.message, total=self._total, completed=self._done)
+
+    def total(self, n: int) -> None:
+        if self._lock is None:
+            return
+        with self._lock:
+            if self._total is not None:
+                return
+            self._total = n
+            if self._live is not None and self._task is None:  # the spinner is up: it becomes a bar
+                console = self._live.console
+                self._live.__exit__(None, None, None)
+                self._start_bar(console)
 
     def tick(self, n: int = 1) -> None:
-        if self._bar is not None:
-            self._bar.advance(self._task, n)
+        if self._lock is None:
+            return
+        with self._lock:
+            self._done += n
+            if self._task is not None:
+                self._live.update(self._task, completed=self._done)
 
     def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(None, None, None)
-        elif self._status is not None:
-            self._status.__exit__(None, None, None)
+        if self._lock is not None:
+            self._timer.cancel()
+            with self._lock:
+                self._closed = True
+                if self._live is not None:
+                    self._live.__exit__(None, None, None)
         if activity.current is self:
             activity.current = None
 
