@@ -309,6 +309,7 @@ def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
     """Re-hash every artifact and re-derive every metric that records its source.
     Returns ([(link, patch, what is wrong)], number of links checked)."""
     hashes = ArtifactHashes(store)
+    hashes.cache = {}  # verify re-reads every artifact: the stat-keyed cache is what it checks, not what it trusts
     problems: list[tuple[str, str, str]] = []
     links = []
     from stackmgr import output

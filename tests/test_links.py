@@ -88,6 +88,22 @@ def test_verify_rederives_metrics(evidence_lab: Lab) -> None:
     assert "metric output_throughput is 99 in results/bench.json, recorded 107.77" in problems
 
 
+def test_verify_rereads_artifacts_instead_of_trusting_the_hash_cache(evidence_lab: Lab) -> None:
+    """The stat-keyed hash cache speeds up `links` and `show`; `verify` is what checks it, so it re-reads."""
+    import marshal
+
+    lab = evidence_lab
+    _link(lab, "replay-fix", "results/bench.json")
+    assert _show(lab, "replay-fix")["links"][0]["state"] == "fresh"  # type: ignore[index]
+    cache = lab.store / ".stackmgr" / "cache" / "artifacts.marshal"
+    entries = marshal.loads(cache.read_bytes())
+    entries = {path: [*sig[:4], "0" * 64] for path, sig in entries.items()}  # a cache that lies
+    cache.write_bytes(marshal.dumps(entries))
+    assert _show(lab, "replay-fix")["links"][0]["state"] == "broken"  # type: ignore[index]
+    assert lab.sm("verify").code == 0  # the files are fine
+    assert _show(lab, "replay-fix")["links"][0]["state"] == "fresh"  # type: ignore[index]
+
+
 def test_links_filters_and_sorting(evidence_lab: Lab) -> None:
     lab = evidence_lab
     a = _link(lab, "replay-fix", "results/probe.log", "--metric", "output_throughput=100tok/s")
