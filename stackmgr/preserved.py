@@ -67,6 +67,7 @@ class PatchIndex:
         self.path = os.path.join(store.state_dir, "cache", "patch-index.marshal")
         self.records: dict[str, Record] = {}
         self.dirty = False
+        self._bases: dict[tuple[str, str], bool] = {}
 
     @classmethod
     def load(cls, store: Store) -> PatchIndex:
@@ -194,7 +195,10 @@ class PatchIndex:
         try:
             repo = git.open_repo(config.path)
             objects = object_store(repo)  # before the checks: a re-clone meanwhile makes the record stale, not wrong
-            if not git.has_commit(repo.top, header.base):
+            known = (repo.top, header.base)
+            if known not in self._bases:  # a store's patches share few bases: asked once per refresh
+                self._bases[known] = git.has_commit(repo.top, header.base)
+            if not self._bases[known]:
                 raise _Unverifiable(f"{filename}: base {header.base[:12]} is not a commit of tree {header.tree}")
             unknown = [im.path for im in images if im.old_blob is None or not im.old_mode]
             at_base = git.blob_entries(repo.top, header.base, unknown) if unknown else {}
