@@ -14,6 +14,7 @@ import os
 from stackmgr import git, patchfile
 from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.lookup import VERSIONS
 from stackmgr.names import inside, patch_name
 from stackmgr.scratch import tree_from_patches
 
@@ -39,7 +40,7 @@ def resolve(store: Store, spec: str) -> Version:
         if not os.path.isfile(path):
             raise UsageProblem(f"no patch named {name}", "see `stackmgr series`, or give a patch file's path")
         return Version(f"{name}.patch", path)
-    kept = os.path.join(store.patches_dir, ".versions", name)
+    kept = os.path.join(store.patches_dir, VERSIONS, name)
     versions = sorted((os.path.join(kept, v) for v in os.listdir(kept) if v.endswith(".patch")),
                       key=os.path.getmtime) if os.path.isdir(kept) else []  # fmt: skip
     hits = versions[-1:] if which == "prev" else [v for v in versions if os.path.basename(v).startswith(which.lower())]

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 SHARDS = 64
 VERSION = 3
-VERSIONS = ".versions"
+VERSIONS = ".versions"  # patches/.versions/NAME/HEX.patch: what `save --update` and `rebase` replaced
 
 
 def _dir(store: Store) -> str:

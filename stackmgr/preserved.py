@@ -16,6 +16,7 @@ from stat import S_ISLNK, S_ISREG
 from stackmgr import git, lookup, scratch
 from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.fsutil import read_cache, sha256_hex, write_cache
+from stackmgr.lookup import VERSIONS
 from stackmgr.names import valid_name
 from stackmgr.types import GITLINK_MODE
 
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     Record = dict[str, Any]
 
 CACHE_VERSION = 4
-VERSIONS = ".versions"  # patches/.versions/NAME/HEX.patch: what `save --update` and `rebase` replaced
 
 
 class _Unverifiable(Exception):

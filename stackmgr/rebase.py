@@ -20,7 +20,6 @@ journaled operation (`stackmgr undo` reverts it; the replaced versions are kept 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 
@@ -30,13 +29,11 @@ from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import atomic_write, read_or_none, sha256_hex
 from stackmgr.journal import operation
-from stackmgr.names import check_name
+from stackmgr.rebase_state import claim, in_progress, load_state, remove_worktree, save_state, state_path, where
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
-    State = dict[str, Any]  # the JSON of .stackmgr/rebase/SERIES.json
+    from stackmgr.rebase_state import State
 
 OUTCOMES = ("unchanged", "context drift", "merged (3-way)", "conflict resolved", "changed by hand", "already upstream")
 _BOT = {"GIT_COMMITTER_NAME": "stackmgr", "GIT_COMMITTER_EMAIL": "stackmgr@localhost"}
@@ -53,18 +50,6 @@ class Outcome:
         return {"schema": 1, "series": s["series"], "tree": s["tree"], "onto": s["onto"], "done": self.done,
                 "stopped": self.stop or None, "worktree": None if self.done else s["worktree"],
                 "patches": [{"name": st["name"], "outcome": st["outcome"]} for st in s["steps"]]}  # fmt: skip
-
-
-def state_path(store: Store, series: str) -> str:
-    return os.path.join(store.state_dir, "rebase", series + ".json")
-
-
-def in_progress(store: Store) -> list[str]:
-    directory = os.path.join(store.state_dir, "rebase")
-    try:
-        return sorted(n[:-5] for n in os.listdir(directory) if n.endswith(".json"))
-    except FileNotFoundError:
-        return []
 
 
 def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str | None) -> Outcome:
@@ -90,10 +75,10 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
         new_base = git.resolve_commit(repo.top, onto)
     except StackmgrError:
         raise UsageProblem(f"{onto} is not a commit of tree {plan.tree}", "fetch it, or name another") from None
-    top, worktree = _where(store, plan.tree, series)
-    _claim(store, series)
+    top, worktree = where(store, plan.tree, series)
+    claim(store, series)
     try:
-        _remove_worktree(top, worktree)
+        remove_worktree(top, worktree)
         os.makedirs(os.path.dirname(worktree), exist_ok=True)
         git.run(top, ["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--force", worktree,
                       new_base])  # fmt: skip
@@ -107,12 +92,12 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
         "steps": [{"name": p.name, "file": os.path.basename(p.path), "sha256": sha256_hex(p.data),
                    "outcome": None, "commit": None} for p in plan.patches],
     }  # fmt: skip
-    _save_state(store, state)
+    save_state(store, state)
     return _run(store, state)
 
 
 def resume(store: Store, series: str | None) -> Outcome:
-    state = _load_state(store, series)
+    state = load_state(store, series)
     wt = state["worktree"]
     if not os.path.isdir(wt):
         raise StackmgrError(f"the rebase worktree {wt} is gone", f"`stackmgr rebase {state['series']} --abort`")
@@ -158,17 +143,17 @@ def resume(store: Store, series: str | None) -> Outcome:
         if stop:
             state["position"] -= 1
             state["stopped"] = "exec"
-            _save_state(store, state)
+            save_state(store, state)
             return Outcome(state, False, stop)
     state["stopped"] = None
-    _save_state(store, state)
+    save_state(store, state)
     return _run(store, state)
 
 
 def abort(store: Store, series: str | None) -> str:
     """Remove the worktree and the state; a damaged state is removed too (its worktree found from the name)."""
     try:
-        state = _load_state(store, series)
+        state = load_state(store, series)
     except UsageProblem:
         raise
     except StackmgrError:
@@ -176,12 +161,12 @@ def abort(store: Store, series: str | None) -> str:
         name = series or in_progress(store)[0]
         for tree in store.trees:
             try:
-                _remove_worktree(*_where(store, tree, name))
+                remove_worktree(*where(store, tree, name))
             except StackmgrError:
                 continue
         os.unlink(state_path(store, name))
         return name
-    _remove_worktree(state["top"], state["worktree"])
+    remove_worktree(state["top"], state["worktree"])
     os.unlink(state_path(store, state["series"]))
     return str(state["series"])
 
@@ -201,7 +186,7 @@ def _run(store: Store, state: State) -> Outcome:
         how = _carry(wt, path)
         if how == "conflict" or how.startswith("no merge"):
             state["stopped"] = "conflict"
-            _save_state(store, state)
+            save_state(store, state)
             return Outcome(state, False, _stop_line(state, step, how))
         if how == "already upstream":
             step["outcome"], step["commit"] = how, parent
@@ -216,10 +201,10 @@ def _run(store: Store, state: State) -> Outcome:
         stop = _exec(state, step)
         if stop:
             state["stopped"] = "exec"
-            _save_state(store, state)
+            save_state(store, state)
             return Outcome(state, False, stop)
         state["position"] += 1
-        _save_state(store, state)
+        save_state(store, state)
     _finish(store, state)
     return Outcome(state, True)
 
@@ -322,7 +307,7 @@ def _finish(store: Store, state: State) -> None:
     with operation(store, f"rebase {state['series']} --onto {onto[:12]}"):
         if not (written and rewritten):  # else a run killed after its write: only the clean-up is left
             _write_rewritten(store, state, rewritten)
-    _remove_worktree(state["top"], wt)
+    remove_worktree(state["top"], wt)
     os.unlink(state_path(store, state["series"]))
 
 
@@ -393,83 +378,3 @@ def _commit(wt: str, tree: str, parent: str, name: str) -> None:
     git.run(wt, ["update-ref", "--no-deref", "HEAD", commit])
     git.run(wt, ["read-tree", commit])
     git.run_rc(wt, ["update-index", "-q", "--refresh"])  # stat info back, or the next `apply --index` refuses
-
-
-def _remove_worktree(top: str, worktree: str) -> None:
-    """Remove our scratch worktree and its entry in the repository (never `worktree prune`, which would also
-    forget the user's worktrees whose directories are away)."""
-    if os.path.exists(worktree):
-        git.run_rc(top, ["worktree", "remove", "--force", "--force", worktree])
-        shutil.rmtree(worktree, ignore_errors=True)
-    common = git.run(top, ["rev-parse", "--git-common-dir"]).decode().strip()
-    admin = os.path.join(top, common, "worktrees")
-    for name in os.listdir(admin) if os.path.isdir(admin) else []:
-        link = read_or_none(os.path.join(admin, name, "gitdir")) or b""
-        if os.path.dirname(link.decode("utf-8", "replace").strip()) == worktree:
-            shutil.rmtree(os.path.join(admin, name), ignore_errors=True)
-
-
-def _where(store: Store, tree: str, series: str) -> tuple[str, str]:
-    """The tree's top and the scratch worktree of this store's rebase of `series` (named after the store too,
-    so two stores rebasing series of one name in one tree never share it)."""
-    repo = git.open_repo(store.tree(tree).path)
-    key = sha256_hex(os.path.realpath(store.root).encode())[:8]
-    return repo.top, os.path.join(repo.stackmgr_dir, "rebase", f"{series}-{key}")
-
-
-def _claim(store: Store, series: str) -> None:
-    """Create the state file, exclusively: two `rebase S --onto` at once cannot both start."""
-    path = state_path(store, series)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-    except FileExistsError:
-        raise UsageProblem(f"a rebase of series {series} is in progress",
-                           f"`stackmgr rebase {series} --continue` or `--abort`") from None
-
-
-def _save_state(store: Store, state: State) -> None:
-    path = state_path(store, state["series"])
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    atomic_write(path, json.dumps(state, indent=1).encode(), durable=False)
-
-
-def _load_state(store: Store, series: str | None) -> State:
-    if series is not None:
-        check_name("series", series)
-    if series is None:
-        going = in_progress(store)
-        if len(going) != 1:
-            raise UsageProblem("no rebase is in progress" if not going else f"rebases in progress: {', '.join(going)}",
-                               "start one with `stackmgr rebase SERIES --onto REV`" if not going
-                               else "name the series: `stackmgr rebase SERIES --continue`")  # fmt: skip
-        series = going[0]
-    raw = read_or_none(state_path(store, series))
-    if raw is None:
-        raise UsageProblem(f"no rebase of series {series} is in progress", f"`stackmgr rebase {series} --onto REV`")
-    try:
-        state = json.loads(raw)
-    except ValueError:
-        raise StackmgrError(f"the rebase state of {series} is damaged",
-                            f"`stackmgr rebase {series} --abort` removes it") from None  # fmt: skip
-    if not _valid_state(state) or state["tree"] not in store.trees:
-        raise StackmgrError(f"the rebase state of {series} is damaged",
-                            f"`stackmgr rebase {series} --abort` removes it")  # fmt: skip
-    checked: State = state
-    checked["top"], checked["worktree"] = _where(store, checked["tree"], series)  # never a path from the file
-    return checked
-
-
-def _valid_state(state: object) -> bool:
-    if not isinstance(state, dict):
-        return False
-    kinds = {"series": str, "tree": str, "onto": str, "position": int, "steps": list, "series_sha256": str}
-    if not all(isinstance(state.get(k), t) for k, t in kinds.items()) or state.get("stopped") not in (
-        None, "conflict", "exec"
-    ):
-        return False
-    steps = state["steps"]
-    return 0 <= state["position"] <= len(steps) and all(
-        isinstance(st, dict) and isinstance(st.get("name"), str) and isinstance(st.get("file"), str)
-        and isinstance(st.get("sha256"), str) and "/" not in st["file"] for st in steps
-    )  # fmt: skip

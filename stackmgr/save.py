@@ -9,6 +9,7 @@ from stackmgr.config import Store
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.fsutil import atomic_write, discard, publish, read_or_none, sha256_hex, write_temp
 from stackmgr.journal import operation
+from stackmgr.lookup import VERSIONS
 from stackmgr.names import inside, patch_name
 from stackmgr.preserved import PatchIndex, assess
 from stackmgr.snapshot import Snapshot, take_snapshot
@@ -301,6 +302,6 @@ def _verify_round_trip(snap: Snapshot, patch_path: str, expected: list[Change]) 
 def keep_previous(store: Store, filename: str, existing: bytes) -> None:
     """--update keeps the replaced version under patches/.versions/ for interdiff."""
     digest = sha256_hex(existing)[:12]
-    directory = os.path.join(store.patches_dir, ".versions", filename[: -len(".patch")])
+    directory = os.path.join(store.patches_dir, VERSIONS, filename[: -len(".patch")])
     os.makedirs(directory, exist_ok=True)
     atomic_write(os.path.join(directory, f"{digest}.patch"), existing)
