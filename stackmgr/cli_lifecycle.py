@@ -72,6 +72,8 @@ def rebase_cmd(ctx: click.Context, series: str | None, onto: str | None, tree: s
         raise UsageProblem("give --onto REV, --continue or --abort", "e.g. `stackmgr rebase S --onto origin/main`")
     if onto is not None and series is None:
         raise UsageProblem("which series?", "`stackmgr rebase SERIES --onto REV`")
+    if onto is None and (tree is not None or exec_cmd is not None):
+        raise UsageProblem("-t and --exec go with --onto", "--continue goes on with the tree and --exec given then")
     if abort:
         output.out(f"rebase of series {rebase.abort(store, series)} aborted; nothing was changed")
         return

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gc
 import marshal
 import os
 import sys
@@ -165,20 +166,20 @@ def _read_holder(fd: int) -> str:
 
 def read_cache(path: str) -> object:
     """A value written by `write_cache`, or None when absent or unreadable (caches are always rebuildable)."""
-    import gc
-
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
         return None
+    collecting = gc.isenabled()
     gc.disable()  # millions of fresh tuples: collection passes would scan them again and again
     try:
         return marshal.loads(data)
     except (EOFError, ValueError, TypeError):
         return None
     finally:
-        gc.enable()
+        if collecting:
+            gc.enable()
 
 
 def write_cache(path: str, value: object) -> None:

@@ -201,3 +201,9 @@ def test_a_killed_rebase_goes_on_where_it_stopped(stacked: Lab, tmp_path: Path) 
     assert lab.sm("apply", "S").code == 0
     assert (lab.tree / "f03.txt").read_text().count("patched by p03") == 1
     assert git_text(lab.tree, "worktree", "list").count("\n") == 0
+
+
+def test_exec_and_tree_only_with_onto(stacked: Lab) -> None:
+    for args in (("--continue", "--exec", "true"), ("--abort", "-t", "vllm")):
+        result = stacked.sm("rebase", *args)
+        assert result.code == 2 and "go with --onto" in result.err and "Traceback" not in result.err
