@@ -1,3 +1,3 @@
-from stackmgr.entry import main
+from stackmgr.cli.entry import main
 
 raise SystemExit(main())

@@ -11,7 +11,7 @@ TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`
 if TYPE_CHECKING:
     from typing import Any, TextIO
 
-    from stackmgr.status import TreeReport
+    from stackmgr.commands.status import TreeReport
 
 _CODES = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
 

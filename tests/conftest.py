@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmgr.entry import main
+from stackmgr.cli.entry import main
 
 GIT_DATE = "1781344931 +0000"  # 2026-06-13
 

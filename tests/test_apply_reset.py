@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmgr import checkout
+from stackmgr.safety import tree_move
 from tests.conftest import Lab, git, git_text, make_repo
 from tests.conftest import tree_files as _files
 
@@ -84,13 +84,13 @@ def test_a_file_changed_between_check_and_switch_is_refused_and_kept(lab: Lab, m
     def editor_autosave(_snap: object) -> None:
         (lab.tree / "src" / "model.py").write_text("def f():\n    return 3  # typed after the check\n")
 
-    monkeypatch.setattr(checkout, "before_switch", editor_autosave)
+    monkeypatch.setattr(tree_move, "before_switch", editor_autosave)
     result = lab.sm("reset")
     assert result.code == 3
     assert "refused, nothing changed" in result.err and "src/model.py" in result.err
     assert (lab.tree / "src" / "model.py").read_text() == "def f():\n    return 3  # typed after the check\n"
     assert (lab.tree / "results.log").read_text() == "107.77 tok/s\n"
-    monkeypatch.setattr(checkout, "before_switch", None)
+    monkeypatch.setattr(tree_move, "before_switch", None)
     assert lab.sm("check").code == 1, "the late edit is unsaved, and check says so"
 
 
@@ -102,7 +102,7 @@ def test_an_untracked_file_appearing_in_the_way_of_apply_is_refused(lab: Lab, mo
     def build_output_lands(_snap: object) -> None:
         (lab.tree / "new.txt").write_text("written by a running build\n")
 
-    monkeypatch.setattr(checkout, "before_switch", build_output_lands)
+    monkeypatch.setattr(tree_move, "before_switch", build_output_lands)
     result = lab.sm("apply", "s")
     assert result.code == 3 and "files in the way: new.txt" in result.err
     assert (lab.tree / "new.txt").read_text() == "written by a running build\n"
@@ -211,13 +211,13 @@ def test_a_series_spanning_two_trees_rolls_the_first_back_when_the_second_refuse
         if getattr(snap, "tree", "") == "kernels":
             (kernels / "k.cpp").write_text("int k = 2; // build\n")
 
-    monkeypatch.setattr(checkout, "before_switch", kernels_build_writes)
+    monkeypatch.setattr(tree_move, "before_switch", kernels_build_writes)
     result = lab.sm("apply", "both")
     assert result.code == 3 and "k.cpp" in result.err
     assert _files(lab.tree) == vllm_before, "the first tree is put back as it was"
     assert (lab.tree / ".git" / "index").read_bytes() == vllm_index
     assert git_text(lab.tree, "symbolic-ref", "HEAD") == vllm_head
-    monkeypatch.setattr(checkout, "before_switch", None)
+    monkeypatch.setattr(tree_move, "before_switch", None)
     (kernels / "k.cpp").write_text("int k;\n")
     assert lab.sm("apply", "both").code == 0
     assert (lab.tree / "README").read_text() == "vllm side\n" and (kernels / "k.cpp").read_text() == "int k = 1;\n"
@@ -245,7 +245,7 @@ def test_reset_refuses_a_tree_mid_merge_and_bad_targets(lab: Lab) -> None:
 
 
 def test_the_demo_ends_with_two_equal_tree_ids(capsys: pytest.CaptureFixture[str]) -> None:
-    from stackmgr.demo import run_demo
+    from stackmgr.commands.demo import run_demo
 
     run_demo()
     lines = capsys.readouterr().out.strip().splitlines()

@@ -204,8 +204,8 @@ def test_two_trees_save_needs_t_when_both_are_dirty(lab: Lab, tmp_path: Path) ->
 
 
 def test_the_cache_written_by_save_equals_one_rebuilt_from_the_patch_files(lab: Lab) -> None:
-    from stackmgr.config import load_store
-    from stackmgr.preserved import PatchIndex
+    from stackmgr.safety.preserved import PatchIndex
+    from stackmgr.store.config import load_store
 
     (lab.tree / "README").chmod(0o755)  # mode only: no index line in the patch
     (lab.tree / "src" / "model.py").unlink()

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from stackmgr.argspec import parse_fast
+from stackmgr.cli.argspec import parse_fast
 from tests.conftest import Lab
 
 
@@ -54,7 +54,7 @@ def test_both_paths_save_identical_bytes(lab: Lab, tmp_path: object) -> None:
 def test_check_save_and_apply_start_without_click(lab: Lab) -> None:
     (lab.tree / "README").write_text("edited\n")
     probe = (
-        "import sys; from stackmgr.entry import main; "
+        "import sys; from stackmgr.cli.entry import main; "
         "codes = [main(['--store', sys.argv[1], *a]) for a in (['check'], ['save', 'p', '-m', 'm', '--series', 's'],"
         " ['check'], ['apply', 's'])]; "
         "heavy = [m for m in ('click', 'rich', 'unidiff', 'git') if m in sys.modules]; print(codes, heavy)"

@@ -168,7 +168,7 @@ def test_console_script_exit_codes_and_no_traceback(lab: Lab) -> None:
 
 def test_check_start_up_imports_nothing_heavy(lab: Lab) -> None:
     probe = (
-        "import sys; from stackmgr.entry import main; code = main(['--store', sys.argv[1], 'check']); "
+        "import sys; from stackmgr.cli.entry import main; code = main(['--store', sys.argv[1], 'check']); "
         "heavy = [m for m in ('click', 'rich', 'unidiff', 'git') if m in sys.modules]; print(code, heavy)"
     )
     out = subprocess.run([sys.executable, "-c", probe, str(lab.store)], capture_output=True, check=True)

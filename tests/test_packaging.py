@@ -1,4 +1,4 @@
-"""What `pip install .` installs: every subpackage (a missing `stackmgr.report` once made an installed
+"""What `pip install .` installs: every subpackage (a missing `stackmgr.evidence.report` once made an installed
 `stackmgr report` fail outside this checkout) and the `stackmgr` command, whose start-up imports nothing heavy."""
 
 from __future__ import annotations
@@ -27,4 +27,4 @@ def test_the_command_imports_only_sys_and_the_entry_point() -> None:
     imported = {alias.name for node in ast.walk(ast.parse(script)) if isinstance(node, ast.Import | ast.ImportFrom)
                 for alias in node.names} | {node.module for node in ast.walk(ast.parse(script))
                                             if isinstance(node, ast.ImportFrom)}  # fmt: skip
-    assert imported == {"sys", "main", "stackmgr.entry"}
+    assert imported == {"sys", "main", "stackmgr.cli.entry"}

@@ -1,4 +1,4 @@
-"""Hostile review of the destructive commands: apply, reset, recover, `save --series` and checkout.move_tree.
+"""Hostile review of the destructive commands: apply, reset, recover, `save --series` and tree_move.move_tree.
 
 Tests whose docstring starts "Regression (review)" pinned a bug found in review, since fixed; tests still marked
 xfail(strict=True) expose one not fixed yet (the reason says what goes wrong and where); the others pin
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from stackmgr import checkout, tempindex
+from stackmgr.git import tempindex
+from stackmgr.safety import tree_move
 from tests.conftest import Lab, git, git_text, make_repo, run_stackmgr
 from tests.conftest import tree_files as _files
 
@@ -170,7 +171,7 @@ def test_apply_of_two_trees_when_another_git_holds_the_second_index(
         if getattr(snap, "tree", "") == "vllm":
             (kernels / ".git" / "index.lock").write_bytes(b"")
 
-    monkeypatch.setattr(checkout, "before_switch", ide_locks_kernels)
+    monkeypatch.setattr(tree_move, "before_switch", ide_locks_kernels)
     result = lab.sm("apply", "both")
     assert result.code == 3 and "index.lock exists" in result.err
     assert _files(lab.tree) == vllm_before, "the first tree is rolled back"
@@ -209,7 +210,7 @@ def test_reset_force_of_two_trees_where_the_second_refuses_at_the_switch(
         if getattr(snap, "tree", "") == "vllm":
             (lab.tree / "README").write_text("typed after the check\n")
 
-    monkeypatch.setattr(checkout, "before_switch", vllm_autosave)
+    monkeypatch.setattr(tree_move, "before_switch", vllm_autosave)
     result = lab.sm("reset", "--force")
     assert result.code == 3 and "README" in result.err
     # Since the operation journal (issue 5) a multi-tree reset is all or nothing: kernels is put back.
@@ -234,7 +235,7 @@ def test_reset_of_two_trees_where_the_second_refuses_at_the_switch_names_what_ch
         if getattr(snap, "tree", "") == "vllm":
             (lab.tree / "README").write_text("typed after the check\n")
 
-    monkeypatch.setattr(checkout, "before_switch", vllm_autosave)
+    monkeypatch.setattr(tree_move, "before_switch", vllm_autosave)
     result = lab.sm("reset")
     assert result.code == 3 and (lab.tree / "README").read_text() == "typed after the check\n"
     assert (kernels / "k.cpp").read_text() == "int k = 1;\n", "rolled back: the reset is all or nothing"
@@ -244,8 +245,8 @@ def test_reset_of_two_trees_where_the_second_refuses_at_the_switch_names_what_ch
 def test_a_commit_made_between_the_check_and_the_head_move_is_not_orphaned(
     lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Regression (review): checkout.move_tree / refs.detach_head: `update-ref --no-deref HEAD new` has no old value, so
-    a commit made on a detached HEAD after the check is orphaned by the move.
+    """Regression (review): tree_move.move_tree / refs.detach_head: `update-ref --no-deref HEAD new` has no old
+    value, so a commit made on a detached HEAD after the check is orphaned by the move.
     """
     first = git_text(lab.tree, "rev-parse", "HEAD")
     (lab.tree / "c.txt").write_text("c\n")
@@ -256,7 +257,7 @@ def test_a_commit_made_between_the_check_and_the_head_move_is_not_orphaned(
     def commit_in_the_window(_snap: object) -> None:
         git(lab.tree, "commit", "-q", "--allow-empty", "-m", "made while reset was checking")
 
-    monkeypatch.setattr(checkout, "before_switch", commit_in_the_window)
+    monkeypatch.setattr(tree_move, "before_switch", commit_in_the_window)
     lab.sm("reset", "--to", first)
     assert git(lab.tree, "fsck", "--unreachable", "--no-reflogs") == b""
 

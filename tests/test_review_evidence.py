@@ -68,8 +68,8 @@ def test_hostile_lesson_and_gate_detail_round_trip_byte_exactly(ev: Lab, text: s
 
 
 def test_render_and_read_every_string_field_round_trip(tmp_path: Path) -> None:
-    from stackmgr.links import Artifact, Link, StackEntry, read_link, render
-    from stackmgr.metrics import Gate, Metric
+    from stackmgr.evidence.metrics import Gate, Metric
+    from stackmgr.evidence.records import Artifact, Link, StackEntry, read_link, render
 
     nasty = "".join(HOSTILE[:5])
     link = Link(
@@ -185,7 +185,7 @@ def test_regex_metric_from_a_non_utf8_artifact_and_verify(ev: Lab) -> None:
 
 
 def test_json_pointer_escapes_are_decoded_in_rfc6901_order() -> None:
-    from stackmgr.metrics import Metric, rederive
+    from stackmgr.evidence.metrics import Metric, rederive
 
     doc = json.dumps({"a/b": {"c~d": 5, "~1": 7}}).encode()
     assert rederive(Metric("m", 0, source={"artifact": "x", "pointer": "/a~1b/c~0d"}), doc) == 5.0
@@ -258,9 +258,9 @@ def test_a_baseline_of_another_patch_gives_deltas(ev: Lab) -> None:
 
 
 def test_two_records_in_the_same_microsecond(ev: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
-    import stackmgr.evidence
+    import stackmgr.evidence.states
 
-    monkeypatch.setattr(stackmgr.evidence, "utc_now", lambda: "2026-06-13T10:00:00.000001Z")
+    monkeypatch.setattr(stackmgr.evidence.states, "utc_now", lambda: "2026-06-13T10:00:00.000001Z")
     a = _link(ev, "replay-fix", "results/probe.log", "--lesson", "one")
     b = _link(ev, "replay-fix", "results/probe.log", "--lesson", "two")
     assert a != b and len(_records(ev, "replay-fix")) == 2
@@ -271,22 +271,22 @@ def test_two_records_in_the_same_microsecond(ev: Lab, monkeypatch: pytest.Monkey
 
 
 def test_a_read_only_links_directory_writes_nothing(ev: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
-    import stackmgr.fsutil
+    import stackmgr.store.fs
 
     _link(ev, "replay-fix", "results/probe.log")
     before = sorted(p.name for p in (ev.store / "links").rglob("*"))
 
-    real_create, real_replace = stackmgr.fsutil._create_exclusive, os.replace
+    real_create, real_replace = stackmgr.store.fs._create_exclusive, os.replace
 
     def erofs_create(directory: str, prefix: str) -> tuple[int, str]:
         if prefix.endswith(".toml"):
-            raise stackmgr.fsutil._write_error(directory, OSError(errno.EROFS, "Read-only file system"))
+            raise stackmgr.store.fs._write_error(directory, OSError(errno.EROFS, "Read-only file system"))
         return real_create(directory, prefix)
 
-    monkeypatch.setattr(stackmgr.fsutil, "_create_exclusive", erofs_create)
+    monkeypatch.setattr(stackmgr.store.fs, "_create_exclusive", erofs_create)
     _one_line_error(ev.sm("link", "replay-fix", "results/probe.log", "--lesson", "x"), 3)
     assert sorted(p.name for p in (ev.store / "links").rglob("*")) == before
-    monkeypatch.setattr(stackmgr.fsutil, "_create_exclusive", real_create)
+    monkeypatch.setattr(stackmgr.store.fs, "_create_exclusive", real_create)
 
     # The rename fails (the disk went read-only half-way): the temp file is removed, no record appears.
     def erofs_replace(src: Any, dst: Any) -> None:

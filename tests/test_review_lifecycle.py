@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stackmgr import patchfile
+from stackmgr.store import patchfile
 from tests.conftest import GIT_DATE, Lab, git, git_text, make_repo, run_stackmgr
 from tests.test_import import applied_at_base, clone, commit, header, imp, patches, tree_of
 

@@ -178,7 +178,7 @@ def test_save_with_series_stacks_on_the_applied_series_and_refuses_otherwise(lab
 
 
 def test_round_trip_failure_leaves_nothing(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
-    from stackmgr import tempindex
+    from stackmgr.git import tempindex
 
     (lab.tree / "README").write_text("edited\n")
     monkeypatch.setattr(tempindex, "apply_to_index", lambda *a: (False, "error: simulated corruption"))

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from stackmgr.config import open_store
 from stackmgr.errors import StackmgrError
-from stackmgr.series import SeriesError, SeriesFile, list_series, parse_entry
+from stackmgr.store.config import open_store
+from stackmgr.store.series import SeriesError, SeriesFile, list_series, parse_entry
 from tests.conftest import Lab, Result, run_stackmgr
 
 # A series as the lab writes it by hand: header, blank lines, -p1, guards, trailing comments, a retired lane.

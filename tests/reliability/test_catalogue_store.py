@@ -892,7 +892,7 @@ HOLDER = """
 import sys
 path, what, command = sys.argv[1:4]
 sys.argv = ["stackmgr", *command.split()]
-from stackmgr.fsutil import locked
+from stackmgr.store.fs import locked
 with locked(path, what, wait_seconds=0):
     print("locked", flush=True)
     sys.stdin.readline()

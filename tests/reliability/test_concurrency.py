@@ -401,9 +401,9 @@ def test_status_beside_another_snapshot_still_reports(lab: Lab, monkeypatch: pyt
     the private index — for a moment. status must still report (exit 0): it owns its snapshot, or waits for the
     lock; it must not write the shared private index unlocked. Seen at random in the reader test above; here the
     other command is a thread started at exactly that point."""
-    import stackmgr.status
-    from stackmgr.fsutil import locked
-    from stackmgr.snapshot import take_snapshot as real_take_snapshot  # the function status.py calls
+    import stackmgr.commands.status
+    from stackmgr.safety.snapshot import take_snapshot as real_take_snapshot  # the function status.py calls
+    from stackmgr.store.fs import locked
 
     (lab.tree / "README").write_text("changed, so status writes the snapshot's tree for its numstat\n")
     private = lab.tree / ".git" / "stackmgr"
@@ -425,7 +425,7 @@ def test_status_beside_another_snapshot_still_reports(lab: Lab, monkeypatch: pyt
         assert ready.wait(10)
         return snap
 
-    monkeypatch.setattr(stackmgr.status, "take_snapshot", take_snapshot_then_another_starts)
+    monkeypatch.setattr(stackmgr.commands.status, "take_snapshot", take_snapshot_then_another_starts)
     result = run_stackmgr("--store", str(lab.store), "status")
     for thread in others:
         thread.join(timeout=10)
@@ -438,7 +438,7 @@ HOLDER = """
 import sys
 path, command = sys.argv[1:3]
 sys.argv = ["stackmgr", *command.split()]
-from stackmgr.fsutil import locked
+from stackmgr.store.fs import locked
 with locked(path, "the store", wait_seconds=0):
     print("locked", flush=True)
     sys.stdin.readline()

@@ -240,7 +240,7 @@ def test_ctrl_c_while_changing_is_deferred_until_the_operation_is_complete(name:
 def test_ctrl_c_before_anything_changed_stops_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Row 60: Ctrl-C while apply is still checking and computing (nothing changed yet): exit 130, nothing written,
     nothing recorded."""
-    from stackmgr import apply as apply_module
+    from stackmgr.commands import apply as apply_module
 
     lab, args = scenario_apply(tmp_path)
     before_files, before_tree = store_files(lab.store), tree_state(lab)

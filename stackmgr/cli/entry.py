@@ -1,0 +1,106 @@
+"""The console-script entry point: error mapping (SPEC §5 exit codes) and a start-up fast path.
+
+`check` runs in shell prompts and `save` many times a day, so their plain forms are dispatched here without
+importing click (about 30 ms, more than the git work of a typical `check`); anything else, `--help` included,
+goes through the full CLI. Both paths parse the same option declarations (argspec.py).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+
+from stackmgr.errors import StackmgrError
+
+
+def _fast(argv: list[str]) -> int | None:
+    """Run a plain `check` or `save` without importing click; None when argv needs the full CLI."""
+    from stackmgr.cli.argspec import parse_fast
+
+    parsed = parse_fast(argv)
+    if parsed is None:
+        return None
+    command, opts, positionals = parsed
+    store = opts.get("store")
+    store_dir = store if isinstance(store, str) else None
+    from stackmgr.cli import commands
+
+    if command == "check":
+        verbose = bool(opts.get("verbose")) and not opts.get("quiet")
+        return commands.check(store_dir, tuple(positionals), verbose=verbose, as_json=bool(opts.get("as_json")))
+    if command == "apply":
+        if len(positionals) != 1:
+            return None  # let click say what is missing or extra
+        return commands.apply(store_dir, positionals[0], opts)
+    if not positionals:
+        return None  # `save` without a name: let click say so
+    return commands.save(store_dir, positionals[0], tuple(positionals[1:]), opts)
+
+
+def _guard(argv: list[str]) -> int | None:
+    """`[--store DIR] guard -- GIT ARGS`, as the shell-init function calls it, without click: it runs before
+    every guarded git command. None when argv is anything else."""
+    store = None
+    rest = argv
+    if rest[:1] == ["--store"] and len(rest) > 2:
+        store, rest = rest[1], rest[2:]
+    if rest[:1] != ["guard"] or rest[1:2] != ["--"]:
+        return None
+    from stackmgr.commands.shell_init import guard_refusal
+
+    refusal = guard_refusal(store, rest[2:], os.getcwd())
+    for line in refusal or ():
+        sys.stderr.write(line + "\n")
+    return 1 if refusal else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args or bool(os.environ.get("STACKMGR_DEBUG"))
+    if args == ["--version"]:  # scripts and prompts ask this; no click needed
+        from stackmgr import __version__
+
+        sys.stdout.write(f"stackmgr, version {__version__}\n")
+        return 0
+    gc.set_threshold(100_000, 50, 100)  # a short-lived command: collect rarely (20,000 link records are 1M objects)
+    try:
+        code = _guard(args)
+        if code is None:
+            code = _fast(args)
+        if code is not None:
+            return code
+        from stackmgr.cli.app import cli
+
+        return cli.main(args=args, prog_name="stackmgr", standalone_mode=False) or 0
+    except StackmgrError as exc:
+        sys.stderr.write(f"stackmgr: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("stackmgr: interrupted\n")
+        return 130
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        return _click_or_crash(exc, debug)
+
+
+def _click_or_crash(exc: Exception, debug: bool) -> int:
+    import click
+
+    if isinstance(exc, click.exceptions.Abort):
+        sys.stderr.write("stackmgr: interrupted\n")
+        return 130
+    if isinstance(exc, click.ClickException):
+        where = f"; see `{exc.ctx.command_path} --help`" if isinstance(exc, click.UsageError) and exc.ctx else ""
+        sys.stderr.write(f"stackmgr: {exc.format_message().rstrip('.')}{where}\n")
+        return exc.exit_code
+    if debug:
+        import traceback
+
+        traceback.print_exc()
+    else:
+        sys.stderr.write(f"stackmgr: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)\n")
+    return 3

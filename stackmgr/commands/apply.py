@@ -1,0 +1,271 @@
+"""`stackmgr apply SERIES`: rebuild a known tree state from a series (SPEC §5).
+
+Everything is checked before anything changes: the series parses, every patch exists, parses and belongs to a
+registered tree, every touched tree is fully preserved and not mid-merge, and the result of every tree is
+computed in a scratch index (strict `git apply --cached`, no fuzz). Only then are the trees switched, each in one
+step from its checked snapshot; if a later tree refuses, the earlier ones are put back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.git import runner
+from stackmgr.git.tempindex import TempIndex
+from stackmgr.journal.operation import operation
+from stackmgr.safety import claims, tree_move
+from stackmgr.safety.preserved import assess, refuse_unpreserved
+from stackmgr.safety.snapshot import Snapshot, take_snapshot
+from stackmgr.store import patchfile
+from stackmgr.store.applied import Applied, record_applied
+from stackmgr.store.config import Store
+from stackmgr.store.fs import sha256_hex
+from stackmgr.store.names import inside
+from stackmgr.store.series import Entry, SeriesFile
+from stackmgr.types import TreeId
+
+MAX_PATCH_BYTES = 1 << 30  # git apply refuses input of 1 GiB or more
+
+
+class PatchRef:
+    def __init__(self, entry: Entry, path: str, data: bytes, header: patchfile.PatchHeader) -> None:
+        self.name = entry.name
+        self.path = path
+        self.sha256 = sha256_hex(data)
+        self.tree = header.tree
+        self.base = header.base
+        self.data = data
+
+
+class TreePlan:
+    """The patches of one tree, in series order; the tree's base is the first patch's Stackmgr-Base."""
+
+    def __init__(self, tree: str, path: str) -> None:
+        self.tree = tree
+        self.path = path
+        self.patches: list[PatchRef] = []
+        self.snap: Snapshot | None = None
+        self.result: TreeId | None = None
+
+    @property
+    def base(self) -> str:
+        return self.patches[0].base
+
+
+class TreeOutcome:
+    def __init__(self, plan: TreePlan, changed: bool) -> None:
+        self.tree = plan.tree
+        self.base = plan.base
+        self.patches = [p.name for p in plan.patches]
+        self.result = plan.result
+        self.changed = changed
+
+
+def active(entry: Entry, guards: tuple[str, ...]) -> bool:
+    """MQ's guard rule: a negative guard that is active skips the patch; positive guards need one active."""
+    if any(g[1:] in guards for g in entry.guards if g.startswith("-")):
+        return False
+    positive = [g[1:] for g in entry.guards if g.startswith("+")]
+    return not positive or any(g in guards for g in positive)
+
+
+def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[str, ...]) -> list[TreePlan]:
+    """Read and validate the series and its patches; group them by tree. Touches nothing."""
+    series = SeriesFile.load(store, name)
+    series.check_files()
+    if only_tree is not None:
+        store.tree(only_tree)
+    plans: dict[str, TreePlan] = {}
+    for entry in series.entries:
+        if not active(entry, guards):
+            continue
+        path = os.path.join(store.patches_dir, entry.patch)  # the series grammar already refused `/` and `..`
+        try:
+            if os.path.islink(path):
+                inside(store.patches_dir, entry.patch)  # a symlink out of patches/ is not a patch of this store
+        except UsageProblem as exc:
+            raise StackmgrError(f"series/{name} line {entry.lineno}: {exc.message}", exc.hint) from None
+        if os.path.getsize(path) >= MAX_PATCH_BYTES:
+            raise StackmgrError(f"patches/{entry.patch} is too large ({os.path.getsize(path) >> 20} MiB; git apply "
+                                "takes less than 1 GiB)", "split the change into smaller patches")  # fmt: skip
+        with open(path, "rb") as f:
+            data = f.read()
+        header = patchfile.parse_header(data, f"patches/{entry.patch}")
+        if header.tree not in store.trees:
+            raise StackmgrError(f"patches/{entry.patch} belongs to tree {header.tree}, which this store does not know",
+                                f"register it with `stackmgr tree add {header.tree} PATH`")  # fmt: skip
+        if only_tree is not None and header.tree != only_tree:
+            continue
+        plan = plans.setdefault(header.tree, TreePlan(header.tree, store.trees[header.tree].path))
+        plan.patches.append(PatchRef(entry, path, data, header))
+    if not plans:
+        where = f" for tree {only_tree}" if only_tree else ""
+        raise StackmgrError(f"series {name} has no patches to apply{where}", f"see `stackmgr series {name}`")
+    return list(plans.values())
+
+
+def _preflight(store: Store, plan: TreePlan) -> Snapshot:
+    snap = take_snapshot(plan.tree, plan.path, store.max_untracked_bytes, find_special=False, freeze=True)
+    plan.snap = snap
+    if snap.operation:
+        raise StackmgrError(f"tree {plan.tree} is in the middle of {snap.operation}", "finish or abort it first")
+    refuse_unpreserved(plan.tree, assess(store, snap).blockers(snap),
+                       "save them (`stackmgr save NAME`), or set them aside (`stackmgr reset --force`)")  # fmt: skip
+    if not runner.has_commit(snap.repo.top, plan.base):
+        raise StackmgrError(f"the base {plan.base[:12]} of tree {plan.tree} is not a commit there",
+                            f"fetch it into {plan.path} (git fetch)")  # fmt: skip
+    return snap
+
+
+def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: bool) -> None:
+    """The results are built in scratch indexes (read-tree, git apply, write-tree) on a thread while the trees
+    are snapshotted and assessed: independent git work, overlapped. A preflight refusal wins over a failure to
+    build (it says what to do first); nothing is changed either way."""
+    import threading
+
+    built: dict[str, TreeId] = {}
+    failed: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            for plan in plans:
+                built[plan.tree] = compute_result(plan, three_way, store.root)
+        except BaseException as exc:  # re-raised on the main thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=build, name="stackmgr-apply-build", daemon=True)
+    worker.start()
+    try:
+        for plan in plans:
+            _preflight(store, plan)
+    finally:
+        worker.join()
+    if failed:
+        raise failed[0]
+    for plan in plans:
+        plan.result = built[plan.tree]
+
+
+def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
+    """Apply the tree's patches in order to its base in a scratch index; name the first that fails. The result
+    must be what the patches record (claims.py); what they record is read while git applies them."""
+    repo = runner.open_repo(plan.path)
+    top = repo.top
+    claimed: list[claims.Claims] = []
+    index = TempIndex.scratch(repo, "apply")
+    try:
+        index.read_tree(plan.base)
+        read_claims = lambda: claimed.append(claims.claims(plan.patches, top, store_root))  # noqa: E731
+        ok, _err = index.apply(*(p.path for p in plan.patches), three_way=three_way, meanwhile=read_claims)
+        if ok:
+            result = _result_tree(index, plan)
+            claims.check_result(top, plan.base, result, claimed[0], plan.tree, merged=three_way)
+            return result
+        index.read_tree(plan.base)  # one call refused the series: find the first patch that fails, one by one
+        for n, patch in enumerate(plan.patches, start=1):
+            ok, err = index.apply(patch.path, three_way=three_way)
+            if not ok:
+                where = _failing_hunk(patch.data, err) + _found_instead(patch.data, err)
+                why = index.diagnose(patch.path) if not three_way else "--3way conflicts too"
+                raise StackmgrError(
+                    f"patch {patch.name} ({n} of {len(plan.patches)} for tree {plan.tree}) does not apply: "
+                    f"{where}; {why}; nothing was changed",
+                    "refresh the patch (`stackmgr save NAME --update` on a tree where it applies)",
+                )
+        result = _result_tree(index, plan)
+        claims.check_result(top, plan.base, result, claimed[0], plan.tree, merged=three_way)
+        return result
+    finally:
+        index.discard()
+
+
+def _result_tree(index: TempIndex, plan: TreePlan) -> TreeId:
+    try:
+        return index.write_tree()
+    except StackmgrError:  # only --3way leaves unmerged entries behind
+        raise StackmgrError(f"tree {plan.tree}: --3way left conflicts; nothing was changed",
+                            "rebase the series onto this base first") from None  # fmt: skip
+
+
+_FAILED_AT = re.compile(r"patch failed: (.+):(\d+)")
+
+
+_NOT_MATCHING = re.compile(r"the patch applies to '(.+)' \(([0-9a-f]+)\), which does not match the current contents")
+
+
+def _found_instead(data: bytes, err: str) -> str:
+    """For a binary pre-image mismatch git names the blob it found: add the one the patch expects."""
+    m = _NOT_MATCHING.search(err)
+    if not m:
+        return ""
+    try:
+        images = patchfile.post_images(patchfile.diff_part(data), "patch")
+    except StackmgrError:
+        return ""
+    wanted = next((im.old_blob for im in images if im.path == m.group(1).encode()), None)
+    return f" (it expects {wanted[:12]}, found {m.group(2)[:12]})" if wanted else ""
+
+
+def _failing_hunk(data: bytes, err: str) -> str:
+    """`path, hunk @@ -a,b +c,d @@` from git's complaint and the patch text; git's line when no hunk matches."""
+    m = _FAILED_AT.search(err)
+    if not m:
+        first = next((ln for ln in err.splitlines() if ln.startswith("error:")), err.splitlines()[0] if err else "")
+        return first.removeprefix("error: ") or "git apply failed"
+    path, line = m.group(1), m.group(2)
+    section = data.find(b"\ndiff --git a/" + path.encode() + b" ")
+    hunk = re.compile(rb"^@@ -" + line.encode() + rb"(,\d+)? \+\d+(,\d+)? @@", re.M).search(data, max(section, 0))
+    return f"{path}, hunk {hunk.group(0).decode()}" if hunk else f"{path} at line {line}"
+
+
+def apply_series(
+    store: Store, name: str, *, only_tree: str | None = None, guards: tuple[str, ...] = (),
+    three_way: bool = False, dry_run: bool = False, override: str | None = None,
+) -> list[TreeOutcome]:  # fmt: skip
+    with operation(store, f"apply {name}"):
+        plans = plan_series(store, name, only_tree, guards)
+        _refuse_revivals(store, plans, override)
+        try:
+            _preflight_while_computing(store, plans, three_way)
+            outcomes = [TreeOutcome(p, p.snap is not None and p.snap.tree_id() != p.result) for p in plans]
+            if not dry_run:
+                _switch_all(store, name, plans)
+            return outcomes
+        finally:
+            for plan in plans:
+                if plan.snap is not None:
+                    plan.snap.release()
+
+
+def _refuse_revivals(store: Store, plans: list[TreePlan], override: str | None) -> None:
+    """A patch that a do-not-revive link names (by name or patch-id) stops the apply, unless overridden."""
+    links_dir = store.links_dir
+    if not os.path.isdir(links_dir) or not os.listdir(links_dir):
+        return
+    from stackmgr.evidence.states import refuse_revival
+
+    patches = [(p.name, p.data) for plan in plans for p in plan.patches]
+    for warning in refuse_revival(store, patches, override):
+        import sys
+
+        sys.stderr.write(f"stackmgr: {warning}\n")
+
+
+def _switch_all(store: Store, name: str, plans: list[TreePlan]) -> None:
+    """Switch every tree; if one refuses, put the ones already switched back as they were."""
+    done: list[tree_move.Moved] = []
+    try:
+        for plan in plans:
+            assert plan.snap is not None and plan.result is not None
+            done.append(tree_move.move_tree(plan.snap, plan.result, index_tree=plan.base, head=plan.base,
+                                           reason=f"stackmgr apply {name}"))  # fmt: skip
+    except BaseException:
+        for moved in reversed(done):
+            tree_move.move_back(moved, f"stackmgr apply {name}: rolled back")
+        raise
+    for plan in plans:
+        assert plan.result is not None
+        record_applied(store, plan.tree, Applied(name, plan.base, [(p.name, p.sha256) for p in plan.patches],
+                                                 plan.result))  # fmt: skip

@@ -1,0 +1,87 @@
+"""`stackmgr export SERIES --quilt DIR | --mbox FILE | --git BRANCH`: hand a series to quilt, `git am` or a branch
+(issue 6, item 2). The patch files are written as they are, bytes untouched: a stackmgr patch already is a
+`git format-patch` mail that quilt and `git am` take.
+"""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.commands.apply import TreePlan, plan_series
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.git import refs, runner
+from stackmgr.safety import claims
+from stackmgr.store import patchfile
+from stackmgr.store.config import Store
+from stackmgr.store.fs import atomic_write
+
+
+def export_quilt(store: Store, series: str, directory: str, guards: tuple[str, ...] = ()) -> list[str]:
+    """DIR/<patch files> and DIR/series: `quilt push -a` (QUILT_PATCHES=DIR) applies them. Refuses to write into
+    a directory that holds anything but an earlier export of this kind (a `series` file and `*.patch`)."""
+    plans = _single_tree(store, series, guards)
+    if os.path.exists(directory):
+        if not os.path.isdir(directory):
+            raise UsageProblem(f"{directory} is a file", "export into a new directory")
+        stray = [n for n in os.listdir(directory) if n != "series" and not n.endswith(".patch")]
+        if stray:
+            raise UsageProblem(f"{directory} is not empty (holds {stray[0]})", "export into a new directory")
+    os.makedirs(directory, exist_ok=True)
+    names = []
+    for p in plans[0].patches:
+        filename = os.path.basename(p.path)
+        atomic_write(os.path.join(directory, filename), p.data)
+        names.append(filename)
+    atomic_write(os.path.join(directory, "series"), "".join(n + "\n" for n in names).encode())
+    return names
+
+
+def export_mbox(store: Store, series: str, path: str, guards: tuple[str, ...] = ()) -> list[str]:
+    """One mbox: each patch a message, in series order; `git am --keep-cr FILE` makes one commit per patch."""
+    plans = _single_tree(store, series, guards)
+    if os.path.exists(path):
+        raise UsageProblem(f"{path} already exists", "give a new file name")
+    parts = [p.data if p.data.endswith(b"\n") else p.data + b"\n" for p in plans[0].patches]
+    atomic_write(path, b"".join(parts))
+    return [p.name for p in plans[0].patches]
+
+
+def export_git(store: Store, series: str, branch: str, guards: tuple[str, ...] = ()) -> list[str]:
+    """A new branch in the tree, one commit per patch on the series' base (author, date and message from each
+    patch), made with plumbing: the working tree, the index and HEAD are not touched."""
+    plans = _single_tree(store, series, guards)
+    plan = plans[0]
+    repo = runner.open_repo(store.tree(plan.tree).path)
+    ref = f"refs/heads/{branch}"
+    if not refs.valid_branch_name(repo.top, branch):
+        raise UsageProblem(f"'{branch}' is not a valid branch name", "pick another name")
+    if runner.ref_commit(repo.top, ref) is not None:
+        raise UsageProblem(f"branch {branch} already exists in tree {plan.tree}", "pick a new branch name")
+    if not runner.has_commit(repo.top, plan.base):
+        raise StackmgrError(f"the base {plan.base[:12]} of series {series} is not a commit of tree {plan.tree}",
+                            "fetch it first")  # fmt: skip
+    from stackmgr.git.scratch import tree_from_patches
+
+    parent, done = plan.base, []
+    for n, p in enumerate(plan.patches, start=1):
+        tree, failure = tree_from_patches(repo, parent, [p.path])
+        if tree is None:
+            raise StackmgrError(f"patch {p.name} ({n} of {len(plan.patches)}) does not apply: {failure}; "
+                                "no branch was made", "refresh the patch first")  # fmt: skip
+        claims.check_result(repo.top, parent, tree, claims.claims([p], repo.top, store.root), plan.tree)
+        header = patchfile.parse_header(p.data, f"patches/{os.path.basename(p.path)}")
+        message = header.subject + ("\n\n" + header.body if header.body else "") + "\n"
+        parent = refs.commit_as(repo.top, tree, parent, message, header.author, header.date)
+        done.append(p.name)
+    refs.update_ref(repo.top, ref, parent, f"stackmgr export {series}")
+    return done
+
+
+def _single_tree(store: Store, series: str, guards: tuple[str, ...]) -> list[TreePlan]:
+    """Export hands one tree's patches on: a series mixing trees is refused (export it per tree with -t)."""
+    plans = plan_series(store, series, None, guards)
+    if len(plans) != 1:
+        trees = ", ".join(p.tree for p in plans)
+        raise UsageProblem(f"series {series} mixes trees ({trees})", "quilt, git am and a branch take one tree")
+    return plans
+

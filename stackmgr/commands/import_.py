@@ -1,0 +1,213 @@
+"""`stackmgr import FILE… [-t TREE] [--series S] [--name N] [--base REV]`: adopt patches made elsewhere (issue 6).
+
+Each patch is applied strictly in a scratch index (the user's tree, index and HEAD are never touched) and the
+result re-diffed with the flags of SPEC §3.1, so an imported patch is full-index, binary-safe and verified like a
+saved one. The base, when not given, is the newest commit of the tree's current branch (first parents, at most
+SEARCH_DEPTH back) on which the patch applies strictly; only commits that changed the patch's files are tried.
+
+Loose files are imported one by one, each on its own base. With `--series S`, or a quilt directory, the files
+are a stack, like `git am` and `quilt push -a`: one base where they apply in order (S's own base and result when
+S already has patches of that tree), each patch the difference from the one below.
+"""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.commands.import_tree import SEARCH_DEPTH, ImportReport, Workspace
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.git import runner
+from stackmgr.incoming.read import Incoming, Refused, read_inputs
+from stackmgr.journal.operation import operation
+from stackmgr.store import patchfile
+from stackmgr.store.config import Store
+from stackmgr.store.names import patch_name, valid_name
+from stackmgr.store.series import SeriesFile
+
+
+def import_patches(
+    store: Store, paths: list[str], tree: str | None, series: str | None, name: str | None, base: str | None
+) -> ImportReport:
+    report = ImportReport()
+    for path in paths:
+        if not os.path.exists(path):
+            raise UsageProblem(f"{path} does not exist", "give patch files or a quilt directory")
+    if tree is not None:
+        store.tree(tree)
+    if not store.trees:
+        raise UsageProblem("this store has no trees", "register one with `stackmgr tree add NAME PATH`")
+    items, quilt = read_inputs(paths)
+    if name is not None and len(items) != 1:
+        raise UsageProblem(f"--name names one patch, and {len(items)} were given", "drop --name")
+    report.series = series or (quilt.suggested_series if quilt else None)
+    if report.series is not None and not valid_name(report.series):
+        raise UsageProblem(f"'{report.series}' is not a valid series name", "pass --series NAME")
+    good = _named(items, name, report)
+    if not good:
+        return report
+    from stackmgr import output
+
+    output.progress_total(len(good))
+    with operation(store, f"import {' '.join(os.path.basename(p) for p in paths)}"[:200]):
+        if report.series is not None:
+            _import_stack(store, good, tree, report.series, base, report)
+        else:
+            for item in good:
+                _import_alone(store, item, tree, base, report)
+    return report
+
+
+def _named(items: list[Incoming | Refused], name: str | None, report: ImportReport) -> list[Incoming]:
+    good, seen = [], set()
+    for item in items:
+        if isinstance(item, Refused):
+            report.refused.append(item)
+            continue
+        if name is not None:
+            item.name = patch_name(name)
+        if not valid_name(item.name):
+            report.refused.append(Refused(item.source, f"'{item.name}' is not a usable patch name (pass --name)"))
+            continue
+        stem, n = item.name, 2
+        while item.name in seen:  # two "wip" commits in one mbox: wip, wip-2
+            item.name, n = f"{stem[:190]}-{n}", n + 1
+        seen.add(item.name)
+        good.append(item)
+    return good
+
+
+def _import_alone(store: Store, item: Incoming, wanted: str | None, base: str | None, report: ImportReport) -> None:
+    trees = _trees_for(store, item, wanted)
+    if isinstance(trees, Refused):
+        report.refused.append(trees)
+        return
+    found = []
+    for tree in trees:
+        try:
+            with Workspace(store, tree) as ws:
+                hit = ws.find_base([item], base)
+        except StackmgrError as exc:  # no commits, gone, REV unknown there: only an answer if it was the one tree
+            if len(trees) == 1:
+                report.refused.append(Refused(item.source, exc.message))
+                return
+            continue
+        if hit is not None:
+            found.append((tree, hit))
+    if not found:
+        where = f"tree {trees[0]}" if len(trees) == 1 else f"any of the trees ({', '.join(trees)})"
+        at = f"commit {base}" if base else f"HEAD or the {SEARCH_DEPTH} commits before it"
+        report.refused.append(Refused(item.source, f"does not apply to {where} at {at} (a patch for another tree?)"))
+        return
+    if len(found) > 1:
+        names = ", ".join(t for t, _ in found)
+        report.refused.append(Refused(item.source, f"applies to several trees ({names}); pass -t TREE"))
+        return
+    tree, (commit, label) = found[0]
+    with Workspace(store, tree) as ws:
+        ws.add(item, commit, runner.tree_of(ws.repo.top, commit), label, report)
+
+
+def _import_stack(
+    store: Store, items: list[Incoming], wanted: str | None, series: str, base: str | None, report: ImportReport
+) -> None:
+    trees = _trees_for(store, items[0], wanted)
+    if isinstance(trees, Refused):
+        report.refused.extend(Refused(i.source, trees.reason) for i in items)
+        return
+    sf = SeriesFile.load_or_new(store, series)
+    tree = _stack_tree(store, sf, items, trees, base)
+    below = _series_patches(store, sf, tree)
+    with Workspace(store, tree) as ws:
+        if below:
+            if base is not None:
+                raise UsageProblem(f"--base does not combine with series {series}, which has patches for tree {tree}",
+                                   "drop --base: the series' own base is used")  # fmt: skip
+            commit, label = patchfile.parse_header(below[0][1], "series patch").base, f"series {series}"
+            current = _rebuilt(ws, series, commit, [p for p, _ in below])
+        else:
+            hit = ws.find_base(items, base)
+            if hit is None:
+                at = f"commit {base}" if base else f"HEAD or the {SEARCH_DEPTH} commits before it"
+                for item in items:
+                    report.refused.append(Refused(item.source, f"does not apply to tree {tree} at {at}"))
+                return
+            commit, label = hit
+            current = runner.tree_of(ws.repo.top, commit)
+        added = []
+        names = [os.path.basename(p) for p, _ in below]
+        refused_before = len(report.refused)
+        for n, item in enumerate(items):
+            if len(report.refused) > refused_before:  # like git am: nothing goes on top of a refused patch
+                report.refused.extend(Refused(i.source, "not imported: an earlier patch of the stack was refused")
+                                      for i in items[n:])  # fmt: skip
+                break
+            filename = item.name + ".patch"
+            if filename in names:  # already in the series: compared where it stands there (a re-import)
+                place = names.index(filename)
+                ws.add(item, commit, _rebuilt(ws, series, commit, [p for p, _ in below[:place]]), label, report)
+                continue
+            result = ws.add(item, commit, current, label, report)
+            if result is not None:
+                current = result
+                added.append(filename)
+    if added:
+        for filename in added:
+            sf.append(filename)
+        sf.write()
+
+
+def _rebuilt(ws: Workspace, series: str, base: str, patch_files: list[str]) -> str:
+    if not patch_files:
+        return runner.tree_of(ws.repo.top, base)
+    tree, failure = ws.rebuild(base, patch_files)
+    if tree is None:
+        raise StackmgrError(f"series {series} does not rebuild on its base ({failure})",
+                            "refresh it first (`stackmgr lint` says more)")  # fmt: skip
+    return tree
+
+
+def _stack_tree(store: Store, sf: SeriesFile, items: list[Incoming], trees: list[str], base: str | None) -> str:
+    """The one tree a stack is for: the only candidate, the tree the series already has patches of, or the one
+    tree where the stack applies."""
+    if len(trees) == 1:
+        return trees[0]
+    having = [t for t in trees if _series_patches(store, sf, t)]
+    if len(having) == 1:
+        return having[0]
+    fits = []
+    for tree in trees:
+        try:
+            with Workspace(store, tree) as ws:
+                if ws.find_base(items, base) is not None:
+                    fits.append(tree)
+        except StackmgrError:
+            continue
+    if len(fits) != 1:
+        which = f"applies to {', '.join(fits)}" if fits else "applies to none of the trees"
+        raise UsageProblem(f"this stack {which}", "pass -t TREE to say which tree the series is for")
+    return fits[0]
+
+
+def _series_patches(store: Store, sf: SeriesFile, tree: str) -> list[tuple[str, bytes]]:
+    sf.check_files()
+    out = []
+    for entry in sf.entries:
+        path = os.path.join(store.patches_dir, entry.patch)
+        with open(path, "rb") as f:
+            data = f.read()
+        if patchfile.parse_header(data, f"patches/{entry.patch}").tree == tree:
+            out.append((path, data))
+    return out
+
+
+def _trees_for(store: Store, item: Incoming, wanted: str | None) -> list[str] | Refused:
+    named = item.trailer_tree
+    if wanted is not None:
+        if named and named != wanted and named in store.trees:
+            return Refused(item.source, f"a patch for tree {named} (its Stackmgr-Tree), not {wanted}")
+        return [wanted]
+    if named:
+        if named not in store.trees:
+            return Refused(item.source, f"a patch for tree {named}, which this store does not know (pass -t TREE)")
+        return [named]
+    return sorted(store.trees)

@@ -1,0 +1,216 @@
+"""One tree as `import` uses it (importing.py): a scratch index and directory where incoming patches are tried,
+the base they apply to is searched, and each is re-diffed to SPEC §3.1, verified and written. The user's tree,
+index and HEAD are never touched."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from stackmgr.errors import StackmgrError
+from stackmgr.git import runner, tempindex
+from stackmgr.incoming.read import Incoming, Refused
+from stackmgr.store import patchfile
+from stackmgr.store.config import Store
+from stackmgr.store.fs import atomic_write, read_or_none
+from stackmgr.store.names import inside
+
+SEARCH_DEPTH = 1000
+
+
+class Imported:
+    def __init__(self, item: Incoming, tree: str, base: str, found_at: str, outcome: str, data: bytes) -> None:
+        self.source = item.source
+        self.name = item.name
+        self.tree = tree
+        self.base = base
+        self.found_at = found_at  # "HEAD", "HEAD~3", "--base", "series S"
+        self.outcome = outcome  # "imported" | "unchanged"
+        self.stat = patchfile.stat_totals(data)
+
+
+class ImportReport:
+    def __init__(self) -> None:
+        self.imported: list[Imported] = []
+        self.refused: list[Refused] = []
+        self.series: str | None = None
+
+
+class Workspace:
+    """One tree's repository, a scratch index and a directory for the patches being tried."""
+
+    def __init__(self, store: Store, tree: str) -> None:
+        self.store = store
+        self.tree = tree
+        self.repo = runner.open_repo(store.tree(tree).path)
+        self.dir = os.path.join(self.repo.stackmgr_dir, f"import.{os.getpid()}")
+        self.index = os.path.join(self.dir, "index")
+        self.files: dict[int, str] = {}
+
+    def __enter__(self) -> Workspace:
+        if runner.head_commit(self.repo.top) is None:
+            raise StackmgrError(f"tree {self.tree} has no commits", "make a first commit")
+        os.makedirs(self.dir, exist_ok=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def file(self, item: Incoming) -> str:
+        path = self.files.get(id(item))
+        if path is None:
+            path = os.path.join(self.dir, f"{len(self.files)}.diff")
+            with open(path, "wb") as f:
+                f.write(item.diff)
+            self.files[id(item)] = path
+        return path
+
+    def strip(self, item: Incoming) -> int:
+        """A traditional diff's -p level when none was given: the one under which more of its files exist."""
+        if item.strip < 0:
+            item.strip = 1
+            names = {p: [b"/".join(n.split(b"/")[p:]) for n in item.paths_raw()] for p in (0, 1)}
+            dirs = {p: [n.rsplit(b"/", 1)[0] for n in names[p] if b"/" in n] for p in (0, 1)}
+            asked = [*names[0], *names[1], *dirs[0], *dirs[1]]
+            listed = set(runner.zsplit(runner.run(self.repo.top, ["ls-tree", "-r", "-z", "--name-only", "HEAD", "--",
+                                                           *runner.pathspec(asked)])))  # fmt: skip
+            held = {d for p in (0, 1) for d in dirs[p] if any(f.startswith(d + b"/") for f in listed)}
+
+            def score(p: int) -> tuple[int, int]:  # files that exist, then directories new files would go into
+                return sum(n in listed for n in names[p]), sum(d in held for d in dirs[p])
+
+            if score(0) > score(1):
+                item.strip = 0
+        return item.strip
+
+    def applies(self, start: str, items: list[Incoming]) -> int:
+        """How many of `items` apply in order, strictly, to tree-ish `start` (all of them when the result is
+        len(items)); the index then holds the result of that many."""
+        runner.run(self.repo.top, ["read-tree", start], index=self.index)
+        strips = {self.strip(i) for i in items}
+        if len(strips) == 1 and len(items) > 1:
+            ok, _ = tempindex.apply_to_index(self.repo.top, self.index, *map(self.file, items), strip=strips.pop())
+            if ok:
+                return len(items)
+            runner.run(self.repo.top, ["read-tree", start], index=self.index)
+        for n, item in enumerate(items):
+            ok, _ = tempindex.apply_to_index(self.repo.top, self.index, self.file(item), strip=self.strip(item))
+            if not ok:
+                return n
+        return len(items)
+
+    def find_base(self, items: list[Incoming], explicit: str | None) -> tuple[str, str] | None:
+        """(commit, how it was found): the newest candidate where all items apply, else the newest where the
+        most of them apply in order; None when not even the first applies anywhere."""
+        if explicit is not None:
+            commit = runner.resolve_commit(self.repo.top, explicit)
+            return (commit, "--base") if self.applies(commit, items[:1]) else None
+        paths = sorted({p for i in items for p in self._paths(i)})
+        best: tuple[int, str, str] | None = None
+        for candidate, label in self._candidates(paths):
+            n = self.applies(candidate, items)
+            if n == len(items):
+                return candidate, label
+            if n and (best is None or n > best[0]):
+                best = (n, candidate, label)
+        return (best[1], best[2]) if best else None
+
+    def _paths(self, item: Incoming) -> list[bytes]:
+        strip = self.strip(item)
+        return [b"/".join(n.split(b"/")[strip:]) for n in item.paths_raw() if n.count(b"/") >= strip]
+
+    def _candidates(self, paths: list[bytes]) -> list[tuple[str, str]]:
+        """HEAD, and the parent of every first-parent commit that changed one of `paths`: each the newest commit
+        with that state of the files (only those decide whether a patch applies)."""
+        top = self.repo.top
+        chain = runner.run(top, ["rev-list", "--first-parent", f"--max-count={SEARCH_DEPTH}", "HEAD"]).split()
+        touching = set(runner.run(top, ["rev-list", "--first-parent", f"--max-count={SEARCH_DEPTH}", "HEAD", "--",
+                                     *runner.pathspec(paths)]).split()) if paths else set()  # fmt: skip
+        found = [(chain[0].decode(), "HEAD")]
+        for n, commit in enumerate(chain[:-1]):
+            if commit in touching:
+                found.append((chain[n + 1].decode(), f"HEAD~{n + 1}"))
+        return found
+
+    def rebuild(self, base: str, patch_files: list[str]) -> tuple[str | None, str]:
+        from stackmgr.git.scratch import tree_from_patches
+
+        return tree_from_patches(self.repo, base, patch_files)
+
+    def add(self, item: Incoming, base: str, start: str, label: str, report: ImportReport) -> str | None:
+        """Apply `item` to tree-ish `start`, write the normalised patch (recording `base`); the result tree, or
+        None with the refusal added to the report."""
+        from stackmgr import output
+
+        output.tick()
+        top = self.repo.top
+        if self.applies(start, [item]) != 1:
+            _, err = self._why(start, item)
+            report.refused.append(Refused(item.source, f"does not apply on {label}: {err}"))
+            return None
+        result = runner.write_tree(top, self.index)
+        stat_and_diff = runner.run(top, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *runner.DIFF_FLAGS, start,
+                                      result])  # fmt: skip
+        if not stat_and_diff:
+            report.refused.append(Refused(item.source, f"changes nothing on {label} (already applied there?)"))
+            return None
+        target = inside(self.store.patches_dir, item.name + ".patch")
+        existing = read_or_none(target)
+        data = self._render(item, base, stat_and_diff, existing)
+        problem = self._verify(data, start, result)
+        if problem:
+            report.refused.append(Refused(item.source, problem))
+            return None
+        if existing is not None and existing != data:
+            report.refused.append(Refused(item.source, f"patches/{item.name}.patch already exists (pass --name, "
+                                                       "or import it under another name)"))  # fmt: skip
+            return None
+        if existing is None:
+            os.makedirs(self.store.patches_dir, exist_ok=True)
+            atomic_write(target, data)
+        report.imported.append(Imported(item, self.tree, base, label, "imported" if existing is None else "unchanged",
+                                        data))  # fmt: skip
+        return result
+
+    def _why(self, start: str, item: Incoming) -> tuple[bool, str]:
+        runner.run(self.repo.top, ["read-tree", start], index=self.index)
+        ok, err = tempindex.apply_to_index(self.repo.top, self.index, self.file(item), strip=self.strip(item))
+        return ok, (err.splitlines()[0] if err else "does not apply")
+
+    def _render(self, item: Incoming, base: str, stat_and_diff: bytes, existing: bytes | None) -> bytes:
+        """The patch file; an input that already is this very patch (an export) is kept byte for byte. Where the
+        input names no author or date, a patch of that name already imported keeps its own (a re-import of the
+        same file is then a no-op), else the tree's git identity and the file's time are used."""
+        if (item.trailer_tree == self.tree and item.trailer_base == base and item.original.endswith(stat_and_diff)
+                and item.original.startswith(patchfile.FROM_LINE)):  # fmt: skip
+            return item.original
+        author = item.author
+        date = item.date
+        if existing is not None and not (author and date):
+            try:
+                header = patchfile.parse_header(existing, "existing patch")
+                author, date = author or header.author, date or header.date
+            except StackmgrError:
+                pass
+        if not author or not date:
+            name, email, _, _ = runner.author_ident(runner.start_author_ident(self.repo.top))
+            author = author or f"{name} <{email}>"
+            date = date or patchfile.rfc2822(int(item.mtime), "+0000")
+        who, _, mail = author.rpartition(" <")
+        try:
+            subject, body = patchfile.check_message(item.subject + ("\n\n" + item.body if item.body else ""))
+        except StackmgrError:
+            subject, body = item.name, item.body
+        return patchfile.render(tree=self.tree, base=base, subject=subject, body=body, name=who, email=mail[:-1],
+                                date=date, stat_and_diff=stat_and_diff)  # fmt: skip
+
+    def _verify(self, data: bytes, start: str, result: str) -> str | None:
+        """The written bytes, applied to where they start, must give exactly the result."""
+        path = os.path.join(self.dir, "normalised.patch")
+        with open(path, "wb") as f:
+            f.write(data)
+        runner.run(self.repo.top, ["read-tree", start], index=self.index)
+        ok, err = tempindex.apply_to_index(self.repo.top, self.index, path)
+        if not ok or runner.write_tree(self.repo.top, self.index) != result:
+            return f"the normalised patch does not reproduce the result ({err or 'different tree'}); please report this"
+        return None

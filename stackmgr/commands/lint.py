@@ -1,0 +1,162 @@
+"""`stackmgr lint`: is the store consistent? (SPEC §5; issue 6, item 5.)
+
+Series ↔ `patches/` (missing, orphaned and duplicate entries, bad names), every patch's header (tree, base,
+description) and content (conflict markers, CRLF damage, "Binary files differ" stubs, no full-index lines),
+every series applying strictly to its base, tree by tree, to exactly what its patches record, and every link
+record parsing and naming an existing patch. Nothing is written; findings are reported, never fixed.
+"""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.errors import StackmgrError
+from stackmgr.git import runner
+from stackmgr.safety import claims
+from stackmgr.store import patchfile
+from stackmgr.store.config import Store
+from stackmgr.store.names import valid_name
+from stackmgr.store.series import SeriesFile
+
+CONFLICT_MARKERS = (b"\n+<<<<<<< ", b"\n+>>>>>>> ", b"\n+=======\n")
+
+
+class Finding:
+    def __init__(self, kind: str, where: str, message: str) -> None:
+        self.kind = kind  # series | patch | apply | link
+        self.where = where  # a store-relative file (with :line for series lines)
+        self.message = message
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "file": self.where, "message": self.message}
+
+
+def lint_store(store: Store) -> list[Finding]:
+    patches = _listdir(store.patches_dir, ".patch")
+    findings: list[Finding] = []
+    listed: set[str] = set()
+    series_entries: dict[str, list[str]] = {}
+    for filename in _listdir(store.series_dir, ""):
+        if filename.startswith("."):
+            continue
+        if not valid_name(filename):
+            findings.append(Finding("series", f"series/{filename}", "not a valid series name"))
+            continue
+        try:
+            series = SeriesFile.load(store, filename)
+        except StackmgrError as exc:  # "series/NAME:LINE: what" for a bad line: keep the line in `where`
+            where, _, what = exc.message.partition(": ") if exc.message.startswith(f"series/{filename}:") else (
+                f"series/{filename}", "", exc.message)  # fmt: skip
+            findings.append(Finding("series", where, what))
+            continue
+        series_entries[filename] = []
+        for entry in series.entries:
+            listed.add(entry.patch)
+            if entry.patch not in patches:
+                findings.append(Finding("series", f"series/{filename}:{entry.lineno}",
+                                        f"{entry.patch} does not exist in patches/"))  # fmt: skip
+            else:
+                series_entries[filename].append(entry.patch)
+    headers: dict[str, patchfile.PatchHeader] = {}
+    for filename in sorted(patches):
+        header = _lint_patch(store, filename, findings)
+        if header is not None:
+            headers[filename] = header
+        if filename not in listed:
+            findings.append(Finding("patch", f"patches/{filename}", "in no series (orphaned)"))
+    for name, entries in sorted(series_entries.items()):
+        _lint_applies(store, name, [e for e in entries if e in headers], headers, findings)
+    for filename in sorted(set(patches) - listed):
+        if filename in headers:
+            _lint_applies(store, None, [filename], headers, findings)
+    _lint_links(store, patches, findings)
+    return findings
+
+
+def _listdir(directory: str, suffix: str) -> set[str]:
+    try:
+        return {n for n in os.listdir(directory) if n.endswith(suffix)}
+    except FileNotFoundError:
+        return set()
+
+
+def _lint_patch(store: Store, filename: str, findings: list[Finding]) -> patchfile.PatchHeader | None:
+    where = f"patches/{filename}"
+    if not valid_name(filename[: -len(".patch")]):
+        findings.append(Finding("patch", where, "not a valid patch name"))
+    with open(os.path.join(store.patches_dir, filename), "rb") as f:
+        data = f.read()
+    try:
+        header = patchfile.parse_header(data, where)
+    except StackmgrError as exc:
+        findings.append(Finding("patch", where, exc.message.removeprefix(f"{where}: ")))
+        return None
+    if not header.subject.strip():
+        findings.append(Finding("patch", where, "no description (empty Subject)"))
+    if header.tree not in store.trees:
+        findings.append(Finding("patch", where, f"its tree {header.tree} is not registered in this store"))
+    diff = patchfile.diff_part(data)
+    if any(marker in b"\n" + diff for marker in CONFLICT_MARKERS):
+        findings.append(Finding("patch", where, "adds conflict markers (<<<<<<< / ======= / >>>>>>>)"))
+    if b"\r\n" in data[: data.find(b"\ndiff --git ")]:
+        findings.append(Finding("patch", where, "its header has CRLF line endings (damaged by an editor or mailer?)"))
+    try:
+        patchfile.post_images(diff, where)
+    except StackmgrError as exc:
+        findings.append(Finding("patch", where, exc.message.removeprefix(f"{where}: ")))
+        return None
+    return header
+
+
+def _lint_applies(store: Store, series: str | None, filenames: list[str], headers: dict[str, patchfile.PatchHeader],
+                  findings: list[Finding]) -> None:  # fmt: skip
+    """Each tree's patches, in order, applied strictly to the first one's base, must build what they record."""
+    from stackmgr.commands.apply import PatchRef
+    from stackmgr.git.scratch import tree_from_patches
+    from stackmgr.store.series import Entry
+
+    by_tree: dict[str, list[str]] = {}
+    for filename in filenames:
+        by_tree.setdefault(headers[filename].tree, []).append(filename)
+    where = f"series/{series}" if series else f"patches/{filenames[0]}"
+    for tree, names in sorted(by_tree.items()):
+        config = store.trees.get(tree)
+        if config is None or not os.path.isdir(config.path):
+            continue  # reported per patch (unregistered) or not checkable here (the tree is elsewhere)
+        base = headers[names[0]].base
+        try:
+            repo = runner.open_repo(config.path)
+            if not runner.has_commit(repo.top, base):
+                findings.append(Finding("apply", where, f"base {base[:12]} of tree {tree} is not a commit there "
+                                        "(fetch it, or rebase the series)"))  # fmt: skip
+                continue
+            paths = [os.path.join(store.patches_dir, n) for n in names]
+            result, failure = tree_from_patches(repo, base, paths)
+            if result is None:
+                findings.append(Finding("apply", where, f"does not apply strictly to {base[:12]} in tree {tree}: "
+                                        f"{failure}"))  # fmt: skip
+                continue
+            refs = []
+            for n, path in zip(names, paths, strict=True):
+                with open(path, "rb") as f:
+                    refs.append(PatchRef(Entry(n, 0), path, f.read(), headers[n]))
+            claims.check_result(repo.top, base, result, claims.claims(refs, repo.top, store.root), tree)
+        except StackmgrError as exc:
+            findings.append(Finding("apply", where, exc.message.replace("; nothing was changed", "")))
+
+
+def _lint_links(store: Store, patches: set[str], findings: list[Finding]) -> None:
+    from stackmgr.evidence.records import read_link
+
+    for name in sorted(_listdir(store.links_dir, "")):
+        directory = os.path.join(store.links_dir, name)
+        if not os.path.isdir(directory):
+            continue
+        if f"{name}.patch" not in patches:
+            findings.append(Finding("link", f"links/{name}/", f"evidence for patch {name}, which does not exist"))
+        for filename in sorted(os.listdir(directory)):
+            if filename.endswith(".toml"):
+                try:
+                    read_link(os.path.join(directory, filename))
+                except StackmgrError as exc:
+                    findings.append(Finding("link", f"links/{name}/{filename}", exc.message.split(": ", 1)[-1]))

@@ -1,0 +1,389 @@
+"""`stackmgr rebase SERIES --onto REV [-t TREE] [--exec CMD]` and `rebase [SERIES] --continue | --abort`:
+carry one tree's patches of a series to a new upstream base (issue 6, item 3).
+
+The patches are applied, in order, in a scratch worktree of the tree (under `.git/stackmgr/rebase/`; the user's
+working tree, index and HEAD are never touched), each committed there, and classified:
+
+- **unchanged**: applies strictly and the diff comes out byte for byte the same (only `Stackmgr-Base` changes);
+- **context drift**: the diff is rewritten (moved lines, new blob ids) but `git patch-id --stable` is equal, so
+  its links stay "equivalent";
+- **merged (3-way)**: strict apply failed, a 3-way merge with the patch's full blob ids succeeded, and the
+  change now reads differently (its context changed);
+- **conflict resolved**: the merge conflicted and the user resolved it in the worktree (`--continue`);
+- **already upstream**: the new base already has the change (the reverse applies, or the merge is empty); the
+  patch file is kept and its series line commented out, so the series still applies.
+
+A conflict (or a failing `--exec` command) stops with the state in `.stackmgr/rebase/SERIES.json`; nothing in
+the store changes until every patch is carried, and then all the patches and the series are rewritten in one
+journaled operation (`stackmgr undo` reverts it; the replaced versions are kept for `interdiff NAME@prev`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from stackmgr.commands.apply import plan_series
+from stackmgr.commands.rebase_state import (
+    claim,
+    in_progress,
+    load_state,
+    remove_worktree,
+    save_state,
+    state_path,
+    where,
+)
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.git import runner
+from stackmgr.journal.operation import operation
+from stackmgr.store import patchfile
+from stackmgr.store.config import Store
+from stackmgr.store.fs import atomic_write, read_or_none, sha256_hex
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.commands.rebase_state import State
+
+OUTCOMES = ("unchanged", "context drift", "merged (3-way)", "conflict resolved", "changed by hand", "already upstream")
+_BOT = {"GIT_COMMITTER_NAME": "stackmgr", "GIT_COMMITTER_EMAIL": "stackmgr@localhost"}
+
+
+class Outcome:
+    def __init__(self, state: State, done: bool, stop: str = "") -> None:
+        self.state = state
+        self.done = done
+        self.stop = stop  # why it stopped: the one line to show
+
+    def to_json(self) -> State:
+        s = self.state
+        return {"schema": 1, "series": s["series"], "tree": s["tree"], "onto": s["onto"], "done": self.done,
+                "stopped": self.stop or None, "worktree": None if self.done else s["worktree"],
+                "patches": [{"name": st["name"], "outcome": st["outcome"]} for st in s["steps"]]}  # fmt: skip
+
+
+def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str | None) -> Outcome:
+    if os.path.exists(state_path(store, series)):
+        raise UsageProblem(f"a rebase of series {series} is in progress",
+                           f"`stackmgr rebase {series} --continue` or `--abort`")  # fmt: skip
+    from stackmgr.store.series import SeriesFile
+
+    guarded = [e.name for e in SeriesFile.load(store, series).entries if e.guards]
+    if guarded:
+        raise UsageProblem(f"series {series} has guarded patches ({guarded[0]}…)",
+                           "rebase does not carry MQ guards yet; rebase a series without them")  # fmt: skip
+    plans = plan_series(store, series, tree, ())
+    if len(plans) > 1:
+        raise UsageProblem(f"series {series} has patches for several trees ({', '.join(p.tree for p in plans)})",
+                           "rebase one tree's patches at a time with -t TREE")  # fmt: skip
+    plan = plans[0]
+    repo = runner.open_repo(store.tree(plan.tree).path)
+    if not runner.has_commit(repo.top, plan.base):
+        raise StackmgrError(f"the base {plan.base[:12]} of series {series} is not a commit of tree {plan.tree}",
+                            "fetch it first: 3-way merges need the patches' original blobs")  # fmt: skip
+    try:
+        new_base = runner.resolve_commit(repo.top, onto)
+    except StackmgrError:
+        raise UsageProblem(f"{onto} is not a commit of tree {plan.tree}", "fetch it, or name another") from None
+    top, worktree = where(store, plan.tree, series)
+    claim(store, series)
+    try:
+        remove_worktree(top, worktree)
+        os.makedirs(os.path.dirname(worktree), exist_ok=True)
+        runner.run(top, ["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--force", worktree,
+                      new_base])  # fmt: skip
+    except BaseException:
+        os.unlink(state_path(store, series))
+        raise
+    state = {
+        "series": series, "tree": plan.tree, "top": top, "onto": new_base, "old_base": plan.base,
+        "worktree": worktree, "exec": exec_cmd, "position": 0, "stopped": None,
+        "series_sha256": sha256_hex(read_or_none(os.path.join(store.series_dir, series)) or b""),
+        "steps": [{"name": p.name, "file": os.path.basename(p.path), "sha256": sha256_hex(p.data),
+                   "outcome": None, "commit": None} for p in plan.patches],
+    }  # fmt: skip
+    save_state(store, state)
+    return _run(store, state)
+
+
+def resume(store: Store, series: str | None) -> Outcome:
+    state = load_state(store, series)
+    wt = state["worktree"]
+    if not os.path.isdir(wt):
+        raise StackmgrError(f"the rebase worktree {wt} is gone", f"`stackmgr rebase {state['series']} --abort`")
+    if state["stopped"] is None:  # stackmgr itself was stopped mid-patch (killed): start that patch again
+        pos = state["position"]
+        below = state["steps"][pos - 1]["commit"] if pos else state["onto"]
+        runner.run(wt, ["reset", "-q", "--hard", below])  # the scratch worktree only, never the user's tree
+        return _run(store, state)
+    step = state["steps"][state["position"]]
+    expected = step["commit"] if state["stopped"] == "exec" else step["parent"]
+    if _head(wt) != expected:  # the user committed the resolution there, as with git rebase: keep its content
+        if runner.run_rc(wt, ["merge-base", "--is-ancestor", expected, "HEAD"])[0] != 0:
+            raise StackmgrError(f"the worktree's HEAD moved away from {expected[:12]}",
+                                f"`git reset --soft {expected[:12]}` in {wt}, then --continue")  # fmt: skip
+        runner.run(wt, ["reset", "-q", "--soft", expected])
+    parent = _head(wt)
+    runner.run(wt, ["add", "-u"])  # tracked files as the user left them; new files count once `git add`ed (like git)
+    tree = runner.run(wt, ["write-tree"]).decode().strip()
+    if state["stopped"] == "exec":  # the patch was carried; the command failed; take what the user changed
+        if tree != runner.tree_of(wt, parent):
+            below = step["parent"]
+            if tree == runner.tree_of(wt, below):
+                step["outcome"], step["commit"] = "already upstream", below
+                runner.run(wt, ["update-ref", "--no-deref", "HEAD", below])
+                runner.run(wt, ["read-tree", "--reset", "-u", below])
+            else:
+                _commit(wt, tree, below, step["name"])
+                step["commit"] = _head(wt)
+                step["outcome"] = _classify(store, state, step, below, step["commit"], "changed by hand")
+        state["position"] += 1
+    else:
+        markers = _conflict_markers(wt, parent)
+        if markers:
+            raise StackmgrError(f"{markers} still has conflict markers", f"resolve it in {wt}, then --continue")
+        if tree == runner.tree_of(wt, parent):
+            step["outcome"] = "already upstream"
+        else:
+            _commit(wt, tree, parent, step["name"])
+            step["outcome"] = _classify(store, state, step, parent, _head(wt), "conflict resolved")
+        step["parent"], step["commit"] = parent, _head(wt)
+        stop = _exec(state, step)
+        state["position"] += 1
+        if stop:
+            state["position"] -= 1
+            state["stopped"] = "exec"
+            save_state(store, state)
+            return Outcome(state, False, stop)
+    state["stopped"] = None
+    save_state(store, state)
+    return _run(store, state)
+
+
+def abort(store: Store, series: str | None) -> str:
+    """Remove the worktree and the state; a damaged state is removed too (its worktree found from the name)."""
+    try:
+        state = load_state(store, series)
+    except UsageProblem:
+        raise
+    except StackmgrError:
+        assert series is not None or len(in_progress(store)) == 1
+        name = series or in_progress(store)[0]
+        for tree in store.trees:
+            try:
+                remove_worktree(*where(store, tree, name))
+            except StackmgrError:
+                continue
+        os.unlink(state_path(store, name))
+        return name
+    remove_worktree(state["top"], state["worktree"])
+    os.unlink(state_path(store, state["series"]))
+    return str(state["series"])
+
+
+def _run(store: Store, state: State) -> Outcome:
+    from stackmgr import output
+
+    wt = state["worktree"]
+    steps = state["steps"]
+    output.progress_total(len(steps))
+    output.tick(state["position"])
+    while state["position"] < len(steps):
+        output.tick()
+        step = steps[state["position"]]
+        path = os.path.join(store.patches_dir, step["file"])
+        parent = step["parent"] = _head(wt)
+        how = _carry(wt, path)
+        if how == "conflict" or how.startswith("no merge"):
+            state["stopped"] = "conflict"
+            save_state(store, state)
+            return Outcome(state, False, _stop_line(state, step, how))
+        if how == "already upstream":
+            step["outcome"], step["commit"] = how, parent
+        else:
+            tree = runner.run(wt, ["write-tree"]).decode().strip()
+            if tree == runner.tree_of(wt, parent):
+                step["outcome"], step["commit"] = "already upstream", parent
+            else:
+                _commit(wt, tree, parent, step["name"])
+                step["commit"] = _head(wt)
+                step["outcome"] = _classify(store, state, step, parent, step["commit"], how)
+        stop = _exec(state, step)
+        if stop:
+            state["stopped"] = "exec"
+            save_state(store, state)
+            return Outcome(state, False, stop)
+        state["position"] += 1
+        save_state(store, state)
+    _finish(store, state)
+    return Outcome(state, True)
+
+
+def _carry(wt: str, patch: str) -> str:
+    """Apply one patch in the worktree: strictly, else 3-way; "strict", "3-way", "already upstream", "conflict"
+    or "no merge" (the merge could not even start: the patch's original blobs are missing)."""
+    if runner.run_rc(wt, ["apply", "--index", "--whitespace=nowarn", "-p1", patch])[0] == 0:
+        return "strict"
+    if runner.run_rc(wt, ["apply", "--index", "--check", "-R", "-p1", patch])[0] == 0:
+        return "already upstream"
+    rc, _, err = runner.run_rc(wt, ["apply", "--index", "--3way", "--whitespace=nowarn", "-p1", patch])
+    if rc == 0:
+        return "3-way"
+    if runner.run(wt, ["ls-files", "-u"]).strip():
+        return "conflict"
+    lines = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.startswith("error:")]
+    return "no merge: " + (lines[-1][7:] if lines else "git apply --3way could not merge it")
+
+
+def _classify(store: Store, state: State, step: State, parent: str, commit: str, how: str) -> str:
+    with open(os.path.join(store.patches_dir, step["file"]), "rb") as f:
+        old = f.read()
+    new = _stat_and_diff(state["worktree"], parent, commit)
+    if how == "strict" and old.endswith(new):
+        return "unchanged"
+    if runner.patch_id(state["worktree"], patchfile.diff_part(old)) == runner.patch_id(state["worktree"], new):
+        return "context drift"
+    return "merged (3-way)" if how in ("strict", "3-way") else how
+
+
+def _exec(state: State, step: State) -> str:
+    """Run --exec in the worktree after a patch; the stop line when it fails."""
+    if not state["exec"]:
+        return ""
+    import subprocess
+    import sys
+
+    wt = state["worktree"]
+    try:  # its output goes to stderr: stdout is stackmgr's (--json)
+        rc = subprocess.run(state["exec"], shell=True, cwd=wt, check=False, stdout=sys.stderr.fileno()).returncode
+    except (AttributeError, OSError, ValueError):  # stderr is not a file (captured): relay what it printed
+        proc = subprocess.run(state["exec"], shell=True, cwd=wt, check=False, capture_output=True)
+        rc = proc.returncode
+        sys.stderr.write((proc.stdout + proc.stderr).decode("utf-8", "replace"))
+    if rc != 0:
+        return (f"`{state['exec']}` failed (exit {rc}) after {step['name']}; fix it in {wt} and "
+                f"`stackmgr rebase {state['series']} --continue` (edits join that patch), or --abort")  # fmt: skip
+    if runner.run(wt, ["status", "--porcelain", "--untracked-files=no"]).strip():
+        return (f"`{state['exec']}` changed tracked files after {step['name']}; `stackmgr rebase "
+                f"{state['series']} --continue` keeps the changes (they join that patch), or undo them in {wt} "
+                "first (git checkout -- .)")  # fmt: skip
+    return ""
+
+
+def _stop_line(state: State, step: State, how: str) -> str:
+    n, total = state["position"] + 1, len(state["steps"])
+    if how.startswith("no merge"):
+        return (f"{step['name']} ({n} of {total}) does not apply to {state['onto'][:12]} and cannot be merged "
+                f"({how[10:]}); make its change by hand in {state['worktree']}, then "
+                f"`stackmgr rebase {state['series']} --continue`, or --abort")  # fmt: skip
+    files = runner.run(state["worktree"], ["diff", "--name-only", "--diff-filter=U"]).decode().split()
+    shown = ", ".join(files[:3]) + (" …" if len(files) > 3 else "")
+    return (f"{step['name']} ({n} of {total}) conflicts in {shown}; resolve in {state['worktree']}, then "
+            f"`stackmgr rebase {state['series']} --continue`, or --abort")  # fmt: skip
+
+
+def _finish(store: Store, state: State) -> None:
+    """Every patch was carried: verify the rewritten series, then write the patches and the series at once."""
+    from stackmgr.git.scratch import tree_from_patches
+
+    wt, onto = state["worktree"], state["onto"]
+    rewritten: dict[str, bytes] = {}
+    parent = onto
+    for step in state["steps"]:
+        if step["outcome"] == "already upstream":
+            continue
+        path = os.path.join(store.patches_dir, step["file"])
+        with open(path, "rb") as f:
+            old = f.read()
+        new_diff = _stat_and_diff(wt, parent, step["commit"])
+        rewritten[step["file"]] = _rebased_bytes(old, onto, new_diff)
+        parent = step["commit"]
+    repo = runner.open_repo(state["top"])
+    tmp_dir = os.path.join(os.path.dirname(wt), state["series"] + ".check")
+    os.makedirs(tmp_dir, exist_ok=True)
+    try:
+        files = []
+        for name, data in rewritten.items():
+            files.append(os.path.join(tmp_dir, name))
+            with open(files[-1], "wb") as f:
+                f.write(data)
+        result, failure = tree_from_patches(repo, onto, files)
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    if result != runner.tree_of(wt, parent):
+        raise StackmgrError(f"the rewritten series does not rebuild the worktree's result ({failure or 'other tree'})",
+                            "nothing was written; please report this")  # fmt: skip
+    written = all(read_or_none(os.path.join(store.patches_dir, n)) == d for n, d in rewritten.items())
+    with operation(store, f"rebase {state['series']} --onto {onto[:12]}"):
+        if not (written and rewritten):  # else a run killed after its write: only the clean-up is left
+            _write_rewritten(store, state, rewritten)
+    remove_worktree(state["top"], wt)
+    os.unlink(state_path(store, state["series"]))
+
+
+def _write_rewritten(store: Store, state: State, rewritten: dict[str, bytes]) -> None:
+    """Patch files first (each replaced version kept for interdiff), the series last."""
+    from stackmgr.commands.save import keep_previous
+    from stackmgr.store.series import SeriesFile
+
+    _refuse_changed_since(store, state)
+    for name, data in rewritten.items():
+        path = os.path.join(store.patches_dir, name)
+        before = read_or_none(path)
+        if before is not None and before != data:
+            keep_previous(store, name, before)
+            atomic_write(path, data)
+    upstream = [s["file"] for s in state["steps"] if s["outcome"] == "already upstream"]
+    if upstream:
+        sf = SeriesFile.load(store, state["series"])
+        for filename in upstream:
+            sf.comment_out(filename, f"already upstream in {state['onto'][:12]}")
+        sf.write()
+
+
+def _rebased_bytes(old: bytes, onto: str, stat_and_diff: bytes) -> bytes:
+    """The old header, byte for byte, with the new base; then the new diff."""
+    import re
+
+    m = re.search(rb"\nStackmgr-Base: *[0-9a-f]{40,64} *\n---\n", old)  # whatever base it was saved at
+    if m is None:
+        raise StackmgrError("a patch's header has no `Stackmgr-Base: … ---` line", "save it again, then rebase")
+    return old[: m.start()] + f"\nStackmgr-Base: {onto}\n---\n".encode() + stat_and_diff
+
+
+def _refuse_changed_since(store: Store, state: State) -> None:
+    now = sha256_hex(read_or_none(os.path.join(store.series_dir, state["series"])) or b"")
+    if now != state["series_sha256"]:
+        raise StackmgrError(f"series {state['series']} was edited during the rebase",
+                            f"`stackmgr rebase {state['series']} --abort`, then start again")  # fmt: skip
+    for step in state["steps"]:
+        data = read_or_none(os.path.join(store.patches_dir, step["file"]))
+        if data is None or sha256_hex(data) != step["sha256"]:
+            raise StackmgrError(f"patch {step['name']} changed during the rebase",
+                                f"`stackmgr rebase {state['series']} --abort`, then start again")  # fmt: skip
+
+
+def _stat_and_diff(wt: str, old: str, new: str) -> bytes:
+    return runner.run(wt, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *runner.DIFF_FLAGS, old, new])
+
+
+def _conflict_markers(wt: str, parent: str) -> str:
+    diff = runner.run(wt, ["diff", "--cached", "--no-color", "--no-ext-diff", parent])
+    for marker in (b"\n+<<<<<<< ", b"\n+>>>>>>> "):  # a lone ======= is a heading underline
+        at = diff.find(marker)
+        if at >= 0:
+            start = diff.rfind(b"\ndiff --git ", 0, at)
+            return diff[start + 12 : diff.find(b"\n", start + 1)].decode("utf-8", "replace").split(" b/")[0][2:]
+    return ""
+
+
+def _head(wt: str) -> str:
+    return runner.run(wt, ["rev-parse", "HEAD"]).decode().strip()
+
+
+def _commit(wt: str, tree: str, parent: str, name: str) -> None:
+    proc = runner.start(wt, ["commit-tree", tree, "-p", parent], stdin=True, extra_env=dict(_BOT, GIT_AUTHOR_NAME=
+                     "stackmgr", GIT_AUTHOR_EMAIL="stackmgr@localhost"))  # fmt: skip
+    commit = runner.finish(proc, f"{name}\n".encode())[1].decode().strip()
+    runner.run(wt, ["update-ref", "--no-deref", "HEAD", commit])
+    runner.run(wt, ["read-tree", commit])
+    runner.run_rc(wt, ["update-index", "-q", "--refresh"])  # stat info back, or the next `apply --index` refuses

@@ -1,0 +1,113 @@
+"""Where a rebase keeps what it needs to stop and go on (rebase.py): the state file
+`.stackmgr/rebase/SERIES.json` (created exclusively, validated on every read), and the scratch worktree of this
+store's rebase of a series, whose path is always worked out from the tree, never read from the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.git import runner
+from stackmgr.store.config import Store
+from stackmgr.store.fs import atomic_write, read_or_none, sha256_hex
+from stackmgr.store.names import check_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    State = dict[str, Any]  # the JSON of .stackmgr/rebase/SERIES.json
+
+
+def state_path(store: Store, series: str) -> str:
+    return os.path.join(store.state_dir, "rebase", series + ".json")
+
+
+def in_progress(store: Store) -> list[str]:
+    directory = os.path.join(store.state_dir, "rebase")
+    try:
+        return sorted(n[:-5] for n in os.listdir(directory) if n.endswith(".json"))
+    except FileNotFoundError:
+        return []
+
+
+def remove_worktree(top: str, worktree: str) -> None:
+    """Remove our scratch worktree and its entry in the repository (never `worktree prune`, which would also
+    forget the user's worktrees whose directories are away)."""
+    if os.path.exists(worktree):
+        runner.run_rc(top, ["worktree", "remove", "--force", "--force", worktree])
+        shutil.rmtree(worktree, ignore_errors=True)
+    common = runner.run(top, ["rev-parse", "--git-common-dir"]).decode().strip()
+    admin = os.path.join(top, common, "worktrees")
+    for name in os.listdir(admin) if os.path.isdir(admin) else []:
+        link = read_or_none(os.path.join(admin, name, "gitdir")) or b""
+        if os.path.dirname(link.decode("utf-8", "replace").strip()) == worktree:
+            shutil.rmtree(os.path.join(admin, name), ignore_errors=True)
+
+
+def where(store: Store, tree: str, series: str) -> tuple[str, str]:
+    """The tree's top and the scratch worktree of this store's rebase of `series` (named after the store too,
+    so two stores rebasing series of one name in one tree never share it)."""
+    repo = runner.open_repo(store.tree(tree).path)
+    key = sha256_hex(os.path.realpath(store.root).encode())[:8]
+    return repo.top, os.path.join(repo.stackmgr_dir, "rebase", f"{series}-{key}")
+
+
+def claim(store: Store, series: str) -> None:
+    """Create the state file, exclusively: two `rebase S --onto` at once cannot both start."""
+    path = state_path(store, series)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        raise UsageProblem(f"a rebase of series {series} is in progress",
+                           f"`stackmgr rebase {series} --continue` or `--abort`") from None
+
+
+def save_state(store: Store, state: State) -> None:
+    path = state_path(store, state["series"])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    atomic_write(path, json.dumps(state, indent=1).encode(), durable=False)
+
+
+def load_state(store: Store, series: str | None) -> State:
+    if series is not None:
+        check_name("series", series)
+    if series is None:
+        going = in_progress(store)
+        if len(going) != 1:
+            raise UsageProblem("no rebase is in progress" if not going else f"rebases in progress: {', '.join(going)}",
+                               "start one with `stackmgr rebase SERIES --onto REV`" if not going
+                               else "name the series: `stackmgr rebase SERIES --continue`")  # fmt: skip
+        series = going[0]
+    raw = read_or_none(state_path(store, series))
+    if raw is None:
+        raise UsageProblem(f"no rebase of series {series} is in progress", f"`stackmgr rebase {series} --onto REV`")
+    try:
+        state = json.loads(raw)
+    except ValueError:
+        raise StackmgrError(f"the rebase state of {series} is damaged",
+                            f"`stackmgr rebase {series} --abort` removes it") from None  # fmt: skip
+    if not _valid_state(state) or state["tree"] not in store.trees:
+        raise StackmgrError(f"the rebase state of {series} is damaged",
+                            f"`stackmgr rebase {series} --abort` removes it")  # fmt: skip
+    checked: State = state
+    checked["top"], checked["worktree"] = where(store, checked["tree"], series)  # never a path from the file
+    return checked
+
+
+def _valid_state(state: object) -> bool:
+    if not isinstance(state, dict):
+        return False
+    kinds = {"series": str, "tree": str, "onto": str, "position": int, "steps": list, "series_sha256": str}
+    if not all(isinstance(state.get(k), t) for k, t in kinds.items()) or state.get("stopped") not in (
+        None, "conflict", "exec"
+    ):
+        return False
+    steps = state["steps"]
+    return 0 <= state["position"] <= len(steps) and all(
+        isinstance(st, dict) and isinstance(st.get("name"), str) and isinstance(st.get("file"), str)
+        and isinstance(st.get("sha256"), str) and "/" not in st["file"] for st in steps
+    )  # fmt: skip

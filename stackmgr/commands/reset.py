@@ -1,0 +1,138 @@
+"""`stackmgr reset`: the guarded reset of SPEC §4, and the recovery snapshots that make `--force` undoable.
+
+The target is `--to REV`, else the base of the applied series, else HEAD. Every tree is checked before any is
+touched; anything unpreserved (changes, local commits the move would orphan, unmerged or staged-only state)
+makes it refuse. `--force` first stores the working tree (untracked files included) and the index as a commit
+under `refs/stackmgr/recovery/`, then resets; `stackmgr recover ID` brings it back.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from stackmgr.errors import NotPreserved, StackmgrError
+from stackmgr.git import refs, runner
+from stackmgr.git.tempindex import TempIndex
+from stackmgr.journal.operation import operation
+from stackmgr.safety import tree_move
+from stackmgr.safety.preserved import assess, describe
+from stackmgr.safety.snapshot import Snapshot, take_snapshot
+from stackmgr.store.applied import clear_applied, load_applied
+from stackmgr.store.config import Store, TreeConfig
+from stackmgr.types import CommitId
+
+RECOVERY_PREFIX = "refs/stackmgr/recovery/"
+
+
+class ResetOutcome:
+    def __init__(self, tree: str, target: str, moved: bool, recovery: str | None, files: int) -> None:
+        self.tree = tree
+        self.target = target
+        self.moved = moved
+        self.recovery = recovery  # short id of the recovery snapshot, when --force stored one
+        self.files = files
+
+
+class _Planned:
+    def __init__(self, config: TreeConfig, snap: Snapshot, target: CommitId, blockers: list[tuple[bytes, str]]):
+        self.config = config
+        self.snap = snap
+        self.target = target
+        self.blockers = blockers
+
+
+def reset_trees(store: Store, names: tuple[str, ...], *, to: str | None, force: bool) -> list[ResetOutcome]:
+    configs = [store.tree(n) for n in names] if names else [store.trees[n] for n in sorted(store.trees)]
+    with operation(store, " ".join(("reset", *names, *(["--to", to] if to else []), *(["--force"] if force else [])))):
+        planned: list[_Planned] = []
+        try:
+            for config in configs:
+                if not names and not _exists(config):
+                    continue
+                planned.append(_plan(store, config, to))
+            refused = [p for p in planned if p.blockers]
+            if refused and not force:
+                raise NotPreserved(_refusal(refused), "save them (`stackmgr save NAME`), or `--force` to set "
+                                   "them aside in a recovery snapshot")  # fmt: skip
+            # A later tree refusing (a file changed since the check) makes the journal put earlier ones back.
+            done = [_reset_one(store, p, force) for p in planned]
+            return done
+        finally:
+            for p in planned:
+                p.snap.release()
+
+
+def _exists(config: TreeConfig) -> bool:
+    return os.path.isdir(config.path)
+
+
+def _plan(store: Store, config: TreeConfig, to: str | None) -> _Planned:
+    snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=False, freeze=True)
+    if snap.operation:
+        snap.release()
+        raise StackmgrError(f"tree {config.name} is in the middle of {snap.operation}", "finish or abort it first")
+    applied = load_applied(store).get(config.name)
+    if to is not None:
+        target = runner.resolve_commit(snap.repo.top, to)
+    elif applied is not None and runner.has_commit(snap.repo.top, applied.base):
+        target = CommitId(applied.base)
+    else:
+        target = snap.head
+    blockers = assess(store, snap).blockers(snap)
+    if target != snap.head:
+        orphans = refs.unreachable_after_move(snap.repo, target)
+        if orphans and not snap.local_commits:
+            blockers.append((b"HEAD", f"{len(orphans)} commit(s) no ref would reach after the move, "
+                                      f"{orphans[0][:12]}: keep with `git branch NAME`"))  # fmt: skip
+    return _Planned(config, snap, target, blockers)
+
+
+def _refusal(refused: list[_Planned]) -> str:
+    parts = [f"tree {p.config.name}: {describe(p.blockers)}" for p in refused]
+    return "reset refused, nothing changed; not preserved: " + "; ".join(parts)
+
+
+def _reset_one(store: Store, p: _Planned, force: bool) -> ResetOutcome:
+    snap = p.snap
+    target_tree = runner.tree_of(snap.repo.top, p.target)
+    worth_keeping = p.blockers or snap.changes or snap.local_commits or p.target != snap.head
+    recovery = store_recovery(snap) if force and worth_keeping else None
+    moved = snap.tree_id() != target_tree or p.target != snap.head
+    try:
+        tree_move.move_tree(snap, target_tree, index_tree=target_tree, head=p.target if p.target != snap.head else None,
+                           reason=f"stackmgr reset to {p.target[:12]}")  # fmt: skip
+    except BaseException:
+        if recovery is not None:  # the tree was not changed (or was put back): the snapshot is not needed
+            refs.update_refs(snap.repo.top, [(RECOVERY_PREFIX + recovery, None)], "stackmgr reset --force: refused")
+        raise
+    clear_applied(store, p.config.name)
+    return ResetOutcome(p.config.name, p.target, moved, recovery, len(snap.changes))
+
+
+def store_recovery(snap: Snapshot) -> str:
+    """A commit of the working tree (untracked files included) whose parents are HEAD and, when it can be
+    written, the index; anchored under refs/stackmgr/recovery/ so gc keeps it. Returns its 12-hex id."""
+    repo = snap.repo
+    parents = [snap.head]
+    index_copy = TempIndex.scratch(repo, "recovery")
+    try:
+        with open(os.path.join(repo.git_dir, "index"), "rb") as src, open(index_copy.path, "wb") as dst:
+            dst.write(src.read())
+        index_tree = index_copy.write_tree()  # on a copy: write-tree may rewrite the index it reads
+        parents.append(refs.commit_tree(repo.top, index_tree, [snap.head], f"index of tree {snap.tree}"))
+    except (StackmgrError, FileNotFoundError):
+        pass  # no index, or unmerged entries: the working tree (conflict markers and all) is still saved
+    finally:
+        index_copy.discard()
+    branch = refs.symbolic_head(repo) or "(detached)"
+    files = len(snap.changes)
+    message = (f"stackmgr recovery: tree {snap.tree}, {files} changed file{'s' if files != 1 else ''}\n\n"
+               f"Stackmgr-Tree: {snap.tree}\nStackmgr-Head: {snap.head}\nStackmgr-Branch: {branch}\n"
+               f"Stackmgr-Files: {files}\nStackmgr-Time: {int(time.time())}\n")  # fmt: skip
+    commit = refs.commit_tree(repo.top, snap.tree_id(), parents, message)
+    refs.update_ref(repo.top, RECOVERY_PREFIX + commit[:12], commit, "stackmgr reset --force")
+    # git writes loose objects without fsync by default, and this commit may be the only copy of the work: make it
+    # durable before the tree changes, so a power cut cannot take both.
+    os.sync()
+    return commit[:12]

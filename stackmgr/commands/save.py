@@ -1,0 +1,309 @@
+"""`stackmgr save`: write a tree's changes into patches/NAME.patch, verified by a round trip (SPEC §3.1, §5)."""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr import output
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.git import runner, scratch
+from stackmgr.journal.operation import operation
+from stackmgr.safety.preserved import PatchIndex, assess
+from stackmgr.safety.shards import VERSIONS
+from stackmgr.safety.snapshot import Snapshot, take_snapshot
+from stackmgr.store import patchfile
+from stackmgr.store.config import Store
+from stackmgr.store.fs import atomic_write, discard, publish, read_or_none, sha256_hex, write_temp
+from stackmgr.store.names import inside, patch_name
+from stackmgr.types import GITLINK_MODE, Change, show_path
+
+TYPE_CHECKING = False  # mypy treats this as true; at run time `typing` and friends stay unimported (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+
+class SaveResult:
+    """What `save` did (plain class: `save` starts without dataclasses/inspect)."""
+
+    def __init__(
+        self, name: str, path: str, tree: str, base: str, totals: tuple[int, int, int], outcome: str,
+        series: str | None, warnings: tuple[str, ...] = (),
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.path = path
+        self.tree = tree
+        self.base = base
+        self.files, self.insertions, self.deletions = totals
+        self.outcome = outcome  # "saved" | "updated" | "unchanged"
+        self.series = series
+        self.warnings = warnings
+
+
+class SaveRequest:
+    def __init__(
+        self, name: str, tree: str | None = None, message: str | None = None, series: str | None = None,
+        base: str | None = None, paths: tuple[str, ...] = (), update: bool = False,
+        allow_conflict_markers: bool = False,
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.tree = tree
+        self.message = message
+        self.series = series
+        self.base = base
+        self.paths = paths
+        self.update = update
+        self.allow_conflict_markers = allow_conflict_markers
+
+
+def pick_tree(store: Store, wanted: str | None, index: PatchIndex, series: str | None = None) -> tuple[str, Snapshot]:
+    """The tree to save from: the one named, else the only tree with unsaved changes, else the only dirty one
+    (a tree that differs from the result of `series` applied to it counts as dirty even when back at HEAD).
+    The snapshot returned is frozen: the caller releases it."""
+    if wanted is not None:
+        config = store.tree(wanted)
+        return wanted, take_snapshot(wanted, config.path, store.max_untracked_bytes, find_special=False, freeze=True)
+    if not store.trees:
+        raise UsageProblem("the store has no trees", "register one with `stackmgr tree add NAME PATH`")
+    snaps: list[tuple[str, Snapshot]] = []
+    chosen: tuple[str, Snapshot] | None = None
+    try:
+        for name, config in sorted(store.trees.items()):
+            if os.path.isdir(config.path):
+                snaps.append((name, take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False,
+                                                  freeze=True)))  # fmt: skip
+        drifted = _drifted_from_series(store, series) if series else (lambda _s: False)
+        chosen = _only_candidate(store, index, [(n, s) for n, s in snaps if s.changes or drifted(s)])
+        return chosen
+    finally:
+        for _name, snap in snaps:
+            if chosen is None or snap is not chosen[1]:
+                snap.release()
+
+
+def _drifted_from_series(store: Store, series: str) -> Callable[[Snapshot], bool]:
+    from stackmgr.store.applied import load_applied
+
+    applied = load_applied(store)
+
+    def drifted(snap: Snapshot) -> bool:
+        a = applied.get(snap.tree)
+        return a is not None and a.series == series and snap.tree_id() != a.result_tree
+
+    return drifted
+
+
+def _only_candidate(store: Store, index: PatchIndex, dirty: list[tuple[str, Snapshot]]) -> tuple[str, Snapshot]:
+    unsaved = [(n, s) for n, s in dirty if assess(store, s, index=index).unpreserved]
+    for candidates in (unsaved, dirty):
+        if len(candidates) == 1:
+            return candidates[0]
+        if len(candidates) > 1:
+            names = ", ".join(n for n, _ in candidates)
+            raise UsageProblem(f"more than one tree has changes ({names})", "say which with -t TREE")
+    raise StackmgrError("no tree has changes to save", "edit something first, or name the tree with -t")
+
+
+def _select(snap: Snapshot, changes: list[Change], wanted: Sequence[str]) -> list[Change]:
+    """The changes under the PATHs given (relative to the current directory when it is inside the tree)."""
+    if not wanted:
+        return list(changes)
+    chosen: dict[bytes, Change] = {}
+    top = os.path.realpath(snap.repo.top)
+    cwd = os.path.realpath(os.getcwd())
+    for raw in wanted:
+        base = cwd if os.path.commonpath([top, cwd]) == top else top
+        rel = os.path.relpath(os.path.normpath(os.path.join(base, raw)), top)
+        if rel.startswith(".."):
+            raise UsageProblem(f"'{raw}' is outside tree {snap.tree} ({top})", "give paths inside the tree")
+        prefix = os.fsencode(rel) if rel != "." else b""
+        hits = [c for c in changes if not prefix or c.path == prefix or c.path.startswith(prefix + b"/")]
+        if not hits:
+            raise UsageProblem(f"no changes under '{raw}' in tree {snap.tree}", "see `stackmgr status`")
+        chosen.update((c.path, c) for c in hits)
+    return [chosen[p] for p in sorted(chosen)]
+
+
+def save(store: Store, req: SaveRequest) -> SaveResult:
+    name = patch_name(req.name)
+    filename = name + ".patch"
+    os.makedirs(store.patches_dir, exist_ok=True)
+    target = inside(store.patches_dir, filename)
+    with operation(store, f"save {name}") as op:
+        index = PatchIndex.load(store)
+        tree, snap = pick_tree(store, req.tree, index, req.series)
+        output.progress_total(3)  # snapshot taken; the diff; the round trip and the write
+        output.tick()
+        try:
+            _refuse_unsafe_state(snap)
+            base: str = runner.resolve_commit(snap.repo.top, req.base) if req.base else snap.head
+            stack = None
+            if req.series is not None:
+                from stackmgr.commands.save_series import stack_for
+
+                stack = stack_for(store, index, tree, snap, req.series, name, base, req.base is not None)
+                base = stack.base
+            diff_from = stack.diff_from if stack else base
+            # What there is to save: the changes since the series' result (or --base), not only since HEAD.
+            candidates = snap.changes if diff_from == snap.head else snap.index.changes_against(diff_from)
+            changes = _select(snap, candidates, req.paths)
+            if not changes:
+                raise StackmgrError(f"tree {tree} has no changes to save", "edit something first")
+            _refuse_gitlinks(tree, changes)
+            paths = [c.path for c in changes] if req.paths else []
+            data, expected = _build(store, tree, snap, diff_from, base, paths, name, req)
+            output.tick()
+            _refuse_conflict_markers(data, req.allow_conflict_markers)
+            outcome, post_images = _write_verified(store, snap, target, data, expected, req.update)
+            output.tick()
+            op.note_tree(tree, snap.known_tree_id(), snap.head)
+            result_tree = _result_tree(snap, stack.diff_from, target, paths) if stack else None
+        finally:
+            snap.release()
+        if post_images is not None:
+            index.record_saved(filename, data, post_images, snap.repo)
+        if stack is not None and result_tree is not None:
+            stack.record(store, name, sha256_hex(data), result_tree)
+    warnings = tuple(f"{show_path(p)}: its staged version differs; the patch holds the working-tree version"
+                     for p in snap.staged_differs if not paths or p in paths)  # fmt: skip
+    return SaveResult(name, target, tree, base, patchfile.stat_totals(data), outcome,
+                      req.series, warnings)  # fmt: skip
+
+
+def _result_tree(snap: Snapshot, diff_from: str, patch: str, paths: list[bytes]) -> str:
+    """The tree the series produces with the new patch on top: the snapshot's, unless only some paths were saved."""
+    if not paths:
+        return snap.tree_id()
+    tree, failure = scratch.tree_from_patches(snap.repo, diff_from, [patch])
+    if tree is None:
+        raise StackmgrError(f"the saved patch does not apply on top of its series ({failure})", "please report this")
+    return tree
+
+
+def _refuse_unsafe_state(snap: Snapshot) -> None:
+    if snap.operation:
+        raise StackmgrError(f"tree {snap.tree} is in the middle of {snap.operation}",
+                            "finish or abort it first (git status says how)")  # fmt: skip
+    if snap.unmerged:
+        raise StackmgrError(f"tree {snap.tree} has unmerged paths ({show_path(snap.unmerged[0])})",
+                            "resolve them and `git add` them first")  # fmt: skip
+
+
+def _refuse_gitlinks(tree: str, changes: list[Change]) -> None:
+    """A submodule's pointer (a gitlink, mode 160000) is a commit of another repository: a patch can record it,
+    but neither `git apply` nor `read-tree -m -u` ever moves the submodule's checkout, so a reset or an apply
+    would silently leave it where it is. It stays unpreserved (check fails, reset asks for --force, which keeps
+    the submodule's commits where they are)."""
+    links = [c.path for c in changes if GITLINK_MODE in (c.old_mode, c.new_mode)]
+    if links:
+        shown = ", ".join(show_path(p) for p in links[:3]) + (" …" if len(links) > 3 else "")
+        raise StackmgrError(
+            f"tree {tree}: submodule {shown} points to another commit than HEAD records; stackmgr does not save "
+            "submodule commits",
+            "commit the new pointer in git, or put it back with `git submodule update`; "
+            "to save the other changes, name their paths",
+        )
+
+
+def _build(
+    store: Store,
+    tree: str,
+    snap: Snapshot,
+    diff_from: str,
+    base: str,
+    paths: list[bytes],
+    name: str,
+    req: SaveRequest,
+) -> tuple[bytes, list[Change]]:
+    """The patch bytes (diff from `diff_from`, a commit or tree, to the snapshot; `base` recorded) and the raw
+    changes it must reproduce."""
+    top = snap.repo.top
+    # The raw diff (what verification expects) and the author are asked for while the patch is computed.
+    raw_proc, ident_proc = snap.index.start_diff_raw(diff_from, paths), runner.start_author_ident(top)
+    stat_and_diff = snap.index.format_diff(diff_from, paths)
+    expected = runner.parse_raw(runner.finish(raw_proc)[1])
+    author, email, stamp, tz = runner.author_ident(ident_proc)
+    if not stat_and_diff:
+        raise StackmgrError(f"tree {tree} has no changes to save on top of {diff_from[:12]}", "edit something first")
+    subject, body = patchfile.check_message(req.message or name)
+    date = patchfile.rfc2822(stamp, tz)
+    existing = read_or_none(os.path.join(store.patches_dir, name + ".patch"))
+    if existing is not None:
+        date, author, email = _keep_identity(existing, date, author, email)
+    data = patchfile.render(tree=tree, base=base, subject=subject, body=body, name=author, email=email,
+                            date=date, stat_and_diff=stat_and_diff)  # fmt: skip
+    return data, expected
+
+
+def _keep_identity(existing: bytes, date: str, author: str, email: str) -> tuple[str, str, str]:
+    """Re-saving keeps the first author and date, so an unchanged state gives identical bytes."""
+    try:
+        header = patchfile.parse_header(existing, "existing patch")
+    except StackmgrError:
+        return date, author, email
+    name, _, mail = header.author.rpartition(" <")
+    if not (name and mail.endswith(">") and header.date):
+        return date, author, email
+    return header.date, name, mail[:-1]
+
+
+def _refuse_conflict_markers(data: bytes, allowed: bool) -> None:
+    """Refuse added lines that start a conflict marker (`<<<<<<< ` or `>>>>>>> `; a lone `=======` is common
+    in reStructuredText). bytes.find, not a regex: a release-size patch is tens of megabytes."""
+    if allowed:
+        return
+    for marker in (b"\n+<<<<<<<", b"\n+>>>>>>>"):
+        at = data.find(marker)
+        while at >= 0:
+            after = data[at + len(marker) : at + len(marker) + 1]
+            if after in (b" ", b"\n", b""):
+                start = data.rfind(b"\ndiff --git ", 0, at)
+                name = data[start + 12 : data.find(b"\n", start + 1)].decode("utf-8", "replace")
+                raise StackmgrError(f"conflict markers in {name}",
+                                    "resolve them, or pass --allow-conflict-markers if they are content")  # fmt: skip
+            at = data.find(marker, at + 1)
+
+
+def _write_verified(
+    store: Store, snap: Snapshot, target: str, data: bytes, expected: list[Change], update: bool
+) -> tuple[str, list[Change] | None]:
+    """Publish the patch only once its bytes, applied to the base, reproduce the snapshot for the saved paths.
+
+    Returns the outcome and the verified changes (None when the file was already there, byte for byte).
+    """
+    existing = read_or_none(target)
+    if existing == data:
+        return "unchanged", None
+    if existing is not None and not update:
+        raise StackmgrError(f"patch {os.path.basename(target)} already exists",
+                            "pass --update to replace it, or pick another name")  # fmt: skip
+    tmp = write_temp(target, data)
+    try:
+        _verify_round_trip(snap, tmp, expected)
+        if existing is not None:
+            keep_previous(store, os.path.basename(target), existing)
+        publish(tmp, target)
+    finally:
+        discard(tmp)
+    return ("updated" if existing is not None else "saved"), expected
+
+
+def _verify_round_trip(snap: Snapshot, patch_path: str, expected: list[Change]) -> None:
+    """Apply the written bytes to the base versions of the files they touch (`expected`: base → snapshot);
+    each file must come out exactly as in the snapshot (mode and blob), and nothing else may appear."""
+    before = [(c.old_mode, c.old_blob, c.path) for c in expected if c.old_mode != "000000"]
+    result, failure = scratch.apply_to_entries(snap.repo, before, patch_path)
+    if result is None:
+        raise StackmgrError(f"the written patch does not apply to its base ({failure})",
+                            "nothing was saved; please report this")  # fmt: skip
+    if result != {c.path: (c.new_mode, c.new_blob) for c in expected if c.new_mode != "000000"}:
+        raise StackmgrError(
+            "the written patch does not reproduce the working tree", "nothing was saved; please report this"
+        )
+
+
+def keep_previous(store: Store, filename: str, existing: bytes) -> None:
+    """--update keeps the replaced version under patches/.versions/ for interdiff."""
+    digest = sha256_hex(existing)[:12]
+    directory = os.path.join(store.patches_dir, VERSIONS, filename[: -len(".patch")])
+    os.makedirs(directory, exist_ok=True)
+    atomic_write(os.path.join(directory, f"{digest}.patch"), existing)

@@ -1,0 +1,151 @@
+"""`status`, `check` and `trees`: per tree, what changed, what is preserved, what is unprotected."""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.errors import StackmgrError
+from stackmgr.git import runner
+from stackmgr.safety.preserved import Assessment, assess
+from stackmgr.safety.snapshot import Snapshot, take_snapshot
+from stackmgr.store.fs import read_or_none, sha256_hex
+from stackmgr.types import show_path
+
+TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+    from stackmgr.store.applied import Applied
+    from stackmgr.store.config import Store, TreeConfig
+
+JSON_SCHEMA = 1
+
+
+class TreeReport:
+    def __init__(
+        self,
+        name: str,
+        path: str,
+        state: str,  # "ok" | "missing" | "error"
+        error: str | None = None,
+        snapshot: Snapshot | None = None,
+        assessment: Assessment | None = None,
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.state = state
+        self.error = error
+        self.snapshot = snapshot
+        self.assessment = assessment
+        self.numstat: dict[bytes, tuple[int, int] | None] = {}
+        self.applied: dict[str, Any] | None = None  # the applied series and whether the tree still matches it
+        self.warnings: list[str] = []
+
+    @property
+    def blockers(self) -> list[tuple[bytes, str]]:
+        if self.snapshot is None or self.assessment is None:
+            return []
+        return self.assessment.blockers(self.snapshot)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "path": self.path, "state": self.state, "error": self.error}
+        snap, found = self.snapshot, self.assessment
+        if snap is None or found is None:
+            return out
+        changes = []
+        for c in snap.changes:
+            stat = self.numstat.get(c.path)
+            changes.append({
+                "path": show_path(c.path), "kind": c.kind, "mode": c.new_mode, "blob": c.new_blob,
+                "added": stat[0] if stat else None, "deleted": stat[1] if stat else None,
+                "binary": c.path in self.numstat and stat is None,
+                "preserved_by": found.preserved.get(c.path, []),
+            })  # fmt: skip
+        out.update(
+            head=snap.head, operation=snap.operation, changes=changes,
+            unpreserved=[{"path": show_path(p), "why": why} for p, why in self.blockers],
+            unprotected=[{"path": show_path(u.path), "reason": u.reason, "size": u.size} for u in snap.unprotected],
+            patches=[{"name": n, "present": hit, "total": total} for n, (hit, total) in sorted(found.presence.items())],
+            applied=self.applied, warnings=self.warnings,
+        )  # fmt: skip
+        return out
+
+
+def select_trees(store: Store, names: tuple[str, ...]) -> list[TreeConfig]:
+    return [store.tree(n) for n in names] if names else [store.trees[n] for n in sorted(store.trees)]
+
+
+def report_tree(store: Store, config: TreeConfig, *, full: bool, explicit: bool) -> TreeReport:
+    """Snapshot and assess one tree. A missing tree is reported, not fatal, unless it was asked for by name."""
+    if not os.path.isdir(config.path):
+        if explicit:
+            raise StackmgrError(f"tree {config.name}: {config.path} does not exist", "fix its path in the store config")
+        return TreeReport(config.name, config.path, "missing", f"{config.path} does not exist")
+    try:
+        # status writes the tree id; from its own frozen copy of the index, since another stackmgr's snapshot
+        # may be refreshing the shared private index by then (check needs no tree id, and no copy)
+        snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=full, freeze=full)
+    except StackmgrError as exc:
+        if explicit:
+            raise
+        return TreeReport(config.name, config.path, "error", str(exc))
+    try:
+        report = TreeReport(config.name, config.path, "ok", snapshot=snap, assessment=assess(store, snap, full=full))
+        if full and snap.changes:
+            report.numstat = runner.numstat(snap.repo.top, snap.head, snap.tree_id())
+        if full:
+            report.applied = _applied(store, snap)
+            if runner.config_bool(snap.repo.top, "core.fileMode") is False:
+                report.warnings.append("core.fileMode is false in this tree: git, and so stackmgr, cannot see mode "
+                                       "changes such as chmod +x; they are neither saved nor listed")  # fmt: skip
+    finally:
+        snap.release()
+    return report
+
+
+def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
+    """The series applied to the tree, and what drifted since (paths whose content differs from its result)."""
+    from stackmgr.store.applied import load_applied
+
+    applied = load_applied(store).get(snap.tree)
+    if applied is None:
+        return None
+    drift: list[str] = []
+    if snap.tree_id() != applied.result_tree:
+        if runner.has_object(snap.repo.top, applied.result_tree):
+            moved = runner.parse_raw(runner.finish(snap.index.start_diff_raw(applied.result_tree))[1])
+            drift = [show_path(c.path) for c in moved]
+        else:
+            drift = ["(the series' result is no longer in the repository)"]
+    edited = _series_edits(store, applied)
+    return {"series": applied.series, "base": applied.base, "patches": applied.names,
+            "result_tree": applied.result_tree, "matches": not drift and not edited, "drift": drift,
+            "series_edited": edited}  # fmt: skip
+
+
+def _series_edits(store: Store, applied: Applied) -> list[str]:
+    """How the series file and its patches differ from the stack that was applied (quilt: "The series file no
+    longer matches the applied patches"): entries gone, reordered, or patch files rewritten."""
+    from stackmgr.store.series import SeriesFile
+
+    try:
+        names = [e.name for e in SeriesFile.load(store, applied.series).entries]
+    except StackmgrError:
+        return [f"series {applied.series} is missing or unreadable"]
+    edits = [f"{n} no longer in the series" for n in applied.names if n not in names]
+    kept = [n for n in names if n in set(applied.names)]
+    if kept != [n for n in applied.names if n in set(names)]:
+        edits.append("patches reordered")
+    for name, digest in applied.patches:
+        data = read_or_none(os.path.join(store.patches_dir, name + ".patch"))
+        if data is not None and sha256_hex(data) != digest:
+            edits.append(f"{name}.patch rewritten")
+    return edits
+
+
+def status_reports(store: Store, names: tuple[str, ...], *, full: bool = True) -> list[TreeReport]:
+    return [report_tree(store, cfg, full=full, explicit=bool(names)) for cfg in select_trees(store, names)]
+
+
+def status_json(reports: list[TreeReport]) -> dict[str, Any]:
+    return {"schema": JSON_SCHEMA, "trees": [r.to_json() for r in reports]}

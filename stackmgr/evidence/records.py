@@ -1,0 +1,294 @@
+"""Link records (SPEC §3.3): which artifacts justify or refute a patch, measured on which stack.
+
+`links/<patch>/<UTC timestamp>-<id>.toml`, one file per record, written once and never rewritten (a correction is
+a new record that `amends` the old one). Read with tomllib; written by the small emitter below (TOML has no
+null: absent fields are left out).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import time
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+from stackmgr.errors import StackmgrError
+from stackmgr.evidence.metrics import Gate, Metric
+from stackmgr.store.config import Store
+from stackmgr.store.fs import atomic_write, read_cache, sha256_hex, write_cache
+from stackmgr.store.names import inside, patch_name
+
+SCHEMA = "stackmgr.link/v1"
+
+
+@dataclass
+class Artifact:
+    path: str  # relative to the store when inside it, else absolute
+    sha256: str
+    size: int
+    anchor: str = ""
+
+
+@dataclass
+class StackEntry:
+    tree: str
+    base: str
+    patches: list[tuple[str, str]]  # (name, sha256) as applied when measured
+    series: str = ""
+    residue: bool = False  # the tree had changes outside the stack
+
+
+@dataclass
+class Link:
+    id: str
+    created: str  # RFC 3339 UTC
+    author: str
+    patch: str
+    tree: str
+    sha256: str
+    patch_id: str
+    stack: list[StackEntry] = field(default_factory=list)
+    artifacts: list[Artifact] = field(default_factory=list)
+    metrics: list[Metric] = field(default_factory=list)
+    gates: list[Gate] = field(default_factory=list)
+    verdict: str = "experimental"
+    lesson: str = ""
+    do_not_revive: bool = False
+    amends: str = ""
+    baseline: str = ""  # the link this one's metrics are compared with
+    file: str = ""  # where it was read from (not stored)
+
+
+# --- writing ---------------------------------------------------------------------------------------------------
+
+
+def _s(value: str) -> str:
+    out = ['"']
+    for ch in value:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out) + '"'
+
+
+def _v(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(float(value)) if isinstance(value, float) else str(value)
+    if isinstance(value, str):
+        return _s(value)
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_v(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_v(v) for v in value) + "]"
+    raise TypeError(type(value))
+
+
+def _table(name: str, fields: dict[str, Any], array: bool = False) -> str:
+    head = f"[[{name}]]" if array else f"[{name}]"
+    body = "".join(f"{k} = {_v(v)}\n" for k, v in fields.items() if v not in ("", None, [], {}))
+    return f"\n{head}\n{body}"
+
+
+def render(link: Link) -> bytes:
+    top = {"schema": SCHEMA, "id": link.id, "created": link.created, "author": link.author,
+           "amends": link.amends, "baseline": link.baseline}  # fmt: skip
+    text = "".join(f"{k} = {_v(v)}\n" for k, v in top.items() if v)
+    text += _table("patch", {"name": link.patch, "tree": link.tree, "sha256": link.sha256, "patch_id": link.patch_id})
+    for s in link.stack:
+        patches = [{"name": n, "sha256": h} for n, h in s.patches]
+        text += _table("stack", {"tree": s.tree, "base": s.base, "series": s.series, "residue": s.residue,
+                                 "patches": patches}, array=True)  # fmt: skip
+    for a in link.artifacts:
+        text += _table("artifact", {"path": a.path, "sha256": a.sha256, "size": a.size, "anchor": a.anchor}, True)
+    for m in link.metrics:
+        text += _table("metric", {"name": m.name, "value": m.value, "unit": m.unit, "direction": m.direction,
+                                  "source": m.source}, array=True)  # fmt: skip
+    for g in link.gates:
+        text += _table("gate", {"name": g.name, "status": g.status, "detail": g.detail}, array=True)
+    text += _table("verdict", {"status": link.verdict, "lesson": link.lesson, "do_not_revive": link.do_not_revive})
+    return text.encode("utf-8")
+
+
+def new_id(link: Link) -> str:
+    link.id = ""
+    return "lnk-" + sha256_hex(render(link))[:12]
+
+
+def write_link(store: Store, link: Link) -> str:
+    """Write a new record; never overwrites one (ids are content hashes, file names carry the time)."""
+    directory = inside(store.links_dir, patch_name(link.patch))
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise StackmgrError(f"cannot create {directory}: {exc.strerror}", "check the store's permissions") from None
+    link.id = new_id(link)
+    stamp = link.created.replace("-", "").replace(":", "")
+    path = os.path.join(directory, f"{stamp}-{link.id}.toml")
+    if os.path.exists(path):
+        raise StackmgrError(f"link {link.id} already exists ({os.path.relpath(path, store.root)})")
+    atomic_write(path, render(link))
+    link.file = path
+    return path
+
+
+def utc_now() -> str:
+    """RFC 3339 UTC with microseconds, so records made in one second still sort in the order they were made."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+
+
+# --- reading ---------------------------------------------------------------------------------------------------
+
+
+def read_link(path: str) -> Link:
+    try:
+        doc = parse_record(path)
+        if doc.get("schema") != SCHEMA:
+            raise ValueError(f"schema is {doc.get('schema')!r}")
+        patch, verdict = doc["patch"], doc.get("verdict", {})
+        _trustworthy(path, patch["name"], doc.get("artifact", []))
+        return Link(
+            id=doc["id"], created=str(doc["created"]), author=doc.get("author", ""), patch=patch["name"],
+            tree=patch["tree"], sha256=patch["sha256"], patch_id=patch.get("patch_id", ""),
+            stack=[StackEntry(s["tree"], s["base"], [(p["name"], p["sha256"]) for p in s.get("patches", [])],
+                              s.get("series", ""), bool(s.get("residue", False))) for s in doc.get("stack", [])],
+            artifacts=[Artifact(a["path"], a["sha256"], int(a["size"]), a.get("anchor", ""))
+                       for a in doc.get("artifact", [])],
+            metrics=[Metric(m["name"], float(m["value"]), m.get("unit", ""), m.get("direction", "higher"),
+                            dict(m.get("source", {}))) for m in doc.get("metric", [])],
+            gates=[Gate(g["name"], g["status"], g.get("detail", "")) for g in doc.get("gate", [])],
+            verdict=verdict.get("status", "experimental"), lesson=verdict.get("lesson", ""),
+            do_not_revive=bool(verdict.get("do_not_revive", False)), amends=doc.get("amends", ""),
+            baseline=doc.get("baseline", ""), file=path,
+        )  # fmt: skip
+    except (
+        OSError,
+        UnicodeDecodeError,
+        tomllib.TOMLDecodeError,
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        StackmgrError,
+    ) as exc:
+        raise StackmgrError(
+            f"{path}: not a readable link record ({exc})", "restore it from git (records are never edited)"
+        ) from None
+
+
+def parse_record(path: str) -> dict[str, Any]:
+    with open(path, "rb") as f:
+        return tomllib.loads(f.read().decode("utf-8"))
+
+
+def _trustworthy(path: str, patch: str, artifacts: list[dict[str, Any]]) -> None:
+    """A record arrives by `git pull` like any file: its patch name must be a valid name and the directory it sits
+    in, and no artifact path may climb with '..' (absolute paths are allowed: evidence may live anywhere)."""
+    from stackmgr.store.names import check_name
+
+    check_name("patch", patch)
+    if os.path.basename(os.path.dirname(path)) != patch:
+        raise ValueError(f"it names patch {patch!r} but sits in links/{os.path.basename(os.path.dirname(path))}/")
+    for artifact in artifacts:
+        if ".." in str(artifact.get("path", "")).replace("\\", "/").split("/"):
+            raise ValueError(f"artifact path {artifact.get('path')!r} climbs with '..'")
+
+
+def load_links(store: Store, patch: str | None = None, parsed: _Parsed | None = None) -> list[Link]:
+    """Every record (of one patch, when named), oldest first. A caller reading many patches one by one passes
+    one `reader()` for all of them (and saves it at the end)."""
+    root = store.links_dir
+    own = parsed is None
+    parsed = parsed or _Parsed(store)
+    names = [patch] if patch is not None else (sorted(os.listdir(root)) if os.path.isdir(root) else [])
+    links = []
+    for name in names:
+        links.extend(parsed.directory(os.path.join(root, name), name))
+    if patch is None:
+        parsed.keep_only(set(names))
+    if own:
+        parsed.save()
+    return sorted(links, key=lambda link: (link.created, link.id))
+
+
+def reader(store: Store) -> _Parsed:
+    return _Parsed(store)
+
+
+class _Parsed:
+    """Link records as read before, per `links/<patch>/` directory, reused while the directory's mtime and inode
+    are unchanged: records are never rewritten (a new one is a new file, which changes the directory), and TOML
+    parsing is most of the time `links` takes over thousands of them. Kept as plain tuples (fast to unmarshal)
+    in `.stackmgr/cache/links.marshal`; always safe to delete."""
+
+    def __init__(self, store: Store) -> None:
+        self.path = os.path.join(store.state_dir, "cache", "links.marshal")
+        data = read_cache(self.path)
+        self.dirs: dict[str, Any] = data["dirs"] if isinstance(data, dict) and data.get("v") == 3 else {}
+        self.dirty = False
+
+    def directory(self, directory: str, name: str) -> list[Link]:
+        try:
+            st = os.stat(directory)
+        except OSError:
+            return []
+        if not os.path.isdir(directory):
+            return []
+        sig = (st.st_mtime_ns, st.st_ino)
+        hit = self.dirs.get(name)
+        if hit is not None and hit[0] == sig:
+            return [_from_row(row, os.path.join(directory, filename)) for filename, row in hit[1]]
+        known = dict(hit[1]) if hit is not None else {}
+        rows, links = [], []
+        for filename in sorted(os.listdir(directory)):
+            if not filename.endswith(".toml"):
+                continue
+            path = os.path.join(directory, filename)
+            row = known.get(filename)
+            link = _from_row(row, path) if row is not None else read_link(path)
+            links.append(link)
+            rows.append((filename, row if row is not None else _to_row(link)))
+        try:
+            marshal.dumps(rows)
+        except ValueError:
+            return links
+        self.dirs[name] = (sig, rows)
+        self.dirty = True
+        return links
+
+    def keep_only(self, names: set[str]) -> None:
+        gone = set(self.dirs) - names
+        for name in gone:
+            del self.dirs[name]
+        self.dirty = self.dirty or bool(gone)
+
+    def save(self) -> None:
+        if self.dirty:
+            write_cache(self.path, {"v": 3, "dirs": self.dirs})
+
+
+def _to_row(k: Link) -> tuple[Any, ...]:
+    return (k.id, k.created, k.author, k.patch, k.tree, k.sha256, k.patch_id,
+            tuple((s.tree, s.base, tuple(s.patches), s.series, s.residue) for s in k.stack),
+            tuple((a.path, a.sha256, a.size, a.anchor) for a in k.artifacts),
+            tuple((m.name, m.value, m.unit, m.direction, tuple(m.source.items())) for m in k.metrics),
+            tuple((g.name, g.status, g.detail) for g in k.gates),
+            k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline)  # fmt: skip
+
+
+def _from_row(r: tuple[Any, ...], path: str) -> Link:
+    return Link(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+                [StackEntry(s[0], s[1], [tuple(p) for p in s[2]], s[3], s[4]) for s in r[7]],
+                [Artifact(*a) for a in r[8]], [Metric(m[0], m[1], m[2], m[3], dict(m[4])) for m in r[9]],
+                [Gate(*g) for g in r[10]], r[11], r[12], r[13], r[14], r[15], path)  # fmt: skip

@@ -1,0 +1,82 @@
+"""`index.html`: every series with its patches in order (tree, status, best fresh metric, gates, link states), then
+the patches in no series."""
+
+from __future__ import annotations
+
+from stackmgr.evidence.report.markup import STATE_MARK, Markup, e
+from stackmgr.evidence.report.model import PatchInfo
+
+
+class IndexPage(Markup):
+    def patch_row(self, here: str, info: PatchInfo | None, name: str, position: str, guards: list[str]) -> str:
+        chips = "".join(f' <span class="guard">#{e(g)}</span>' for g in guards)
+        if info is None:
+            return (f'<tr class="missing"><td class="pos">{e(position)}</td><td><span class="mono">{e(name)}'
+                    f'</span>{chips}<div class="subject bad">patch file missing</div></td>'
+                    '<td></td><td></td><td></td><td></td><td></td><td></td></tr>')  # fmt: skip
+        files, plus, minus = info.stat
+        size = (
+            (
+                f'<span class="plus">+{plus}</span> <span class="minus">−{minus}</span>'
+                f' <span class="muted">{files}&nbsp;file{"s" if files != 1 else ""}</span>'
+            )
+            if info.data
+            else ""
+        )
+        subject = e(info.subject) if info.data is not None else '<span class="bad">patch file gone</span>'
+        latest = next((k for k in reversed(info.links) if k.id in self.current), None)
+        return (
+            f'<tr class="row-{e(info.status)}"><td class="pos">{e(position)}</td>'
+            f'<td>{self.patch_link(here, name)}{chips}<div class="subject">{subject}</div></td>'
+            f'<td><span class="tree">{e(info.tree or "?")}</span></td><td class="nowrap">{size}</td>'
+            f"<td>{self.badge_status(info.status, info.dnr)}</td><td>{self.headline(info)}</td>"
+            f"<td>{self.gate_chips(latest) if latest else ''}</td><td>{self.state_badges(info)}</td></tr>"
+        )
+
+    def patch_table(self, rows: list[str]) -> str:
+        head = "".join(f"<th>{h}</th>" for h in ("#", "patch", "tree", "size", "status", "best metric", "gates",
+                                                 "evidence"))  # fmt: skip
+        return f'<div class="scroll"><table class="patches"><thead><tr>{head}</tr></thead><tbody>' + "".join(
+            rows) + "</tbody></table></div>"  # fmt: skip
+
+    def index_page(self) -> str:
+        here = "index.html"
+        statuses: dict[str, int] = {}
+        for info in self.patches.values():
+            statuses[info.status] = statuses.get(info.status, 0) + 1
+        states: dict[str, int] = {}
+        for link in self.links:
+            states[self.states[link.id]] = states.get(self.states[link.id], 0) + 1
+        tiles = [f'<div class="tile"><b>{len(self.patches)}</b> patches</div>',
+                 f'<div class="tile"><b>{len(self.series)}</b> series</div>',
+                 f'<div class="tile"><b>{len(self.links)}</b> links</div>']  # fmt: skip
+        tiles += [f'<div class="tile">{self.badge_status(s)} <b>{statuses[s]}</b></div>'
+                  for s in ("promoted", "rejected", "experimental", "unlinked") if s in statuses]  # fmt: skip
+        tiles += [
+            f'<div class="tile">{self.badge_state(s)} <b>{states[s]}</b></div>' for s in STATE_MARK if s in states
+        ]
+        body = [f'<h1>Series &amp; patches</h1><div class="tiles">{"".join(tiles)}</div>']
+        if not self.series:
+            body.append('<p class="muted">No series yet.</p>')
+        toc = " ".join(f'<a class="chip" href="#series-{e(s.name)}">{e(s.name)}</a>' for s in self.series)
+        if toc:
+            body.append(f'<p class="toc">{toc}</p>')
+        for s in self.series:
+            trees = sorted({self.patches[n].tree for n, _g in s.entries if n in self.patches and self.patches[n].tree})
+            meta = f"{len(s.entries)} patch{'es' if len(s.entries) != 1 else ''}"
+            meta += f" · {', '.join(e(t) for t in trees)}" if trees else ""
+            body.append(f'<section class="series" id="series-{e(s.name)}"><h2><span class="mono">{e(s.name)}</span>'
+                        f' <small>{meta}</small></h2>')  # fmt: skip
+            if s.error:
+                body.append(f'<p class="error">{e(s.error)}</p>')
+            rows = [self.patch_row(here, self.patches.get(n), n, str(i), g) for i, (n, g) in enumerate(s.entries, 1)]
+            body.append(self.patch_table(rows) if rows else '<p class="muted">empty</p>')
+            body.append("</section>")
+        loose = [p for p in self.patches.values() if not p.series]
+        loose.sort(key=lambda p: (p.tree, p.name))
+        body.append('<section class="series" id="no-series"><h2>Patches in no series '
+                    f"<small>{len(loose)}</small></h2>")  # fmt: skip
+        rows = [self.patch_row(here, p, p.name, "", []) for p in loose]
+        body.append(self.patch_table(rows) if rows else '<p class="muted">none</p>')
+        body.append("</section>")
+        return self.frame(here, "Series & patches", "index", "".join(body))

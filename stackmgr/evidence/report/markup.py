@@ -1,0 +1,158 @@
+"""The pieces every page is made of: escaping, status and state badges, metric deltas, links between pages, and the
+frame (head, navigation, footer) around each page's body."""
+
+from __future__ import annotations
+
+import html
+import posixpath
+import time
+from urllib.parse import quote
+
+from stackmgr.evidence.metrics import Metric
+from stackmgr.evidence.records import Link
+from stackmgr.evidence.report.assets import CSS, content_security_policy
+from stackmgr.evidence.report.model import PatchInfo, ReportData
+from stackmgr.evidence.states import effective
+
+STATE_MARK = {"fresh": "●", "equivalent": "◐", "stale": "○", "broken": "✗", "orphaned": "⌫"}
+STATE_HELP = {
+    "fresh": "patch and artifacts unchanged since measured",
+    "equivalent": "patch bytes changed, same change (patch-id equal): re-exported",
+    "stale": "the change itself changed since it was measured",
+    "broken": "an artifact is missing or its bytes changed",
+    "orphaned": "the patch is in no series",
+}
+GATE_MARK = {"pass": "✓", "fail": "✗", "not-run": "–", "error": "!"}
+ON = ' class="on"'
+
+
+def e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def when(created: str) -> str:
+    return created[:16].replace("T", " ")
+
+
+def num(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def size_label(n: int | None) -> str:
+    if n is None:
+        return ""
+    from stackmgr.output import human_size
+
+    return human_size(n)
+
+
+class Markup(ReportData):
+    """The gathered data, with the markup shared by the pages."""
+
+    def badge_status(self, status: str, dnr: bool = False) -> str:
+        out = f'<span class="badge st-{e(status)}">{e(status)}</span>'
+        if dnr:
+            out += ' <span class="badge dnr" title="warns whenever this change comes back">do not revive</span>'
+        return out
+
+    def badge_state(self, state: str, count: int = 0) -> str:
+        label = f"{count} {state}" if count else state
+        return (f'<span class="state s-{e(state)}" title="{e(STATE_HELP.get(state, ""))}">'
+                f"{STATE_MARK.get(state, '?')} {e(label)}</span>")  # fmt: skip
+
+    def gate_chips(self, link: Link) -> str:
+        return " ".join(
+            f'<span class="gate g-{e(g.status)}" title="{e(g.status + (": " + g.detail if g.detail else ""))}">'
+            f"{e(g.name)} {GATE_MARK.get(g.status, '?')}</span>"
+            for g in link.gates
+        )
+
+    def delta(self, link: Link, name: str, value: float, direction: str) -> str:
+        base = self.by_id.get(link.baseline)
+        if base is None:
+            return ""
+        ref = next((m.value for m in base.metrics if m.name == name), None)
+        if ref is None:
+            return ""
+        diff = value - ref
+        pct = f"{diff / abs(ref) * 100:+.1f}%" if ref else f"{diff:+.4g}"
+        tone = "flat" if diff == 0 else ("good" if (diff > 0) == (direction != "lower") else "bad")
+        return (f'<span class="delta {tone}" title="vs {e(base.id)}: {e(num(ref))}">{e(pct)}'
+                f' <span class="abs">({diff:+.4g})</span></span>')  # fmt: skip
+
+    def metric_inline(self, link: Link, m: Metric) -> str:
+        unit = f" {e(m.unit)}" if m.unit else ""
+        return (f'<span class="mname">{e(m.name)}</span> <b>{e(num(m.value))}</b>{unit} '
+                + self.delta(link, m.name, m.value, m.direction))  # fmt: skip
+
+    def href(self, here: str, target: str, anchor: str = "") -> str:
+        rel = posixpath.relpath(target, posixpath.dirname(here) or ".")
+        return e(quote(rel, safe="/._-~") + (f"#{quote(anchor, safe='')}" if anchor else ""))
+
+    def patch_link(self, here: str, name: str, anchor: str = "") -> str:
+        info = self.patches.get(name)
+        if info is None:
+            return f'<span class="mono">{e(name)}</span>'
+        return f'<a class="mono" href="{self.href(here, info.page, anchor)}">{e(name)}</a>'
+
+    def link_ref(self, here: str, link: Link) -> str:
+        info = self.patches[link.patch]
+        return f'<a class="mono lid" href="{self.href(here, info.page, link.id)}">{e(link.id)}</a>'
+
+    def headline(self, info: PatchInfo) -> str:
+        """The best value of the headline metric among links whose evidence holds (fresh or equivalent)."""
+        good = [k for k in effective(info.links) if self.states[k.id] in ("fresh", "equivalent") and k.metrics]
+        if not good:
+            return '<span class="muted">—</span>'
+        name = good[-1].metrics[0].name
+        best: tuple[float, Link, str, str] | None = None
+        for link in good:
+            for m in link.metrics:
+                if m.name != name:
+                    continue
+                better = best is None or (m.value < best[0] if m.direction == "lower" else m.value > best[0])
+                if better:
+                    best = (m.value, link, m.unit, m.direction)
+        assert best is not None
+        value, link, unit, direction = best
+        return (f'<span class="metric"><span class="mname">{e(name)}</span> <b>{e(num(value))}</b>'
+                f'{(" " + e(unit)) if unit else ""} {self.delta(link, name, value, direction)}</span>')  # fmt: skip
+
+    def state_badges(self, info: PatchInfo) -> str:
+        counts: dict[str, int] = {}
+        residue = False
+        for link in info.links:
+            if link.id not in self.current:
+                continue
+            counts[self.states[link.id]] = counts.get(self.states[link.id], 0) + 1
+            residue = residue or any(s.residue for s in link.stack if s.tree == link.tree)
+        out = [self.badge_state(s, counts[s]) for s in ("equivalent", "stale", "broken", "orphaned") if s in counts]
+        if residue:
+            out.append('<span class="state s-residue" title="the tree had changes outside the stack when '
+                       'measured">⚠ residue</span>')  # fmt: skip
+        if counts.get("fresh"):
+            out.insert(0, self.badge_state("fresh", counts["fresh"]))
+        return " ".join(out)
+
+    def frame(self, here: str, title: str, active: str, body: str, script: str = "") -> str:
+        up = "../" * here.count("/")
+        csp = content_security_policy(script)
+        graves = len(self.graves())
+        nav = [("index", "index.html", "Series &amp; patches"), ("results", "results.html", "Results"),
+               ("graveyard", "graveyard.html", f"Graveyard <span class=\"count\">{graves}</span>")]  # fmt: skip
+        items = "".join(f'<a href="{up}{href}"{ON if key == active else ""}>{label}</a>'
+                        for key, href, label in nav)  # fmt: skip
+        return (
+            '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{e(title)} · stackmgr report</title><style>{CSS}</style></head>\n<body>"
+            f'<header class="top"><a class="brand" href="{up}index.html">stackmgr<span>report</span></a>'
+            f'<nav>{items}</nav><span class="store mono" title="store">{e(self.store.root)}</span></header>\n'
+            f"<main>{body}</main>\n"
+            f"<footer>generated {e(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))} by "
+            '<span class="mono">stackmgr report</span> · '
+            f"{len(self.patches)} patches · {len(self.links)} links</footer>"
+            + (f"<script>{script}</script>" if script else "")
+            + "</body></html>\n"
+        )

@@ -1,0 +1,239 @@
+"""What the report shows, gathered from the store: patches, artifacts, series and the links that cite them.
+
+Everything is read once, up front, so the pages are pure rendering and the output directory is only touched after.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.evidence.records import Artifact, Link, load_links
+from stackmgr.evidence.states import Evidence, effective, patch_status
+from stackmgr.store.config import Store
+from stackmgr.store.names import check_name
+from stackmgr.store.patchfile import parse_header
+from stackmgr.store.series import SeriesFile, list_series
+
+PREVIEW_BYTES = 256 * 1024
+JSON_PRETTY_BYTES = 4 * 1024 * 1024
+
+
+@dataclass
+class PatchInfo:
+    name: str
+    page: str  # site-relative path of its page
+    raw: str  # site-relative path of the raw copy ("" when the file is gone)
+    data: bytes | None  # the patch file's bytes, None when it is gone
+    tree: str = ""
+    base: str = ""
+    subject: str = ""
+    body: str = ""
+    author: str = ""
+    date: str = ""
+    sha256: str = ""
+    patch_id: str = ""
+    stat: tuple[int, int, int] = (0, 0, 0)
+    error: str = ""
+    links: list[Link] = field(default_factory=list)
+    series: list[tuple[str, int]] = field(default_factory=list)  # (series, 1-based position)
+    status: str = "unlinked"
+    dnr: bool = False
+
+
+@dataclass
+class ArtifactInfo:
+    path: str
+    page: str
+    cites: list[tuple[Link, Artifact]] = field(default_factory=list)
+    current: str | None = None  # sha256 now; None when missing
+    size: int | None = None
+    text: str = ""  # decoded head of the file, for the preview and for "which diff files does it mention"
+    preview: str = ""  # why there is no preview, when there is none
+    truncated: bool = False
+    private: bool = False  # outside the store and not what was linked: its hash and size are not published
+
+
+@dataclass
+class SeriesInfo:
+    name: str
+    entries: list[tuple[str, list[str]]] = field(default_factory=list)  # (patch name, guards)
+    error: str = ""
+
+
+@dataclass
+class Site:
+    pages: dict[str, bytes]
+    patches: int
+    links: int
+
+    @property
+    def html_pages(self) -> list[str]:
+        return sorted(p for p in self.pages if p.endswith(".html"))
+
+
+class ReportData:
+    """The store as the report sees it: links with their states, series, patches and the artifacts they cite."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.ev = Evidence.gather(store)
+        self.links = load_links(store)
+        self.by_id = {link.id: link for link in self.links}
+        self.states = {link.id: self.ev.state(link) for link in self.links}
+        self.current = {link.id for link in effective(self.links)}
+        self.amended_by = {link.amends: link.id for link in self.links if link.amends}
+        self._graves: list[Link] | None = None
+        self.series = self._series()
+        self.patches = self._patches()
+        self.artifacts = self._artifacts()
+        self.ev.save()
+
+    def _series(self) -> list[SeriesInfo]:
+        out = []
+        for name in list_series(self.store):
+            info = SeriesInfo(name)
+            try:
+                info.entries = [(entry.name, entry.guards) for entry in SeriesFile.load(self.store, name).entries]
+            except StackmgrError as exc:
+                info.error = str(exc)
+            out.append(info)
+        return out
+
+    def _patches(self) -> dict[str, PatchInfo]:
+        files = {f[: -len(".patch")] for f in self.ev.index.records if "/" not in f}  # what is in patches/ now
+        names = files | {link.patch for link in self.links}
+        patches: dict[str, PatchInfo] = {}
+        by_patch: dict[str, list[Link]] = {}
+        for link in self.links:
+            by_patch.setdefault(link.patch, []).append(link)
+        for name in sorted(names):
+            stem = name if _valid_name(name) else "_" + _slug(name)
+            readable = name in files or _valid_name(name)  # a record's name is not a path to follow
+            data = _read_regular(os.path.join(self.store.patches_dir, name + ".patch")) if readable else None
+            info = PatchInfo(name, f"patches/{stem}.html", f"raw/{stem}.patch.txt" if data is not None else "", data)
+            if data is not None:
+                self._fill_header(info, data)
+            info.links = by_patch.get(name, [])
+            if not info.tree and info.links:
+                info.tree = info.links[-1].tree
+            info.status = patch_status(info.links, self.states)
+            info.dnr = any(link.do_not_revive for link in info.links if link.id in self.current)
+            patches[name] = info
+        for series in self.series:
+            for position, (name, _guards) in enumerate(series.entries, start=1):
+                if name in patches:
+                    patches[name].series.append((series.name, position))
+        return patches
+
+    def _fill_header(self, info: PatchInfo, data: bytes) -> None:
+        rec = self.ev.index.record(info.name + ".patch") or {}
+        info.sha256 = str(rec.get("sha256") or hashlib.sha256(data).hexdigest())
+        info.patch_id = str(rec.get("patch_id") or "")
+        stat_totals = rec.get("stat")
+        if stat_totals:
+            info.stat = (int(stat_totals[0]), int(stat_totals[1]), int(stat_totals[2]))
+        try:
+            header = parse_header(data, f"patches/{info.name}.patch")
+        except StackmgrError as exc:
+            info.error = exc.message
+            return
+        info.tree, info.base, info.subject, info.body = header.tree, header.base, header.subject, header.body
+        info.author, info.date = header.author, header.date
+        if rec.get("error"):
+            info.error = str(rec["error"])
+
+    def _artifacts(self) -> dict[str, ArtifactInfo]:
+        arts: dict[str, ArtifactInfo] = {}
+        for link in self.links:
+            for a in link.artifacts:
+                info = arts.get(a.path)
+                if info is None:
+                    info = arts[a.path] = ArtifactInfo(a.path, f"artifacts/{_slug(a.path)}.html")
+                info.cites.append((link, a))
+        for info in arts.values():
+            self._inspect(info)
+        return arts
+
+    def _inspect(self, info: ArtifactInfo) -> None:
+        full = self.ev.hashes.absolute(info.path)
+        info.current = self.ev.hashes.sha256(info.path)
+        if info.current is None:
+            info.preview = "the file is missing"
+            return
+        info.size = os.stat(full).st_size
+        root = os.path.realpath(self.store.root)
+        in_store = not os.path.isabs(info.path) and os.path.commonpath([root, os.path.realpath(full)]) == root
+        if not in_store and info.current not in {a.sha256 for _link, a in info.cites}:
+            # A record can name any path; show outside files only when they are exactly what was linked.
+            info.preview = "no preview: the file is outside the store and differs from what was linked"
+            info.private, info.size = True, None
+            return
+        try:
+            with open(full, "rb") as f:
+                head = f.read(PREVIEW_BYTES + 1)
+        except OSError as exc:
+            info.preview = f"cannot read it: {exc.strerror}"
+            return
+        info.truncated = len(head) > PREVIEW_BYTES
+        head = head[:PREVIEW_BYTES]
+        text = _text_of(head, info.truncated)
+        if text is None:
+            info.preview = "binary file: no preview"
+            return
+        if info.path.endswith(".json") and not info.truncated and len(head) <= JSON_PRETTY_BYTES:
+            try:
+                text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+            except ValueError:
+                pass
+        info.text = text
+
+    def graves(self) -> list[Link]:
+        """The links the graveyard shows: current ones that are rejected or marked do-not-revive (every page's
+        navigation counts them: worked out once)."""
+        if self._graves is None:
+            self._graves = [k for k in self.links
+                            if k.id in self.current and (k.verdict == "rejected" or k.do_not_revive)]  # fmt: skip
+        return self._graves
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        check_name("patch", name)
+    except UsageProblem:
+        return False
+    return True
+
+
+def _slug(text: str, limit: int = 60) -> str:
+    """A file-name-safe, unique stand-in for any string (the tail keeps the file name readable)."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", text)[-limit:].strip("._-") or "x"
+    return f"{readable}-{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:10]}"
+
+
+def _read_regular(path: str) -> bytes | None:
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _text_of(head: bytes, truncated: bool) -> str | None:
+    """The text of a file's head, or None when it looks binary (a NUL, or not UTF-8)."""
+    if b"\0" in head[:8192]:
+        return None
+    try:
+        return head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if truncated and exc.start >= len(head) - 3:  # a character cut by the preview limit
+            return head[: exc.start].decode("utf-8", "replace")
+        return None

@@ -1,0 +1,175 @@
+"""`patches/<name>.html`: header, description, diffstat, the diff, and beside it the evidence timeline of links."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+from stackmgr.evidence.records import Link
+from stackmgr.evidence.report.diff import diff_row, parse_diff
+from stackmgr.evidence.report.markup import Markup, e, num, size_label, when
+from stackmgr.evidence.report.model import PatchInfo
+from stackmgr.store.patchfile import diff_part
+
+DIFF_ROWS = 20000  # per patch page; the rest is in the raw copy
+
+
+class PatchPage(Markup):
+    def patch_page(self, info: PatchInfo) -> str:
+        here = info.page
+        up = "../" * here.count("/")
+        facts = [("tree", f'<span class="tree">{e(info.tree or "?")}</span>')]
+        if info.base:
+            facts.append(("base", f'<span class="mono" title="{e(info.base)}">{e(info.base[:12])}</span>'))
+        if info.series:
+            facts.append(("series", ", ".join(
+                f'<a href="{up}index.html#series-{e(s)}">{e(s)}</a> #{n}' for s, n in info.series)))  # fmt: skip
+        if info.author:
+            facts.append(
+                ("author", e(info.author) + (f' <span class="muted">{e(info.date)}</span>' if info.date else ""))
+            )
+        if info.sha256:
+            facts.append(("sha256", f'<span class="mono" title="{e(info.sha256)}">{e(info.sha256[:16])}…</span>'))
+        if info.patch_id:
+            facts.append(("patch-id", f'<span class="mono">{e(info.patch_id[:16])}…</span>'))
+        if info.raw:
+            facts.append(("raw", f'<a href="{self.href(here, info.raw)}">{e(info.name)}.patch</a>'))
+        dl = "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in facts)
+        head = [f'<div class="crumbs"><a href="{up}index.html">index</a> / {e(info.tree or "?")}</div>',
+                f'<h1><span class="mono">{e(info.name)}</span> {self.badge_status(info.status, info.dnr)}'
+                "</h1>"]  # fmt: skip
+        if info.subject:
+            head.append(f'<p class="lead">{e(info.subject)}</p>')
+        head.append(f'<dl class="facts">{dl}</dl>')
+        if info.error:
+            head.append(f'<p class="error">{e(info.error)}</p>')
+        if info.body:
+            head.append(f'<div class="desc">{e(info.body)}</div>')
+        if info.data is None:
+            head.append('<p class="error">The patch file is gone: its links are kept and shown here.</p>')
+        left = self.diff_html(info) if info.data is not None else '<p class="muted">no diff to show</p>'
+        cards = [self.link_card(here, link) for link in reversed(info.links)]
+        right = (f'<h2>Evidence <small>{len(info.links)} link{"s" if len(info.links) != 1 else ""}</small></h2>'
+                 + ("".join(cards) or '<p class="muted">No links yet: <code>stackmgr link PATCH ARTIFACT…</code>'
+                    "</p>"))  # fmt: skip
+        body = "".join(head) + f'<div class="split"><section class="diffcol">{left}</section>' \
+            f'<aside class="evidence">{right}</aside></div>'  # fmt: skip
+        return self.frame(here, info.name, "", body)
+
+    def diff_html(self, info: PatchInfo) -> str:
+        assert info.data is not None
+        files = parse_diff(diff_part(info.data))
+        if not files:
+            return '<h2>Diff</h2><p class="muted">the patch holds no diff</p>'
+        mentions = self._mentions(info, [f.path for f in files])
+        total_plus = sum(f.plus for f in files)
+        total_minus = sum(f.minus for f in files)
+        stat_rows = []
+        widest = max((f.plus + f.minus for f in files), default=1) or 1
+        for n, f in enumerate(files):
+            bar_p = round(80 * f.plus / widest)
+            bar_m = round(80 * f.minus / widest)
+            counts = "binary" if f.binary and not (f.plus or f.minus) else f"+{f.plus} −{f.minus}"
+            stat_rows.append(
+                f'<tr><td><a class="mono" href="#f{n}">{e(f.path)}</a>'
+                f'{_kind(f.kind)}</td>'
+                f'<td class="nowrap num">{e(counts)}</td><td class="bars"><span class="bp" style="width:{bar_p}px">'
+                f'</span><span class="bm" style="width:{bar_m}px"></span></td></tr>'
+            )  # fmt: skip
+        out = [f'<h2>Diff <small>{len(files)} file{"s" if len(files) != 1 else ""}, '
+               f'<span class="plus">+{total_plus}</span> <span class="minus">−{total_minus}</span></small></h2>'
+               f'<table class="diffstat">{"".join(stat_rows)}</table>']  # fmt: skip
+        budget = DIFF_ROWS
+        for n, f in enumerate(files):
+            cited = mentions.get(f.path, [])
+            cite = ""
+            if cited:
+                refs = ", ".join(f'<a class="mono" href="#{quote(lid, safe="")}">{e(lid)}</a>' for lid in cited)
+                cite = f'<span class="cited" title="artifacts of these links name this file">named in {refs}</span>'
+            out.append(f'<section class="file" id="f{n}"><div class="fname"><span class="mono">{e(f.path)}</span>'
+                       f'{_kind(f.kind)} <span class="plus">+{f.plus}</span> '
+                       f'<span class="minus">−{f.minus}</span>{cite}</div>')  # fmt: skip
+            if budget <= 0:
+                out.append(f'<p class="muted">not shown: the page stops after {DIFF_ROWS} lines; see the '
+                           f'<a href="{self.href(info.page, info.raw)}">raw patch</a></p></section>')  # fmt: skip
+                continue
+            rows = f.rows[:budget]
+            budget -= len(rows)
+            out.append('<div class="scroll"><table class="diff"><tbody>')
+            out.extend(diff_row(r) for r in rows)
+            out.append("</tbody></table></div>")
+            if len(rows) < len(f.rows):
+                out.append(f'<p class="muted">{len(f.rows) - len(rows)} more lines not shown; see the '
+                           f'<a href="{self.href(info.page, info.raw)}">raw patch</a></p>')  # fmt: skip
+            out.append("</section>")
+        return "".join(out)
+
+    def _mentions(self, info: PatchInfo, paths: list[str]) -> dict[str, list[str]]:
+        """Which of this patch's links cite an artifact whose text names a file of the diff."""
+        found: dict[str, list[str]] = {}
+        named = {path: re.compile(r"(?<![\w./-])" + re.escape(path) + r"(?![\w/-])") for path in paths}
+        for link in info.links:
+            texts = [self.artifacts[a.path].text for a in link.artifacts if a.path in self.artifacts]
+            for path, pattern in named.items():
+                if any(pattern.search(text) for text in texts if path in text):
+                    found.setdefault(path, []).append(link.id)
+        return found
+
+    def link_card(self, here: str, link: Link) -> str:
+        state = self.states[link.id]
+        classes = f"card c-{e(state)}" + ("" if link.id in self.current else " amended")
+        head = (f'<div class="card-head"><span class="date">{e(when(link.created))}</span> '
+                f'<a class="mono lid" href="#{quote(link.id, safe="")}">{e(link.id)}</a> {self.badge_state(state)} '
+                f"{self.badge_status(link.verdict, link.do_not_revive)}</div>")  # fmt: skip
+        parts = [head]
+        if link.id in self.amended_by:
+            parts.append(f'<p class="note">amended by {self.link_ref(here, self.by_id[self.amended_by[link.id]])}'
+                         "</p>")  # fmt: skip
+        if link.metrics:
+            base = self.by_id.get(link.baseline)
+            rows = "".join(
+                f'<tr><td class="mono">{e(m.name)}</td><td class="num"><b>{e(num(m.value))}</b></td>'
+                f"<td>{e(m.unit)}</td><td>{self.delta(link, m.name, m.value, m.direction)}</td>"
+                f'<td class="muted" title="which way is better">{"↑" if m.direction != "lower" else "↓"}</td></tr>'
+                for m in link.metrics
+            )
+            cap = f"<caption>Δ vs {self.link_ref(here, base)}</caption>" if base is not None else ""
+            parts.append(f'<table class="metrics">{cap}{rows}</table>')
+        elif link.baseline and link.baseline not in self.by_id:
+            parts.append(f'<p class="note bad">baseline {e(link.baseline)} not found</p>')
+        if link.gates:
+            details = "".join(f'<span class="muted"> {e(g.name)}: {e(g.detail)}</span>' for g in link.gates if g.detail)
+            parts.append(f'<div class="gates">{self.gate_chips(link)}{details}</div>')
+        if link.lesson:
+            parts.append(f'<div class="lesson"><span class="label">lesson</span>{e(link.lesson)}</div>')
+        if link.artifacts:
+            items = []
+            for a in link.artifacts:
+                art = self.artifacts[a.path]
+                ok = art.current == a.sha256
+                check = ('<span class="ok">sha ok</span>' if ok else
+                         '<span class="bad">missing</span>' if art.current is None else
+                         '<span class="bad">changed</span>')  # fmt: skip
+                anchor = f'<span class="muted">#{e(a.anchor)}</span>' if a.anchor else ""
+                items.append(f'<li><a class="mono" href="{self.href(here, art.page)}">{e(a.path)}</a>{anchor} '
+                             f'{check} <span class="muted">{e(size_label(a.size))}</span></li>')  # fmt: skip
+            parts.append(f'<ul class="arts">{"".join(items)}</ul>')
+        stack = []
+        for s in link.stack:
+            names = ", ".join(self.patch_link(here, n) for n, _h in s.patches) or '<span class="muted">none</span>'
+            residue = ' <span class="state s-residue">⚠ residue</span>' if s.residue else ""
+            stack.append(f'<li><span class="tree">{e(s.tree)}</span> on <span class="mono">{e(s.base[:12])}</span>'
+                         f'{(" series " + e(s.series)) if s.series else ""}{residue}<br>{names}</li>')  # fmt: skip
+        if stack:
+            parts.append(f'<details><summary>measured on</summary><ul class="stack">{"".join(stack)}</ul></details>')
+        meta = [f"by {e(link.author)}"] if link.author else []
+        if link.amends:
+            target = self.by_id.get(link.amends)
+            meta.append("amends " + (self.link_ref(here, target) if target else e(link.amends)))
+        if meta:
+            parts.append(f'<div class="meta">{" · ".join(meta)}</div>')
+        return f'<article class="{classes}" id="{e(link.id)}">{"".join(parts)}</article>'
+
+
+def _kind(kind: str) -> str:
+    return f' <span class="kind">{e(kind)}</span>' if kind else ""

@@ -1,0 +1,41 @@
+"""`results.html`: every link and every artifact, in one table each."""
+
+from __future__ import annotations
+
+from stackmgr.evidence.report.markup import Markup, e, size_label, when
+
+
+class ResultsPage(Markup):
+    def results_page(self) -> str:
+        here = "results.html"
+        rows = []
+        for link in reversed(self.links):
+            metrics = "".join(f'<div class="metric">{self.metric_inline(link, m)}</div>' for m in link.metrics[:3])
+            more = f' <span class="muted">+{len(link.metrics) - 3}</span>' if len(link.metrics) > 3 else ""
+            rows.append(
+                f'<tr class="{"" if link.id in self.current else "amended"}"><td class="nowrap">'
+                f"{e(when(link.created))}</td><td>{self.link_ref(here, link)}</td>"
+                f'<td>{self.patch_link(here, link.patch)}</td><td><span class="tree">{e(link.tree)}</span></td>'
+                f"<td>{metrics}{more}</td>"
+                f"<td>{self.gate_chips(link)}</td><td>{self.badge_status(link.verdict, link.do_not_revive)}</td>"
+                f"<td>{self.badge_state(self.states[link.id])}</td></tr>"
+            )  # fmt: skip
+        head = "".join(f"<th>{h}</th>" for h in ("date", "link", "patch", "tree", "metrics", "gates", "verdict",
+                                                 "state"))  # fmt: skip
+        body = [f'<h1>Results</h1><h2 id="links">Links <small>{len(self.links)}</small></h2>']
+        body.append(f'<div class="scroll"><table class="list"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
+                    "</tbody></table></div>" if rows else '<p class="muted">No links yet.</p>')  # fmt: skip
+        arows = []
+        for art in sorted(self.artifacts.values(), key=lambda a: a.path):
+            recorded = {a.sha256 for _l, a in art.cites}
+            ok = ('<span class="bad">missing</span>' if art.current is None else
+                  '<span class="ok">verifies</span>' if art.current in recorded else
+                  '<span class="bad">changed</span>')  # fmt: skip
+            arows.append(f'<tr><td><a class="mono" href="{self.href(here, art.page)}">{e(art.path)}</a></td>'
+                         f'<td class="num">{len(art.cites)}</td><td>{ok}</td>'
+                         f'<td class="muted">{e(size_label(art.size))}</td></tr>')  # fmt: skip
+        body.append(f'<h2 id="artifacts">Artifacts <small>{len(self.artifacts)}</small></h2>')
+        body.append('<div class="scroll"><table class="list"><thead><tr><th>path</th><th>links</th><th>now</th>'
+                    f'<th>size</th></tr></thead><tbody>{"".join(arows)}</tbody></table></div>'
+                    if arows else '<p class="muted">No artifacts yet.</p>')  # fmt: skip
+        return self.frame(here, "Results", "results", "".join(body))

@@ -1,0 +1,123 @@
+"""Build every page in memory, then write the site to DIR: only an empty, new, or earlier report's directory.
+
+An earlier report is marked by `.stackmgr-report`, which also lists the files to remove on regeneration.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+from stackmgr.errors import StackmgrError
+from stackmgr.evidence.report.artifact_page import ArtifactPage
+from stackmgr.evidence.report.graveyard_page import GraveyardPage
+from stackmgr.evidence.report.index_page import IndexPage
+from stackmgr.evidence.report.model import Site
+from stackmgr.evidence.report.patch_page import PatchPage
+from stackmgr.evidence.report.results_page import ResultsPage
+from stackmgr.store.config import Store
+
+MARKER = ".stackmgr-report"
+MARKER_HEAD = "stackmgr report v1"
+
+
+class Report(IndexPage, PatchPage, ArtifactPage, ResultsPage, GraveyardPage):
+    """The whole site: the store's data gathered once, and a page builder for each kind of page."""
+
+    def build(self) -> Site:
+        from stackmgr import output
+
+        output.progress_total(len(self.patches) + len(self.artifacts))
+        pages: dict[str, bytes] = {}
+        pages["index.html"] = self.index_page().encode("utf-8")
+        pages["results.html"] = self.results_page().encode("utf-8")
+        pages["graveyard.html"] = self.graveyard_page().encode("utf-8")
+        for info in self.patches.values():
+            output.tick()
+            pages[info.page] = self.patch_page(info).encode("utf-8")
+            if info.raw and info.data is not None:
+                pages[info.raw] = info.data
+        for art in self.artifacts.values():
+            output.tick()
+            pages[art.page] = self.artifact_page(art).encode("utf-8")
+        return Site(pages, len(self.patches), len(self.links))
+
+
+def check_target(store: Store, out_dir: str) -> str:
+    """The absolute output directory, refusing one that is not ours to fill."""
+    target = os.path.abspath(out_dir)
+    real = os.path.realpath(target)
+    for sub in ("patches", "series", "links", ".stackmgr"):
+        guarded = os.path.realpath(os.path.join(store.root, sub))
+        if os.path.commonpath([guarded, real]) == guarded:
+            raise StackmgrError(f"{out_dir} is inside the store's {sub}/", "write the report somewhere else")
+    if os.path.lexists(target) and not os.path.isdir(target):
+        raise StackmgrError(f"{out_dir} exists and is not a directory", "pick a new directory for the report")
+    if os.path.isdir(target):
+        try:
+            entries = os.listdir(target)
+        except OSError as exc:
+            raise StackmgrError(f"cannot read {out_dir}: {exc.strerror}", "check its permissions") from None
+        if entries and MARKER not in entries:
+            raise StackmgrError(f"{out_dir} is not empty and holds no earlier report",
+                                "pick a new or empty directory (stackmgr report only overwrites its own)")  # fmt: skip
+    return target
+
+
+def _old_files(target: str) -> set[str]:
+    try:
+        with open(os.path.join(target, MARKER), encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")
+    except OSError:
+        return set()
+    out = set()
+    for line in lines[1:]:
+        parts = line.split("/")
+        if line and not line.startswith("/") and ".." not in parts and "" not in parts and line != MARKER:
+            out.add(line)
+    return out
+
+
+def _write(path: str, data: bytes) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def write_site(target: str, site: Site) -> None:
+    """Put the pages in place; files an earlier report wrote and this one does not are removed."""
+    try:
+        os.makedirs(target, exist_ok=True)
+        real = os.path.realpath(target)
+        old = _old_files(target)
+        new = set(site.pages)
+        marker = MARKER_HEAD + "\n"
+        _write(os.path.join(target, MARKER), (marker + "\n".join(sorted(old | new)) + "\n").encode("utf-8"))
+        made: set[str] = set()
+        for rel, data in sorted(site.pages.items()):
+            directory = posixpath.dirname(rel)
+            if directory and directory not in made:
+                path = os.path.join(target, directory)
+                os.makedirs(path, exist_ok=True)
+                if os.path.realpath(path) != os.path.join(real, directory):
+                    raise StackmgrError(f"{path} leads outside the report directory",
+                                        "remove that symlink, or write the report to a new directory")  # fmt: skip
+                made.add(directory)
+            _write(os.path.join(target, rel), data)
+        for rel in sorted(old - new):
+            path = os.path.join(target, rel)
+            if os.path.commonpath([real, os.path.realpath(path)]) == real and os.path.isfile(path):
+                os.unlink(path)
+        _write(os.path.join(target, MARKER), (marker + "\n".join(sorted(new)) + "\n").encode("utf-8"))
+    except OSError as exc:
+        raise StackmgrError(f"cannot write the report in {target}: {exc.strerror}",
+                            "check the directory's permissions and free space") from None  # fmt: skip
+
+
+def write_report(store: Store, out_dir: str) -> tuple[str, Site]:
+    """Build the whole site in memory, then write it to `out_dir`; (absolute dir, site)."""
+    target = check_target(store, out_dir)
+    site = Report(store).build()
+    write_site(target, site)
+    return target, site

@@ -1,0 +1,372 @@
+"""Link records at read time: creating one from what the user points at, and what each is worth today.
+
+States (SPEC §3.3), computed, never stored: `broken` (an artifact is missing or its bytes changed), `orphaned` (the
+patch is in no series), `fresh` (patch bytes as measured), `equivalent` (bytes changed, `git patch-id --stable`
+equal: the same change re-exported), `stale` (the change itself changed). A patch's status comes from its links.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.evidence import metrics
+from stackmgr.evidence.records import Artifact, Link, StackEntry, load_links, utc_now, write_link
+from stackmgr.git import runner
+from stackmgr.safety.preserved import PatchIndex
+from stackmgr.store.applied import load_applied
+from stackmgr.store.config import Store
+from stackmgr.store.fs import read_cache, sha256_hex, write_cache
+from stackmgr.store.series import SeriesFile, list_series
+
+STATES = ("fresh", "equivalent", "stale", "broken", "orphaned")
+
+
+# --- artifacts -------------------------------------------------------------------------------------------------
+
+
+def resolve_artifact(store: Store, raw: str) -> tuple[str, str]:
+    """(path to record, absolute path) for an artifact the user names; refuses what cannot be evidence."""
+    if not raw or "\0" in raw or "\n" in raw:
+        raise UsageProblem("an artifact path is empty or holds a newline", "name a file")
+    if ".." in raw.replace("\\", "/").split("/"):
+        raise UsageProblem(f"artifact '{raw}' has a '..' component", "give the path without '..' (absolute is fine)")
+    full = os.path.abspath(raw)
+    try:
+        st = os.stat(full)
+    except FileNotFoundError:
+        raise UsageProblem(f"artifact '{raw}' does not exist", "check the path") from None
+    except OSError as exc:
+        raise UsageProblem(f"artifact '{raw}' cannot be read: {exc.strerror}", "check its permissions") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UsageProblem(f"artifact '{raw}' is a directory", "link the files in it, one by one")
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageProblem(f"artifact '{raw}' is not a regular file", "copy it to a file first")
+    try:
+        full.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageProblem(f"artifact '{os.fsencode(raw)!r}' has a name that is not UTF-8", "rename the file") from None
+    root = os.path.realpath(store.root)
+    real = os.path.realpath(full)
+    if os.path.commonpath([root, real]) == root:
+        return os.path.relpath(real, root), full  # measured from the real paths: a symlinked store is the same store
+    return full, full
+
+
+class ArtifactHashes:
+    """sha256 of artifact files, cached by stat data in .stackmgr/cache (always safe to delete)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.path = os.path.join(store.state_dir, "cache", "artifacts.marshal")
+        cached = read_cache(self.path)
+        self.cache: dict[str, list[object]] = cached if isinstance(cached, dict) else {}
+        self.seen: dict[str, str | None] = {}
+        self.dirty = False
+
+    def absolute(self, recorded: str) -> str:
+        return recorded if os.path.isabs(recorded) else os.path.join(self.store.root, recorded)
+
+    def sha256(self, recorded: str) -> str | None:
+        """The file's sha256 now, or None when it is gone or not a regular file (asked once per command: many
+        links share an artifact)."""
+        if recorded in self.seen:
+            return self.seen[recorded]
+        self.seen[recorded] = digest = self._sha256(recorded)
+        return digest
+
+    def _sha256(self, recorded: str) -> str | None:
+        full = self.absolute(recorded)
+        try:
+            st = os.stat(full)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        sig = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        hit = self.cache.get(full)
+        if hit is not None and hit[:4] == sig:
+            return str(hit[4])
+        with open(full, "rb") as f:
+            digest = sha256_hex(f.read())
+        self.cache[full] = [*sig, digest]
+        self.dirty = True
+        return digest
+
+    def save(self) -> None:
+        if self.dirty:
+            write_cache(self.path, self.cache)
+            self.dirty = False
+
+
+# --- states ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Evidence:
+    """Everything needed to judge links, gathered once per command."""
+
+    store: Store
+    index: PatchIndex
+    hashes: ArtifactHashes
+    in_series: set[str] = field(default_factory=set)
+    _sha: dict[str, str | None] = field(default_factory=dict)
+
+    @classmethod
+    def gather(cls, store: Store) -> Evidence:
+        index = PatchIndex.load(store)
+        index.refresh()
+        names: set[str] = set()
+        for name in list_series(store):
+            try:
+                names.update(SeriesFile.load(store, name).patch_names())
+            except StackmgrError as exc:  # its patches will read as orphaned: say why
+                import sys
+
+                sys.stderr.write(f"stackmgr: warning: {exc}\n")
+        return cls(store, index, ArtifactHashes(store), names)
+
+    def current(self, patch: str) -> tuple[str | None, str | None]:
+        """(sha256, patch-id) of the patch file today; (None, None) when it is gone."""
+        sha = self.sha256_of(patch)
+        return (sha, self.patch_id(patch + ".patch")) if sha is not None else (None, None)
+
+    def sha256_of(self, patch: str) -> str | None:
+        """The patch file's sha256 today (once per command: the index was refreshed when gathered)."""
+        if patch not in self._sha:
+            rec = self.index.record(patch + ".patch")
+            self._sha[patch] = None if rec is None else str(rec["sha256"])
+        return self._sha[patch]
+
+    def patch_id(self, filename: str) -> str | None:
+        rec = self.index.record(filename)
+        if rec is None:
+            return None
+        if not rec.get("patch_id"):
+            with open(os.path.join(self.store.patches_dir, filename), "rb") as f:
+                rec["patch_id"] = runner.patch_id(self.store.root, f.read())
+            self.index.dirty = True
+        return str(rec["patch_id"])
+
+    def broken_artifacts(self, link: Link) -> list[str]:
+        return [a.path for a in link.artifacts if self.hashes.sha256(a.path) != a.sha256]
+
+    def state(self, link: Link) -> str:
+        if self.broken_artifacts(link):
+            return "broken"
+        if link.patch not in self.in_series:
+            return "orphaned"
+        sha = self.sha256_of(link.patch)
+        if sha == link.sha256:
+            return "fresh"
+        if sha is not None and self.patch_id(link.patch + ".patch") == link.patch_id:
+            return "equivalent"
+        return "stale"
+
+    def save(self) -> None:
+        self.index.save()
+        self.hashes.save()
+
+
+def effective(links: list[Link]) -> list[Link]:
+    """Links not replaced by a later record that `amends` them."""
+    amended = {link.amends for link in links if link.amends}
+    return [link for link in links if link.id not in amended]
+
+
+def patch_status(links: list[Link], states: dict[str, str]) -> str:
+    """promoted / rejected / experimental / unlinked: the latest decision among its current links. A promotion
+    counts only while its evidence is fresh or equivalent."""
+    current = effective(links)
+    if not current:
+        return "unlinked"
+    for link in reversed(current):
+        if link.verdict == "rejected":
+            return "rejected"
+        if link.verdict == "promoted" and states.get(link.id) in ("fresh", "equivalent"):
+            return "promoted"
+    return "experimental"
+
+
+# --- creating a link -------------------------------------------------------------------------------------------
+
+
+def stack_now(store: Store, tree: str) -> list[StackEntry]:
+    """What each tree is measured on: its applied series (base, patches with hashes) and whether the working
+    tree has changes outside it (residue)."""
+    from stackmgr.safety.snapshot import take_snapshot
+
+    entries = []
+    applied = load_applied(store)
+    for name, config in sorted(store.trees.items()):
+        if not os.path.isdir(config.path):
+            continue
+        a = applied.get(name)
+        try:
+            snap = take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False)
+        except StackmgrError:
+            continue
+        if a is not None:
+            entries.append(StackEntry(name, a.base, list(a.patches), a.series, snap.tree_id() != a.result_tree))
+        elif name == tree:
+            entries.append(StackEntry(name, snap.head, [], "", bool(snap.changes)))
+    return entries
+
+
+def create_link(
+    store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
+    from_json: list[str], verdict: str, lesson: str, do_not_revive: bool, amends: str, baseline: str,
+) -> Link:  # fmt: skip
+    from stackmgr.journal.operation import operation
+
+    with operation(store, f"link {patch}"):
+        return _create_link(store, patch, artifacts, metric_specs=metric_specs, gate_specs=gate_specs,
+                            from_json=from_json, verdict=verdict, lesson=lesson, do_not_revive=do_not_revive,
+                            amends=amends, baseline=baseline)  # fmt: skip
+
+
+def _create_link(
+    store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
+    from_json: list[str], verdict: str, lesson: str, do_not_revive: bool, amends: str, baseline: str,
+) -> Link:  # fmt: skip
+    evidence = Evidence.gather(store)
+    rec = evidence.index.record(patch + ".patch")
+    if rec is None:
+        raise UsageProblem(f"no patch named {patch}", "see `stackmgr series` or `ls patches/`")
+    if rec["tree"] is None:
+        raise StackmgrError(f"patches/{patch}.patch has no stackmgr header ({rec['error']})", "save it again")
+    if verdict not in metrics.VERDICTS:
+        raise UsageProblem(f"verdict '{verdict}' is not one of {', '.join(metrics.VERDICTS)}", "pick one of them")
+    known = {link.id: link for link in load_links(store)}
+    for ref, what in ((amends, "--amends"), (baseline, "--baseline")):
+        if ref and ref not in known:
+            raise UsageProblem(f"{what} {ref}: no such link", "see `stackmgr links` for ids")
+    if amends and known[amends].patch != patch:
+        raise UsageProblem(f"--amends {amends}: that link is about {known[amends].patch}, not {patch}",
+                           f"amend it with `stackmgr link {known[amends].patch} … --amends {amends}`")  # fmt: skip
+    resolved = [resolve_artifact(store, raw) for raw in dict.fromkeys(artifacts + from_json)]
+    found: list[Artifact] = []
+    data_by_path: dict[str, bytes] = {}
+    for recorded, full in resolved:
+        with open(full, "rb") as f:
+            data = f.read()
+        data_by_path[recorded] = data
+        found.append(Artifact(recorded, sha256_hex(data), len(data)))
+    by_raw = {
+        raw: rec_path for raw, (rec_path, _full) in zip(dict.fromkeys(artifacts + from_json), resolved, strict=True)
+    }
+    measured = _metrics(metric_specs, from_json, by_raw, data_by_path)
+    names = [m.name for m in measured]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise UsageProblem(f"metric {', '.join(twice)} is given twice", "name each metric once (rename one)")
+    link = Link(
+        id="", created=utc_now(), author=_author(store, rec["tree"]), patch=patch, tree=rec["tree"],
+        sha256=rec["sha256"], patch_id=evidence.patch_id(patch + ".patch") or "",
+        stack=stack_now(store, rec["tree"]), artifacts=found, metrics=measured,
+        gates=[metrics.parse_gate(g) for g in gate_specs], verdict=verdict, lesson=lesson,
+        do_not_revive=do_not_revive, amends=amends, baseline=baseline,
+    )  # fmt: skip
+    write_link(store, link)
+    evidence.save()
+    return link
+
+
+def _metrics(
+    specs: list[str], from_json: list[str], by_raw: dict[str, str], data: dict[str, bytes]
+) -> list[metrics.Metric]:
+    out: list[metrics.Metric] = []
+    for raw in from_json:
+        out += metrics.from_vllm_json(data[by_raw[raw]], by_raw[raw])
+    for spec in specs:
+        metric, regex = metrics.parse_metric(spec)
+        if metric is not None:
+            out.append(metric)
+            continue
+        assert regex is not None
+        name, pattern = regex
+        texts = ((path, blob.decode("utf-8", "replace")) for path, blob in data.items())
+        hit = next((m for path, text in texts if (m := metrics.from_regex(name, pattern, text, path))), None)
+        if hit is None:
+            raise StackmgrError(f"--metric {name}: /{pattern}/ matches no artifact", "check the regex and the files")
+        out.append(hit)
+    return out
+
+
+def _author(store: Store, tree: str) -> str:
+    config = store.trees.get(tree)
+    top = config.path if config and os.path.isdir(config.path) else store.root
+    try:
+        name, email, _stamp, _tz = runner.author_ident(runner.start_author_ident(top))
+        return f"{name} <{email}>"
+    except StackmgrError:
+        return os.environ.get("USER", "unknown")
+
+
+def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
+    """Re-hash every artifact and re-derive every metric that records its source.
+    Returns ([(link, patch, what is wrong)], number of links checked)."""
+    hashes = ArtifactHashes(store)
+    hashes.cache = {}  # verify re-reads every artifact: the stat-keyed cache is what it checks, not what it trusts
+    problems: list[tuple[str, str, str]] = []
+    links = []
+    from stackmgr import output
+    from stackmgr.evidence.records import reader
+
+    parsed = reader(store)
+    for directory in sorted(os.listdir(store.links_dir)) if os.path.isdir(store.links_dir) else []:
+        try:
+            links += load_links(store, directory, parsed)
+        except StackmgrError as exc:  # an unreadable record is a finding, not the end of the check
+            problems.append(("?", directory, exc.message))
+    parsed.save()
+    output.progress_total(len(links))
+    for link in links:
+        output.tick()
+        for a in link.artifacts:
+            now = hashes.sha256(a.path)
+            if now is None:
+                problems.append((link.id, link.patch, f"artifact {a.path} is missing"))
+            elif now != a.sha256:
+                problems.append((link.id, link.patch, f"artifact {a.path} changed (sha256 {now[:12]}, "
+                                                      f"recorded {a.sha256[:12]})"))  # fmt: skip
+        for m in link.metrics:
+            source = m.source.get("artifact")
+            if not source or hashes.sha256(source) is None:
+                continue
+            with open(hashes.absolute(source), "rb") as f:
+                value = metrics.rederive(m, f.read())
+            if value is None:
+                problems.append((link.id, link.patch, f"metric {m.name} no longer found in {source}"))
+            elif value != m.value:
+                problems.append(
+                    (link.id, link.patch, f"metric {m.name} is {value:g} in {source}, recorded {m.value:g}")
+                )
+    hashes.save()
+    return problems, len(links)
+
+
+def refuse_revival(store: Store, patches: Sequence[tuple[str, bytes]], override: str | None) -> list[str]:
+    """Refuse (exit 1) to bring back a do-not-revive lane — same name or same patch-id — unless `override` gives
+    a reason; then return the loud warnings to print. `patches` are (name, bytes); the links are read once, and
+    patch-ids are only computed when some do-not-revive link records one."""
+    from stackmgr.errors import NotPreserved
+
+    lanes = [link for link in effective(load_links(store)) if link.do_not_revive]
+    if not lanes:
+        return []
+    warnings = []
+    for name, data in patches:
+        by_name = [link for link in lanes if link.patch == name]
+        pid = runner.patch_id(store.root, data) if any(link.patch_id for link in lanes) else None
+        for link in by_name + [k for k in lanes if k.patch != name and pid and k.patch_id == pid]:
+            lesson = link.lesson or "no lesson recorded"
+            if not override:
+                raise NotPreserved(f"{name} revives a do-not-revive lane ({link.id} on {link.patch}: {lesson})",
+                                   'pass --override "why it is worth another try" to go ahead')  # fmt: skip
+            warnings.append(f"WARNING: reviving do-not-revive lane {link.patch} ({link.id}): {lesson}; "
+                            f"override: {override}")  # fmt: skip
+    return warnings

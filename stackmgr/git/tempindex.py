@@ -1,0 +1,377 @@
+"""The temporary-index technique, in one class: every index stackmgr reads or writes besides looking at the
+user's own (the private snapshot index in `.git/stackmgr/`, frozen copies, scratch indexes that rebuild or verify
+a state), and the one sanctioned way to touch a working tree: a two-way `read-tree -m -u` from the state just
+checked, which refuses per file if anything moved since.
+
+Git runs through git.py's runner (same pinned configuration, environment and bytes contract).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from stackmgr.errors import StackmgrError
+from stackmgr.git.process import Process
+from stackmgr.git.runner import DIFF_FLAGS, Repo, finish, parse_raw, pathspec, run, run_rc, start, write_tree, zsplit
+from stackmgr.store.fs import read_cache, write_cache
+from stackmgr.types import GITLINK_MODE, Change, TreeId, show_path
+
+TYPE_CHECKING = False  # mypy treats this as true; `collections.abc` stays out of `check`'s start-up
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+
+class TempIndex:
+    """A private index for one tree, kept in `.git/stackmgr/` so later snapshots are warm.
+
+    It is seeded once from the real index (stat data, sparse and intent-to-add entries) and then owned by
+    stackmgr; the user's real index is never written by it.
+    """
+
+    def __init__(self, repo: Repo, name: str = "index") -> None:
+        self.repo = repo
+        self.path = os.path.join(repo.stackmgr_dir, name)
+
+    @classmethod
+    def scratch(cls, repo: Repo, purpose: str) -> TempIndex:
+        """A new, empty throwaway index (removed with `discard`)."""
+        os.makedirs(repo.stackmgr_dir, exist_ok=True)
+        return cls(repo, f"{purpose}.{os.getpid()}.index")
+
+    def seed(self) -> None:
+        """Make sure the index exists; copy2 keeps the real index's mtime, so racy-git checks stay sound.
+
+        It is seeded again when the sparse-checkout setup changed since (its skip-worktree bits came from the real
+        index then: stale bits would hide edits in paths that are no longer sparse)."""
+        signature = _sparse_signature(self.repo)
+        if os.path.exists(self.path):
+            if read_cache(self.path + ".sig") == signature:
+                return
+            self.discard()
+        os.makedirs(self.repo.stackmgr_dir, exist_ok=True)
+        write_cache(self.path + ".sig", signature)
+        real = os.path.join(self.repo.git_dir, "index")
+        if os.path.exists(real):
+            import shutil
+
+            tmp = self.path + ".seed"
+            shutil.copy2(real, tmp)
+            os.replace(tmp, self.path)
+        else:
+            self.read_tree("HEAD")
+
+    def discard(self) -> None:
+        """Forget the private index (and a lock a killed git left on it: stackmgr's tree lock is held here)."""
+        for path in (self.path, self.path + ".lock"):
+            if os.path.exists(path):
+                os.unlink(path)
+
+    def read_tree(self, treeish: str) -> None:
+        run(self.repo.top, ["read-tree", treeish], index=self.path)
+
+    def start_status(self) -> Process:
+        return start(
+            self.repo.top,
+            [
+                "status",
+                "--porcelain=v2",
+                "--branch",
+                "-z",
+                "--untracked-files=all",
+                "--no-renames",
+                "--ignore-submodules=none",
+            ],
+            index=self.path,
+        )
+
+    def update(self, add: Sequence[bytes], remove: Sequence[bytes]) -> None:
+        """Record the working-tree state of `add` (hashing them into the object store) and drop `remove`."""
+        if remove:
+            run(self.repo.top, ["update-index", "-z", "--force-remove", "--stdin"], index=self.path,
+                stdin=b"".join(p + b"\0" for p in remove))  # fmt: skip
+        if add:
+            run(self.repo.top, ["update-index", "-z", "--add", "--remove", "--replace", "--stdin"], index=self.path,
+                stdin=b"".join(p + b"\0" for p in add))  # fmt: skip
+
+    def changes_against(self, commit: str) -> list[Change]:
+        out = run(self.repo.top, ["diff-index", "--cached", "-r", "-z", "--raw", "--no-renames", "--full-index",
+                                  "--ignore-submodules=none", commit], index=self.path)  # fmt: skip
+        return parse_raw(out)
+
+    def write_tree(self) -> TreeId:
+        return write_tree(self.repo.top, self.path)
+
+    def freeze(self, purpose: str = "frozen") -> TempIndex:
+        """A copy of this index that no later snapshot will touch (the caller removes it with `discard`)."""
+        frozen = TempIndex(self.repo, f"{purpose}.{os.getpid()}.index")
+        with open(self.path, "rb") as src, open(frozen.path, "wb") as dst:
+            dst.write(src.read())
+        return frozen
+
+    def install_as(self, other: TempIndex) -> None:
+        """Make `other` a copy of this index (an atomic rename of a fresh copy)."""
+        copy = self.freeze("install")
+        os.replace(copy.path, other.path)
+
+    def switch(self, old: str, new: str, changes: list[Change] | None = None) -> None:
+        """Move the working tree from tree `old` (what this index describes, as checked) to tree `new`.
+
+        A two-way `read-tree -m -u`: before writing anything git refuses if a file it would touch differs from
+        this index (it changed since the check) or an untracked file is in the way; ignored files in the way are
+        refused here first (git would overwrite them). Files in neither tree are never touched. `changes`, when
+        given, is the raw diff old → new (asked for earlier, alongside other work)."""
+        if changes is None:
+            changes = parse_raw(finish(start_tree_diff(self.repo, old, new))[1])
+        in_way = things_in_the_way(self.repo, changes)
+        if in_way:
+            shown = ", ".join(show_path(p) for p in in_way[:5])
+            raise WorkingTreeMoved(
+                f"untracked or ignored files in the way: {shown}" + (" …" if len(in_way) > 5 else "")
+            )
+        # Never into submodules (whatever submodule.recurse says): their checkouts and commits are not stackmgr's.
+        rc, _, err = run_rc(self.repo.top, ["read-tree", "--no-recurse-submodules", "-m", "-u", old, new],
+                            index=self.path)  # fmt: skip
+        if rc != 0:
+            raise WorkingTreeMoved(_refusal(err))
+
+    def hidden_paths(self, changes: list[Change]) -> list[bytes]:
+        """Paths a move along `changes` (from what this index holds) would record without writing them. With
+        sparse checkout on, `read-tree -u` decides that from the patterns for every path it writes (a path this
+        index marks skip-worktree counts too: the patterns may have been edited without a reapply); without it,
+        git writes every path, skip-worktree bit or not. Deletions are fine: a hidden file is not on disk."""
+        written = [c for c in changes if c.new_mode != "000000"]
+        inside = sparse_checkout(self.repo) if written else None
+        if inside is None:
+            return []
+        hidden = {c.path for c in written if not inside(c.path, GITLINK_MODE in (c.old_mode, c.new_mode))}
+        kept = {c.path for c in written if c.old_mode != "000000"} - hidden
+        if kept:  # the whole index: a long list of paths could overflow the command line
+            out = run(self.repo.top, ["ls-files", "-t", "-z"], index=self.path)
+            hidden.update(rec[2:] for rec in zsplit(out) if rec[:2] == b"S " and rec[2:] in kept)
+        return sorted(hidden)
+
+    def retarget(
+        self, old: str, new: str, *, keep: set[bytes] | None = None, changes: list[Change] | None = None
+    ) -> None:
+        """This index from tree `old` to tree `new` without touching files: only the entries that differ are
+        rewritten (`update-index --index-info`), so all others keep their stat data. Paths in `keep` stay as
+        `old` has them; `changes`, when given, is the raw diff old → new already asked for."""
+        if old == new:
+            return
+        if changes is None:
+            changes = parse_raw(finish(start_tree_diff(self.repo, old, new))[1])
+        changes = [c for c in changes if c.path not in (keep or ())]
+        gone = [c for c in changes if c.new_mode == "000000"]  # removals first: a file may become a directory
+        info = b"".join(b"0 " + c.old_blob.encode() + b"\t" + c.path + b"\0" for c in gone)
+        info += b"".join(
+            f"{c.new_mode} {c.new_blob}\t".encode() + c.path + b"\0" for c in changes if c.new_mode != "000000"
+        )
+        run(self.repo.top, ["update-index", "-z", "--index-info"], index=self.path, stdin=info)
+
+    def apply(
+        self, *patch_paths: str, three_way: bool = False, meanwhile: Callable[[], object] | None = None
+    ) -> tuple[bool, str]:
+        """Apply patches strictly to this index, in order (no fuzz, no recount, no whitespace fixing). One git
+        call takes them all: each sees the result of the ones before it. `meanwhile` runs while git works."""
+        return apply_to_index(self.repo.top, self.path, *patch_paths, three_way=three_way, meanwhile=meanwhile)
+
+    def diagnose(self, patch_path: str) -> str:
+        """Why a patch that failed here fails: already applied, or would apply with --3way, or neither."""
+        top, path = self.repo.top, os.path.abspath(patch_path)
+        if run_rc(top, ["apply", "--cached", "--check", "-R", "-p1", path], index=self.path)[0] == 0:
+            return "it is already applied (it reverse-applies)"
+        rc, out, err = run_rc(top, ["apply", "--cached", "--check", "--3way", "-p1", path], index=self.path)
+        if rc == 0 and b"with conflicts" not in out + err:
+            return "it would apply with --3way"
+        return "--3way would conflict too" if rc == 0 else "no 3-way merge is possible (blobs missing)"
+
+    def format_diff(self, base: str, paths: Sequence[bytes] = ()) -> bytes:
+        """What `git format-patch` puts below `---` (diffstat, summary, a blank line, then the binary-safe,
+        full-index patch), from commit `base` to this index; empty when nothing differs."""
+        args = ["diff-index", "--cached", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, base, *pathspec(paths)]
+        return run(self.repo.top, args, index=self.path)
+
+    def start_diff_raw(self, base: str, paths: Sequence[bytes] = ()) -> Process:
+        args = ["diff-index", "--cached", "-r", "-z", "--raw", "--no-renames", "--full-index", base, *pathspec(paths)]
+        return start(self.repo.top, args, index=self.path)
+
+
+def scratch_index(repo: Repo, purpose: str) -> str:
+    """A fresh path for a throwaway index inside the tree's git directory (same filesystem, never the real one)."""
+    os.makedirs(repo.stackmgr_dir, exist_ok=True)
+    return os.path.join(repo.stackmgr_dir, f"{purpose}.{os.getpid()}.index")
+
+
+def apply_to_index(
+    top: str,
+    index: str,
+    *patch_paths: str,
+    three_way: bool = False,
+    meanwhile: Callable[[], object] | None = None,
+    strip: int = 1,
+) -> tuple[bool, str]:
+    """Strictly apply patch files, in order, to a (temporary) index: no fuzz, no recount, no whitespace fixing.
+    `meanwhile` runs while git works."""
+    extra = ["--3way"] if three_way else []
+    paths = [os.path.abspath(p) for p in patch_paths]
+    proc = start(top, ["apply", "--cached", "--whitespace=nowarn", *extra, f"-p{strip}", *paths], index=index)
+    if meanwhile is not None:
+        try:
+            meanwhile()
+        except BaseException:
+            proc.communicate()
+            raise
+    _, err = proc.communicate()
+    return proc.wait() == 0, err.decode("utf-8", "replace").strip()
+
+
+class WorkingTreeMoved(StackmgrError):
+    """The working tree changed between the check and the destructive step; nothing was touched."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"refused, nothing changed: {detail}", "check again (`stackmgr status`) and retry")
+
+
+def _refusal(err: bytes) -> str:
+    """git's per-file refusal as one line: which files changed since the check, which are in the way."""
+    changed, in_way, other = [], [], []
+    lines = err.decode("utf-8", "replace").splitlines()
+    for line in lines:
+        quoted = line.split("'")[1] if line.count("'") >= 2 else ""
+        if "not uptodate" in line and quoted:
+            changed.append(quoted)
+        elif quoted and ("would be overwritten" in line or "would be removed" in line):
+            in_way.append(quoted)
+        elif line.startswith("\t"):
+            in_way.append(line.strip())
+        elif line.startswith(("error:", "fatal:")) and "would be" not in line and "Aborting" not in line:
+            other.append(line.split(":", 1)[1].strip())
+    parts = []
+    if changed:
+        parts.append(f"changed after the check: {', '.join(changed[:5])}" + (" …" if len(changed) > 5 else ""))
+    if in_way:
+        parts.append(f"untracked files in the way: {', '.join(in_way[:5])}" + (" …" if len(in_way) > 5 else ""))
+    return "; ".join(parts or other or ["git read-tree refused"])
+
+
+def sparse_checkout(repo: Repo) -> Callable[[bytes, bool], bool] | None:
+    """Whether `read-tree -u` would write a path it adds (path, is a directory entry) in this tree; None when the
+    tree has no sparse checkout (no git call then, unless a sparse-checkout file is there)."""
+    try:
+        with open(os.path.join(repo.git_dir, "info", "sparse-checkout"), "rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError:
+        return None  # git applies no patterns without the file
+    _rc, out, _ = run_rc(repo.top, ["config", "-z", "--type=bool", "--get-regexp",
+                                    r"^core\.(sparsecheckout|sparsecheckoutcone|ignorecase)$"])  # fmt: skip
+    on = {key: value == b"true" for key, _, value in (rec.partition(b"\n") for rec in zsplit(out))}
+    if not on.get(b"core.sparsecheckout"):
+        return None
+    from stackmgr.git.sparse import checked_out
+
+    return checked_out(lines, on.get(b"core.sparsecheckoutcone", False), on.get(b"core.ignorecase", False))
+
+
+def _sparse_signature(repo: Repo) -> list[object]:
+    """Stat data of what decides skip-worktree bits: the sparse-checkout file and the config files."""
+    places = [os.path.join(repo.git_dir, "info", "sparse-checkout"), os.path.join(repo.git_dir, "config"),
+              os.path.join(repo.git_dir, "config.worktree")]  # fmt: skip
+    common = os.path.join(repo.git_dir, "commondir")
+    if os.path.exists(common):
+        with open(common, encoding="utf-8", errors="replace") as f:
+            places.append(os.path.join(repo.git_dir, f.read().strip(), "config"))
+    signature: list[object] = []
+    for place in places:
+        try:
+            st = os.stat(place)
+            signature.append([st.st_mtime_ns, st.st_size])
+        except OSError:
+            signature.append(None)
+    return signature
+
+
+class RealIndexLock:
+    """The user's `index.lock`, taken by git's own convention (O_EXCL: another git at work makes this fail) before
+    a working tree is touched, and held until the new index is renamed into place (`commit`) or dropped."""
+
+    def __init__(self, repo: Repo) -> None:
+        self.real = os.path.join(repo.git_dir, "index")
+        self.path = self.real + ".lock"
+        delay = 0.01
+        while True:  # an IDE's `git status` holds it for a moment: retry with backoff (never remove it)
+            try:
+                self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+                return
+            except FileExistsError:
+                if delay > 1.0:
+                    raise StackmgrError(
+                        f"{self.path} exists: another git command is running in {repo.top}",
+                        "wait for it to finish (remove the file only if no git is running)",
+                    ) from None
+                time.sleep(delay)
+                delay *= 2
+
+    def commit(self, source: TempIndex) -> None:
+        with open(source.path, "rb") as src:
+            os.write(self.fd, src.read())
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+        os.replace(self.path, self.real)
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+            if os.path.exists(self.path):
+                os.unlink(self.path)
+
+
+def write_real_index(repo: Repo, source: TempIndex) -> None:
+    """Replace the user's index with a copy of `source` (lock, fill, sync, rename)."""
+    lock = RealIndexLock(repo)
+    try:
+        lock.commit(source)
+    finally:
+        lock.release()
+
+
+def start_tree_diff(repo: Repo, old: str, new: str) -> Process:
+    return start(repo.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new])
+
+
+def things_in_the_way(repo: Repo, changes: list[Change]) -> list[bytes]:
+    """Files on disk that moving the working tree along `changes` (old tree → new tree) would overwrite or delete
+    although the old tree does not hold them: ignored or untracked files at paths the new tree adds, below
+    directories it turns into files, or standing where it needs a directory. git's two-way merge treats ignored
+    files as expendable; they are never stackmgr's to destroy."""
+    removed = {c.path for c in changes if c.new_mode == "000000"}
+    top = os.fsencode(repo.top)
+    found: list[bytes] = []
+    for c in changes:
+        if c.old_mode != "000000":
+            continue
+        full = os.path.join(top, c.path)
+        if os.path.lexists(full):
+            found += (
+                _unheld_below(top, c.path, removed) if os.path.isdir(full) and not os.path.islink(full) else [c.path]
+            )
+        parent = os.path.dirname(c.path)
+        while parent:
+            here = os.path.join(top, parent)
+            if os.path.lexists(here) and (os.path.islink(here) or not os.path.isdir(here)) and parent not in removed:
+                found.append(parent)
+            parent = os.path.dirname(parent)
+    return sorted(set(found))
+
+
+def _unheld_below(top: bytes, directory: bytes, removed: set[bytes]) -> list[bytes]:
+    """Files under `directory` that the old tree does not hold (and so nothing has saved)."""
+    out = []
+    for dirpath, _dirs, files in os.walk(os.path.join(top, directory)):
+        for name in files:
+            rel = os.path.relpath(os.path.join(dirpath, name), top)
+            if rel not in removed:
+                out.append(rel)
+    return out

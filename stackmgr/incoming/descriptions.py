@@ -1,0 +1,148 @@
+"""The description of a patch being imported: subject, body, author and date from a mail header (git
+format-patch, a mail client's saved message, `--attach`), a DEP-3 header (kept verbatim in the body) or free
+text. Text only: the diff bytes are never decoded here (incoming.py)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from stackmgr.store import patchfile
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.incoming.read import Incoming
+
+_DEP3_FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):[ \t]?(.*)$")
+_DEP3_KEYS = {"description", "subject", "author", "from", "origin", "bug", "forwarded", "reviewed-by",
+              "acked-by", "last-update", "applied-upstream", "bug-debian", "bug-ubuntu", "signed-off-by"}  # fmt: skip
+
+
+def describe(item: Incoming, head: bytes) -> str | None:
+    """Subject, body, author and date from a mail header, a DEP-3 header or free text."""
+    text = head.decode("utf-8", "replace").replace("\r\n", "\n")
+    lines = text.split("\n")
+    if lines and lines[0].startswith("From ") and re.match(r"From \S+", lines[0]):
+        lines = lines[1:]
+    if _is_mail_header(lines):
+        return _describe_mail(item, head)
+    cut = next((n for n, ln in enumerate(lines) if re.fullmatch(r"---[ \t]*", ln)), None)
+    lines = lines[:cut]  # below a `---` line: a diffstat (quilt refresh --diffstat), as git am reads it
+    fields, free = _dep3(lines)
+    desc = fields.get("description") or fields.get("subject") or ""
+    subject_lines = desc.split("\n") if desc else [ln for ln in free if ln.strip()][:1]
+    item.subject = subject_lines[0].strip() if subject_lines else ""
+    if fields:
+        item.body = "\n".join(ln.rstrip() for ln in lines).strip("\n")  # DEP-3 kept verbatim
+    else:
+        rest = list(free)
+        while rest and not rest[0].strip():
+            rest.pop(0)
+        if rest and rest[0].strip() == item.subject:
+            rest.pop(0)
+        item.body = "\n".join(ln.rstrip() for ln in rest).strip("\n")
+    item.author = _address(fields.get("author") or fields.get("from") or "")
+    item.date = _dep3_date(fields.get("last-update", ""))
+    item.body = _mail_safe(item.body)
+    return None
+
+
+def _is_mail_header(lines: list[str]) -> bool:
+    """A first paragraph of RFC 822 header lines (as git format-patch or a mail client saves them) with a
+    Subject; a DEP-3 header has Description instead, or is not first."""
+    block = []
+    for line in lines:
+        if not line.strip():
+            break
+        block.append(line)
+    fields = [ln for ln in block if not ln[:1].isspace()]
+    return (bool(fields) and all(re.match(r"[A-Za-z][A-Za-z0-9-]*: ?", ln) for ln in fields)
+            and any(ln.lower().startswith("subject:") for ln in fields))  # fmt: skip
+
+
+def _describe_mail(item: Incoming, head: bytes) -> str | None:
+    import email
+    import email.policy
+    from email.utils import parsedate_to_datetime
+
+    raw = head[head.find(b"\n") + 1 :] if head.startswith(b"From ") else head
+    headers, _, rest = raw.replace(b"\r\n", b"\n").partition(b"\n\n")
+    msg = email.message_from_bytes(headers + b"\n\n", policy=email.policy.default)
+    cte = str(msg.get("content-transfer-encoding", "")).lower()
+    if cte in ("base64", "quoted-printable"):
+        return f"a {cte} mail body (save the message raw, or apply it with git am first)"
+    charset = msg.get_content_charset() or "utf-8"
+    try:
+        "".encode(charset)
+    except LookupError:
+        charset = "utf-8"
+    if charset != "utf-8" and not headers.isascii():  # raw 8-bit headers in the declared charset
+        msg = email.message_from_string(headers.decode(charset, "replace") + "\n\n", policy=email.policy.default)
+    subject = " ".join(str(msg.get("subject", "")).split())
+    item.subject = re.sub(r"^(\[[^\]]*\]\s*)+", "", subject)
+    item.author = _address(" ".join(str(msg.get("from", "")).split()))
+    try:
+        when = parsedate_to_datetime(str(msg.get("date", "")))
+        offset = when.utcoffset()
+        minutes = int(offset.total_seconds() // 60) if offset is not None else 0
+        tz = f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
+        item.date = patchfile.rfc2822(int(when.timestamp()), tz)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        item.date = ""  # unreadable: the date of an earlier import of it, or the file's time
+    body = rest.decode(charset, "replace")
+    if msg.get_content_maintype() == "multipart":  # format-patch --attach/--inline: the message is the first part
+        whole = email.message_from_bytes(raw.replace(b"\r\n", b"\n"), policy=email.policy.default)
+        text = next((p for p in whole.walk() if p.get_content_type() == "text/plain"), None)
+        body = str(text.get_content()) if text is not None else ""
+    cut = re.search(r"(?m)^---[ \t]*$", body)  # where git am's mailinfo stops reading the message
+    body = body[: cut.start()] if cut else body
+    body = re.sub(r"(?m)^Stackmgr-(Tree|Base):.*\n?", "", body)
+    trailers = dict(re.findall(r"^(Stackmgr-Tree|Stackmgr-Base): *(\S+) *$", rest.decode("utf-8", "replace"), re.M))
+    item.trailer_tree = trailers.get("Stackmgr-Tree")
+    item.trailer_base = trailers.get("Stackmgr-Base")
+    item.body = _mail_safe(body.strip("\n"))
+    return None
+
+
+def _dep3(lines: list[str]) -> tuple[dict[str, str], list[str]]:
+    """DEP-3 fields (continuations joined, ` .` as a blank line) when the header is DEP-3; else free text."""
+    fields: dict[str, str] = {}
+    last = None
+    for line in lines:
+        m = _DEP3_FIELD.match(line)
+        if m and m.group(1).lower() in _DEP3_KEYS:
+            last = m.group(1).lower()
+            fields[last] = m.group(2).strip() if last not in fields else fields[last] + "\n" + m.group(2).strip()
+        elif last and line[:1] in (" ", "\t"):
+            fields[last] += "\n" + ("" if line.strip() == "." else line.strip())
+        elif line.strip():
+            last = None
+    if "description" not in fields and "subject" not in fields:
+        return {}, lines
+    return fields, []
+
+
+def _address(text: str) -> str:
+    from email.utils import parseaddr
+
+    name, mail = parseaddr(text)
+    if not mail or "@" not in mail:
+        return ""
+    return f"{name or mail.split('@')[0]} <{mail}>"
+
+
+def _dep3_date(text: str) -> str:
+    m = re.match(r"(\d{4})-(\d{2})-(\d{2})$", text.strip())
+    if not m:
+        return ""
+    try:
+        stamp = time.mktime((int(m[1]), int(m[2]), int(m[3]), 0, 0, 0, 0, 0, 0)) - time.timezone
+    except (OverflowError, ValueError):
+        return ""
+    return patchfile.rfc2822(int(stamp), "+0000")
+
+
+def _mail_safe(body: str) -> str:
+    """Lines git am would take for the start of the diff are indented by one space."""
+    risky = ("---", "diff -", "Index: ", "From ")
+    return "\n".join(" " + ln if ln.startswith(risky) else ln for ln in body.split("\n"))

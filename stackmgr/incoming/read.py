@@ -1,0 +1,299 @@
+"""What `stackmgr import` is given, read and checked before any git work: `git format-patch` mails (one per file,
+or an mbox of several), quilt patches with DEP-3 or free-text headers, plain `diff -u`/`diff -ruN` output, and
+whole quilt directories (`series` + patch files). Each patch comes out as an `Incoming` (description, author,
+date, the diff bytes, the strip level) or as a `Refused` with the reason; one bad file never stops the others.
+
+Bytes stay bytes: the diff part is never decoded. Only the description is read as text.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from stackmgr.errors import StackmgrError
+from stackmgr.incoming.descriptions import describe
+from stackmgr.store import patchfile
+
+# A message separator of an mbox: git format-patch's magic line, or a classic `From sender date` line.
+_MBOX_FROM = re.compile(rb"^From (?:[0-9a-f]{40} Mon Sep 17 00:00:00 2001|\S+ +\w{3} \w{3} [ \d]\d .*)$", re.M)
+_HUNK = re.compile(rb"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+_DIFF_START = re.compile(rb"^(?:diff --git |diff -|Index: |--- .*\n\+\+\+ )", re.M)
+_STAT_FILES = re.compile(rb"\n (\d+) files? changed")
+_SECTION_BODY = re.compile(rb"^(?:@@ |GIT binary patch|Binary files |old mode |new file mode |deleted file mode "
+                           rb"|rename from |copy from |similarity index )", re.M)  # fmt: skip
+MAX_BYTES = 1 << 30
+
+
+class Incoming:
+    """One patch to adopt. `author` is "Name <email>" or "" (then the tree's git identity is used); `date` is an
+    RFC 2822 date or "" (then the source file's time)."""
+
+    def __init__(self, source: str, name: str, diff: bytes, strip: int) -> None:
+        self.source = source
+        self.name = name
+        self.diff = diff
+        self.strip = strip
+        self.subject = ""
+        self.body = ""
+        self.author = ""
+        self.date = ""
+        self.mtime = 0.0
+        self.original = b""  # the whole message, kept byte for byte when it already is a normalised patch
+        self.trailer_tree: str | None = None
+        self.trailer_base: str | None = None
+
+    def paths_raw(self) -> list[bytes]:
+        """Every file name the diff's headers carry, as written (before -p stripping)."""
+        return sorted(set(_scan(self.diff)[0]))
+
+
+class Refused:
+    def __init__(self, source: str, reason: str) -> None:
+        self.source = source
+        self.reason = reason
+
+
+class QuiltDir:
+    """A directory with a quilt `series` file: its patches in order, and the series name it suggests."""
+
+    def __init__(self, path: str, items: list[Incoming | Refused]) -> None:
+        self.path = path
+        self.items = items
+        base = os.path.basename(os.path.normpath(path))
+        parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
+        self.suggested_series = parent if base in ("patches", "debian") and parent else base
+
+
+def read_inputs(paths: list[str]) -> tuple[list[Incoming | Refused], QuiltDir | None]:
+    """Every patch in the given files and directories, in order; the quilt directory if one was given."""
+    items: list[Incoming | Refused] = []
+    quilt = None
+    for path in paths:
+        if os.path.isdir(path):
+            found = QuiltDir(path, read_quilt_dir(path))
+            items.extend(found.items)
+            if os.path.isfile(os.path.join(path, "series")):
+                quilt = found
+        else:
+            items.extend(read_file(path))
+    return items, quilt
+
+
+def read_quilt_dir(path: str) -> list[Incoming | Refused]:
+    series = os.path.join(path, "series")
+    if not os.path.isfile(series):
+        return [Refused(path, "a directory without a quilt `series` file")]
+    items: list[Incoming | Refused] = []
+    with open(series, "rb") as f:
+        lines = f.read().decode("utf-8", "replace").splitlines()
+    for lineno, line in enumerate(lines, start=1):
+        text = line.split("#", 1)[0].strip() if not line.startswith("#") else ""
+        if not text:
+            continue
+        words = text.split()
+        where = f"{series}:{lineno}"
+        strip = 1
+        for opt in words[1:]:
+            if re.fullmatch(r"-p\d", opt):
+                strip = int(opt[2:])
+            elif opt not in ("-R",):
+                items.append(Refused(where, f"unknown option {opt}"))
+                break
+        else:
+            if "-R" in words[1:]:
+                items.append(Refused(where, "reversed patches (-R) are not imported"))
+                continue
+            target = os.path.join(path, words[0])
+            if ".." in words[0].split("/") or words[0].startswith("/"):
+                items.append(Refused(where, f"{words[0]} points outside the quilt directory"))
+            elif not os.path.isfile(target):
+                items.append(Refused(where, f"{words[0]} is listed but missing"))
+            else:
+                items.extend(read_file(target, strip=strip))
+    return items
+
+
+def read_file(path: str, strip: int | None = None) -> list[Incoming | Refused]:
+    try:
+        if os.path.getsize(path) >= MAX_BYTES:
+            return [Refused(path, "larger than 1 GiB (git apply takes less)")]
+        with open(path, "rb") as f:
+            data = f.read()
+        mtime = os.stat(path).st_mtime
+    except OSError as exc:
+        return [Refused(path, f"cannot be read ({exc.strerror})")]
+    starts = [m.start() for m in _MBOX_FROM.finditer(data)] if data.startswith(b"From ") else []
+    if len(starts) > 1:
+        messages = [data[a:b] for a, b in zip(starts, [*starts[1:], len(data)], strict=True)]
+        results = [read_patch(f"{path} (message {n})", m, None, strip) for n, m in enumerate(messages, start=1)]
+    else:
+        results = [read_patch(path, data, _stem(path), strip)]
+    for r in results:
+        if isinstance(r, Incoming):
+            r.mtime = mtime
+    return results
+
+
+def read_patch(source: str, data: bytes, name: str | None, strip: int | None) -> Incoming | Refused:
+    """One patch: its description and diff, checked for what git apply would take wrongly or not at all. Whatever
+    goes wrong reading one file is that file's refusal, never the end of the import."""
+    try:
+        return _read_patch(source, data, name, strip)
+    except StackmgrError as exc:
+        return Refused(source, exc.message)
+    except (ValueError, LookupError, UnicodeError) as exc:
+        return Refused(source, f"unreadable header ({exc})")
+
+
+def _read_patch(source: str, data: bytes, name: str | None, strip: int | None) -> Incoming | Refused:
+    if b"\0" in data[:8192] and b"GIT binary patch" not in data:
+        return Refused(source, "not a patch (a binary file)")
+    at = _diff_start(data)
+    if at < 0:
+        return Refused(source, "not a patch (no diff found)")
+    head, diff = data[:at], data[at:]
+    problem = _check_diff(diff) or _check_stat(head, diff)
+    if problem:
+        return Refused(source, problem)
+    git_style = diff.startswith(b"diff --git ") or b"\ndiff --git " in diff
+    item = Incoming(source, name or "", diff, -1)  # -1: guessed against the tree
+    item.original = data
+    if git_style:
+        first = _git_header_names(diff[diff.find(b"diff --git ") + 11 :].split(b"\n", 1)[0])
+        prefixed = len(first) == 2 and first[0].startswith(b"a/") and first[1].startswith(b"b/")
+        item.strip = 1 if prefixed else 0  # `diff.noprefix`: `diff --git src/x.py src/x.py`
+        if strip is not None and strip != item.strip:
+            return Refused(source, f"listed with -p{strip}, but its git diff headers need -p{item.strip}")
+    elif strip is not None:
+        item.strip = strip
+    problem = describe(item, head)
+    if problem:
+        return Refused(source, problem)
+    if not item.name:
+        item.name = _slug(item.subject) or "imported"
+    return item
+
+
+def _diff_start(data: bytes) -> int:
+    m = _DIFF_START.search(data)
+    return -1 if m is None else m.start()
+
+
+def _check_diff(diff: bytes) -> str | None:
+    """Hunks cut short (a truncated file), absolute paths, `..` and `.git` components; git apply refuses some
+    of these itself, but `--- /etc/x` stripped by -p1 would quietly become `etc/x`."""
+    names, hunks, problem = _scan(diff)
+    for raw in names:
+        if raw.startswith(b"/"):
+            return f"absolute path {_show(raw)}"
+        parts = raw.split(b"/")
+        if b".." in parts:
+            return f"path with '..': {_show(raw)}"
+        if any(p.lower() == b".git" for p in parts):
+            return f"path inside .git: {_show(raw)}"
+    if problem:
+        return problem
+    for section in re.split(rb"\n(?=diff --git )", diff):
+        if section.startswith(b"diff --git ") and not _SECTION_BODY.search(section):
+            end = section.find(b"\n")
+            name = _git_header_names(section[11 : end if end >= 0 else len(section)])[-1]
+            return f"truncated (the diff of {_show(name)} stops after its header)"
+    if (
+        not hunks
+        and b"GIT binary patch" not in diff
+        and not re.search(
+            rb"^(?:new file mode|deleted file mode|old mode|rename from|copy from|Binary files)", diff, re.M
+        )
+    ):
+        return "not a patch (no hunks)"
+    return None
+
+
+def _check_stat(head: bytes, diff: bytes) -> str | None:
+    """A mail's diffstat says how many files follow; fewer is a truncated file."""
+    sep = head.rfind(b"\n---\n")
+    m = _STAT_FILES.search(head[sep:]) if sep >= 0 else None
+    if m is None:
+        return None
+    listed, present = int(m.group(1)), len(re.findall(rb"^diff --git ", diff, re.M))
+    if present and present < listed:
+        return f"truncated (its diffstat lists {listed} files, the diff has {present})"
+    return None
+
+
+def _scan(diff: bytes) -> tuple[list[bytes], int, str | None]:
+    """One walk over the diff, hunk-aware: the raw (unstripped, unquoted) file names its headers carry outside
+    hunks, the number of hunks, and what is wrong when a hunk is cut short."""
+    names: list[bytes] = []
+    old = new = hunks = 0
+    for line in diff.split(b"\n")[:-1] if diff.endswith(b"\n") else diff.split(b"\n"):
+        if old > 0 or new > 0:
+            tag = line[:1]
+            if tag in (b" ", b"", b"\r"):
+                old, new = old - 1, new - 1
+            elif tag == b"-":
+                old -= 1
+            elif tag == b"+":
+                new -= 1
+            elif tag != b"\\":
+                return names, hunks, "truncated or corrupt (a hunk ends early)"
+            continue
+        m = _HUNK.match(line)
+        if m:
+            hunks += 1
+            old = int(m.group(1)) if m.group(1) is not None else 1
+            new = int(m.group(2)) if m.group(2) is not None else 1
+        elif line.startswith(b"diff --git "):
+            names.extend(_git_header_names(line[11:]))
+        elif line.startswith((b"--- ", b"+++ ")):
+            names.append(_file_name(line[4:]))
+        elif line.startswith((b"rename from ", b"rename to ", b"copy from ", b"copy to ")):
+            names.append(b"x/" + _file_name(line.split(b" ", 2)[2]))  # no a/ b/ prefix here: give one to strip
+        elif line.startswith(b"Index: "):
+            names.append(_file_name(line[7:]))
+    names = [n for n in names if n and n != b"/dev/null"]
+    return names, hunks, ("truncated (its last hunk ends early)" if old > 0 or new > 0 else None)
+
+
+def _git_header_names(rest: bytes) -> list[bytes]:
+    if rest.startswith(b'"'):
+        first, tail = patchfile.unquote_c(rest)
+        tail = tail.lstrip(b" ")
+        second = patchfile.unquote_c(tail)[0] if tail.startswith(b'"') else tail
+        return [first, second]
+    half = rest.find(b" b/")
+    if half > 0 and rest.startswith(b"a/"):
+        return [rest[:half], rest[half + 1 :]]
+    middle = len(rest) // 2  # without prefixes: the same name twice (git's own guess for such headers)
+    if len(rest) % 2 and rest[middle : middle + 1] == b" " and rest[:middle] == rest[middle + 1 :]:
+        return [rest[:middle], rest[middle + 1 :]]
+    return [rest]
+
+
+def _file_name(text: bytes) -> bytes:
+    text = text.rstrip(b"\r")
+    if text.startswith(b'"'):
+        return patchfile.unquote_c(text)[0]
+    return text.split(b"\t", 1)[0].rstrip(b" ")
+
+
+def _stem(path: str) -> str:
+    base = os.path.basename(path)
+    for suffix in (".patch", ".diff"):
+        if base.endswith(suffix):
+            return _slug(base[: -len(suffix)], keep_case=True)
+    return _slug(base, keep_case=True)
+
+
+def _slug(text: str, keep_case: bool = False) -> str:
+    """A patch name from a subject or file name: what git format-patch does to subjects, within SPEC §2 names."""
+    s = re.sub(r"[^A-Za-z0-9._+-]+", "-", text if keep_case else text.lower()).strip("-.")
+    s = re.sub(r"\.{2,}", ".", s)[:52].rstrip("-.")
+    while s.endswith(".lock"):
+        s = s[:-5].rstrip("-.")
+    return s
+
+
+def _show(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")

@@ -1,0 +1,346 @@
+"""Is every change of a tree preserved? (SPEC §4)
+
+A change (path, mode, blob) is preserved when some patch of that tree ends that path with that mode and blob.
+Full blob ids make this a lookup: each patch's post-images are indexed once, in a cache under `.stackmgr/`
+keyed by the patch file's sha256 (and its stat data, so an unchanged file is not even re-read). What a patch
+makes of its files was established in one object store (its base must be there): each record names that store,
+and a tree found using another one (re-cloned, shallow, pointed elsewhere) has its patches verified again. The
+cache is always safe to delete.
+"""
+
+from __future__ import annotations
+
+import os
+from stat import S_ISLNK, S_ISREG
+
+from stackmgr.errors import NotPreserved, StackmgrError
+from stackmgr.git import runner, scratch
+from stackmgr.safety import shards
+from stackmgr.safety.shards import VERSIONS
+from stackmgr.store.fs import read_cache, sha256_hex, write_cache
+from stackmgr.store.names import valid_name
+from stackmgr.types import GITLINK_MODE
+
+TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+    from stackmgr.safety.snapshot import Snapshot
+    from stackmgr.store import patchfile
+    from stackmgr.store.config import Store
+    from stackmgr.types import Change
+
+    Record = dict[str, Any]
+
+CACHE_VERSION = 4
+
+
+class _Unverifiable(Exception):
+    """A patch whose effect cannot be established here (tree or base missing): it preserves nothing for now."""
+
+
+class Assessment:
+    """The answer for one tree: which changes are preserved (and by which patches), which are not."""
+
+    def __init__(self) -> None:
+        self.preserved: dict[bytes, list[str]] = {}
+        self.unpreserved: list[Change] = []
+        self.presence: dict[str, tuple[int, int]] = {}  # patch -> (entries present, entries)
+
+    def blockers(self, snap: Snapshot) -> list[tuple[bytes, str]]:
+        """Everything that keeps the tree from being safe to reset, as (path, why)."""
+        out = [(c.path, c.kind) for c in self.unpreserved]
+        out += [(p, "staged and unstaged versions differ") for p in snap.staged_differs]
+        out += [(p, "unmerged") for p in snap.unmerged]
+        out += [(p, "submodule has uncommitted changes inside") for p in snap.dirty_submodules]
+        out += [(p, "LF line endings a checkout would turn to CRLF (core.autocrlf=true): save cannot keep these "
+                    "bytes; set core.autocrlf=input or write CRLF") for p in snap.eol_unstable]  # fmt: skip
+        if snap.local_commits:
+            n = len(snap.local_commits)
+            out.append((b"HEAD", f"{n} local commit{'s' if n > 1 else ''} on no branch, "
+                                 f"{snap.local_commits[0][:12]}: keep with `git branch NAME`"))  # fmt: skip
+        return out
+
+
+class PatchIndex:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.path = os.path.join(store.state_dir, "cache", "patch-index.marshal")
+        self.records: dict[str, Record] = {}
+        self.dirty = False
+        self._bases: dict[tuple[str, str], bool] = {}
+
+    @classmethod
+    def load(cls, store: Store) -> PatchIndex:
+        idx = cls(store)
+        data = read_cache(idx.path)
+        if isinstance(data, dict) and data.get("version") == CACHE_VERSION:
+            idx.records = data["patches"]
+        else:
+            idx.dirty = True
+        return idx
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        write_cache(self.path, {"version": CACHE_VERSION, "patches": self.records})
+        self.dirty = False
+
+    def refresh(self) -> None:
+        """Bring every patch file's record up to date (stat first, re-read only what changed). The versions that
+        `save --update` and `rebase` replaced (patches/.versions/NAME/HEX.patch) preserve what they hold too: a
+        tree still holding a series as it was before a rebase is not unpreserved work."""
+        try:
+            names = {n for n in os.listdir(self.store.patches_dir) if n.endswith(".patch")}
+        except FileNotFoundError:
+            names = set()
+        kept = os.path.join(self.store.patches_dir, VERSIONS)
+        for patch in os.listdir(kept) if os.path.isdir(kept) else ():
+            versions = os.path.join(kept, patch)
+            if valid_name(patch) and os.path.isdir(versions) and not os.path.islink(versions):
+                names.update(f"{VERSIONS}/{patch}/{v}" for v in os.listdir(versions) if v.endswith(".patch"))
+        for gone in set(self.records) - names:
+            del self.records[gone]
+            self.dirty = True
+        for name in sorted(names):
+            self.record(name, retry=True)
+
+    def record(self, filename: str, retry: bool = False) -> Record | None:
+        """The up-to-date record of one patch file; `retry` re-examines one that could not be checked before
+        (its tree or base may have arrived since)."""
+        path = os.path.join(self.store.patches_dir, filename)
+        st: os.stat_result | None
+        try:
+            st = os.lstat(path)
+            if S_ISLNK(st.st_mode) and "/" in filename:  # kept versions are written by stackmgr: never links
+                st = None
+            elif S_ISLNK(st.st_mode):  # a patch is in the store only if its link stays inside patches/
+                real, real_dir = os.path.realpath(path), os.path.realpath(self.store.patches_dir)
+                st = os.stat(path) if os.path.dirname(real) == real_dir else None
+        except OSError:
+            st = None
+        if st is None or not S_ISREG(st.st_mode):  # gone, or a directory where a patch file should be
+            if self.records.pop(filename, None) is not None:
+                self.dirty = True
+            return None
+        sig = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]  # ctime: utime() cannot forge it
+        rec = self.records.get(filename)
+        if rec is not None and rec["sig"] == sig and not (retry and rec.get("retry")):
+            return rec
+        with open(path, "rb") as f:
+            data = f.read()
+        digest = sha256_hex(data)
+        if rec is None or rec["sha256"] != digest or rec.get("retry"):
+            rec = self._parse(filename, data, digest)
+        rec["sig"] = sig
+        self.records[filename] = rec
+        self.dirty = True
+        return rec
+
+    def record_saved(self, filename: str, data: bytes, changes: list[Change], repo: runner.Repo) -> None:
+        """Record a just-written, verified patch from what save already knows (no re-read, no git); `repo` is the
+        tree it was verified in."""
+        from stackmgr.store import patchfile
+
+        st = os.stat(os.path.join(self.store.patches_dir, filename))
+        header = patchfile.parse_header(data, filename)
+        objects = object_store(repo)
+        self.forget_other_stores(header.tree, objects)
+        self.records[filename] = {
+            "sha256": sha256_hex(data), "tree": header.tree, "base": header.base,
+            "subject": header.subject, "stat": patchfile.stat_totals(data), "error": None,
+            "entries": [[c.path, c.new_mode, c.new_blob] for c in changes], "objects": objects,
+            "sig": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino],
+        }  # fmt: skip
+        self.dirty = True
+        self.save()
+
+    def forget_other_stores(self, tree: str, store: list[object]) -> None:
+        """Drop what was verified for `tree` in another object store than `store` (see `object_store`): the patches
+        are verified again against the one the tree uses now, where a base may be missing."""
+        stale = [n for n, rec in self.records.items()
+                 if rec["tree"] == tree and rec["entries"] and rec.get("objects") != store]  # fmt: skip
+        for name in stale:
+            del self.records[name]
+        self.dirty = self.dirty or bool(stale)
+
+    def _parse(self, filename: str, data: bytes, digest: str) -> Record:
+        from stackmgr.store import patchfile
+
+        rec: Record = {"sha256": digest, "tree": None, "base": None, "subject": "", "entries": [], "error": None}
+        try:
+            header = patchfile.parse_header(data, filename)
+            images = patchfile.post_images(patchfile.diff_part(data), filename)
+        except StackmgrError as exc:
+            rec["error"] = exc.message
+            return rec
+        except (ValueError, IndexError) as exc:  # hostile bytes must never crash `check`
+            rec["error"] = f"{filename}: unreadable ({exc})"
+            return rec
+        rec.update(tree=header.tree, base=header.base, subject=header.subject, stat=patchfile.stat_totals(data))
+        try:
+            rec["entries"], rec["error"], rec["objects"] = self._applied_entries(filename, header, images)
+        except _Unverifiable as exc:
+            rec["error"], rec["retry"] = str(exc), True
+        return rec
+
+    def _applied_entries(
+        self, filename: str, header: patchfile.PatchHeader, images: list[patchfile.PostImage]
+    ) -> tuple[list[list[object]], str | None, list[object]]:
+        """What the patch really makes of each file it touches: applied strictly (git apply --cached) to the
+        versions its index lines name, in the patch's tree, whose base must exist. The index lines alone are
+        a claim: a hand-edited hunk can make them lie. Also returns the object store this was established in."""
+        config = self.store.trees.get(header.tree)
+        if config is None:
+            raise _Unverifiable(f"{filename}: tree {header.tree} is not registered in this store")
+        try:
+            repo = runner.open_repo(config.path)
+            objects = object_store(repo)  # before the checks: a re-clone meanwhile makes the record stale, not wrong
+            known = (repo.top, header.base)
+            if known not in self._bases:  # a store's patches share few bases: asked once per refresh
+                self._bases[known] = runner.has_commit(repo.top, header.base)
+            if not self._bases[known]:
+                raise _Unverifiable(f"{filename}: base {header.base[:12]} is not a commit of tree {header.tree}")
+            unknown = [im.path for im in images if im.old_blob is None or not im.old_mode]
+            at_base = runner.blob_entries(repo.top, header.base, unknown) if unknown else {}
+            kept = {p: blob for p, (_m, blob) in at_base.items()}
+            # a pure rename (hand-made `git diff -M`) states neither mode nor blob: the base has them
+            before = [(im.old_mode or at_base.get(im.path, ("", ""))[0], im.old_blob or kept.get(im.path, ""), im.path)
+                      for im in images]  # fmt: skip
+            result, failure = scratch.apply_to_entries(repo, [b for b in before if b[0] != "000000"],
+                                                   os.path.join(self.store.patches_dir, filename))  # fmt: skip
+        except StackmgrError as exc:
+            raise _Unverifiable(f"{filename}: cannot be checked against tree {header.tree} ({exc.message})") from None
+        if result is None:
+            raise _Unverifiable(f"{filename}: does not apply to the files it names ({failure})")
+        zeros = "0" * len(header.base)
+        entries: list[list[object]] = [[im.path, *result.get(im.path, ("000000", zeros))] for im in images]
+        claimed = [[im.path, im.mode or entry[1], im.blob if im.blob is not None else kept.get(im.path, entry[2])]
+                   for im, entry in zip(images, entries, strict=True)]  # fmt: skip
+        lie = None if entries == claimed else f"{filename}: its index lines do not match what its hunks produce"
+        return entries, lie, objects
+
+    def entries_by_path(self, tree: str) -> dict[bytes, list[tuple[str, str | None, str]]]:
+        table: dict[bytes, list[tuple[str, str | None, str]]] = {}
+        for filename, rec in self.records.items():
+            if rec["tree"] != tree:
+                continue
+            for path, mode, blob in rec["entries"]:
+                table.setdefault(path, []).append((mode, blob, filename))
+        return table
+
+
+def object_store(repo: runner.Repo) -> list[object]:
+    """Which object store a tree's verdicts were established in: its common git directory's `objects` by device
+    and inode (a re-clone at the same path is another directory), and the `shallow` and `objects/info/alternates`
+    files by inode, size and mtime (a shallow re-clone or fetch, or dropped alternates, can take a patch's base
+    away). Stat calls only, no git process: this is on `check`'s path."""
+    common = repo.git_dir
+    try:
+        with open(os.path.join(repo.git_dir, "commondir"), "rb") as f:  # a linked worktree's
+            common = os.path.join(repo.git_dir, os.fsdecode(f.read().strip()))
+    except OSError:
+        pass
+    found: list[object] = []
+    for name, whole in (("objects", False), ("shallow", True), ("objects/info/alternates", True)):
+        try:
+            st = os.stat(os.path.join(common, name))
+        except OSError:
+            found.append(None)
+            continue
+        found.append([st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns] if whole else [st.st_dev, st.st_ino])
+    return found
+
+
+def _match(idx: PatchIndex, snap: Snapshot) -> Assessment:
+    """A gitlink change (a submodule's pointer, mode 160000) is never preserved, even when a (hand-made) patch
+    records it: applying that patch moves the pointer in the index, never the submodule's checkout."""
+    table = idx.entries_by_path(snap.tree)
+    result = Assessment()
+    for change in snap.changes:
+        gitlink = GITLINK_MODE in (change.old_mode, change.new_mode)
+        owners = [
+            f for mode, blob, f in table.get(change.path, ())
+            if (mode, blob) == (change.new_mode, change.new_blob) and not gitlink
+        ]  # fmt: skip
+        if owners:
+            result.preserved[change.path] = sorted(shown_name(f) for f in owners)
+        else:
+            result.unpreserved.append(change)
+    return result
+
+
+def _owners_current(idx: PatchIndex, result: Assessment) -> bool:
+    """Every preserving patch named in `result` is still the file that was indexed."""
+    files = {file_name(n) for owners in result.preserved.values() for n in owners}
+    before = {f: idx.records.get(f, {}).get("sha256") for f in files}
+    return all((rec := idx.record(f)) is not None and rec["sha256"] == before[f] for f in files)
+
+
+def assess(store: Store, snap: Snapshot, *, full: bool = False, index: PatchIndex | None = None) -> Assessment:
+    """Match the snapshot's changes against the store's patches.
+
+    Fast path (shell prompts): trust the cache, then re-validate only the patches that preserve something. Any
+    doubt (an unmatched change, a changed owner, `full`) re-reads the whole store before answering.
+    """
+    objects = object_store(snap.repo)
+    if not full and index is None:
+        quick = shards.quick_assess(store, snap, objects)
+        if quick is not None:
+            return quick
+    dirs = shards.dirs_signature(store)  # before the records are brought up to date (see shards.write)
+    idx = index or PatchIndex.load(store)
+    idx.forget_other_stores(snap.tree, objects)
+    refreshed = full or not idx.records
+    if refreshed:
+        idx.refresh()
+    result = _match(idx, snap)
+    if not full and (result.unpreserved or not _owners_current(idx, result)):
+        idx.refresh()
+        refreshed = True
+        result = _match(idx, snap)
+    if full:
+        result.presence = _presence(idx, snap)
+    if idx.dirty or shards.needs_write(store, dirs):
+        idx.save()
+        shards.write(store, idx, dirs if refreshed else None)
+    return result
+
+
+def _presence(idx: PatchIndex, snap: Snapshot) -> dict[str, tuple[int, int]]:
+    state = {c.path: (c.new_mode, c.new_blob) for c in snap.changes}
+    presence = {}
+    for filename, rec in idx.records.items():
+        if rec["tree"] != snap.tree or not rec["entries"] or filename.startswith(VERSIONS):
+            continue
+        hits = sum(1 for p, mode, blob in rec["entries"] if state.get(p) == (mode, blob))
+        presence[filename[: -len(".patch")]] = (hits, len(rec["entries"]))
+    return presence
+
+
+def shown_name(filename: str) -> str:
+    """`fix.patch` → `fix`; a kept version `.versions/fix/0a1b2c3d4e5f.patch` → `fix@0a1b2c3d4e5f` (as interdiff
+    names it)."""
+    if filename.startswith(VERSIONS + "/"):
+        _, name, version = filename.split("/", 2)
+        return f"{name}@{version[: -len('.patch')]}"
+    return filename[: -len(".patch")]
+
+
+def file_name(shown: str) -> str:
+    name, _, version = shown.partition("@")
+    return f"{VERSIONS}/{name}/{version}.patch" if version else f"{name}.patch"
+
+
+def describe(blockers: list[tuple[bytes, str]], limit: int = 6) -> str:
+    """`path (why), …` for a one-line refusal."""
+    from stackmgr.types import show_path
+
+    shown = ", ".join(f"{show_path(p)} ({why})" for p, why in blockers[:limit])
+    return shown + (f" and {len(blockers) - limit} more" if len(blockers) > limit else "")
+
+
+def refuse_unpreserved(tree: str, blockers: list[tuple[bytes, str]], hint: str) -> None:
+    """Raise the exit-1 refusal every destructive command gives while a tree holds unpreserved work."""
+    if blockers:
+        raise NotPreserved(f"tree {tree} has changes no patch preserves: {describe(blockers)}", hint)

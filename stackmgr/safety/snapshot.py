@@ -1,0 +1,366 @@
+"""The snapshot of a tree: the git tree id of its working tree, and its changes against HEAD (SPEC §4).
+
+One `git status` on the tree's private index finds what moved since the last snapshot; only those paths are
+re-hashed (`update-index`). Untracked files over the size limit, special files and nested repositories are
+left out and reported as unprotected; ignored files never enter.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from stackmgr.errors import GitFailed, StackmgrError
+from stackmgr.git import runner
+from stackmgr.git.tempindex import TempIndex
+from stackmgr.store.fs import locked, read_cache, write_cache
+from stackmgr.types import EMPTY_BLOB, Change, CommitId, TreeId, Unprotected
+
+
+class Snapshot:
+    """A tree's working tree at one moment: HEAD, the changes against it, what was left out and why."""
+
+    def __init__(
+        self, tree: str, repo: runner.Repo, head: CommitId, changes: list[Change], unprotected: list[Unprotected]
+    ) -> None:
+        self.tree = tree
+        self.repo = repo
+        self.head = head
+        self.changes = changes
+        self.unprotected = unprotected
+        self.staged_differs: list[bytes] = []
+        self.unmerged: list[bytes] = []
+        self.dirty_submodules: list[bytes] = []
+        self.local_commits: list[str] = []  # on a detached HEAD and on no ref: a reset elsewhere loses them
+        self.eol_unstable: list[bytes] = []  # under core.autocrlf=true: LF files a checkout would turn to CRLF
+        self.operation: str | None = None
+        self.index = TempIndex(repo)  # holds this snapshot; a frozen copy when asked for one
+        self._tree_id: TreeId | None = None
+
+    def tree_id(self) -> TreeId:
+        """The working tree as a git tree (written on demand: `check` never needs it)."""
+        if self._tree_id is None:
+            self._tree_id = self.index.write_tree()
+        return self._tree_id
+
+    def known_tree_id(self) -> str:
+        """The tree id if it was already written, else "-" (for records that must not cost a write-tree)."""
+        return self._tree_id or "-"
+
+    def release(self) -> None:
+        """Remove a frozen copy of the index (see `take_snapshot(freeze=True)`)."""
+        if self.index.path != TempIndex(self.repo).path:
+            self.index.discard()
+
+    def change_map(self) -> dict[bytes, Change]:
+        return {c.path: c for c in self.changes}
+
+
+class _Status:
+    """What `git status --porcelain=v2` on the private index said."""
+
+    def __init__(self) -> None:
+        self.head = ""
+        self.stale: list[bytes] = []  # working tree differs from the private index
+        self.untracked: list[bytes] = []
+        self.index_only_adds: list[bytes] = []  # in the private index, not in HEAD
+        self.changes: list[Change] = []  # HEAD -> private index
+        self.dirty_submodules: list[bytes] = []
+        self.submodules: set[bytes] = set()
+
+
+def _parse_status(out: bytes) -> _Status:
+    st = _Status()
+    records = out.split(b"\0")
+    i = 0
+    while i < len(records):
+        rec = records[i]
+        i += 1
+        if not rec:
+            continue
+        kind = rec[:1]
+        if kind == b"#":
+            if rec.startswith(b"# branch.oid "):
+                st.head = rec[13:].decode()
+        elif kind == b"?":
+            st.untracked.append(rec[2:])
+        elif kind == b"1":
+            xy, sub, mh, mi, _mw, hh, hi, path = rec[2:].split(b" ", 7)
+            _ordinary(st, xy, sub, mh.decode(), mi.decode(), hh.decode(), hi.decode(), path)
+        elif kind == b"u":
+            st.stale.append(rec[2:].split(b" ", 9)[9])
+        elif kind == b"2":  # renames are off; never expected, but never dropped either
+            st.stale.append(rec[2:].split(b" ", 8)[8])
+            i += 1
+    return st
+
+
+def _ordinary(st: _Status, xy: bytes, sub: bytes, mh: str, mi: str, hh: str, hi: str, path: bytes) -> None:
+    x, y = xy[:1], xy[1:]
+    if y != b".":
+        st.stale.append(path)
+    if x != b".":
+        st.changes.append(Change(path, mh, mi, hh, hi))
+    if x == b"A":
+        st.index_only_adds.append(path)
+    if sub.startswith(b"S"):
+        st.submodules.add(path)
+        if sub[2:3] == b"M" or sub[3:4] == b"U":
+            st.dirty_submodules.append(path)
+
+
+def take_snapshot(
+    tree: str, path: str, max_untracked_bytes: int, *, find_special: bool = True, freeze: bool = False
+) -> Snapshot:
+    """Snapshot the working tree at `path`. The real index is read, never written.
+
+    With `freeze`, the snapshot keeps its own copy of the index, taken under the tree lock, so a `check`
+    running meanwhile cannot move it; the caller calls `release()` when done."""
+    repo = runner.open_repo(path)
+    index = TempIndex(repo)
+    with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {tree}"):
+        try:
+            snap = _snapshot(tree, repo, index, max_untracked_bytes)
+        except GitFailed:
+            # The private index is only a cache: start it afresh once (a killed git's lock, a torn write).
+            index.discard()
+            snap = _snapshot(tree, repo, index, max_untracked_bytes)
+        if freeze:
+            snap.index = index.freeze()
+    if find_special:
+        snap.unprotected.extend(_special_files(repo))
+    snap.operation = repo.operation_in_progress()
+    return snap
+
+
+def _snapshot(tree: str, repo: runner.Repo, index: TempIndex, limit: int) -> Snapshot:
+    try:
+        index.seed()
+    except StackmgrError:
+        _refuse_unborn(tree, repo)
+        raise
+    status_proc = index.start_status()
+    staged_proc = runner.start_staged_changes(repo)
+    autocrlf = _AutoCrlf(repo)
+    orphans_proc = None if repo.head_on_branch() else runner.start_commits_on_no_ref(repo)
+    probe = _IgnoreProbe(repo)
+    try:
+        st = _parse_status(runner.finish(status_proc)[1])
+        if st.head in ("", "(initial)"):
+            _refuse_unborn(tree, repo)
+        staged_out, _ = staged_proc.communicate()
+        if staged_proc.wait() != 0:
+            raise StackmgrError(f"tree {tree}: git cannot read the index of {repo.top}", "run `git status` there")
+        snap = _reconcile(tree, repo, index, st, runner.parse_raw(staged_out), limit, probe)
+        snap.local_commits = orphans_proc.communicate()[0].decode().split() if orphans_proc else []
+        if autocrlf.on():
+            snap.eol_unstable = _eol_unstable(index, snap.changes)
+        return snap
+    finally:
+        for proc in (staged_proc, orphans_proc, probe.proc, autocrlf.proc):
+            if proc is not None:
+                proc.communicate()
+
+
+class _AutoCrlf:
+    """Is core.autocrlf true for this tree? Asked of git (alongside `git status`) only when a config file it
+    reads changed since the last answer; the answer is cached by their stat data, like the store config."""
+
+    def __init__(self, repo: runner.Repo) -> None:
+        home = os.environ.get("HOME", "")
+        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+        files = [os.path.join(repo.git_dir, "config"), os.path.join(repo.git_dir, "config.worktree"),
+                 os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"), "/etc/gitconfig",
+                 os.environ.get("GIT_CONFIG_GLOBAL", ""), os.environ.get("GIT_CONFIG_SYSTEM", "")]  # fmt: skip
+        common = os.path.join(repo.git_dir, "commondir")
+        if os.path.exists(common):  # a linked worktree: the shared config lives in the main repository
+            with open(common, encoding="utf-8") as f:
+                files.append(os.path.join(repo.git_dir, f.read().strip(), "config"))
+        env = ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")
+        sig: list[object] = [os.environ.get(k) for k in env]  # (files named by include.path are not followed)
+        for path in files:
+            try:
+                st = os.stat(path) if path else None
+            except OSError:
+                st = None
+            sig.append([path, st.st_mtime_ns, st.st_size, st.st_ino] if st else [path])
+        self.sig = sig
+        self.cache = os.path.join(repo.stackmgr_dir, "autocrlf.cache")
+        cached = read_cache(self.cache)
+        self.known = cached[1] if isinstance(cached, list) and len(cached) == 2 and cached[0] == sig else None
+        self.proc = None if self.known is not None else runner.start(repo.top, ["config", "--get", "core.autocrlf"])
+
+    def on(self) -> bool:
+        if self.known is None:
+            assert self.proc is not None
+            self.known = self.proc.communicate()[0].strip().lower() in (b"true", b"yes", b"on", b"1")
+            write_cache(self.cache, [self.sig, self.known])
+        return bool(self.known)
+
+
+def _eol_unstable(index: TempIndex, changes: list[Change]) -> list[bytes]:
+    """Under core.autocrlf=true, changed text files whose bytes a checkout would not give back: git stores them
+    with LF and writes them out with CRLF, so a file on disk with LF (or mixed) endings would come back changed."""
+    paths = [c.path for c in changes if c.new_mode in ("100644", "100755")]
+    if not paths:
+        return []
+    out = runner.run(index.repo.top, ["ls-files", "--eol", "-z", "--", *runner.pathspec(paths)], index=index.path)
+    unstable = []
+    for rec in runner.zsplit(out):
+        meta, _, path = rec.partition(b"\t")
+        fields = meta.split()
+        if len(fields) >= 2 and fields[0] == b"i/lf" and fields[1] in (b"w/lf", b"w/mixed"):
+            attr = fields[2] if len(fields) > 2 else b""
+            if b"-text" not in attr and b"eol=lf" not in attr:
+                unstable.append(path)
+    return unstable
+
+
+def _refuse_unborn(tree: str, repo: runner.Repo) -> None:
+    if runner.head_commit(repo.top) is None:
+        raise StackmgrError(f"tree {tree} ({repo.top}) has no commits yet", "make a first commit there")
+
+
+def _reconcile(
+    tree: str, repo: runner.Repo, index: TempIndex, st: _Status, staged: list[Change], limit: int, probe: _IgnoreProbe
+) -> Snapshot:
+    """Bring the private index to the working tree for the paths `git status` named, then read the changes."""
+    tracked_adds = {c.path for c in staged if c.old_mode == "000000" and c.new_mode != "000000"}
+    index_only = set(st.index_only_adds) - tracked_adds  # untracked in reality, held from an earlier snapshot
+    disk = _Disk(os.fsencode(repo.top))
+    unprotected: list[Unprotected] = []
+    add: list[bytes] = []
+    remove: list[bytes] = []
+    for p in st.stale:
+        kind, size = disk.kind(p)
+        if p in st.submodules and kind == "gone" and disk.is_dir(p):
+            kind = "file"  # a submodule's directory: update-index records the commit checked out there
+        if kind == "file" and not (p in index_only and size > limit):
+            add.append(p)
+            continue
+        remove.append(p)  # gone, a directory now, beyond a symlink, special, or grown over the limit
+        if kind != "gone":
+            unprotected.append(Unprotected(p, "special" if kind == "special" else "large", size))
+    for p in st.untracked:
+        if p.endswith(b"/"):
+            unprotected.append(Unprotected(p.rstrip(b"/"), "nested repository", 0))
+            continue
+        kind, size = disk.kind(p)
+        if kind == "special" or (kind == "file" and size > limit and p not in tracked_adds):
+            unprotected.append(Unprotected(p, kind if kind == "special" else "large", size))
+        elif kind == "file":
+            add.append(p)
+    ignored = probe.ignored(index_only - set(remove))
+    if ignored:
+        add = [p for p in add if p not in ignored]
+        remove.extend(sorted(ignored))
+    probe.remember((index_only - set(remove)) | {p for p in add if p not in tracked_adds and p not in st.stale})
+    if add or remove:
+        index.update(add, remove)
+        changes = index.changes_against(st.head)
+    else:
+        changes = st.changes
+    snap = Snapshot(tree, repo, CommitId(st.head), changes, unprotected)
+    snap.dirty_submodules = st.dirty_submodules
+    _compare_staged(snap, staged)
+    return snap
+
+
+class _Disk:
+    """What a path is on disk, as git would see it: a file (regular or symlink, with its size), "special", or
+    "gone" (missing, a directory now, or behind a symlinked or missing parent directory)."""
+
+    def __init__(self, top: bytes) -> None:
+        self.top = top
+        self.real_dirs: dict[bytes, bool] = {b"": True}
+
+    def _parent_ok(self, parent: bytes) -> bool:
+        known = self.real_dirs.get(parent)
+        if known is None:
+            try:
+                known = stat.S_ISDIR(os.lstat(os.path.join(self.top, parent)).st_mode)
+            except OSError:
+                known = False
+            known = known and self._parent_ok(os.path.dirname(parent))
+            self.real_dirs[parent] = known
+        return known
+
+    def is_dir(self, path: bytes) -> bool:
+        return self._parent_ok(path)
+
+    def kind(self, path: bytes) -> tuple[str, int]:
+        if not self._parent_ok(os.path.dirname(path)):
+            return "gone", 0
+        try:
+            st = os.lstat(os.path.join(self.top, path))
+        except OSError:
+            return "gone", 0
+        if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            return "file", st.st_size
+        if stat.S_ISDIR(st.st_mode):
+            return "gone", 0
+        return "special", 0
+
+
+class _IgnoreProbe:
+    """Which files held only by the private index does a .gitignore now cover? It asks `git check-ignore` about
+    the set the last snapshot left (remembered beside the private index) while `git status` runs, so the
+    question costs no extra wait; only paths new since then are asked afterwards."""
+
+    def __init__(self, repo: runner.Repo) -> None:
+        self.repo = repo
+        self.cache = os.path.join(repo.stackmgr_dir, "index-only.marshal")
+        previous = read_cache(self.cache)
+        self.asked: set[bytes] = set(previous) if isinstance(previous, list) else set()
+        self.proc = runner.start_check_ignore(repo) if self.asked else None
+        self._question = runner.ignore_question(sorted(self.asked))
+
+    def ignored(self, paths: set[bytes]) -> set[bytes]:
+        found: set[bytes] = set()
+        new = paths - self.asked
+        if self.proc is not None:
+            rc, out = runner.finish(self.proc, self._question, ok=(0, 1, 128))
+            found = set(runner.ignore_answer(out)) if rc == 0 else set()
+            if rc == 128:  # a remembered path is now behind a symlink: ask again about the live ones only
+                new = paths
+        if new:
+            found |= set(runner.ignored_paths(self.repo, sorted(new)))
+        return found & paths
+
+    def remember(self, paths: set[bytes]) -> None:
+        if paths != self.asked:
+            write_cache(self.cache, sorted(paths))
+
+
+def _compare_staged(snap: Snapshot, staged: list[Change]) -> None:
+    """Find unmerged paths and paths whose staged version is neither HEAD's nor the working tree's."""
+    worktree = snap.change_map()
+    for c in staged:
+        if c.status == "U":
+            snap.unmerged.append(c.path)
+            continue
+        if c.new_mode == "000000" or (c.old_mode == "000000" and c.new_blob == EMPTY_BLOB):
+            continue  # a staged deletion or an intent-to-add entry holds no content of its own
+        w = worktree.get(c.path)
+        w_state = (w.new_mode, w.new_blob) if w else (c.old_mode, c.old_blob)
+        if w_state != (c.new_mode, c.new_blob):
+            snap.staged_differs.append(c.path)
+
+
+def _special_files(repo: runner.Repo) -> list[Unprotected]:
+    """FIFOs, sockets and devices: git never lists them, so look (status/save only, not `check`)."""
+    found = []
+    top = os.fsencode(repo.top)
+    skip = {os.path.join(top, d.rstrip(b"/")) for d in runner.ignored_directories(repo)}
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if d != b".git" and os.path.join(dirpath, d) not in skip]
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            try:
+                mode = os.lstat(full).st_mode
+            except OSError:
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
+                found.append(os.path.relpath(full, top))
+    ignored = set(runner.ignored_paths(repo, found))
+    return [Unprotected(p, "special", 0) for p in found if p not in ignored]

@@ -1,0 +1,164 @@
+"""The destructive step, in one place: move a checked tree to a target state (SPEC §4).
+
+Only from a snapshot that was just checked, only by a two-way `read-tree -m -u` from that snapshot's own index
+(which refuses per file if anything moved since the check), never `reset --hard` + `clean`. Ignored and
+unprotected files are in neither tree, so they are never touched. What it replaced is kept, so a multi-tree
+operation can put an earlier tree back when a later one fails.
+"""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.errors import StackmgrError
+from stackmgr.git import refs, runner
+from stackmgr.git.tempindex import RealIndexLock, TempIndex, start_tree_diff, write_real_index
+from stackmgr.journal import operation
+from stackmgr.safety.snapshot import Snapshot
+from stackmgr.store.fs import locked, read_or_none
+from stackmgr.types import Change, TreeId, show_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+# Tests set this to change a file between the check and the destructive step (the race SPEC §4 guards).
+before_switch: Callable[[Snapshot], None] | None = None
+
+
+class Moved:
+    """How to put a moved tree back: where it went, and what its index and HEAD were."""
+
+    def __init__(self, snap: Snapshot, target: TreeId, real_index: bytes | None, branch: str | None) -> None:
+        self.snap = snap
+        self.target = target
+        self.real_index = real_index
+        self.branch = branch
+
+
+def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | None, reason: str) -> Moved:
+    """Working tree: from the snapshot's tree to `target`. Real index: `index_tree` (stat data kept where files
+    did not change). HEAD: detached at `head` when given. Raises WorkingTreeMoved with nothing changed when a file
+    moved since the check, and StackmgrError, before anything is recorded, when the tree's sparse checkout hides a
+    path the move would write."""
+    repo = snap.repo
+    with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
+        moving = runner.parse_raw(runner.finish(start_tree_diff(repo, snap.tree_id(), target))[1])
+        _refuse_hidden(snap, moving)  # before the lock and the journal: a refusal changes nothing
+        op = operation.active()
+        if op is not None:  # anchor the state a rollback returns to, before holding the user's index.lock
+            op.anchor_before(snap)
+        lock = RealIndexLock(repo)  # taken before the first file changes, held until the new index is in place
+        work: TempIndex | None = None
+        try:
+            real_index = read_or_none(os.path.join(repo.git_dir, "index"))
+            branch = refs.symbolic_head(repo)
+            step = _Journal(snap, target, head, branch, real_index, lock.fd)  # recorded before anything changes
+            work = snap.index.freeze("switch")
+            if before_switch is not None:
+                before_switch(snap)
+            # Ask git which of the files the target adds over the index tree are ignored (a force-added file stays
+            # tracked) while the working tree switches.
+            to_index = []
+            if target != index_tree:
+                to_index = runner.parse_raw(runner.finish(start_tree_diff(repo, target, index_tree))[1])
+            added = [c.path for c in to_index if c.new_mode == "000000"]
+            ignored = runner.start_ignored_args(repo, added)
+            try:
+                work.switch(snap.tree_id(), target, moving)
+            finally:
+                keep = set(runner.ignored_from_args(ignored)) if ignored is not None else set()
+            if ignored is None and added:
+                keep = set(runner.ignored_paths(repo, added))
+            try:
+                step("switched")
+                work.install_as(TempIndex(repo))  # the private index describes the new tree, with fresh stat data
+                work.retarget(target, index_tree, keep=keep, changes=to_index)
+                lock.commit(work)
+                step("index", lock_released=True)
+                if head is not None and (branch is not None or head != snap.head):
+                    refs.detach_head(repo, head, reason, expect=snap.head)
+                step("moved", state="moved")
+            except BaseException as exc:
+                _put_back(snap, target, real_index, branch, reason)
+                step.state("put-back")
+                if isinstance(exc, OSError):
+                    why = f"tree {snap.tree}: cannot write its index ({exc.strerror}); put back as it was"
+                    raise StackmgrError(why, "free some space or fix permissions, then retry") from None
+                raise
+        finally:
+            lock.release()
+            if work is not None:
+                work.discard()
+    return Moved(snap, target, real_index, branch)
+
+
+def _refuse_hidden(snap: Snapshot, moving: list[Change]) -> None:
+    """git records a path that the tree's sparse checkout hides without writing it: the move would report success
+    with the change only in the index. Refuse, naming the paths and how to widen the checkout."""
+    hidden = snap.index.hidden_paths(moving)
+    if not hidden:
+        return
+    shown = ", ".join(show_path(p) for p in hidden[:3]) + (" …" if len(hidden) > 3 else "")
+    dirs = sorted({show_path(os.path.dirname(p) or p) for p in hidden})
+    raise StackmgrError(
+        f"tree {snap.tree}: its sparse checkout hides {shown}, which git would not write; nothing changed",
+        f"widen it with `git sparse-checkout add {' '.join(dirs[:3])}` and retry",
+    )
+
+
+class _Journal:
+    """The move's entry in the operation journal (when a command records one): its steps and state."""
+
+    def __init__(self, snap: Snapshot, target: str, head: str | None, branch: str | None, real_index: bytes | None,
+                 lock_fd: int) -> None:  # fmt: skip
+        self.op = operation.active()
+        self.move = self.op.tree_moving(snap, target, head, branch, real_index, lock_fd) if self.op else None
+
+    def __call__(self, label: str, state: str | None = None, lock_released: bool = False) -> None:
+        if self.op is not None and self.move is not None:
+            self.op.tree_progress(self.move, label, state, lock_released)
+
+    def state(self, state: str) -> None:
+        if self.move is not None:
+            self.move.state = state
+
+
+def _put_back(snap: Snapshot, target: TreeId, real_index: bytes | None, branch: str | None, reason: str) -> None:
+    """After a failure past the switch: the working tree, index and HEAD as they were before it."""
+    repo = snap.repo
+    TempIndex(repo).switch(target, snap.tree_id())  # the private index describes what the switch just wrote
+    real = os.path.join(repo.git_dir, "index")
+    if real_index is not None and read_or_none(real) != real_index:
+        restore_index(repo, real_index)
+    if branch is not None and refs.symbolic_head(repo) != branch:
+        refs.attach_head(repo, branch, reason + ": put back")
+
+
+def restore_index(repo: runner.Repo, data: bytes) -> None:
+    """The real index replaced by `data` (git's lock-file convention)."""
+    back = TempIndex(repo, f"back.{os.getpid()}.index")
+    with open(back.path, "wb") as f:
+        f.write(data)
+    try:
+        write_real_index(repo, back)
+    finally:
+        back.discard()
+
+
+def move_back(moved: Moved, reason: str) -> None:
+    """Undo `move_tree`: the working tree back to the checked snapshot, the index bytes and HEAD as they were."""
+    snap, repo = moved.snap, moved.snap.repo
+    with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
+        private = TempIndex(repo)
+        private.switch(moved.target, snap.tree_id())
+        snap.index.install_as(private)
+        real = os.path.join(repo.git_dir, "index")
+        if moved.real_index is not None:
+            restore_index(repo, moved.real_index)
+        elif os.path.exists(real):
+            os.unlink(real)
+        if moved.branch is not None:
+            refs.attach_head(repo, moved.branch, reason)
+        else:
+            refs.detach_head(repo, snap.head, reason)

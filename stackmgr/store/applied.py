@@ -1,0 +1,74 @@
+"""Which series is applied to which tree (SPEC §7): local state in `.stackmgr/applied.json`.
+
+A tree has at most one applied series: its name, the base commit, the patches with their sha256 as applied,
+and the tree id the series produced, so `status` can say whether the working tree still matches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from stackmgr.store.config import Store
+from stackmgr.store.fs import atomic_write
+
+STATE_FILE = "applied.json"
+
+
+class Applied:
+    """The series applied to a tree (plain class: `apply` starts without dataclasses/inspect)."""
+
+    __slots__ = ("at", "base", "patches", "result_tree", "series")
+
+    def __init__(self, series: str, base: str, patches: list[tuple[str, str]] | None = None, result_tree: str = "",
+                 at: int = 0) -> None:  # fmt: skip
+        self.series = series
+        self.base = base
+        self.patches = patches if patches is not None else []  # (patch name, sha256) in order
+        self.result_tree = result_tree
+        self.at = at
+
+    def as_dict(self) -> dict[str, object]:
+        return {"series": self.series, "base": self.base, "patches": [list(p) for p in self.patches],
+                "result_tree": self.result_tree, "at": self.at}  # fmt: skip
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _sha in self.patches]
+
+
+def _path(store: Store) -> str:
+    return os.path.join(store.state_dir, STATE_FILE)
+
+
+def load_applied(store: Store) -> dict[str, Applied]:
+    """tree name -> applied series; an unreadable state file counts as nothing applied (it is local state)."""
+    try:
+        with open(_path(store), "rb") as f:
+            data = json.loads(f.read())
+        return {
+            tree: Applied(s["series"], s["base"], [(n, h) for n, h in s["patches"]], s["result_tree"], s["at"])
+            for tree, s in data["trees"].items()
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # unreadable or of another shape
+        return {}
+
+
+def _write(store: Store, state: dict[str, Applied]) -> None:
+    os.makedirs(store.state_dir, exist_ok=True)
+    data = {"schema": 1, "trees": {tree: a.as_dict() for tree, a in sorted(state.items())}}
+    atomic_write(_path(store), (json.dumps(data, indent=2) + "\n").encode())
+
+
+def record_applied(store: Store, tree: str, applied: Applied) -> None:
+    state = load_applied(store)
+    applied.at = applied.at or int(time.time())
+    state[tree] = applied
+    _write(store, state)
+
+
+def clear_applied(store: Store, tree: str) -> None:
+    state = load_applied(store)
+    if state.pop(tree, None) is not None:
+        _write(store, state)

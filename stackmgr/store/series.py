@@ -1,0 +1,252 @@
+"""Series files (SPEC §3.2): the intersection of quilt's and Mercurial MQ's grammar.
+
+    # comment lines start in column 0
+    first-fix.patch
+    kernel-tweak.patch -p1 #+xpu
+
+Parsing keeps every line as written, so edits rewrite only the entries they touch and comments survive.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.store.config import Store
+from stackmgr.store.fs import atomic_write, read_or_none
+from stackmgr.store.names import check_name, inside, patch_name
+
+_GUARD = re.compile(r"#[+-][A-Za-z0-9_.-]+")
+_BLANKS = " \t\r\f\v"  # quilt and MQ split on ASCII blanks only; a no-break space is part of a name
+
+
+class Entry:
+    """One patch line of a series (plain class: `apply` starts without dataclasses/inspect)."""
+
+    __slots__ = ("comment", "guards", "lineno", "patch", "strip")
+
+    def __init__(self, patch: str, lineno: int, guards: list[str] | None = None, strip: bool = False,
+                 comment: str = "") -> None:  # fmt: skip
+        self.patch = patch  # file name relative to patches/, e.g. "fix.patch"
+        self.lineno = lineno
+        self.guards = guards if guards is not None else []  # "+xpu" / "-xpu"
+        self.strip = strip  # an explicit -p1 was written
+        self.comment = comment  # a trailing "# ..." kept as written
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Entry) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __repr__(self) -> str:
+        return f"Entry({self.patch!r}, {self.lineno}, {self.guards!r}, {self.strip!r}, {self.comment!r})"
+
+    @property
+    def name(self) -> str:
+        return self.patch[: -len(".patch")] if self.patch.endswith(".patch") else self.patch
+
+    def render(self) -> str:
+        parts = [self.patch] + (["-p1"] if self.strip else []) + ["#" + g for g in self.guards]
+        return " ".join(parts + ([self.comment] if self.comment else []))
+
+
+class Line:
+    __slots__ = ("ending", "entry", "text")
+
+    def __init__(self, text: str, ending: str, entry: Entry | None = None) -> None:
+        self.text = text  # without its line ending
+        self.ending = ending
+        self.entry = entry
+
+
+class SeriesError(StackmgrError):
+    def __init__(self, path: str, lineno: int, message: str, hint: str | None = None) -> None:
+        super().__init__(f"{path}:{lineno}: {message}", hint or "edit the series file to fix it")
+
+
+def parse_entry(path: str, lineno: int, text: str) -> Entry | None:
+    stripped = text.strip(_BLANKS)
+    if not stripped:
+        return None
+    if text.startswith("#"):
+        return None
+    if stripped.startswith("#"):
+        raise SeriesError(path, lineno, "comment not in column 0", "move the '#' to the start of the line")
+    words = re.split(f"[{_BLANKS}]+", stripped)
+    entry = Entry(words[0], lineno)
+    try:
+        check_name("patch", entry.patch)
+    except UsageProblem as exc:
+        raise SeriesError(path, lineno, exc.message) from None
+    for n, word in enumerate(words[1:], start=1):
+        if word == "-p1":
+            entry.strip = True
+        elif _GUARD.fullmatch(word):
+            entry.guards.append(word[1:])
+        elif word.startswith(("#+", "#-")):
+            raise SeriesError(path, lineno, f"bad guard '{word}'", "guards look like #+name or #-name")
+        elif word.startswith("#"):
+            entry.comment = " ".join(words[n:])
+            break
+        elif word.startswith("-p"):
+            raise SeriesError(path, lineno, f"'{word}' is not supported",
+                              "patches are stored for -p1; drop the option")  # fmt: skip
+        else:
+            raise SeriesError(path, lineno, f"unexpected '{word}' after the patch name",
+                              "one patch name per line, then optional -p1 and #+guard / #-guard")  # fmt: skip
+    return entry
+
+
+class SeriesFile:
+    def __init__(self, store: Store, name: str, lines: list[Line], exists: bool) -> None:
+        self.store = store
+        self.name = name
+        self.path = series_path(store, name)
+        self.lines = lines
+        self.exists = exists
+
+    @classmethod
+    def load(cls, store: Store, name: str) -> SeriesFile:
+        path = series_path(store, name)
+        if not os.path.exists(path):
+            raise UsageProblem(f"no series named '{name}'", "list them with `stackmgr series`")
+        return cls._read(store, name, path)
+
+    @classmethod
+    def load_or_new(cls, store: Store, name: str) -> SeriesFile:
+        path = series_path(store, name)
+        if os.path.exists(path):
+            return cls._read(store, name, path)
+        return cls(store, name, [], exists=False)
+
+    @classmethod
+    def _read(cls, store: Store, name: str, path: str) -> SeriesFile:
+        if not os.path.isfile(path):
+            raise StackmgrError(f"{path} is not a regular file", "replace it with a series file")
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "surrogateescape")
+        rel = os.path.relpath(path, store.root)
+        lines = []
+        seen: dict[str, int] = {}
+        # Only "\n" ends a line, as for quilt and editors (str.splitlines also splits on \f, \x85, \u2028).
+        raws = text.split("\n")
+        ended = len(raws) - 1  # lines with a "\n"; the text after the last one is a final unterminated line
+        for lineno, raw in enumerate(raws if raws[-1] else raws[:-1], start=1):
+            body, ending = raw, "\n" if lineno <= ended else ""
+            if ending and body.endswith("\r"):
+                body, ending = body[:-1], "\r\n"
+            entry = parse_entry(rel, lineno, body)
+            if entry is not None:
+                if entry.patch in seen:
+                    first = seen[entry.patch]
+                    raise SeriesError(rel, lineno, f"'{entry.patch}' is listed twice (first on line {first})",
+                                      "remove one of the two lines")  # fmt: skip
+                seen[entry.patch] = lineno
+            lines.append(Line(body, ending, entry))
+        return cls(store, name, lines, exists=True)
+
+    @property
+    def entries(self) -> list[Entry]:
+        return [ln.entry for ln in self.lines if ln.entry is not None]
+
+    def patch_names(self) -> list[str]:
+        return [e.name for e in self.entries]
+
+    def missing_patches(self) -> list[Entry]:
+        return [e for e in self.entries if not os.path.isfile(os.path.join(self.store.patches_dir, e.patch))]
+
+    def check_files(self) -> None:
+        """Missing patch files are an error before anything is touched (quilt would apply them as empty)."""
+        missing = self.missing_patches()
+        if missing:
+            rel = os.path.relpath(self.path, self.store.root)
+            names = ", ".join(f"{e.patch} (line {e.lineno})" for e in missing)
+            raise StackmgrError(f"{rel}: missing patch files: {names}", "restore them or remove those lines")
+
+    def _find(self, patch: str) -> int:
+        wanted = patch_name(patch) + ".patch"
+        for i, line in enumerate(self.lines):
+            if line.entry is not None and line.entry.patch in (wanted, patch):
+                return i
+        raise UsageProblem(f"'{patch}' is not in series {self.name}", f"see `stackmgr series {self.name}`")
+
+    def append(self, filename: str) -> None:
+        self.insert(filename, len(self.entries))
+
+    def insert(self, filename: str, position: int) -> None:
+        """Insert `filename` so that it becomes entry number `position` (0-based); past the end appends."""
+        if filename in (e.patch for e in self.entries):
+            raise UsageProblem(f"'{filename}' is already in series {self.name}", "each patch appears once")
+        entry = Entry(filename, 0)
+        self._place(Line(entry.render(), self._newline(), entry), position)
+
+    def _place(self, line: Line, position: int) -> None:
+        """Put `line` just above the entry now at `position` (below its comments), or at the file's end."""
+        entries = self.entries
+        if position >= len(entries):
+            at = len(self.lines)
+        else:
+            target = entries[max(position, 0)]
+            at = next(i for i, ln in enumerate(self.lines) if ln.entry is target)
+        if at == len(self.lines) and self.lines and not self.lines[-1].ending:
+            self.lines[-1].ending = self._newline()
+        if at < len(self.lines) and not line.ending:
+            line.ending = self._newline()
+        self.lines.insert(at, line)
+
+    def _newline(self) -> str:
+        """The line ending this file mostly uses, so an edit never mixes CRLF and LF."""
+        crlf = sum(ln.ending == "\r\n" for ln in self.lines)
+        return "\r\n" if crlf * 2 > sum(bool(ln.ending) for ln in self.lines) else "\n"
+
+    def remove(self, patch: str) -> Entry:
+        line = self.lines.pop(self._find(patch))
+        assert line.entry is not None
+        return line.entry
+
+    def comment_out(self, patch: str, why: str) -> None:
+        """Keep the entry's line, as a comment saying why (`# fix.patch  (already upstream in 4b1e…)`)."""
+        line = self.lines[self._find(patch)]
+        line.text, line.entry = f"# {line.text}  ({why})", None
+
+    def move(self, patch: str, position: int) -> None:
+        """Move the entry to number `position` (0-based, clamped), keeping its line as written."""
+        index = self._find(patch)
+        entry = self.lines[index].entry
+        assert entry is not None
+        entries = self.entries
+        if entries.index(entry) == min(max(position, 0), len(entries) - 1):
+            return  # already there: leave the file byte for byte as it is
+        self._place(self.lines.pop(index), position)
+
+    def render(self) -> bytes:
+        return "".join(ln.text + ln.ending for ln in self.lines).encode("utf-8", "surrogateescape")
+
+    def write(self) -> None:
+        """Replace the file atomically, unless it already holds exactly these bytes (a no-op edit writes nothing)."""
+        data = self.render()
+        if self.exists and read_or_none(self.path) == data:
+            return
+        os.makedirs(self.store.series_dir, exist_ok=True)
+        atomic_write(self.path, data)
+        self.exists = True
+
+
+def series_path(store: Store, name: str) -> str:
+    return inside(store.series_dir, check_name("series", name))
+
+
+def list_series(store: Store) -> list[str]:
+    try:
+        names = os.listdir(store.series_dir)
+    except FileNotFoundError:
+        return []
+    # Files whose names cannot be series (editor backups such as `name~`, `.name.swp`) are not listed.
+    return sorted(n for n in names if _is_name(n) and os.path.isfile(os.path.join(store.series_dir, n)))
+
+
+def _is_name(name: str) -> bool:
+    try:
+        check_name("series", name)
+    except UsageProblem:
+        return False
+    return True
