@@ -117,7 +117,7 @@ def tree_group() -> None:
 @pass_ctx
 def tree_add(ctx: Ctx, name: str, path: str) -> None:
     """Register the git working tree at PATH as NAME."""
-    from stackmgr.git.runner import discover_toplevel
+    from stackmgr.git.repo import discover_toplevel
     from stackmgr.journal.operation import operation
 
     store = open_store(ctx.store)

@@ -38,7 +38,7 @@ def _record_json(r: Record) -> dict[str, object]:
 @click.pass_context
 def log_cmd(ctx: click.Context, limit: int | None, as_json: bool) -> None:
     """List the operations that changed the store or a tree, newest first."""
-    from stackmgr.journal.undo import log_records
+    from stackmgr.commands.undo import log_records
 
     store_dir, want_json = store_and_json(ctx)
     records = log_records(open_store(store_dir))[:limit]
@@ -69,7 +69,7 @@ def log_cmd(ctx: click.Context, limit: int | None, as_json: bool) -> None:
 @click.pass_context
 def undo_cmd(ctx: click.Context, op_id: str | None, as_json: bool) -> None:
     """Revert the newest operation (or OP): its store files and its trees. Undo is itself undoable."""
-    from stackmgr.journal.undo import undo
+    from stackmgr.commands.undo import undo
 
     store_dir, want_json = store_and_json(ctx)
     undone, mine = undo(open_store(store_dir), op_id)
@@ -96,7 +96,7 @@ def undo_cmd(ctx: click.Context, op_id: str | None, as_json: bool) -> None:
 @click.pass_context
 def gc_cmd(ctx: click.Context, keep: int | None, older_than: float | None, dry_run: bool, as_json: bool) -> None:
     """Forget old operations (records, saved files, anchor refs); only when asked. Recovery snapshots stay."""
-    from stackmgr.journal.undo import gc
+    from stackmgr.commands.undo import gc
 
     store_dir, want_json = store_and_json(ctx)
     gone = gc(open_store(store_dir), keep, older_than, dry_run)

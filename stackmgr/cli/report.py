@@ -18,7 +18,7 @@ from stackmgr.store.config import open_store
 @click.pass_context
 def report_cmd(ctx: click.Context, out_dir: str, as_json: bool) -> None:
     """Write a static HTML site: series, patches (diff beside evidence), results, the graveyard of lessons."""
-    from stackmgr.evidence.report import write_report
+    from stackmgr.evidence.report.site import write_report
 
     store_dir, global_json = store_and_json(ctx)
     store = open_store(store_dir)

@@ -41,7 +41,7 @@ def reset_cmd(ctx: click.Context, trees: tuple[str, ...], to: str | None, force:
 def recover_cmd(ctx: click.Context, recovery_id: str | None, as_json: bool) -> None:
     """List recovery snapshots, or restore one (ID) into its tree."""
     from stackmgr.commands.recover import list_recoveries, restore
-    from stackmgr.journal.undo import recover_interrupted
+    from stackmgr.journal.rollback import recover_interrupted
 
     store = open_store(store_and_json(ctx)[0])
     rolled = recover_interrupted(store)

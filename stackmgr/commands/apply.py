@@ -12,11 +12,12 @@ import os
 import re
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git import runner
+from stackmgr.git.repo import open_repo
 from stackmgr.git.tempindex import TempIndex
 from stackmgr.journal.operation import operation
 from stackmgr.safety import claims, tree_move
-from stackmgr.safety.preserved import assess, refuse_unpreserved
+from stackmgr.safety.assessment import refuse_unpreserved
+from stackmgr.safety.preserved import assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store import patchfile
 from stackmgr.store.applied import Applied, record_applied
@@ -113,7 +114,7 @@ def _preflight(store: Store, plan: TreePlan) -> Snapshot:
         raise StackmgrError(f"tree {plan.tree} is in the middle of {snap.operation}", "finish or abort it first")
     refuse_unpreserved(plan.tree, assess(store, snap).blockers(snap),
                        "save them (`stackmgr save NAME`), or set them aside (`stackmgr reset --force`)")  # fmt: skip
-    if not runner.has_commit(snap.repo.top, plan.base):
+    if not snap.repo.has_commit(plan.base):
         raise StackmgrError(f"the base {plan.base[:12]} of tree {plan.tree} is not a commit there",
                             f"fetch it into {plan.path} (git fetch)")  # fmt: skip
     return snap
@@ -151,7 +152,7 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
 def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
     """Apply the tree's patches in order to its base in a scratch index; name the first that fails. The result
     must be what the patches record (claims.py); what they record is read while git applies them."""
-    repo = runner.open_repo(plan.path)
+    repo = open_repo(plan.path)
     top = repo.top
     claimed: list[claims.Claims] = []
     index = TempIndex.scratch(repo, "apply")
@@ -161,7 +162,7 @@ def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
         ok, _err = index.apply(*(p.path for p in plan.patches), three_way=three_way, meanwhile=read_claims)
         if ok:
             result = _result_tree(index, plan)
-            claims.check_result(top, plan.base, result, claimed[0], plan.tree, merged=three_way)
+            claims.check_result(repo, plan.base, result, claimed[0], plan.tree, merged=three_way)
             return result
         index.read_tree(plan.base)  # one call refused the series: find the first patch that fails, one by one
         for n, patch in enumerate(plan.patches, start=1):
@@ -175,7 +176,7 @@ def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
                     "refresh the patch (`stackmgr save NAME --update` on a tree where it applies)",
                 )
         result = _result_tree(index, plan)
-        claims.check_result(top, plan.base, result, claimed[0], plan.tree, merged=three_way)
+        claims.check_result(repo, plan.base, result, claimed[0], plan.tree, merged=three_way)
         return result
     finally:
         index.discard()
@@ -260,7 +261,7 @@ def _switch_all(store: Store, name: str, plans: list[TreePlan]) -> None:
         for plan in plans:
             assert plan.snap is not None and plan.result is not None
             done.append(tree_move.move_tree(plan.snap, plan.result, index_tree=plan.base, head=plan.base,
-                                           reason=f"stackmgr apply {name}"))  # fmt: skip
+                                           reason=f"stackmgr apply {name}", op=store.journal))  # fmt: skip
     except BaseException:
         for moved in reversed(done):
             tree_move.move_back(moved, f"stackmgr apply {name}: rolled back")

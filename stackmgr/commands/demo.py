@@ -1,6 +1,7 @@
 """`stackmgr demo`: the whole workflow on a scratch store and tree in a temporary directory.
 
-Nothing outside that directory is touched; each step prints the command a user would type.
+Nothing outside that directory is touched; each step prints the command a user would type and runs it as the
+user's shell would: `python -m stackmgr ARGS` in a child process, so the demo is the real command line.
 """
 
 from __future__ import annotations
@@ -8,11 +9,12 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import subprocess
+import sys
 import tempfile
 
 from stackmgr import output
-from stackmgr.cli.entry import main
-from stackmgr.git import runner
+from stackmgr.git.repo import Repo, init_repo
 
 _MODEL = "".join(f"def layer_{i}(x):\n    return x * {i}\n\n" for i in range(12))
 _FILES = {
@@ -34,7 +36,9 @@ def _step(title: str, *args: str) -> int:
     output.out("")
     output.out(output.paint(f"## {title}", "bold"))
     output.out(f"$ stackmgr {shlex.join(args)}")
-    code = main(list(args))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    code = subprocess.run([sys.executable, "-m", "stackmgr", *args], check=False).returncode
     output.out(output.paint(f"(exit {code})", "dim"))
     return code
 
@@ -65,8 +69,8 @@ def _walk(root: str) -> None:
     for rel, text in _FILES.items():
         _write(tree, rel, text)
     _write(tree, "assets/table.bin", bytes(range(256)))
-    repo = runner.init_repo(tree)
-    base = runner.commit_all(repo, "upstream base")
+    repo = init_repo(tree)
+    base = repo.commit_all("upstream base")
     output.out(f"scratch tree {tree} at upstream commit {base}")
 
     _step("create a store", "init", store)
@@ -112,7 +116,7 @@ def _walk(root: str) -> None:
         raise SystemExit(1)
 
 
-def _worktree_id(repo: runner.Repo) -> str:
+def _worktree_id(repo: Repo) -> str:
     from stackmgr.safety.snapshot import take_snapshot
 
     return take_snapshot("vllm", repo.top, 50 * 1024 * 1024).tree_id()

@@ -9,7 +9,8 @@ import os
 
 from stackmgr.commands.apply import TreePlan, plan_series
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git import refs, runner
+from stackmgr.git import refs
+from stackmgr.git.repo import open_repo
 from stackmgr.safety import claims
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
@@ -51,13 +52,13 @@ def export_git(store: Store, series: str, branch: str, guards: tuple[str, ...] =
     patch), made with plumbing: the working tree, the index and HEAD are not touched."""
     plans = _single_tree(store, series, guards)
     plan = plans[0]
-    repo = runner.open_repo(store.tree(plan.tree).path)
+    repo = open_repo(store.tree(plan.tree).path)
     ref = f"refs/heads/{branch}"
-    if not refs.valid_branch_name(repo.top, branch):
+    if not refs.valid_branch_name(repo, branch):
         raise UsageProblem(f"'{branch}' is not a valid branch name", "pick another name")
-    if runner.ref_commit(repo.top, ref) is not None:
+    if repo.ref_commit(ref) is not None:
         raise UsageProblem(f"branch {branch} already exists in tree {plan.tree}", "pick a new branch name")
-    if not runner.has_commit(repo.top, plan.base):
+    if not repo.has_commit(plan.base):
         raise StackmgrError(f"the base {plan.base[:12]} of series {series} is not a commit of tree {plan.tree}",
                             "fetch it first")  # fmt: skip
     from stackmgr.git.scratch import tree_from_patches
@@ -68,12 +69,12 @@ def export_git(store: Store, series: str, branch: str, guards: tuple[str, ...] =
         if tree is None:
             raise StackmgrError(f"patch {p.name} ({n} of {len(plan.patches)}) does not apply: {failure}; "
                                 "no branch was made", "refresh the patch first")  # fmt: skip
-        claims.check_result(repo.top, parent, tree, claims.claims([p], repo.top, store.root), plan.tree)
+        claims.check_result(repo, parent, tree, claims.claims([p], repo.top, store.root), plan.tree)
         header = patchfile.parse_header(p.data, f"patches/{os.path.basename(p.path)}")
         message = header.subject + ("\n\n" + header.body if header.body else "") + "\n"
-        parent = refs.commit_as(repo.top, tree, parent, message, header.author, header.date)
+        parent = refs.commit_as(repo, tree, parent, message, header.author, header.date)
         done.append(p.name)
-    refs.update_ref(repo.top, ref, parent, f"stackmgr export {series}")
+    refs.update_ref(repo, ref, parent, f"stackmgr export {series}")
     return done
 
 

@@ -16,7 +16,6 @@ import os
 
 from stackmgr.commands.import_tree import SEARCH_DEPTH, ImportReport, Workspace
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git import runner
 from stackmgr.incoming.read import Incoming, Refused, read_inputs
 from stackmgr.journal.operation import operation
 from stackmgr.store import patchfile
@@ -104,7 +103,7 @@ def _import_alone(store: Store, item: Incoming, wanted: str | None, base: str | 
         return
     tree, (commit, label) = found[0]
     with Workspace(store, tree) as ws:
-        ws.add(item, commit, runner.tree_of(ws.repo.top, commit), label, report)
+        ws.add(item, commit, ws.repo.tree_of(commit), label, report)
 
 
 def _import_stack(
@@ -132,7 +131,7 @@ def _import_stack(
                     report.refused.append(Refused(item.source, f"does not apply to tree {tree} at {at}"))
                 return
             commit, label = hit
-            current = runner.tree_of(ws.repo.top, commit)
+            current = ws.repo.tree_of(commit)
         added = []
         names = [os.path.basename(p) for p, _ in below]
         refused_before = len(report.refused)
@@ -158,7 +157,7 @@ def _import_stack(
 
 def _rebuilt(ws: Workspace, series: str, base: str, patch_files: list[str]) -> str:
     if not patch_files:
-        return runner.tree_of(ws.repo.top, base)
+        return ws.repo.tree_of(base)
     tree, failure = ws.rebuild(base, patch_files)
     if tree is None:
         raise StackmgrError(f"series {series} does not rebuild on its base ({failure})",

@@ -8,11 +8,12 @@ import os
 import shutil
 
 from stackmgr.errors import StackmgrError
-from stackmgr.git import runner, tempindex
+from stackmgr.git.repo import author_ident, open_repo
+from stackmgr.git.tempindex import TempIndex
 from stackmgr.incoming.read import Incoming, Refused
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
-from stackmgr.store.fs import atomic_write, read_or_none
+from stackmgr.store.fs import read_or_none
 from stackmgr.store.names import inside
 
 SEARCH_DEPTH = 1000
@@ -42,13 +43,13 @@ class Workspace:
     def __init__(self, store: Store, tree: str) -> None:
         self.store = store
         self.tree = tree
-        self.repo = runner.open_repo(store.tree(tree).path)
+        self.repo = open_repo(store.tree(tree).path)
         self.dir = os.path.join(self.repo.stackmgr_dir, f"import.{os.getpid()}")
-        self.index = os.path.join(self.dir, "index")
+        self.index = TempIndex(self.repo, f"import.{os.getpid()}/index")  # a scratch index beside the files
         self.files: dict[int, str] = {}
 
     def __enter__(self) -> Workspace:
-        if runner.head_commit(self.repo.top) is None:
+        if self.repo.head_commit() is None:
             raise StackmgrError(f"tree {self.tree} has no commits", "make a first commit")
         os.makedirs(self.dir, exist_ok=True)
         return self
@@ -72,8 +73,7 @@ class Workspace:
             names = {p: [b"/".join(n.split(b"/")[p:]) for n in item.paths_raw()] for p in (0, 1)}
             dirs = {p: [n.rsplit(b"/", 1)[0] for n in names[p] if b"/" in n] for p in (0, 1)}
             asked = [*names[0], *names[1], *dirs[0], *dirs[1]]
-            listed = set(runner.zsplit(runner.run(self.repo.top, ["ls-tree", "-r", "-z", "--name-only", "HEAD", "--",
-                                                           *runner.pathspec(asked)])))  # fmt: skip
+            listed = self.repo.tracked_names("HEAD", asked)
             held = {d for p in (0, 1) for d in dirs[p] if any(f.startswith(d + b"/") for f in listed)}
 
             def score(p: int) -> tuple[int, int]:  # files that exist, then directories new files would go into
@@ -86,15 +86,15 @@ class Workspace:
     def applies(self, start: str, items: list[Incoming]) -> int:
         """How many of `items` apply in order, strictly, to tree-ish `start` (all of them when the result is
         len(items)); the index then holds the result of that many."""
-        runner.run(self.repo.top, ["read-tree", start], index=self.index)
+        self.index.read_tree(start)
         strips = {self.strip(i) for i in items}
         if len(strips) == 1 and len(items) > 1:
-            ok, _ = tempindex.apply_to_index(self.repo.top, self.index, *map(self.file, items), strip=strips.pop())
+            ok, _ = self.index.apply(*map(self.file, items), strip=strips.pop())
             if ok:
                 return len(items)
-            runner.run(self.repo.top, ["read-tree", start], index=self.index)
+            self.index.read_tree(start)
         for n, item in enumerate(items):
-            ok, _ = tempindex.apply_to_index(self.repo.top, self.index, self.file(item), strip=self.strip(item))
+            ok, _ = self.index.apply(self.file(item), strip=self.strip(item))
             if not ok:
                 return n
         return len(items)
@@ -103,7 +103,7 @@ class Workspace:
         """(commit, how it was found): the newest candidate where all items apply, else the newest where the
         most of them apply in order; None when not even the first applies anywhere."""
         if explicit is not None:
-            commit = runner.resolve_commit(self.repo.top, explicit)
+            commit = self.repo.resolve_commit(explicit)
             return (commit, "--base") if self.applies(commit, items[:1]) else None
         paths = sorted({p for i in items for p in self._paths(i)})
         best: tuple[int, str, str] | None = None
@@ -122,10 +122,8 @@ class Workspace:
     def _candidates(self, paths: list[bytes]) -> list[tuple[str, str]]:
         """HEAD, and the parent of every first-parent commit that changed one of `paths`: each the newest commit
         with that state of the files (only those decide whether a patch applies)."""
-        top = self.repo.top
-        chain = runner.run(top, ["rev-list", "--first-parent", f"--max-count={SEARCH_DEPTH}", "HEAD"]).split()
-        touching = set(runner.run(top, ["rev-list", "--first-parent", f"--max-count={SEARCH_DEPTH}", "HEAD", "--",
-                                     *runner.pathspec(paths)]).split()) if paths else set()  # fmt: skip
+        chain = self.repo.first_parents(SEARCH_DEPTH)
+        touching = set(self.repo.first_parents(SEARCH_DEPTH, paths)) if paths else set()
         found = [(chain[0].decode(), "HEAD")]
         for n, commit in enumerate(chain[:-1]):
             if commit in touching:
@@ -143,14 +141,12 @@ class Workspace:
         from stackmgr import output
 
         output.tick()
-        top = self.repo.top
         if self.applies(start, [item]) != 1:
             _, err = self._why(start, item)
             report.refused.append(Refused(item.source, f"does not apply on {label}: {err}"))
             return None
-        result = runner.write_tree(top, self.index)
-        stat_and_diff = runner.run(top, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *runner.DIFF_FLAGS, start,
-                                      result])  # fmt: skip
+        result = self.index.write_tree()
+        stat_and_diff = self.repo.diff_trees_with_stat(start, result)
         if not stat_and_diff:
             report.refused.append(Refused(item.source, f"changes nothing on {label} (already applied there?)"))
             return None
@@ -167,14 +163,14 @@ class Workspace:
             return None
         if existing is None:
             os.makedirs(self.store.patches_dir, exist_ok=True)
-            atomic_write(target, data)
+            self.store.write_file(target, data)
         report.imported.append(Imported(item, self.tree, base, label, "imported" if existing is None else "unchanged",
                                         data))  # fmt: skip
         return result
 
     def _why(self, start: str, item: Incoming) -> tuple[bool, str]:
-        runner.run(self.repo.top, ["read-tree", start], index=self.index)
-        ok, err = tempindex.apply_to_index(self.repo.top, self.index, self.file(item), strip=self.strip(item))
+        self.index.read_tree(start)
+        ok, err = self.index.apply(self.file(item), strip=self.strip(item))
         return ok, (err.splitlines()[0] if err else "does not apply")
 
     def _render(self, item: Incoming, base: str, stat_and_diff: bytes, existing: bytes | None) -> bytes:
@@ -193,7 +189,7 @@ class Workspace:
             except StackmgrError:
                 pass
         if not author or not date:
-            name, email, _, _ = runner.author_ident(runner.start_author_ident(self.repo.top))
+            name, email, _, _ = author_ident(self.repo.start_author_ident())
             author = author or f"{name} <{email}>"
             date = date or patchfile.rfc2822(int(item.mtime), "+0000")
         who, _, mail = author.rpartition(" <")
@@ -209,8 +205,8 @@ class Workspace:
         path = os.path.join(self.dir, "normalised.patch")
         with open(path, "wb") as f:
             f.write(data)
-        runner.run(self.repo.top, ["read-tree", start], index=self.index)
-        ok, err = tempindex.apply_to_index(self.repo.top, self.index, path)
-        if not ok or runner.write_tree(self.repo.top, self.index) != result:
+        self.index.read_tree(start)
+        ok, err = self.index.apply(path)
+        if not ok or self.index.write_tree() != result:
             return f"the normalised patch does not reproduce the result ({err or 'different tree'}); please report this"
         return None

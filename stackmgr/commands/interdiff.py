@@ -12,12 +12,11 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git import runner
+from stackmgr.git.repo import Repo, open_repo
 from stackmgr.git.scratch import tree_from_patches
-from stackmgr.safety.shards import VERSIONS
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
-from stackmgr.store.names import inside, patch_name
+from stackmgr.store.names import VERSIONS, inside, patch_name
 
 
 class Version:
@@ -57,21 +56,21 @@ def interdiff(store: Store, a: Version, b: Version | None, against_rev: str | No
     if b is not None and b.header.tree != tree:
         raise UsageProblem(f"{a.label} is for tree {tree}, {b.label} for tree {b.header.tree}",
                            "compare two versions of one tree's change")  # fmt: skip
-    repo = runner.open_repo(store.tree(tree).path)
+    repo = open_repo(store.tree(tree).path)
     old = _result(repo, a)
     if b is not None:
         new = _result(repo, b)
         paths = sorted(set(a.paths) | set(b.paths))
     else:
         assert against_rev is not None
-        new = runner.tree_of(repo.top, runner.resolve_commit(repo.top, against_rev))
+        new = repo.tree_of(repo.resolve_commit(against_rev))
         paths = sorted(set(a.paths))
-    return runner.diff_trees(repo.top, old, new, paths)
+    return repo.diff_trees(old, new, paths)
 
 
-def _result(repo: runner.Repo, version: Version) -> str:
+def _result(repo: Repo, version: Version) -> str:
     base = version.header.base
-    if not runner.has_commit(repo.top, base):
+    if not repo.has_commit(base):
         raise StackmgrError(f"{version.label}: its base {base[:12]} is not a commit of its tree", "fetch it first")
     result, failure = tree_from_patches(repo, base, [os.path.abspath(version.path)])
     if result is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError
-from stackmgr.git import runner
+from stackmgr.git.repo import open_repo
 from stackmgr.safety import claims
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
@@ -125,8 +125,8 @@ def _lint_applies(store: Store, series: str | None, filenames: list[str], header
             continue  # reported per patch (unregistered) or not checkable here (the tree is elsewhere)
         base = headers[names[0]].base
         try:
-            repo = runner.open_repo(config.path)
-            if not runner.has_commit(repo.top, base):
+            repo = open_repo(config.path)
+            if not repo.has_commit(base):
                 findings.append(Finding("apply", where, f"base {base[:12]} of tree {tree} is not a commit there "
                                         "(fetch it, or rebase the series)"))  # fmt: skip
                 continue
@@ -140,7 +140,7 @@ def _lint_applies(store: Store, series: str | None, filenames: list[str], header
             for n, path in zip(names, paths, strict=True):
                 with open(path, "rb") as f:
                     refs.append(PatchRef(Entry(n, 0), path, f.read(), headers[n]))
-            claims.check_result(repo.top, base, result, claims.claims(refs, repo.top, store.root), tree)
+            claims.check_result(repo, base, result, claims.claims(refs, repo.top, store.root), tree)
         except StackmgrError as exc:
             findings.append(Finding("apply", where, exc.message.replace("; nothing was changed", "")))
 

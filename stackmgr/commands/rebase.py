@@ -28,24 +28,23 @@ from stackmgr.commands.rebase_state import (
     claim,
     in_progress,
     load_state,
-    remove_worktree,
     save_state,
     state_path,
     where,
 )
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git import runner
+from stackmgr.git.repo import open_repo, patch_id
+from stackmgr.git.worktree import ScratchWorktree, add_worktree, remove_worktree
 from stackmgr.journal.operation import operation
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
-from stackmgr.store.fs import atomic_write, read_or_none, sha256_hex
+from stackmgr.store.fs import read_or_none, sha256_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from stackmgr.commands.rebase_state import State
 
 OUTCOMES = ("unchanged", "context drift", "merged (3-way)", "conflict resolved", "changed by hand", "already upstream")
-_BOT = {"GIT_COMMITTER_NAME": "stackmgr", "GIT_COMMITTER_EMAIL": "stackmgr@localhost"}
 
 
 class Outcome:
@@ -76,12 +75,12 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
         raise UsageProblem(f"series {series} has patches for several trees ({', '.join(p.tree for p in plans)})",
                            "rebase one tree's patches at a time with -t TREE")  # fmt: skip
     plan = plans[0]
-    repo = runner.open_repo(store.tree(plan.tree).path)
-    if not runner.has_commit(repo.top, plan.base):
+    repo = open_repo(store.tree(plan.tree).path)
+    if not repo.has_commit(plan.base):
         raise StackmgrError(f"the base {plan.base[:12]} of series {series} is not a commit of tree {plan.tree}",
                             "fetch it first: 3-way merges need the patches' original blobs")  # fmt: skip
     try:
-        new_base = runner.resolve_commit(repo.top, onto)
+        new_base = repo.resolve_commit(onto)
     except StackmgrError:
         raise UsageProblem(f"{onto} is not a commit of tree {plan.tree}", "fetch it, or name another") from None
     top, worktree = where(store, plan.tree, series)
@@ -89,8 +88,7 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
     try:
         remove_worktree(top, worktree)
         os.makedirs(os.path.dirname(worktree), exist_ok=True)
-        runner.run(top, ["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--force", worktree,
-                      new_base])  # fmt: skip
+        add_worktree(top, worktree, new_base)
     except BaseException:
         os.unlink(state_path(store, series))
         raise
@@ -113,40 +111,39 @@ def resume(store: Store, series: str | None) -> Outcome:
     if state["stopped"] is None:  # stackmgr itself was stopped mid-patch (killed): start that patch again
         pos = state["position"]
         below = state["steps"][pos - 1]["commit"] if pos else state["onto"]
-        runner.run(wt, ["reset", "-q", "--hard", below])  # the scratch worktree only, never the user's tree
+        ScratchWorktree(wt).reset_hard(below)  # the scratch worktree only, never the user's tree
         return _run(store, state)
     step = state["steps"][state["position"]]
     expected = step["commit"] if state["stopped"] == "exec" else step["parent"]
-    if _head(wt) != expected:  # the user committed the resolution there, as with git rebase: keep its content
-        if runner.run_rc(wt, ["merge-base", "--is-ancestor", expected, "HEAD"])[0] != 0:
+    work = ScratchWorktree(wt)
+    if work.head() != expected:  # the user committed the resolution there, as with git rebase: keep its content
+        if not work.head_descends_from(expected):
             raise StackmgrError(f"the worktree's HEAD moved away from {expected[:12]}",
                                 f"`git reset --soft {expected[:12]}` in {wt}, then --continue")  # fmt: skip
-        runner.run(wt, ["reset", "-q", "--soft", expected])
-    parent = _head(wt)
-    runner.run(wt, ["add", "-u"])  # tracked files as the user left them; new files count once `git add`ed (like git)
-    tree = runner.run(wt, ["write-tree"]).decode().strip()
+        work.reset_soft(expected)
+    parent = work.head()
+    tree = work.stage_tracked()  # tracked files as the user left them; new files count once `git add`ed (like git)
     if state["stopped"] == "exec":  # the patch was carried; the command failed; take what the user changed
-        if tree != runner.tree_of(wt, parent):
+        if tree != work.tree_of(parent):
             below = step["parent"]
-            if tree == runner.tree_of(wt, below):
+            if tree == work.tree_of(below):
                 step["outcome"], step["commit"] = "already upstream", below
-                runner.run(wt, ["update-ref", "--no-deref", "HEAD", below])
-                runner.run(wt, ["read-tree", "--reset", "-u", below])
+                work.go_to(below)
             else:
-                _commit(wt, tree, below, step["name"])
-                step["commit"] = _head(wt)
+                ScratchWorktree(wt).commit(tree, below, step["name"] + "\n")
+                step["commit"] = ScratchWorktree(wt).head()
                 step["outcome"] = _classify(store, state, step, below, step["commit"], "changed by hand")
         state["position"] += 1
     else:
         markers = _conflict_markers(wt, parent)
         if markers:
             raise StackmgrError(f"{markers} still has conflict markers", f"resolve it in {wt}, then --continue")
-        if tree == runner.tree_of(wt, parent):
+        if tree == ScratchWorktree(wt).tree_of(parent):
             step["outcome"] = "already upstream"
         else:
-            _commit(wt, tree, parent, step["name"])
-            step["outcome"] = _classify(store, state, step, parent, _head(wt), "conflict resolved")
-        step["parent"], step["commit"] = parent, _head(wt)
+            ScratchWorktree(wt).commit(tree, parent, step["name"] + "\n")
+            step["outcome"] = _classify(store, state, step, parent, ScratchWorktree(wt).head(), "conflict resolved")
+        step["parent"], step["commit"] = parent, ScratchWorktree(wt).head()
         stop = _exec(state, step)
         state["position"] += 1
         if stop:
@@ -191,7 +188,7 @@ def _run(store: Store, state: State) -> Outcome:
         output.tick()
         step = steps[state["position"]]
         path = os.path.join(store.patches_dir, step["file"])
-        parent = step["parent"] = _head(wt)
+        parent = step["parent"] = ScratchWorktree(wt).head()
         how = _carry(wt, path)
         if how == "conflict" or how.startswith("no merge"):
             state["stopped"] = "conflict"
@@ -200,12 +197,12 @@ def _run(store: Store, state: State) -> Outcome:
         if how == "already upstream":
             step["outcome"], step["commit"] = how, parent
         else:
-            tree = runner.run(wt, ["write-tree"]).decode().strip()
-            if tree == runner.tree_of(wt, parent):
+            tree = ScratchWorktree(wt).write_tree()
+            if tree == ScratchWorktree(wt).tree_of(parent):
                 step["outcome"], step["commit"] = "already upstream", parent
             else:
-                _commit(wt, tree, parent, step["name"])
-                step["commit"] = _head(wt)
+                ScratchWorktree(wt).commit(tree, parent, step["name"] + "\n")
+                step["commit"] = ScratchWorktree(wt).head()
                 step["outcome"] = _classify(store, state, step, parent, step["commit"], how)
         stop = _exec(state, step)
         if stop:
@@ -221,14 +218,15 @@ def _run(store: Store, state: State) -> Outcome:
 def _carry(wt: str, patch: str) -> str:
     """Apply one patch in the worktree: strictly, else 3-way; "strict", "3-way", "already upstream", "conflict"
     or "no merge" (the merge could not even start: the patch's original blobs are missing)."""
-    if runner.run_rc(wt, ["apply", "--index", "--whitespace=nowarn", "-p1", patch])[0] == 0:
+    work = ScratchWorktree(wt)
+    if work.apply_strict(patch):
         return "strict"
-    if runner.run_rc(wt, ["apply", "--index", "--check", "-R", "-p1", patch])[0] == 0:
+    if work.reverse_applies(patch):
         return "already upstream"
-    rc, _, err = runner.run_rc(wt, ["apply", "--index", "--3way", "--whitespace=nowarn", "-p1", patch])
-    if rc == 0:
+    merged, err = work.apply_3way(patch)
+    if merged:
         return "3-way"
-    if runner.run(wt, ["ls-files", "-u"]).strip():
+    if work.has_unmerged():
         return "conflict"
     lines = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.startswith("error:")]
     return "no merge: " + (lines[-1][7:] if lines else "git apply --3way could not merge it")
@@ -237,10 +235,10 @@ def _carry(wt: str, patch: str) -> str:
 def _classify(store: Store, state: State, step: State, parent: str, commit: str, how: str) -> str:
     with open(os.path.join(store.patches_dir, step["file"]), "rb") as f:
         old = f.read()
-    new = _stat_and_diff(state["worktree"], parent, commit)
+    new = ScratchWorktree(state["worktree"]).stat_and_diff(parent, commit)
     if how == "strict" and old.endswith(new):
         return "unchanged"
-    if runner.patch_id(state["worktree"], patchfile.diff_part(old)) == runner.patch_id(state["worktree"], new):
+    if patch_id(state["worktree"], patchfile.diff_part(old)) == patch_id(state["worktree"], new):
         return "context drift"
     return "merged (3-way)" if how in ("strict", "3-way") else how
 
@@ -262,7 +260,7 @@ def _exec(state: State, step: State) -> str:
     if rc != 0:
         return (f"`{state['exec']}` failed (exit {rc}) after {step['name']}; fix it in {wt} and "
                 f"`stackmgr rebase {state['series']} --continue` (edits join that patch), or --abort")  # fmt: skip
-    if runner.run(wt, ["status", "--porcelain", "--untracked-files=no"]).strip():
+    if ScratchWorktree(wt).tracked_changed():
         return (f"`{state['exec']}` changed tracked files after {step['name']}; `stackmgr rebase "
                 f"{state['series']} --continue` keeps the changes (they join that patch), or undo them in {wt} "
                 "first (git checkout -- .)")  # fmt: skip
@@ -275,7 +273,7 @@ def _stop_line(state: State, step: State, how: str) -> str:
         return (f"{step['name']} ({n} of {total}) does not apply to {state['onto'][:12]} and cannot be merged "
                 f"({how[10:]}); make its change by hand in {state['worktree']}, then "
                 f"`stackmgr rebase {state['series']} --continue`, or --abort")  # fmt: skip
-    files = runner.run(state["worktree"], ["diff", "--name-only", "--diff-filter=U"]).decode().split()
+    files = ScratchWorktree(state["worktree"]).unmerged_names()
     shown = ", ".join(files[:3]) + (" …" if len(files) > 3 else "")
     return (f"{step['name']} ({n} of {total}) conflicts in {shown}; resolve in {state['worktree']}, then "
             f"`stackmgr rebase {state['series']} --continue`, or --abort")  # fmt: skip
@@ -294,10 +292,10 @@ def _finish(store: Store, state: State) -> None:
         path = os.path.join(store.patches_dir, step["file"])
         with open(path, "rb") as f:
             old = f.read()
-        new_diff = _stat_and_diff(wt, parent, step["commit"])
+        new_diff = ScratchWorktree(wt).stat_and_diff(parent, step["commit"])
         rewritten[step["file"]] = _rebased_bytes(old, onto, new_diff)
         parent = step["commit"]
-    repo = runner.open_repo(state["top"])
+    repo = open_repo(state["top"])
     tmp_dir = os.path.join(os.path.dirname(wt), state["series"] + ".check")
     os.makedirs(tmp_dir, exist_ok=True)
     try:
@@ -309,7 +307,7 @@ def _finish(store: Store, state: State) -> None:
         result, failure = tree_from_patches(repo, onto, files)
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
-    if result != runner.tree_of(wt, parent):
+    if result != ScratchWorktree(wt).tree_of(parent):
         raise StackmgrError(f"the rewritten series does not rebuild the worktree's result ({failure or 'other tree'})",
                             "nothing was written; please report this")  # fmt: skip
     written = all(read_or_none(os.path.join(store.patches_dir, n)) == d for n, d in rewritten.items())
@@ -331,7 +329,7 @@ def _write_rewritten(store: Store, state: State, rewritten: dict[str, bytes]) ->
         before = read_or_none(path)
         if before is not None and before != data:
             keep_previous(store, name, before)
-            atomic_write(path, data)
+            store.write_file(path, data)
     upstream = [s["file"] for s in state["steps"] if s["outcome"] == "already upstream"]
     if upstream:
         sf = SeriesFile.load(store, state["series"])
@@ -362,28 +360,11 @@ def _refuse_changed_since(store: Store, state: State) -> None:
                                 f"`stackmgr rebase {state['series']} --abort`, then start again")  # fmt: skip
 
 
-def _stat_and_diff(wt: str, old: str, new: str) -> bytes:
-    return runner.run(wt, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *runner.DIFF_FLAGS, old, new])
-
-
 def _conflict_markers(wt: str, parent: str) -> str:
-    diff = runner.run(wt, ["diff", "--cached", "--no-color", "--no-ext-diff", parent])
+    diff = ScratchWorktree(wt).staged_diff(parent)
     for marker in (b"\n+<<<<<<< ", b"\n+>>>>>>> "):  # a lone ======= is a heading underline
         at = diff.find(marker)
         if at >= 0:
             start = diff.rfind(b"\ndiff --git ", 0, at)
             return diff[start + 12 : diff.find(b"\n", start + 1)].decode("utf-8", "replace").split(" b/")[0][2:]
     return ""
-
-
-def _head(wt: str) -> str:
-    return runner.run(wt, ["rev-parse", "HEAD"]).decode().strip()
-
-
-def _commit(wt: str, tree: str, parent: str, name: str) -> None:
-    proc = runner.start(wt, ["commit-tree", tree, "-p", parent], stdin=True, extra_env=dict(_BOT, GIT_AUTHOR_NAME=
-                     "stackmgr", GIT_AUTHOR_EMAIL="stackmgr@localhost"))  # fmt: skip
-    commit = runner.finish(proc, f"{name}\n".encode())[1].decode().strip()
-    runner.run(wt, ["update-ref", "--no-deref", "HEAD", commit])
-    runner.run(wt, ["read-tree", commit])
-    runner.run_rc(wt, ["update-index", "-q", "--refresh"])  # stat info back, or the next `apply --index` refuses

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git import runner
+from stackmgr.git.repo import open_repo
 from stackmgr.store.config import Store
 from stackmgr.store.fs import atomic_write, read_or_none, sha256_hex
 from stackmgr.store.names import check_name
@@ -33,24 +32,10 @@ def in_progress(store: Store) -> list[str]:
         return []
 
 
-def remove_worktree(top: str, worktree: str) -> None:
-    """Remove our scratch worktree and its entry in the repository (never `worktree prune`, which would also
-    forget the user's worktrees whose directories are away)."""
-    if os.path.exists(worktree):
-        runner.run_rc(top, ["worktree", "remove", "--force", "--force", worktree])
-        shutil.rmtree(worktree, ignore_errors=True)
-    common = runner.run(top, ["rev-parse", "--git-common-dir"]).decode().strip()
-    admin = os.path.join(top, common, "worktrees")
-    for name in os.listdir(admin) if os.path.isdir(admin) else []:
-        link = read_or_none(os.path.join(admin, name, "gitdir")) or b""
-        if os.path.dirname(link.decode("utf-8", "replace").strip()) == worktree:
-            shutil.rmtree(os.path.join(admin, name), ignore_errors=True)
-
-
 def where(store: Store, tree: str, series: str) -> tuple[str, str]:
     """The tree's top and the scratch worktree of this store's rebase of `series` (named after the store too,
     so two stores rebasing series of one name in one tree never share it)."""
-    repo = runner.open_repo(store.tree(tree).path)
+    repo = open_repo(store.tree(tree).path)
     key = sha256_hex(os.path.realpath(store.root).encode())[:8]
     return repo.top, os.path.join(repo.stackmgr_dir, "rebase", f"{series}-{key}")
 

@@ -11,10 +11,12 @@ import os
 
 from stackmgr.commands.reset import RECOVERY_PREFIX
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git import refs, runner
+from stackmgr.git import refs
+from stackmgr.git.repo import open_repo
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
-from stackmgr.safety.preserved import assess, refuse_unpreserved
+from stackmgr.safety.assessment import refuse_unpreserved
+from stackmgr.safety.preserved import assess
 from stackmgr.safety.snapshot import take_snapshot
 from stackmgr.store.applied import clear_applied
 from stackmgr.store.config import Store
@@ -42,8 +44,8 @@ def list_recoveries(store: Store) -> list[Recovery]:
     for name, config in sorted(store.trees.items()):
         if not os.path.isdir(config.path):
             continue
-        repo = runner.open_repo(config.path)
-        for ref, commit, stamp, message in refs.refs_under(repo.top, RECOVERY_PREFIX):
+        repo = open_repo(config.path)
+        for ref, commit, stamp, message in refs.refs_under(repo, RECOVERY_PREFIX):
             rec = Recovery(name, ref, commit, stamp, message)
             # linked worktrees share refs: each snapshot belongs to the tree its trailer names
             if f"Stackmgr-Tree: {name}\n" in message + "\n" and rec.commit not in {r.commit for r in found}:
@@ -75,12 +77,12 @@ def restore(store: Store, wanted: str) -> Recovery:
                 raise StackmgrError(f"tree {rec.tree} is in the middle of {snap.operation}", "finish or abort it first")
             refuse_unpreserved(rec.tree, assess(store, snap).blockers(snap),
                                "save them first, so restoring cannot lose them")  # fmt: skip
-            top = snap.repo.top
-            parents = refs.commit_parents(top, rec.commit)
-            index_tree = runner.tree_of(top, parents[1] if len(parents) > 1 else parents[0])
-            tree_move.move_tree(snap, runner.tree_of(top, rec.commit), index_tree=index_tree, head=parents[0],
-                               reason=f"stackmgr recover {rec.id}")  # fmt: skip
-            if rec.branch.startswith("refs/heads/") and runner.ref_commit(top, rec.branch) == parents[0]:
+            repo = snap.repo
+            parents = refs.commit_parents(repo, rec.commit)
+            index_tree = repo.tree_of(parents[1] if len(parents) > 1 else parents[0])
+            tree_move.move_tree(snap, repo.tree_of(rec.commit), index_tree=index_tree, head=parents[0],
+                               reason=f"stackmgr recover {rec.id}", op=store.journal)  # fmt: skip
+            if rec.branch.startswith("refs/heads/") and repo.ref_commit(rec.branch) == parents[0]:
                 refs.attach_head(snap.repo, rec.branch, f"stackmgr recover {rec.id}")
             clear_applied(store, rec.tree)  # the tree holds the snapshot now, not the series applied before
         finally:

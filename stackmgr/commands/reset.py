@@ -12,11 +12,12 @@ import os
 import time
 
 from stackmgr.errors import NotPreserved, StackmgrError
-from stackmgr.git import refs, runner
+from stackmgr.git import refs
 from stackmgr.git.tempindex import TempIndex
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
-from stackmgr.safety.preserved import assess, describe
+from stackmgr.safety.assessment import describe
+from stackmgr.safety.preserved import assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store.applied import clear_applied, load_applied
 from stackmgr.store.config import Store, TreeConfig
@@ -74,8 +75,8 @@ def _plan(store: Store, config: TreeConfig, to: str | None) -> _Planned:
         raise StackmgrError(f"tree {config.name} is in the middle of {snap.operation}", "finish or abort it first")
     applied = load_applied(store).get(config.name)
     if to is not None:
-        target = runner.resolve_commit(snap.repo.top, to)
-    elif applied is not None and runner.has_commit(snap.repo.top, applied.base):
+        target = snap.repo.resolve_commit(to)
+    elif applied is not None and snap.repo.has_commit(applied.base):
         target = CommitId(applied.base)
     else:
         target = snap.head
@@ -95,16 +96,16 @@ def _refusal(refused: list[_Planned]) -> str:
 
 def _reset_one(store: Store, p: _Planned, force: bool) -> ResetOutcome:
     snap = p.snap
-    target_tree = runner.tree_of(snap.repo.top, p.target)
+    target_tree = snap.repo.tree_of(p.target)
     worth_keeping = p.blockers or snap.changes or snap.local_commits or p.target != snap.head
     recovery = store_recovery(snap) if force and worth_keeping else None
     moved = snap.tree_id() != target_tree or p.target != snap.head
     try:
         tree_move.move_tree(snap, target_tree, index_tree=target_tree, head=p.target if p.target != snap.head else None,
-                           reason=f"stackmgr reset to {p.target[:12]}")  # fmt: skip
+                           reason=f"stackmgr reset to {p.target[:12]}", op=store.journal)  # fmt: skip
     except BaseException:
         if recovery is not None:  # the tree was not changed (or was put back): the snapshot is not needed
-            refs.update_refs(snap.repo.top, [(RECOVERY_PREFIX + recovery, None)], "stackmgr reset --force: refused")
+            refs.update_refs(snap.repo, [(RECOVERY_PREFIX + recovery, None)], "stackmgr reset --force: refused")
         raise
     clear_applied(store, p.config.name)
     return ResetOutcome(p.config.name, p.target, moved, recovery, len(snap.changes))
@@ -120,7 +121,7 @@ def store_recovery(snap: Snapshot) -> str:
         with open(os.path.join(repo.git_dir, "index"), "rb") as src, open(index_copy.path, "wb") as dst:
             dst.write(src.read())
         index_tree = index_copy.write_tree()  # on a copy: write-tree may rewrite the index it reads
-        parents.append(refs.commit_tree(repo.top, index_tree, [snap.head], f"index of tree {snap.tree}"))
+        parents.append(refs.commit_tree(repo, index_tree, [snap.head], f"index of tree {snap.tree}"))
     except (StackmgrError, FileNotFoundError):
         pass  # no index, or unmerged entries: the working tree (conflict markers and all) is still saved
     finally:
@@ -130,8 +131,8 @@ def store_recovery(snap: Snapshot) -> str:
     message = (f"stackmgr recovery: tree {snap.tree}, {files} changed file{'s' if files != 1 else ''}\n\n"
                f"Stackmgr-Tree: {snap.tree}\nStackmgr-Head: {snap.head}\nStackmgr-Branch: {branch}\n"
                f"Stackmgr-Files: {files}\nStackmgr-Time: {int(time.time())}\n")  # fmt: skip
-    commit = refs.commit_tree(repo.top, snap.tree_id(), parents, message)
-    refs.update_ref(repo.top, RECOVERY_PREFIX + commit[:12], commit, "stackmgr reset --force")
+    commit = refs.commit_tree(repo, snap.tree_id(), parents, message)
+    refs.update_ref(repo, RECOVERY_PREFIX + commit[:12], commit, "stackmgr reset --force")
     # git writes loose objects without fsync by default, and this commit may be the only copy of the work: make it
     # durable before the tree changes, so a power cut cannot take both.
     os.sync()

@@ -6,15 +6,15 @@ import os
 
 from stackmgr import output
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git import runner, scratch
+from stackmgr.git import scratch
+from stackmgr.git.repo import author_ident, read_changes
 from stackmgr.journal.operation import operation
 from stackmgr.safety.preserved import PatchIndex, assess
-from stackmgr.safety.shards import VERSIONS
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
-from stackmgr.store.fs import atomic_write, discard, publish, read_or_none, sha256_hex, write_temp
-from stackmgr.store.names import inside, patch_name
+from stackmgr.store.fs import discard, read_or_none, sha256_hex, write_temp
+from stackmgr.store.names import VERSIONS, inside, patch_name
 from stackmgr.types import GITLINK_MODE, Change, show_path
 
 TYPE_CHECKING = False  # mypy treats this as true; at run time `typing` and friends stay unimported (start-up)
@@ -135,7 +135,7 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
         output.tick()
         try:
             _refuse_unsafe_state(snap)
-            base: str = runner.resolve_commit(snap.repo.top, req.base) if req.base else snap.head
+            base: str = snap.repo.resolve_commit(req.base) if req.base else snap.head
             stack = None
             if req.series is not None:
                 from stackmgr.commands.save_series import stack_for
@@ -216,12 +216,11 @@ def _build(
 ) -> tuple[bytes, list[Change]]:
     """The patch bytes (diff from `diff_from`, a commit or tree, to the snapshot; `base` recorded) and the raw
     changes it must reproduce."""
-    top = snap.repo.top
     # The raw diff (what verification expects) and the author are asked for while the patch is computed.
-    raw_proc, ident_proc = snap.index.start_diff_raw(diff_from, paths), runner.start_author_ident(top)
+    raw_proc, ident_proc = snap.index.start_diff_raw(diff_from, paths), snap.repo.start_author_ident()
     stat_and_diff = snap.index.format_diff(diff_from, paths)
-    expected = runner.parse_raw(runner.finish(raw_proc)[1])
-    author, email, stamp, tz = runner.author_ident(ident_proc)
+    expected = read_changes(raw_proc)
+    author, email, stamp, tz = author_ident(ident_proc)
     if not stat_and_diff:
         raise StackmgrError(f"tree {tree} has no changes to save on top of {diff_from[:12]}", "edit something first")
     subject, body = patchfile.check_message(req.message or name)
@@ -281,7 +280,7 @@ def _write_verified(
         _verify_round_trip(snap, tmp, expected)
         if existing is not None:
             keep_previous(store, os.path.basename(target), existing)
-        publish(tmp, target)
+        store.publish(tmp, target)
     finally:
         discard(tmp)
     return ("updated" if existing is not None else "saved"), expected
@@ -306,4 +305,4 @@ def keep_previous(store: Store, filename: str, existing: bytes) -> None:
     digest = sha256_hex(existing)[:12]
     directory = os.path.join(store.patches_dir, VERSIONS, filename[: -len(".patch")])
     os.makedirs(directory, exist_ok=True)
-    atomic_write(os.path.join(directory, f"{digest}.patch"), existing)
+    store.write_file(os.path.join(directory, f"{digest}.patch"), existing)

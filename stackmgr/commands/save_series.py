@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import UsageProblem
-from stackmgr.git import runner
 from stackmgr.git.scratch import tree_from_patches
 from stackmgr.safety.preserved import PatchIndex
 from stackmgr.safety.snapshot import Snapshot
@@ -66,6 +65,6 @@ def stack_for(
         if start is None:
             raise UsageProblem(f"series {series_name} no longer rebuilds ({failure})", "re-apply it first")
         return Stack(series, tree, start, applied.base, applied.patches[:-1])
-    if not runner.has_object(snap.repo.top, applied.result_tree):
+    if not snap.repo.has_object(applied.result_tree):
         raise UsageProblem(f"the state series {series_name} left in tree {tree} is gone", f"apply {series_name} again")
     return Stack(series, tree, applied.result_tree, applied.base, list(applied.patches))

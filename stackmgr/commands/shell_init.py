@@ -43,7 +43,7 @@ import shlex
 from dataclasses import dataclass
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git.runner import UserRepo
+from stackmgr.git.user_repo import UserRepo
 
 SHELLS = ("bash", "zsh")
 GUARDED = ("reset", "checkout", "restore", "clean", "stash", "switch")
@@ -230,7 +230,7 @@ def classify(command: GitCommand, repo: UserRepo, cwd: str) -> Verdict:
 
 def guard_refusal(store_dir: str | None, argv: list[str], cwd: str) -> list[str] | None:
     """The lines to refuse `git ARGV` with, run from `cwd`; None when git may run. Fails closed (see above)."""
-    shown = shlex.join(["git", *argv])
+    shown = f"git {shlex.join(argv)}".rstrip()  # as typed, for the refusal line
     try:
         command = split_command(argv)
         repo = UserRepo(cwd, command.selectors)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError
-from stackmgr.git import runner
-from stackmgr.safety.preserved import Assessment, assess
+from stackmgr.git.repo import read_changes
+from stackmgr.safety.assessment import Assessment
+from stackmgr.safety.preserved import assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store.fs import read_or_none, sha256_hex
 from stackmgr.types import show_path
@@ -92,10 +93,10 @@ def report_tree(store: Store, config: TreeConfig, *, full: bool, explicit: bool)
     try:
         report = TreeReport(config.name, config.path, "ok", snapshot=snap, assessment=assess(store, snap, full=full))
         if full and snap.changes:
-            report.numstat = runner.numstat(snap.repo.top, snap.head, snap.tree_id())
+            report.numstat = snap.repo.numstat(snap.head, snap.tree_id())
         if full:
             report.applied = _applied(store, snap)
-            if runner.config_bool(snap.repo.top, "core.fileMode") is False:
+            if snap.repo.config_bool("core.fileMode") is False:
                 report.warnings.append("core.fileMode is false in this tree: git, and so stackmgr, cannot see mode "
                                        "changes such as chmod +x; they are neither saved nor listed")  # fmt: skip
     finally:
@@ -112,8 +113,8 @@ def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
         return None
     drift: list[str] = []
     if snap.tree_id() != applied.result_tree:
-        if runner.has_object(snap.repo.top, applied.result_tree):
-            moved = runner.parse_raw(runner.finish(snap.index.start_diff_raw(applied.result_tree))[1])
+        if snap.repo.has_object(applied.result_tree):
+            moved = read_changes(snap.index.start_diff_raw(applied.result_tree))
             drift = [show_path(c.path) for c in moved]
         else:
             drift = ["(the series' result is no longer in the repository)"]

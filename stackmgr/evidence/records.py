@@ -17,7 +17,7 @@ from typing import Any
 from stackmgr.errors import StackmgrError
 from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.store.config import Store
-from stackmgr.store.fs import atomic_write, read_cache, sha256_hex, write_cache
+from stackmgr.store.fs import read_cache, sha256_hex, write_cache
 from stackmgr.store.names import inside, patch_name
 
 SCHEMA = "stackmgr.link/v1"
@@ -137,7 +137,7 @@ def write_link(store: Store, link: Link) -> str:
     path = os.path.join(directory, f"{stamp}-{link.id}.toml")
     if os.path.exists(path):
         raise StackmgrError(f"link {link.id} already exists ({os.path.relpath(path, store.root)})")
-    atomic_write(path, render(link))
+    store.write_file(path, render(link))
     link.file = path
     return path
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import metrics
 from stackmgr.evidence.records import Artifact, Link, StackEntry, load_links, utc_now, write_link
-from stackmgr.git import runner
+from stackmgr.git.repo import author_ident, patch_id, start_author_ident
 from stackmgr.safety.preserved import PatchIndex
 from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store
@@ -147,7 +147,7 @@ class Evidence:
             return None
         if not rec.get("patch_id"):
             with open(os.path.join(self.store.patches_dir, filename), "rb") as f:
-                rec["patch_id"] = runner.patch_id(self.store.root, f.read())
+                rec["patch_id"] = patch_id(self.store.root, f.read())
             self.index.dirty = True
         return str(rec["patch_id"])
 
@@ -300,7 +300,7 @@ def _author(store: Store, tree: str) -> str:
     config = store.trees.get(tree)
     top = config.path if config and os.path.isdir(config.path) else store.root
     try:
-        name, email, _stamp, _tz = runner.author_ident(runner.start_author_ident(top))
+        name, email, _stamp, _tz = author_ident(start_author_ident(top))
         return f"{name} <{email}>"
     except StackmgrError:
         return os.environ.get("USER", "unknown")
@@ -361,7 +361,7 @@ def refuse_revival(store: Store, patches: Sequence[tuple[str, bytes]], override:
     warnings = []
     for name, data in patches:
         by_name = [link for link in lanes if link.patch == name]
-        pid = runner.patch_id(store.root, data) if any(link.patch_id for link in lanes) else None
+        pid = patch_id(store.root, data) if any(link.patch_id for link in lanes) else None
         for link in by_name + [k for k in lanes if k.patch != name and pid and k.patch_id == pid]:
             lesson = link.lesson or "no lesson recorded"
             if not override:

@@ -1,16 +1,18 @@
 """Refs, HEAD and commits: moving HEAD (by compare-and-swap), branches, commits made with plumbing (no hooks),
-the refs stackmgr anchors its snapshots with. Runs git through git.py's runner, with its pinned configuration."""
+the refs stackmgr anchors its snapshots with."""
 
 from __future__ import annotations
 
 import os
 
-from stackmgr.git.runner import Repo, finish, run, run_rc, start
+from stackmgr.git.runner import finish, run, run_rc, start
 from stackmgr.types import CommitId
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from stackmgr.git.repo import Repo
 
 
 def symbolic_head(repo: Repo) -> str | None:
@@ -42,25 +44,25 @@ def attach_head(repo: Repo, branch: str, reason: str) -> None:
     run(repo.top, ["symbolic-ref", "-m", reason, "HEAD", branch])
 
 
-def commit_tree(top: str, tree: str, parents: Sequence[str], message: str) -> CommitId:
+def commit_tree(repo: Repo, tree: str, parents: Sequence[str], message: str) -> CommitId:
     """A commit object made with plumbing (no hooks), anchored by the caller with `update_ref`."""
     args: list[str | bytes] = ["commit-tree", tree]
     for parent in parents:
         args += ["-p", parent]
-    return CommitId(run(top, args, stdin=message.encode("utf-8")).decode().strip())
+    return CommitId(run(repo.top, args, stdin=message.encode("utf-8")).decode().strip())
 
 
-def update_refs(top: str, updates: Sequence[tuple[str, str | None]], reason: str) -> None:
+def update_refs(repo: Repo, updates: Sequence[tuple[str, str | None]], reason: str) -> None:
     """Set (or, with None, delete) several refs in one transaction."""
     lines = [f"update {ref} {oid}\n" if oid else f"delete {ref}\n" for ref, oid in updates]
-    run(top, ["update-ref", "-m", reason, "--stdin"], stdin="".join(lines).encode())
+    run(repo.top, ["update-ref", "-m", reason, "--stdin"], stdin="".join(lines).encode())
 
 
-def valid_branch_name(top: str, branch: str) -> bool:
-    return run_rc(top, ["check-ref-format", "--branch", branch])[0] == 0 and not branch.startswith("-")
+def valid_branch_name(repo: Repo, branch: str) -> bool:
+    return run_rc(repo.top, ["check-ref-format", "--branch", branch])[0] == 0 and not branch.startswith("-")
 
 
-def commit_as(top: str, tree: str, parent: str, message: str, author: str, date: str) -> CommitId:
+def commit_as(repo: Repo, tree: str, parent: str, message: str, author: str, date: str) -> CommitId:
     """A commit with the author and date a patch names ("Name <email>", RFC 2822), made with plumbing."""
     name, _, email = author.partition(" <")
     env: dict[str, str] = {}
@@ -68,18 +70,18 @@ def commit_as(top: str, tree: str, parent: str, message: str, author: str, date:
         env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email.rstrip(">"))
     if date:
         env["GIT_AUTHOR_DATE"] = date
-    proc = start(top, ["commit-tree", tree, "-p", parent], stdin=True, extra_env=env)
+    proc = start(repo.top, ["commit-tree", tree, "-p", parent], stdin=True, extra_env=env)
     return CommitId(finish(proc, message.encode("utf-8"))[1].decode().strip())
 
 
-def update_ref(top: str, ref: str, commit: str, reason: str) -> None:
-    run(top, ["update-ref", "-m", reason, ref, commit])
+def update_ref(repo: Repo, ref: str, commit: str, reason: str) -> None:
+    run(repo.top, ["update-ref", "-m", reason, ref, commit])
 
 
-def refs_under(top: str, prefix: str) -> list[tuple[str, CommitId, int, str]]:
+def refs_under(repo: Repo, prefix: str) -> list[tuple[str, CommitId, int, str]]:
     """(ref, commit, committer time, full message) of every ref under `prefix`, newest first."""
     fmt = "%(refname)%00%(objectname)%00%(committerdate:unix)%00%(contents)%00%00"
-    out = run(top, ["for-each-ref", "--sort=-committerdate", f"--format={fmt}", prefix])
+    out = run(repo.top, ["for-each-ref", "--sort=-committerdate", f"--format={fmt}", prefix])
     rows = []
     for rec in out.split(b"\0\0\n"):
         if rec.strip():
@@ -88,8 +90,8 @@ def refs_under(top: str, prefix: str) -> list[tuple[str, CommitId, int, str]]:
     return rows
 
 
-def commit_parents(top: str, commit: str) -> list[str]:
-    return run(top, ["rev-parse", f"{commit}^@"]).decode().split()
+def commit_parents(repo: Repo, commit: str) -> list[str]:
+    return run(repo.top, ["rev-parse", f"{commit}^@"]).decode().split()
 
 
 def unreachable_after_move(repo: Repo, target: str) -> list[str]:

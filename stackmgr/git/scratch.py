@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 
 from stackmgr.git import tempindex
-from stackmgr.git.runner import Repo, run, write_tree, zsplit
+from stackmgr.git.runner import run, zsplit
 from stackmgr.types import TreeId
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from stackmgr.git.repo import Repo
 
 
 def apply_to_entries(
@@ -46,7 +48,7 @@ def tree_from_patches(repo: Repo, base: str, patch_files: Sequence[str]) -> tupl
             ok, err = tempindex.apply_to_index(repo.top, index, patch)
             if not ok:
                 return None, f"{os.path.basename(patch)}: {err.splitlines()[0] if err else 'does not apply'}"
-        return write_tree(repo.top, index), ""
+        return repo.write_tree(index), ""
     finally:
         if os.path.exists(index):
             os.unlink(index)
@@ -60,7 +62,7 @@ def tree_with_entries(repo: Repo, base: str, entries: dict[bytes, tuple[str, str
         gone = b"".join(b"0 " + b"0" * 40 + b"\t" + path + b"\0" for path, e in entries.items() if e is None)
         put = b"".join(f"{e[0]} {e[1]}\t".encode() + path + b"\0" for path, e in entries.items() if e is not None)
         run(repo.top, ["update-index", "-z", "--index-info"], index=index, stdin=gone + put)
-        return write_tree(repo.top, index)
+        return repo.write_tree(index)
     finally:
         if os.path.exists(index):
             os.unlink(index)

@@ -3,7 +3,7 @@ user's own (the private snapshot index in `.git/stackmgr/`, frozen copies, scrat
 a state), and the one sanctioned way to touch a working tree: a two-way `read-tree -m -u` from the state just
 checked, which refuses per file if anything moved since.
 
-Git runs through git.py's runner (same pinned configuration, environment and bytes contract).
+Git runs through runner.py (same pinned configuration, environment and bytes contract).
 """
 
 from __future__ import annotations
@@ -13,13 +13,15 @@ import time
 
 from stackmgr.errors import StackmgrError
 from stackmgr.git.process import Process
-from stackmgr.git.runner import DIFF_FLAGS, Repo, finish, parse_raw, pathspec, run, run_rc, start, write_tree, zsplit
+from stackmgr.git.runner import DIFF_FLAGS, finish, parse_raw, pathspec, run, run_rc, start, zsplit
 from stackmgr.store.fs import read_cache, write_cache
 from stackmgr.types import GITLINK_MODE, Change, TreeId, show_path
 
 TYPE_CHECKING = False  # mypy treats this as true; `collections.abc` stays out of `check`'s start-up
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+
+    from stackmgr.git.repo import Repo
 
 
 class TempIndex:
@@ -99,8 +101,12 @@ class TempIndex:
                                   "--ignore-submodules=none", commit], index=self.path)  # fmt: skip
         return parse_raw(out)
 
+    def eol_info(self, paths: Sequence[bytes]) -> list[bytes]:
+        """`ls-files --eol` records (`i/lf w/crlf attr/…\tpath`) of `paths` as this index holds them."""
+        return zsplit(run(self.repo.top, ["ls-files", "--eol", "-z", *pathspec(paths)], index=self.path))
+
     def write_tree(self) -> TreeId:
-        return write_tree(self.repo.top, self.path)
+        return self.repo.write_tree(self.path)
 
     def freeze(self, purpose: str = "frozen") -> TempIndex:
         """A copy of this index that no later snapshot will touch (the caller removes it with `discard`)."""
@@ -170,11 +176,13 @@ class TempIndex:
         run(self.repo.top, ["update-index", "-z", "--index-info"], index=self.path, stdin=info)
 
     def apply(
-        self, *patch_paths: str, three_way: bool = False, meanwhile: Callable[[], object] | None = None
+        self, *patch_paths: str, three_way: bool = False, meanwhile: Callable[[], object] | None = None, strip: int = 1
     ) -> tuple[bool, str]:
         """Apply patches strictly to this index, in order (no fuzz, no recount, no whitespace fixing). One git
         call takes them all: each sees the result of the ones before it. `meanwhile` runs while git works."""
-        return apply_to_index(self.repo.top, self.path, *patch_paths, three_way=three_way, meanwhile=meanwhile)
+        return apply_to_index(
+            self.repo.top, self.path, *patch_paths, three_way=three_way, meanwhile=meanwhile, strip=strip
+        )
 
     def diagnose(self, patch_path: str) -> str:
         """Why a patch that failed here fails: already applied, or would apply with --3way, or neither."""

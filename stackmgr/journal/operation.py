@@ -10,7 +10,7 @@ Nothing is recorded until the first change; from then on:
 - `.stackmgr/ops/CURRENT` names the operation in progress. It is written before the first change and removed
   once the record says `done`, so a command that finds it while holding the store lock knows its writer died;
 - SIGINT, SIGTERM and SIGHUP are blocked from the first change to the end: a Ctrl-C there lets the operation
-  finish and is reported afterwards (exit 130). SIGKILL cannot be blocked: `undo.roll_back` handles that.
+  finish and is reported afterwards (exit 130). SIGKILL cannot be blocked: `rollback.roll_back` handles that.
 
 `STACKMGR_CRASH_AT=<command>:<n>` kills the process (SIGKILL) at its n-th journal step (`<command>:<n>:INT`
 sends SIGINT to its process group instead, as a terminal's Ctrl-C does), and
@@ -24,8 +24,19 @@ import os
 import time
 
 from stackmgr.errors import StackmgrError
-from stackmgr.journal.record import ANCHOR_PREFIX, FileChange, Record, TreeMove
-from stackmgr.store import fs
+from stackmgr.journal.record import (
+    ANCHOR_PREFIX,
+    CURRENT,
+    OPS_DIR,
+    FileChange,
+    Record,
+    TreeMove,
+    interrupted_name,
+    ops_dir,
+    read_record,
+    remove_current,
+    stat_key,
+)  # fmt: skip
 from stackmgr.store.fs import atomic_write, locked, read_or_none
 
 TYPE_CHECKING = False
@@ -33,36 +44,13 @@ if TYPE_CHECKING:
     from stackmgr.safety.snapshot import Snapshot
     from stackmgr.store.config import Store
 
-OPS_DIR = "ops"
-CURRENT = "CURRENT"
 _DEFERRED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
-
-_active: Operation | None = None  # the operation the hooks below record into
 
 
 class Interrupted(StackmgrError):
     """Ctrl-C arrived while the operation was changing things; it was finished first (exit 130)."""
 
     exit_code = 130
-
-
-def ops_dir(store: Store) -> str:
-    return os.path.join(store.state_dir, OPS_DIR)
-
-
-def read_record(store: Store, name: str) -> Record:
-    with open(os.path.join(ops_dir(store), name, "op"), "rb") as f:
-        return Record.parse(name, f.read())
-
-
-def interrupted_name(store: Store) -> str | None:
-    """The directory name of an operation whose command died before finishing, if any (no lock needed to ask;
-    the caller holding the store lock knows its writer is gone)."""
-    try:
-        with open(os.path.join(ops_dir(store), CURRENT), "rb") as f:
-            return f.read().decode().strip() or None
-    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
-        return None
 
 
 def pending_message(store: Store) -> str | None:
@@ -215,7 +203,7 @@ class Operation:
         from stackmgr.git import refs
 
         record = self.begin()
-        refs.update_refs(snap.repo.top, [(f"{ANCHOR_PREFIX}{record.id}/{snap.tree}/before", snap.tree_id())],
+        refs.update_refs(snap.repo, [(f"{ANCHOR_PREFIX}{record.id}/{snap.tree}/before", snap.tree_id())],
                         f"stackmgr {record.command}")  # fmt: skip
         self.anchored.append((snap.repo.top, snap.tree))
 
@@ -243,8 +231,8 @@ class Operation:
         for f in record.files:
             f.after = stat_key(os.path.join(self.store.root, f.path))
         try:
-            if record.trees:  # (undo.py is not imported by a save: it costs several ms of start-up)
-                from stackmgr.journal.undo import anchor_moves
+            if record.trees:  # (rollback.py is not imported by a save: it costs several ms of start-up)
+                from stackmgr.journal.rollback import anchor_moves
 
                 anchor_moves(self.store, record)
         except StackmgrError as exc:  # the operation itself is complete: say so rather than fail it
@@ -269,21 +257,6 @@ class Operation:
         return interrupted
 
 
-def stat_key(path: str) -> str:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return "-"
-    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def remove_current(store: Store) -> None:
-    try:
-        os.unlink(os.path.join(ops_dir(store), CURRENT))
-    except FileNotFoundError:
-        pass
-
-
 class operation:  # lower-case: used like a function, `with operation(store, "apply S") as op:`
     """Hold the store lock, finish off an operation a killed command left (rolling it back), then record this
     one. On an error after a change, everything it changed is put back before the error is reported."""
@@ -294,25 +267,20 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
         self.lock = locked(store.lock_path, "the store")
 
     def __enter__(self) -> Operation:
-        global _active
         self.lock.__enter__()
         try:
             if interrupted_name(self.store) is not None:
-                from stackmgr.journal.undo import roll_back_interrupted
+                from stackmgr.journal.rollback import roll_back_interrupted
 
                 roll_back_interrupted(self.store, announce=True)
         except BaseException:
             self.lock.__exit__(None, None, None)
             raise
-        _active = self.op
-        fs.before_replace = self.op.file_replacing
-        fs.after_replace = self.op.file_replaced
+        self.store.journal = self.op  # store writes (Store.write_file, Store.publish) are recorded by it
         return self.op
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        global _active
-        _active = None
-        fs.before_replace = fs.after_replace = None
+        self.store.journal = None
         op = self.op
         try:
             if op.record is not None:
@@ -328,13 +296,11 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
                               "`stackmgr undo` reverts it")  # fmt: skip
 
     def _roll_back(self, exc: BaseException) -> None:
-        from stackmgr.journal.undo import roll_back
+        from stackmgr.journal.rollback import forget_unmoved, roll_back
 
         op = self.op
         assert op.record is not None
         # Here, unlike after a crash, a tree whose move did not finish was never changed or was put back already.
-        from stackmgr.journal.undo import forget_unmoved
-
         op.record.trees = [t for t in op.record.trees if t.state == "moved"]
         moved = {t.tree for t in op.record.trees}
         try:
@@ -351,10 +317,3 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
             first = exc.message if isinstance(exc, StackmgrError) else repr(exc)
             raise StackmgrError(f"{first}; putting back what `{op.command}` changed failed too: {failed.message}",
                                 failed.hint or "then run `stackmgr recover`") from None  # fmt: skip
-
-
-# -- hooks called by fs.publish and checkout.move_tree -------------------------------------------------------
-
-
-def active() -> Operation | None:
-    return _active

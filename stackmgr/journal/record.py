@@ -3,7 +3,15 @@ readable without imports on any start-up path and stable across Python versions 
 
 from __future__ import annotations
 
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.store.config import Store
+
 FORMAT = "stackmgr-op 1"
+OPS_DIR = "ops"  # .stackmgr/ops/: one directory per operation
+CURRENT = "CURRENT"  # .stackmgr/ops/CURRENT: names the operation in progress
 ANCHOR_PREFIX = "refs/stackmgr/ops/"  # refs/stackmgr/ops/<op id>/<tree>/{before,after,head-before}
 
 
@@ -82,3 +90,40 @@ class Record:
             elif kind == "note":
                 rec.notes.append((_unesc(parts[0]), parts[1], parts[2]))
         return rec
+
+
+# -- the ops directory --------------------------------------------------------------------------------------
+
+
+def ops_dir(store: Store) -> str:
+    return os.path.join(store.state_dir, OPS_DIR)
+
+
+def read_record(store: Store, name: str) -> Record:
+    with open(os.path.join(ops_dir(store), name, "op"), "rb") as f:
+        return Record.parse(name, f.read())
+
+
+def interrupted_name(store: Store) -> str | None:
+    """The directory name of an operation whose command died before finishing, if any (no lock needed to ask;
+    the caller holding the store lock knows its writer is gone)."""
+    try:
+        with open(os.path.join(ops_dir(store), CURRENT), "rb") as f:
+            return f.read().decode().strip() or None
+    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
+        return None
+
+
+def stat_key(path: str) -> str:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "-"
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def remove_current(store: Store) -> None:
+    try:
+        os.unlink(os.path.join(ops_dir(store), CURRENT))
+    except FileNotFoundError:
+        pass

@@ -15,7 +15,7 @@ import os
 import re
 
 from stackmgr.errors import StackmgrError
-from stackmgr.git import runner
+from stackmgr.git.repo import Repo, read_changes
 from stackmgr.store import patchfile
 from stackmgr.types import show_path
 
@@ -76,14 +76,14 @@ def _images(p: PatchRef) -> list[patchfile.PostImage]:
     return images
 
 
-def check_result(top: str, base: str, result: str, claimed: Claims, tree: str, *, merged: bool = False) -> None:
+def check_result(repo: Repo, base: str, result: str, claimed: Claims, tree: str, *, merged: bool = False) -> None:
     """Refuse, naming the patch and file, unless `result` differs from `base` exactly as the patches say. With
     `merged` (--3way), contents may legitimately differ from what each patch recorded: files and modes still
     must not."""
     first, last, owner = claimed
-    diff = runner.start(top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", base, result])
+    diff = repo.start_raw_diff(base, result)
     built = {c.path: (None if c.new_mode == "000000" else (c.new_mode, c.new_blob))
-             for c in runner.parse_raw(runner.finish(diff)[1])}  # fmt: skip
+             for c in read_changes(diff)}  # fmt: skip
     for path in sorted(set(built) | set(last)):
         was = first.get(path)
         want = last.get(path, was)

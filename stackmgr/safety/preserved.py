@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 from stat import S_ISLNK, S_ISREG
 
-from stackmgr.errors import NotPreserved, StackmgrError
-from stackmgr.git import runner, scratch
+from stackmgr.errors import StackmgrError
+from stackmgr.git import scratch
+from stackmgr.git.repo import Repo, open_repo
 from stackmgr.safety import shards
-from stackmgr.safety.shards import VERSIONS
+from stackmgr.safety.assessment import Assessment, file_name, shown_name
 from stackmgr.store.fs import read_cache, sha256_hex, write_cache
-from stackmgr.store.names import valid_name
+from stackmgr.store.names import VERSIONS, valid_name
 from stackmgr.types import GITLINK_MODE
 
 TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
@@ -37,29 +38,6 @@ CACHE_VERSION = 4
 
 class _Unverifiable(Exception):
     """A patch whose effect cannot be established here (tree or base missing): it preserves nothing for now."""
-
-
-class Assessment:
-    """The answer for one tree: which changes are preserved (and by which patches), which are not."""
-
-    def __init__(self) -> None:
-        self.preserved: dict[bytes, list[str]] = {}
-        self.unpreserved: list[Change] = []
-        self.presence: dict[str, tuple[int, int]] = {}  # patch -> (entries present, entries)
-
-    def blockers(self, snap: Snapshot) -> list[tuple[bytes, str]]:
-        """Everything that keeps the tree from being safe to reset, as (path, why)."""
-        out = [(c.path, c.kind) for c in self.unpreserved]
-        out += [(p, "staged and unstaged versions differ") for p in snap.staged_differs]
-        out += [(p, "unmerged") for p in snap.unmerged]
-        out += [(p, "submodule has uncommitted changes inside") for p in snap.dirty_submodules]
-        out += [(p, "LF line endings a checkout would turn to CRLF (core.autocrlf=true): save cannot keep these "
-                    "bytes; set core.autocrlf=input or write CRLF") for p in snap.eol_unstable]  # fmt: skip
-        if snap.local_commits:
-            n = len(snap.local_commits)
-            out.append((b"HEAD", f"{n} local commit{'s' if n > 1 else ''} on no branch, "
-                                 f"{snap.local_commits[0][:12]}: keep with `git branch NAME`"))  # fmt: skip
-        return out
 
 
 class PatchIndex:
@@ -137,7 +115,7 @@ class PatchIndex:
         self.dirty = True
         return rec
 
-    def record_saved(self, filename: str, data: bytes, changes: list[Change], repo: runner.Repo) -> None:
+    def record_saved(self, filename: str, data: bytes, changes: list[Change], repo: Repo) -> None:
         """Record a just-written, verified patch from what save already knows (no re-read, no git); `repo` is the
         tree it was verified in."""
         from stackmgr.store import patchfile
@@ -194,15 +172,15 @@ class PatchIndex:
         if config is None:
             raise _Unverifiable(f"{filename}: tree {header.tree} is not registered in this store")
         try:
-            repo = runner.open_repo(config.path)
+            repo = open_repo(config.path)
             objects = object_store(repo)  # before the checks: a re-clone meanwhile makes the record stale, not wrong
             known = (repo.top, header.base)
             if known not in self._bases:  # a store's patches share few bases: asked once per refresh
-                self._bases[known] = runner.has_commit(repo.top, header.base)
+                self._bases[known] = repo.has_commit(header.base)
             if not self._bases[known]:
                 raise _Unverifiable(f"{filename}: base {header.base[:12]} is not a commit of tree {header.tree}")
             unknown = [im.path for im in images if im.old_blob is None or not im.old_mode]
-            at_base = runner.blob_entries(repo.top, header.base, unknown) if unknown else {}
+            at_base = repo.blob_entries(header.base, unknown) if unknown else {}
             kept = {p: blob for p, (_m, blob) in at_base.items()}
             # a pure rename (hand-made `git diff -M`) states neither mode nor blob: the base has them
             before = [(im.old_mode or at_base.get(im.path, ("", ""))[0], im.old_blob or kept.get(im.path, ""), im.path)
@@ -230,7 +208,7 @@ class PatchIndex:
         return table
 
 
-def object_store(repo: runner.Repo) -> list[object]:
+def object_store(repo: Repo) -> list[object]:
     """Which object store a tree's verdicts were established in: its common git directory's `objects` by device
     and inode (a re-clone at the same path is another directory), and the `shallow` and `objects/info/alternates`
     files by inode, size and mtime (a shallow re-clone or fetch, or dropped alternates, can take a patch's base
@@ -316,31 +294,3 @@ def _presence(idx: PatchIndex, snap: Snapshot) -> dict[str, tuple[int, int]]:
         hits = sum(1 for p, mode, blob in rec["entries"] if state.get(p) == (mode, blob))
         presence[filename[: -len(".patch")]] = (hits, len(rec["entries"]))
     return presence
-
-
-def shown_name(filename: str) -> str:
-    """`fix.patch` → `fix`; a kept version `.versions/fix/0a1b2c3d4e5f.patch` → `fix@0a1b2c3d4e5f` (as interdiff
-    names it)."""
-    if filename.startswith(VERSIONS + "/"):
-        _, name, version = filename.split("/", 2)
-        return f"{name}@{version[: -len('.patch')]}"
-    return filename[: -len(".patch")]
-
-
-def file_name(shown: str) -> str:
-    name, _, version = shown.partition("@")
-    return f"{VERSIONS}/{name}/{version}.patch" if version else f"{name}.patch"
-
-
-def describe(blockers: list[tuple[bytes, str]], limit: int = 6) -> str:
-    """`path (why), …` for a one-line refusal."""
-    from stackmgr.types import show_path
-
-    shown = ", ".join(f"{show_path(p)} ({why})" for p, why in blockers[:limit])
-    return shown + (f" and {len(blockers) - limit} more" if len(blockers) > limit else "")
-
-
-def refuse_unpreserved(tree: str, blockers: list[tuple[bytes, str]], hint: str) -> None:
-    """Raise the exit-1 refusal every destructive command gives while a tree holds unpreserved work."""
-    if blockers:
-        raise NotPreserved(f"tree {tree} has changes no patch preserves: {describe(blockers)}", hint)

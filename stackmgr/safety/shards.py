@@ -23,18 +23,19 @@ import os
 import time
 from binascii import crc32
 
+from stackmgr.safety.assessment import Assessment, shown_name
 from stackmgr.store.fs import read_cache, write_cache
+from stackmgr.store.names import VERSIONS
 from stackmgr.types import GITLINK_MODE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from stackmgr.safety.preserved import Assessment, PatchIndex
+    from stackmgr.safety.preserved import PatchIndex
     from stackmgr.safety.snapshot import Snapshot
     from stackmgr.store.config import Store
 
 SHARDS = 64
 VERSION = 3
-VERSIONS = ".versions"  # patches/.versions/NAME/HEX.patch: what `save --update` and `rebase` replaced
 
 
 def _dir(store: Store) -> str:
@@ -101,7 +102,6 @@ def needs_write(store: Store, dirs: list[object]) -> bool:
 
 def quick_assess(store: Store, snap: Snapshot, objects: object) -> Assessment | None:
     """The answer from the shards, or None when only the full assessment can give it."""
-    from stackmgr.safety.preserved import Assessment, shown_name
 
     directory = _dir(store)
     meta = read_cache(os.path.join(directory, "lookup-meta.marshal"))

@@ -11,7 +11,8 @@ import os
 import stat
 
 from stackmgr.errors import GitFailed, StackmgrError
-from stackmgr.git import runner
+from stackmgr.git import ignore
+from stackmgr.git.repo import Repo, open_repo, output, parse_raw
 from stackmgr.git.tempindex import TempIndex
 from stackmgr.store.fs import locked, read_cache, write_cache
 from stackmgr.types import EMPTY_BLOB, Change, CommitId, TreeId, Unprotected
@@ -21,7 +22,7 @@ class Snapshot:
     """A tree's working tree at one moment: HEAD, the changes against it, what was left out and why."""
 
     def __init__(
-        self, tree: str, repo: runner.Repo, head: CommitId, changes: list[Change], unprotected: list[Unprotected]
+        self, tree: str, repo: Repo, head: CommitId, changes: list[Change], unprotected: list[Unprotected]
     ) -> None:
         self.tree = tree
         self.repo = repo
@@ -116,7 +117,7 @@ def take_snapshot(
 
     With `freeze`, the snapshot keeps its own copy of the index, taken under the tree lock, so a `check`
     running meanwhile cannot move it; the caller calls `release()` when done."""
-    repo = runner.open_repo(path)
+    repo = open_repo(path)
     index = TempIndex(repo)
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {tree}"):
         try:
@@ -133,25 +134,25 @@ def take_snapshot(
     return snap
 
 
-def _snapshot(tree: str, repo: runner.Repo, index: TempIndex, limit: int) -> Snapshot:
+def _snapshot(tree: str, repo: Repo, index: TempIndex, limit: int) -> Snapshot:
     try:
         index.seed()
     except StackmgrError:
         _refuse_unborn(tree, repo)
         raise
     status_proc = index.start_status()
-    staged_proc = runner.start_staged_changes(repo)
+    staged_proc = repo.start_staged_changes()
     autocrlf = _AutoCrlf(repo)
-    orphans_proc = None if repo.head_on_branch() else runner.start_commits_on_no_ref(repo)
+    orphans_proc = None if repo.head_on_branch() else repo.start_commits_on_no_ref()
     probe = _IgnoreProbe(repo)
     try:
-        st = _parse_status(runner.finish(status_proc)[1])
+        st = _parse_status(output(status_proc))
         if st.head in ("", "(initial)"):
             _refuse_unborn(tree, repo)
         staged_out, _ = staged_proc.communicate()
         if staged_proc.wait() != 0:
             raise StackmgrError(f"tree {tree}: git cannot read the index of {repo.top}", "run `git status` there")
-        snap = _reconcile(tree, repo, index, st, runner.parse_raw(staged_out), limit, probe)
+        snap = _reconcile(tree, repo, index, st, parse_raw(staged_out), limit, probe)
         snap.local_commits = orphans_proc.communicate()[0].decode().split() if orphans_proc else []
         if autocrlf.on():
             snap.eol_unstable = _eol_unstable(index, snap.changes)
@@ -166,7 +167,7 @@ class _AutoCrlf:
     """Is core.autocrlf true for this tree? Asked of git (alongside `git status`) only when a config file it
     reads changed since the last answer; the answer is cached by their stat data, like the store config."""
 
-    def __init__(self, repo: runner.Repo) -> None:
+    def __init__(self, repo: Repo) -> None:
         home = os.environ.get("HOME", "")
         xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
         files = [os.path.join(repo.git_dir, "config"), os.path.join(repo.git_dir, "config.worktree"),
@@ -188,7 +189,7 @@ class _AutoCrlf:
         self.cache = os.path.join(repo.stackmgr_dir, "autocrlf.cache")
         cached = read_cache(self.cache)
         self.known = cached[1] if isinstance(cached, list) and len(cached) == 2 and cached[0] == sig else None
-        self.proc = None if self.known is not None else runner.start(repo.top, ["config", "--get", "core.autocrlf"])
+        self.proc = None if self.known is not None else repo.start_config_get("core.autocrlf")
 
     def on(self) -> bool:
         if self.known is None:
@@ -204,9 +205,8 @@ def _eol_unstable(index: TempIndex, changes: list[Change]) -> list[bytes]:
     paths = [c.path for c in changes if c.new_mode in ("100644", "100755")]
     if not paths:
         return []
-    out = runner.run(index.repo.top, ["ls-files", "--eol", "-z", "--", *runner.pathspec(paths)], index=index.path)
     unstable = []
-    for rec in runner.zsplit(out):
+    for rec in index.eol_info(paths):
         meta, _, path = rec.partition(b"\t")
         fields = meta.split()
         if len(fields) >= 2 and fields[0] == b"i/lf" and fields[1] in (b"w/lf", b"w/mixed"):
@@ -216,13 +216,13 @@ def _eol_unstable(index: TempIndex, changes: list[Change]) -> list[bytes]:
     return unstable
 
 
-def _refuse_unborn(tree: str, repo: runner.Repo) -> None:
-    if runner.head_commit(repo.top) is None:
+def _refuse_unborn(tree: str, repo: Repo) -> None:
+    if repo.head_commit() is None:
         raise StackmgrError(f"tree {tree} ({repo.top}) has no commits yet", "make a first commit there")
 
 
 def _reconcile(
-    tree: str, repo: runner.Repo, index: TempIndex, st: _Status, staged: list[Change], limit: int, probe: _IgnoreProbe
+    tree: str, repo: Repo, index: TempIndex, st: _Status, staged: list[Change], limit: int, probe: _IgnoreProbe
 ) -> Snapshot:
     """Bring the private index to the working tree for the paths `git status` named, then read the changes."""
     tracked_adds = {c.path for c in staged if c.old_mode == "000000" and c.new_mode != "000000"}
@@ -307,24 +307,21 @@ class _IgnoreProbe:
     the set the last snapshot left (remembered beside the private index) while `git status` runs, so the
     question costs no extra wait; only paths new since then are asked afterwards."""
 
-    def __init__(self, repo: runner.Repo) -> None:
+    def __init__(self, repo: Repo) -> None:
         self.repo = repo
         self.cache = os.path.join(repo.stackmgr_dir, "index-only.marshal")
         previous = read_cache(self.cache)
         self.asked: set[bytes] = set(previous) if isinstance(previous, list) else set()
-        self.proc = runner.start_check_ignore(repo) if self.asked else None
-        self._question = runner.ignore_question(sorted(self.asked))
+        self.query = ignore.Query(repo, sorted(self.asked))
+        self.proc = self.query.proc
 
     def ignored(self, paths: set[bytes]) -> set[bytes]:
-        found: set[bytes] = set()
         new = paths - self.asked
-        if self.proc is not None:
-            rc, out = runner.finish(self.proc, self._question, ok=(0, 1, 128))
-            found = set(runner.ignore_answer(out)) if rc == 0 else set()
-            if rc == 128:  # a remembered path is now behind a symlink: ask again about the live ones only
-                new = paths
+        found = self.query.answer()
+        if found is None:  # a remembered path is now behind a symlink: ask again about the live ones only
+            found, new = set(), paths
         if new:
-            found |= set(runner.ignored_paths(self.repo, sorted(new)))
+            found |= set(ignore.ignored_paths(self.repo, sorted(new)))
         return found & paths
 
     def remember(self, paths: set[bytes]) -> None:
@@ -347,11 +344,11 @@ def _compare_staged(snap: Snapshot, staged: list[Change]) -> None:
             snap.staged_differs.append(c.path)
 
 
-def _special_files(repo: runner.Repo) -> list[Unprotected]:
+def _special_files(repo: Repo) -> list[Unprotected]:
     """FIFOs, sockets and devices: git never lists them, so look (status/save only, not `check`)."""
     found = []
     top = os.fsencode(repo.top)
-    skip = {os.path.join(top, d.rstrip(b"/")) for d in runner.ignored_directories(repo)}
+    skip = {os.path.join(top, d.rstrip(b"/")) for d in ignore.ignored_directories(repo)}
     for dirpath, dirnames, filenames in os.walk(top):
         dirnames[:] = [d for d in dirnames if d != b".git" and os.path.join(dirpath, d) not in skip]
         for name in filenames:
@@ -362,5 +359,5 @@ def _special_files(repo: runner.Repo) -> list[Unprotected]:
                 continue
             if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
                 found.append(os.path.relpath(full, top))
-    ignored = set(runner.ignored_paths(repo, found))
+    ignored = set(ignore.ignored_paths(repo, found))
     return [Unprotected(p, "special", 0) for p in found if p not in ignored]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError
-from stackmgr.git import refs, runner
+from stackmgr.git import ignore, refs
+from stackmgr.git.repo import Repo, read_changes
 from stackmgr.git.tempindex import RealIndexLock, TempIndex, start_tree_diff, write_real_index
-from stackmgr.journal import operation
 from stackmgr.safety.snapshot import Snapshot
 from stackmgr.store.fs import locked, read_or_none
 from stackmgr.types import Change, TreeId, show_path
@@ -21,6 +21,8 @@ from stackmgr.types import Change, TreeId, show_path
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from stackmgr.journal.operation import Operation
 
 # Tests set this to change a file between the check and the destructive step (the race SPEC §4 guards).
 before_switch: Callable[[Snapshot], None] | None = None
@@ -36,16 +38,18 @@ class Moved:
         self.branch = branch
 
 
-def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | None, reason: str) -> Moved:
+def move_tree(
+    snap: Snapshot, target: TreeId, *, index_tree: str, head: str | None, reason: str, op: Operation | None
+) -> Moved:
     """Working tree: from the snapshot's tree to `target`. Real index: `index_tree` (stat data kept where files
     did not change). HEAD: detached at `head` when given. Raises WorkingTreeMoved with nothing changed when a file
     moved since the check, and StackmgrError, before anything is recorded, when the tree's sparse checkout hides a
-    path the move would write."""
+    path the move would write. `op`, the operation of the command (None outside one, as in a crash rollback),
+    records the move before the first file changes."""
     repo = snap.repo
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
-        moving = runner.parse_raw(runner.finish(start_tree_diff(repo, snap.tree_id(), target))[1])
+        moving = read_changes(start_tree_diff(repo, snap.tree_id(), target))
         _refuse_hidden(snap, moving)  # before the lock and the journal: a refusal changes nothing
-        op = operation.active()
         if op is not None:  # anchor the state a rollback returns to, before holding the user's index.lock
             op.anchor_before(snap)
         lock = RealIndexLock(repo)  # taken before the first file changes, held until the new index is in place
@@ -53,7 +57,7 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
         try:
             real_index = read_or_none(os.path.join(repo.git_dir, "index"))
             branch = refs.symbolic_head(repo)
-            step = _Journal(snap, target, head, branch, real_index, lock.fd)  # recorded before anything changes
+            step = _Journal(op, snap, target, head, branch, real_index, lock.fd)  # recorded before anything changes
             work = snap.index.freeze("switch")
             if before_switch is not None:
                 before_switch(snap)
@@ -61,15 +65,15 @@ def move_tree(snap: Snapshot, target: TreeId, *, index_tree: str, head: str | No
             # tracked) while the working tree switches.
             to_index = []
             if target != index_tree:
-                to_index = runner.parse_raw(runner.finish(start_tree_diff(repo, target, index_tree))[1])
+                to_index = read_changes(start_tree_diff(repo, target, index_tree))
             added = [c.path for c in to_index if c.new_mode == "000000"]
-            ignored = runner.start_ignored_args(repo, added)
+            ignored = ignore.start_ignored(repo, added)
             try:
                 work.switch(snap.tree_id(), target, moving)
             finally:
-                keep = set(runner.ignored_from_args(ignored)) if ignored is not None else set()
+                keep = set(ignore.started_answer(ignored)) if ignored is not None else set()
             if ignored is None and added:
-                keep = set(runner.ignored_paths(repo, added))
+                keep = set(ignore.ignored_paths(repo, added))
             try:
                 step("switched")
                 work.install_as(TempIndex(repo))  # the private index describes the new tree, with fresh stat data
@@ -110,9 +114,9 @@ def _refuse_hidden(snap: Snapshot, moving: list[Change]) -> None:
 class _Journal:
     """The move's entry in the operation journal (when a command records one): its steps and state."""
 
-    def __init__(self, snap: Snapshot, target: str, head: str | None, branch: str | None, real_index: bytes | None,
-                 lock_fd: int) -> None:  # fmt: skip
-        self.op = operation.active()
+    def __init__(self, op: Operation | None, snap: Snapshot, target: str, head: str | None, branch: str | None,
+                 real_index: bytes | None, lock_fd: int) -> None:  # fmt: skip
+        self.op = op
         self.move = self.op.tree_moving(snap, target, head, branch, real_index, lock_fd) if self.op else None
 
     def __call__(self, label: str, state: str | None = None, lock_released: bool = False) -> None:
@@ -135,7 +139,7 @@ def _put_back(snap: Snapshot, target: TreeId, real_index: bytes | None, branch: 
         refs.attach_head(repo, branch, reason + ": put back")
 
 
-def restore_index(repo: runner.Repo, data: bytes) -> None:
+def restore_index(repo: Repo, data: bytes) -> None:
     """The real index replaced by `data` (git's lock-file convention)."""
     back = TempIndex(repo, f"back.{os.getpid()}.index")
     with open(back.path, "wb") as f:

@@ -11,7 +11,6 @@ import os
 import time
 
 from stackmgr.store.config import Store
-from stackmgr.store.fs import atomic_write
 
 STATE_FILE = "applied.json"
 
@@ -58,7 +57,7 @@ def load_applied(store: Store) -> dict[str, Applied]:
 def _write(store: Store, state: dict[str, Applied]) -> None:
     os.makedirs(store.state_dir, exist_ok=True)
     data = {"schema": 1, "trees": {tree: a.as_dict() for tree, a in sorted(state.items())}}
-    atomic_write(_path(store), (json.dumps(data, indent=2) + "\n").encode())
+    store.write_file(_path(store), (json.dumps(data, indent=2) + "\n").encode())
 
 
 def record_applied(store: Store, tree: str, applied: Applied) -> None:

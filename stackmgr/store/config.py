@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.store.fs import read_cache, write_cache
+from stackmgr.store.fs import atomic_write, publish, read_cache, write_cache
 from stackmgr.store.names import check_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.journal.operation import Operation
 
 CONFIG_FILE = "stackmgr.toml"
 PYPROJECT = "pyproject.toml"
@@ -37,6 +41,15 @@ class Store:
         self.config_path = config_path
         self.trees = trees
         self.max_untracked_bytes = max_untracked_bytes
+        self.journal: Operation | None = None  # the operation recording this store's changes (journal.operation)
+
+    def write_file(self, path: str, data: bytes, *, durable: bool = True) -> None:
+        """Replace a file of the store atomically, recorded by the operation in progress."""
+        atomic_write(path, data, durable=durable, journal=self.journal)
+
+    def publish(self, tmp: str, path: str) -> None:
+        """Rename a written temp file over a file of the store, recorded by the operation in progress."""
+        publish(tmp, path, journal=self.journal)
 
     @property
     def patches_dir(self) -> str:
@@ -210,7 +223,6 @@ def add_tree(store: Store, name: str, path: str) -> Store:
     """Append a [trees.NAME] table to the store config; refuse a name already taken."""
     import re
 
-    from stackmgr.store.fs import atomic_write
 
     check_name("tree", name)
     if name in store.trees:
@@ -223,5 +235,5 @@ def add_tree(store: Store, name: str, path: str) -> Store:
     key = name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _toml_string(name)
     data += f"\n[{prefix}.{key}]\npath = {_toml_string(path)}\n".encode()
     _parse(store.config_path, data)  # never write a config that no longer parses
-    atomic_write(store.config_path, data)
+    store.write_file(store.config_path, data)
     return load_store(store.root)

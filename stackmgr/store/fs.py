@@ -17,12 +17,14 @@ from stackmgr.errors import StackmgrError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from typing import Protocol
 
-# Set by `journal.operation` while a command records its changes: told each path about to be replaced, and
-# each path just replaced.
-before_replace: Callable[[str], None] | None = None
-after_replace: Callable[[str], None] | None = None
+    class Journal(Protocol):
+        """What records a replaced file (`journal.operation.Operation`): told before and after the rename."""
+
+        def file_replacing(self, path: str) -> None: ...
+
+        def file_replaced(self, path: str) -> None: ...
 
 
 def fsync_dir(directory: str) -> None:
@@ -33,10 +35,13 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:
+def atomic_write(
+    path: str, data: bytes, mode: int = 0o644, *, durable: bool = True, journal: Journal | None = None
+) -> None:
     """Replace `path` with `data`: temp file in the same directory, fsync, rename, fsync the directory. Without
-    `durable` no fsync: still all-or-nothing for readers and for a killed process, not across a power cut."""
-    publish(write_temp(path, data, mode, durable=durable), path, durable=durable)
+    `durable` no fsync: still all-or-nothing for readers and for a killed process, not across a power cut.
+    A `journal` records the replacement (the old file kept first)."""
+    publish(write_temp(path, data, mode, durable=durable), path, durable=durable, journal=journal)
 
 
 def write_temp(path: str, data: bytes, mode: int = 0o644, *, durable: bool = True) -> str:
@@ -71,12 +76,12 @@ def _create_exclusive(directory: str, prefix: str) -> tuple[int, str]:
     raise StackmgrError(f"cannot create a temporary file in {directory}", "remove stale *.tmp files there")
 
 
-def publish(tmp: str, path: str, *, durable: bool = True) -> None:
+def publish(tmp: str, path: str, *, durable: bool = True, journal: Journal | None = None) -> None:
     """Rename a synced temp file over `path` and sync the directory, so the new name survives a crash."""
     directory = os.path.dirname(os.path.abspath(path))
-    if before_replace is not None:
+    if journal is not None:
         try:
-            before_replace(path)
+            journal.file_replacing(path)
         except BaseException:
             discard(tmp)
             raise
@@ -87,8 +92,8 @@ def publish(tmp: str, path: str, *, durable: bool = True) -> None:
         raise _write_error(directory, exc) from None
     if durable:
         fsync_dir(directory)
-    if after_replace is not None:
-        after_replace(path)
+    if journal is not None:
+        journal.file_replaced(path)
 
 
 def discard(path: str) -> None:

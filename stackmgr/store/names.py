@@ -46,3 +46,6 @@ def inside(directory: str, name: str) -> str:
     if os.path.commonpath([real_dir, real]) != real_dir or real == real_dir:
         raise UsageProblem(f"'{name}' resolves outside {directory}", "remove the symlink or pick another name")
     return path
+
+
+VERSIONS = ".versions"  # patches/.versions/NAME/HEX.patch: what `save --update` and `rebase` replaced

@@ -14,7 +14,7 @@ import re
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.store.config import Store
-from stackmgr.store.fs import atomic_write, read_or_none
+from stackmgr.store.fs import read_or_none
 from stackmgr.store.names import check_name, inside, patch_name
 
 _GUARD = re.compile(r"#[+-][A-Za-z0-9_.-]+")
@@ -227,7 +227,7 @@ class SeriesFile:
         if self.exists and read_or_none(self.path) == data:
             return
         os.makedirs(self.store.series_dir, exist_ok=True)
-        atomic_write(self.path, data)
+        self.store.write_file(self.path, data)
         self.exists = True
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from stackmgr.commands.shell_init import SAFE, STASH, WORKTREE, classify, shell_function, split_command
-from stackmgr.git.runner import UserRepo
+from stackmgr.git.user_repo import UserRepo
 from tests.conftest import Lab, git, git_text, make_repo, run_stackmgr, tree_files
 from tests.reliability.conftest import assert_one_line_error
 

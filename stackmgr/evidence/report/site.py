@@ -1,6 +1,23 @@
-"""Build every page in memory, then write the site to DIR: only an empty, new, or earlier report's directory.
+"""`stackmgr report -o DIR`, written here: a static HTML site to browse patch ↔ result
+(SPEC §5, research/anchors-links.md §4.6).
 
-An earlier report is marked by `.stackmgr-report`, which also lists the files to remove on regeneration.
+Pages, all linked relatively so the directory works from file:// and can be copied anywhere:
+
+- `index.html`: every series with its patches in order (tree, status, best fresh metric, gates, link states), then
+  the patches in no series (`index_page`);
+- `patches/<name>.html`: header, description, diffstat, the diff, and beside it the evidence timeline (`patch_page`,
+  `diff`);
+- `artifacts/<slug>.html`: which links cite a result file, whether it still verifies, a preview of its text
+  (`artifact_page`);
+- `results.html`: every link and every artifact in one table each (`results_page`);
+- `graveyard.html`: rejected and do-not-revive lanes with their lessons, filtered client-side by a search box
+  (`graveyard_page`).
+
+Stdlib only: everything is escaped with `html.escape`, no external assets. Each page carries a
+Content-Security-Policy that runs no script at all, except the graveyard's own (allowed by its hash), so even a
+missed escape could not execute (`assets`). The site is built in memory first (`model` gathers, the page modules
+render); only then is DIR touched. DIR must be empty, new, or a previous report (marked by `.stackmgr-report`, which
+also lists the files to remove on regeneration) (`site`).
 """
 
 from __future__ import annotations

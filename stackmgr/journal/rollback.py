@@ -1,4 +1,4 @@
-"""Reading the operation journal back: roll back an interrupted or failed operation, `undo`, `log`, `gc`.
+"""Putting an operation back: roll back an interrupted or failed operation (and, for `undo`, a finished one).
 
 Putting a tree back never trusts the record alone. The paths the operation's move touches (the diff between the
 checked snapshot and the target) must each hold either their old or their new version now; they go back to the
@@ -12,21 +12,22 @@ import os
 import sys
 import time
 
-from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git import refs, runner
+from stackmgr.errors import StackmgrError
+from stackmgr.git import refs
+from stackmgr.git.repo import Repo, open_repo, read_changes
 from stackmgr.git.scratch import tree_with_entries
 from stackmgr.git.tempindex import start_tree_diff
-from stackmgr.journal.operation import (
+from stackmgr.journal.record import (
+    ANCHOR_PREFIX,
     CURRENT,
-    active,
+    Record,
+    TreeMove,
     interrupted_name,
-    operation,
     ops_dir,
     read_record,
     remove_current,
     stat_key,
-)
-from stackmgr.journal.record import ANCHOR_PREFIX, Record, TreeMove
+)  # fmt: skip
 from stackmgr.safety import tree_move
 from stackmgr.safety.snapshot import take_snapshot
 from stackmgr.store.config import Store
@@ -45,7 +46,7 @@ def roll_back(store: Store, record: Record, directory: str) -> list[str]:
     notes = []
     for move in reversed(record.trees):
         try:
-            _tree_back(store, move, directory, record, after_only=False)
+            tree_back(store, move, directory, record, after_only=False)
         except LeftAsIs as exc:
             notes.append(f"{exc.message}; its state before `{record.command}` is kept as "
                          f"{ANCHOR_PREFIX}{record.id}/{move.tree}/before")  # fmt: skip
@@ -57,7 +58,7 @@ def roll_back(store: Store, record: Record, directory: str) -> list[str]:
             notes.append(f"{change.path} changed after `{record.command}`: left as it is; the version before is "
                          f"{backup if change.existed else 'no file'}")  # fmt: skip
             continue
-        _file_back(store, change.path, change.existed, directory)
+        file_back(store, change.path, change.existed, directory)
     record.state = "rolled-back"
     atomic_write(os.path.join(directory, "op"), record.render())
     remove_current(store)
@@ -105,7 +106,7 @@ def recover_interrupted(store: Store) -> Record | None:
         return roll_back_interrupted(store, announce=False)
 
 
-def _file_back(store: Store, rel: str, existed: bool, directory: str) -> None:
+def file_back(store: Store, rel: str, existed: bool, directory: str) -> None:
     path = os.path.join(store.root, rel)
     _drop_temp_files(path)
     if existed:
@@ -113,11 +114,10 @@ def _file_back(store: Store, rel: str, existed: bool, directory: str) -> None:
         if data is None:
             raise StackmgrError(f"the saved copy of {rel} is missing from {directory}")
         if read_or_none(path) != data:
-            atomic_write(path, data)
+            store.write_file(path, data)
     elif os.path.lexists(path):
-        op = active()
-        if op is not None:
-            op.file_replacing(path)
+        if store.journal is not None:
+            store.journal.file_replacing(path)
         os.unlink(path)
         folder = os.path.dirname(path)
         if os.path.dirname(folder) == store.links_dir:  # links/<patch>/ made for this record alone
@@ -139,13 +139,13 @@ def _drop_temp_files(path: str) -> None:
             os.unlink(os.path.join(folder, name))
 
 
-def _tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, after_only: bool) -> None:
+def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, after_only: bool) -> None:
     """The tree as it was before `move`: the moved paths back, the real index bytes, HEAD and its branch.
 
     `after_only` (undo): the tree must be where the operation left it (HEAD, and the moved paths at their new or
     old versions), else it refuses. After a crash (not `after_only`), what stands in the way is left as it is
     (LeftAsIs): the user can still save it, and the old state is anchored."""
-    repo = runner.open_repo(move.path)
+    repo = open_repo(move.path)
     _drop_own_index_lock(repo, move)
     _drop_dead_scratch_indexes(repo)
     blocked = StackmgrError if after_only else LeftAsIs
@@ -166,15 +166,15 @@ def _tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, 
         branch_now = refs.symbolic_head(repo) or "-"
         if now != move.before or snap.head != move.head_before or branch_now != move.branch:
             target = _old_versions(repo, move, now, blocked) if now != move.before else now
-            tree_move.move_tree(snap, target, index_tree=runner.tree_of(repo.top, move.head_before),
-                               head=move.head_before, reason=reason)  # fmt: skip
+            tree_move.move_tree(snap, target, index_tree=repo.tree_of(move.head_before),
+                               head=move.head_before, reason=reason, op=store.journal)  # fmt: skip
     finally:
         snap.release()
     saved = read_or_none(os.path.join(directory, "index", move.tree)) if move.index == "saved" else None
     if saved is not None and read_or_none(os.path.join(repo.git_dir, "index")) != saved:
         tree_move.restore_index(repo, saved)
     on_branch = move.branch == "-" or refs.symbolic_head(repo) == move.branch
-    if not on_branch and runner.ref_commit(repo.top, move.branch) == move.head_before:
+    if not on_branch and repo.ref_commit(move.branch) == move.head_before:
         if refs.branch_checked_out_elsewhere(repo, move.branch):
             sys.stderr.write(f"stackmgr: note: tree {move.tree}: {move.branch} is checked out in another worktree; "
                              f"HEAD left detached at {move.head_before[:12]}\n")  # fmt: skip
@@ -182,10 +182,10 @@ def _tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, 
             refs.attach_head(repo, move.branch, reason)
 
 
-def _old_versions(repo: runner.Repo, move: TreeMove, now: str, blocked: type[StackmgrError]) -> TreeId:
+def _old_versions(repo: Repo, move: TreeMove, now: str, blocked: type[StackmgrError]) -> TreeId:
     """The tree `now` with every path the move touched set back to its version in `move.before`."""
-    changes = runner.parse_raw(runner.finish(start_tree_diff(repo, move.before, move.target))[1])
-    current = runner.blob_entries(repo.top, now, [c.path for c in changes]) if changes else {}
+    changes = read_changes(start_tree_diff(repo, move.before, move.target))
+    current = repo.blob_entries(now, [c.path for c in changes]) if changes else {}
     stray = []
     old: dict[bytes, tuple[str, str] | None] = {}
     for c in changes:
@@ -201,7 +201,7 @@ def _old_versions(repo: runner.Repo, move: TreeMove, now: str, blocked: type[Sta
     return tree_with_entries(repo, now, old)
 
 
-def _drop_dead_scratch_indexes(repo: runner.Repo) -> None:
+def _drop_dead_scratch_indexes(repo: Repo) -> None:
     """Scratch and frozen indexes (`<purpose>.<pid>.index`) whose process is gone: a killed command's litter."""
     try:
         names = os.listdir(repo.stackmgr_dir)
@@ -225,7 +225,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _drop_own_index_lock(repo: runner.Repo, move: TreeMove) -> None:
+def _drop_own_index_lock(repo: Repo, move: TreeMove) -> None:
     """A killed stackmgr leaves the `index.lock` it created; remove it only if it is that very file."""
     if move.lock == "-":
         return
@@ -242,8 +242,8 @@ def forget_unmoved(record: Record, anchored: list[tuple[str, str]]) -> None:
     """Drop the before-anchors of moves that never changed their tree (refused, or put back at once)."""
     for top, tree in anchored:
         if os.path.isdir(top):
-            refs.update_refs(top, [(f"{ANCHOR_PREFIX}{record.id}/{tree}/before", None)],
-                            f"stackmgr {record.command}: refused")  # fmt: skip
+            refs.update_refs(open_repo(top), [(f"{ANCHOR_PREFIX}{record.id}/{tree}/before", None)],
+                             f"stackmgr {record.command}: refused")  # fmt: skip
 
 
 def anchor_moves(store: Store, record: Record) -> None:
@@ -256,104 +256,7 @@ def anchor_moves(store: Store, record: Record) -> None:
         anchors: list[tuple[str, str | None]] = [(base + "after", move.target)]
         if move.head_before != move.head_after:
             anchors.append((base + "head-before", move.head_before))
-        refs.update_refs(move.path, anchors, f"stackmgr {record.command}")
+        refs.update_refs(open_repo(move.path), anchors, f"stackmgr {record.command}")
 
 
 # -- undo, log, gc ----------------------------------------------------------------------------------------------
-
-
-def log_names(store: Store) -> list[str]:
-    """Operation directory names, oldest first."""
-    try:
-        names = os.listdir(ops_dir(store))
-    except FileNotFoundError:
-        return []
-    return sorted(n for n in names if len(n) == 26 and n[13] == "-" and n[:13].isdigit())
-
-
-def log_records(store: Store) -> list[Record]:
-    records = []
-    for name in reversed(log_names(store)):
-        try:
-            records.append(read_record(store, name))
-        except FileNotFoundError:
-            continue  # killed before it recorded its first change: nothing to show
-        except (OSError, ValueError, KeyError, IndexError, TypeError):
-            records.append(Record(name, "(unreadable record)", int(name[:13]) // 1000, "unreadable"))
-    return records
-
-
-def undo(store: Store, wanted: str | None) -> tuple[Record, Record | None]:
-    """Revert the newest completed operation (or the one `wanted` names): its store files and its trees. The
-    undo is an operation itself, so undoing it redoes the original."""
-    with operation(store, "undo") as op:
-        record = _pick(store, wanted)
-        directory = os.path.join(ops_dir(store), record.name)
-        changed = [f.path for f in record.files if stat_key(os.path.join(store.root, f.path)) != f.after]
-        if changed:
-            raise StackmgrError(f"cannot undo `{record.command}` (op {record.id}): {changed[0]} changed since",
-                                "undo the later operations first (`stackmgr log` lists them)")  # fmt: skip
-        op.command = _undo_command(record)
-        op.undoes = record.id
-        for move in reversed(record.trees):
-            if move.state == "moved":
-                _tree_back(store, move, directory, record, after_only=True)
-        for change in reversed(record.files):
-            _file_back(store, change.path, change.existed, directory)
-    return record, op.record
-
-
-def _undo_command(record: Record) -> str:
-    """`undo ID (CMD)`; undoing an undo says `redo ID (CMD)` with the original command, not a nest of them."""
-    verb, inner = "undo", record.command
-    if record.undoes != "-" and inner.endswith(")") and " (" in inner:
-        verb = "redo" if inner.startswith("undo ") else "undo"
-        inner = inner.split(" (", 1)[1][:-1]
-    return f"{verb} {record.id} ({inner})"
-
-
-def _pick(store: Store, wanted: str | None) -> Record:
-    records = [r for r in log_records(store) if r.state == "done"]
-    if wanted is not None:
-        hits = [r for r in records if r.id.startswith(wanted.lower())] if len(wanted) >= 4 else []
-        if len(hits) != 1:
-            raise UsageProblem(f"no single completed operation {wanted}", "`stackmgr log` lists their ids")
-        return hits[0]
-    if not records:
-        raise UsageProblem("nothing to undo: no operation is recorded", "`stackmgr log` lists what was recorded")
-    return records[0]
-
-
-def gc(store: Store, keep: int | None, older_than_days: float | None, dry_run: bool) -> list[Record]:
-    """Forget old operations (their records, saved files and anchor refs). Recovery snapshots of `reset
-    --force` are never pruned here: they may be the only copy of someone's work."""
-    if keep is None and older_than_days is None:
-        raise UsageProblem("gc needs --keep N or --older-than DAYS", "nothing is pruned unless asked")
-    with locked(store.lock_path, "the store"):
-        records = log_records(store)  # newest first
-        current = interrupted_name(store)
-        cutoff = time.time() - older_than_days * 86400 if older_than_days is not None else None
-        doomed = [
-            r for i, r in enumerate(records)
-            if r.name != current and ((keep is not None and i >= keep) or (cutoff is not None and r.started < cutoff))
-        ]  # fmt: skip
-        if not dry_run:
-            for r in doomed:
-                _forget(store, r)
-    return doomed
-
-
-def _forget(store: Store, record: Record) -> None:
-    by_top: dict[str, list[tuple[str, str | None]]] = {}
-    for move in record.trees:
-        base = f"{ANCHOR_PREFIX}{record.id}/{move.tree}/"
-        by_top.setdefault(move.path, []).extend((base + leaf, None) for leaf in ("before", "after", "head-before"))
-    for top, anchors in by_top.items():
-        if os.path.isdir(top):
-            existing = {ref for ref, _c, _t, _m in refs.refs_under(top, f"{ANCHOR_PREFIX}{record.id}/")}
-            gone = [(ref, oid) for ref, oid in anchors if ref in existing]
-            if gone:
-                refs.update_refs(top, gone, "stackmgr gc")
-    import shutil
-
-    shutil.rmtree(os.path.join(ops_dir(store), record.name), ignore_errors=True)

@@ -1,0 +1,116 @@
+"""`stackmgr undo [OP]`, `log` and `gc`: the operation journal read back. An undo reverts the newest completed
+operation (its store files and its trees, through journal/rollback.py) and is an operation itself, so undoing it
+redoes the original.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.git import refs
+from stackmgr.git.repo import open_repo
+from stackmgr.journal.operation import operation
+from stackmgr.journal.record import ANCHOR_PREFIX, Record, interrupted_name, ops_dir, read_record, stat_key
+from stackmgr.journal.rollback import file_back, tree_back
+from stackmgr.store.config import Store
+from stackmgr.store.fs import locked
+
+
+def log_names(store: Store) -> list[str]:
+    """Operation directory names, oldest first."""
+    try:
+        names = os.listdir(ops_dir(store))
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if len(n) == 26 and n[13] == "-" and n[:13].isdigit())
+
+
+def log_records(store: Store) -> list[Record]:
+    records = []
+    for name in reversed(log_names(store)):
+        try:
+            records.append(read_record(store, name))
+        except FileNotFoundError:
+            continue  # killed before it recorded its first change: nothing to show
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            records.append(Record(name, "(unreadable record)", int(name[:13]) // 1000, "unreadable"))
+    return records
+
+
+def undo(store: Store, wanted: str | None) -> tuple[Record, Record | None]:
+    """Revert the newest completed operation (or the one `wanted` names): its store files and its trees. The
+    undo is an operation itself, so undoing it redoes the original."""
+    with operation(store, "undo") as op:
+        record = _pick(store, wanted)
+        directory = os.path.join(ops_dir(store), record.name)
+        changed = [f.path for f in record.files if stat_key(os.path.join(store.root, f.path)) != f.after]
+        if changed:
+            raise StackmgrError(f"cannot undo `{record.command}` (op {record.id}): {changed[0]} changed since",
+                                "undo the later operations first (`stackmgr log` lists them)")  # fmt: skip
+        op.command = _undo_command(record)
+        op.undoes = record.id
+        for move in reversed(record.trees):
+            if move.state == "moved":
+                tree_back(store, move, directory, record, after_only=True)
+        for change in reversed(record.files):
+            file_back(store, change.path, change.existed, directory)
+    return record, op.record
+
+
+def _undo_command(record: Record) -> str:
+    """`undo ID (CMD)`; undoing an undo says `redo ID (CMD)` with the original command, not a nest of them."""
+    verb, inner = "undo", record.command
+    if record.undoes != "-" and inner.endswith(")") and " (" in inner:
+        verb = "redo" if inner.startswith("undo ") else "undo"
+        inner = inner.split(" (", 1)[1][:-1]
+    return f"{verb} {record.id} ({inner})"
+
+
+def _pick(store: Store, wanted: str | None) -> Record:
+    records = [r for r in log_records(store) if r.state == "done"]
+    if wanted is not None:
+        hits = [r for r in records if r.id.startswith(wanted.lower())] if len(wanted) >= 4 else []
+        if len(hits) != 1:
+            raise UsageProblem(f"no single completed operation {wanted}", "`stackmgr log` lists their ids")
+        return hits[0]
+    if not records:
+        raise UsageProblem("nothing to undo: no operation is recorded", "`stackmgr log` lists what was recorded")
+    return records[0]
+
+
+def gc(store: Store, keep: int | None, older_than_days: float | None, dry_run: bool) -> list[Record]:
+    """Forget old operations (their records, saved files and anchor refs). Recovery snapshots of `reset
+    --force` are never pruned here: they may be the only copy of someone's work."""
+    if keep is None and older_than_days is None:
+        raise UsageProblem("gc needs --keep N or --older-than DAYS", "nothing is pruned unless asked")
+    with locked(store.lock_path, "the store"):
+        records = log_records(store)  # newest first
+        current = interrupted_name(store)
+        cutoff = time.time() - older_than_days * 86400 if older_than_days is not None else None
+        doomed = [
+            r for i, r in enumerate(records)
+            if r.name != current and ((keep is not None and i >= keep) or (cutoff is not None and r.started < cutoff))
+        ]  # fmt: skip
+        if not dry_run:
+            for r in doomed:
+                _forget(store, r)
+    return doomed
+
+
+def _forget(store: Store, record: Record) -> None:
+    by_top: dict[str, list[tuple[str, str | None]]] = {}
+    for move in record.trees:
+        base = f"{ANCHOR_PREFIX}{record.id}/{move.tree}/"
+        by_top.setdefault(move.path, []).extend((base + leaf, None) for leaf in ("before", "after", "head-before"))
+    for top, anchors in by_top.items():
+        if os.path.isdir(top):
+            repo = open_repo(top)
+            existing = {ref for ref, _c, _t, _m in refs.refs_under(repo, f"{ANCHOR_PREFIX}{record.id}/")}
+            gone = [(ref, oid) for ref, oid in anchors if ref in existing]
+            if gone:
+                refs.update_refs(repo, gone, "stackmgr gc")
+    import shutil
+
+    shutil.rmtree(os.path.join(ops_dir(store), record.name), ignore_errors=True)

@@ -1,0 +1,243 @@
+"""A git working tree as one handle, and the named operations stackmgr asks of it.
+
+Callers never build git command lines: they hold a `Repo` (from `open_repo`, which spawns nothing: this is on
+`check`'s path) and call what they need by name. Calls that run while other work goes on return a started
+`Process`; `output(proc)` and `read_changes(proc)` read its answer.
+"""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.errors import StackmgrError
+from stackmgr.git.runner import (
+    DIFF_FLAGS,
+    finish,
+    literal,
+    parse_raw,
+    pathspec,
+    read_changes,
+    run,
+    run_rc,
+    start,
+    zsplit,
+)  # fmt: skip
+from stackmgr.types import CommitId, TreeId
+
+TYPE_CHECKING = False  # mypy treats this as true; `collections.abc`/`typing` stay out of `check`'s start-up
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from stackmgr.git.process import Process
+
+__all__ = [
+    "Repo", "author_ident", "discover_toplevel", "init_repo", "open_repo", "output", "parse_raw", "patch_id",
+    "read_changes", "start_author_ident",
+]  # fmt: skip
+
+
+def output(proc: Process, stdin: bytes | None = None) -> bytes:
+    """The stdout of a started git call; a failure raises GitFailed."""
+    return finish(proc, stdin)[1]
+
+
+class Repo:
+    """A non-bare git working tree: its top level and its (per-worktree) git directory."""
+
+    __slots__ = ("git_dir", "top")
+
+    def __init__(self, top: str, git_dir: str) -> None:
+        self.top = top
+        self.git_dir = git_dir
+
+    @property
+    def stackmgr_dir(self) -> str:
+        return os.path.join(self.git_dir, "stackmgr")
+
+    def head_on_branch(self) -> bool:
+        """HEAD names a branch (read without git: this is on `check`'s path); its commits are then on a ref."""
+        try:
+            with open(os.path.join(self.git_dir, "HEAD"), "rb") as f:
+                return f.read(5) == b"ref: "
+        except OSError:
+            return False
+
+    def operation_in_progress(self) -> str | None:
+        """The name of a merge/rebase/cherry-pick/revert/am/bisect in progress, if any."""
+        for marker, what in (
+            ("MERGE_HEAD", "a merge"), ("rebase-merge", "a rebase"), ("rebase-apply", "a rebase or am"),
+            ("CHERRY_PICK_HEAD", "a cherry-pick"), ("REVERT_HEAD", "a revert"), ("BISECT_LOG", "a bisect"),
+        ):  # fmt: skip
+            if os.path.exists(os.path.join(self.git_dir, marker)):
+                return what
+        return None
+
+    # -- commits, objects, config ------------------------------------------------------------------------------
+
+    def head_commit(self) -> CommitId | None:
+        rc, out, _ = run_rc(self.top, ["rev-parse", "-q", "--verify", "HEAD^{commit}"])
+        return CommitId(out.decode().strip()) if rc == 0 else None
+
+    def resolve_commit(self, rev: str) -> CommitId:
+        rc, out, _ = run_rc(self.top, ["rev-parse", "-q", "--verify", "--end-of-options", rev + "^{commit}"])
+        if rc != 0:
+            raise StackmgrError(
+                f"'{rev}' is not a commit in {self.top}", "give a commit id, branch or tag that exists there"
+            )
+        return CommitId(out.decode().strip())
+
+    def ref_commit(self, ref: str) -> CommitId | None:
+        rc, out, _ = run_rc(self.top, ["rev-parse", "-q", "--verify", "--end-of-options", ref + "^{commit}"])
+        return CommitId(out.decode().strip()) if rc == 0 else None
+
+    def tree_of(self, commit: str) -> TreeId:
+        return TreeId(run(self.top, ["rev-parse", "--verify", f"{commit}^{{tree}}"]).decode().strip())
+
+    def has_object(self, oid: str) -> bool:
+        return bool(oid) and run_rc(self.top, ["cat-file", "-e", oid])[0] == 0
+
+    def has_commit(self, commit: str) -> bool:
+        return run_rc(self.top, ["cat-file", "-e", commit + "^{commit}"])[0] == 0
+
+    def config_bool(self, key: str) -> bool | None:
+        """A boolean git setting as the tree sees it (all config levels), or None when unset."""
+        rc, out, _ = run_rc(self.top, ["config", "--bool", "--get", key])
+        return out.strip() == b"true" if rc == 0 else None
+
+    def start_config_get(self, key: str) -> Process:
+        """`git config --get KEY`, started so it runs beside other work (read its stdout with communicate)."""
+        return start(self.top, ["config", "--get", key])
+
+    def git_common_dir(self) -> str:
+        return run(self.top, ["rev-parse", "--git-common-dir"]).decode().strip()
+
+    def start_author_ident(self) -> Process:
+        return start_author_ident(self.top)
+
+    # -- trees and diffs ---------------------------------------------------------------------------------------
+
+    def write_tree(self, index: str) -> TreeId:
+        return TreeId(run(self.top, ["write-tree"], index=index).decode().strip())
+
+    def blob_entries(self, rev: str, paths: Sequence[bytes]) -> dict[bytes, tuple[str, str]]:
+        """path -> (mode, blob) of `paths` in commit `rev`."""
+        out = run(self.top, ["ls-tree", "-z", "--full-tree", rev, "--", *literal(paths)])
+        entries = {}
+        for rec in zsplit(out):
+            meta, path = rec.split(b"\t", 1)
+            mode, _type, oid = meta.decode().split(" ")
+            entries[path] = (mode, oid)
+        return entries
+
+    def tracked_names(self, rev: str, paths: Sequence[bytes]) -> set[bytes]:
+        """Which of `paths` commit `rev` holds."""
+        return set(zsplit(run(self.top, ["ls-tree", "-r", "-z", "--name-only", rev, *pathspec(paths)])))
+
+    def diff_trees(self, old: str, new: str, paths: Sequence[bytes] = ()) -> bytes:
+        """The binary-safe, full-index patch from tree `old` to tree `new` (only `paths`, when given)."""
+        return run(self.top, ["diff-tree", "-r", "-p", *DIFF_FLAGS, old, new, *pathspec(paths)])
+
+    def diff_trees_with_stat(self, old: str, new: str) -> bytes:
+        """Diffstat, summary and the full-index patch from `old` to `new`: the body of a patch file."""
+        return run(self.top, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, old, new])
+
+    def start_raw_diff(self, old: str, new: str) -> Process:
+        """The changes from tree `old` to tree `new` as `--raw` records (read them with `read_changes`)."""
+        return start(self.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new])
+
+    def numstat(self, old: str, new: str) -> dict[bytes, tuple[int, int] | None]:
+        """path -> (lines added, lines deleted); None for a binary file."""
+        out = run(self.top, ["diff-tree", "-r", "-z", "--numstat", "--no-renames", old, new])
+        stats: dict[bytes, tuple[int, int] | None] = {}
+        for rec in zsplit(out):
+            added, deleted, path = rec.split(b"\t", 2)
+            stats[path] = None if added == b"-" else (int(added), int(deleted))
+        return stats
+
+    def start_staged_changes(self) -> Process:
+        """What the user's real index holds against HEAD (staged edits, unmerged paths); read-only."""
+        return start(self.top, ["--no-optional-locks", "diff-index", "--cached", "-r", "-z", "--raw",
+                                "--no-renames", "--full-index", "HEAD"])  # fmt: skip
+
+    def start_commits_on_no_ref(self) -> Process:
+        """Commits reachable from HEAD but from no ref at all: what a detached HEAD would drop on moving."""
+        return start(self.top, ["rev-list", "HEAD", "--not", "--glob=refs/*"])
+
+    def first_parents(self, depth: int, paths: Sequence[bytes] = ()) -> list[bytes]:
+        """HEAD's first-parent chain, newest first, at most `depth` commits (only those touching `paths`)."""
+        return run(self.top, ["rev-list", "--first-parent", f"--max-count={depth}", "HEAD", *pathspec(paths)]).split()
+
+    def commit_all(self, message: str) -> CommitId:
+        """Commit everything in the working tree with plumbing (no hooks run); returns the new HEAD."""
+        index = os.path.join(self.git_dir, "index")
+        run(self.top, ["add", "-A"], index=index)
+        tree = self.write_tree(index)
+        parent = self.head_commit()
+        args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+        commit = CommitId(run(self.top, args).decode().strip())
+        run(self.top, ["update-ref", "HEAD", commit])
+        return commit
+
+
+def start_author_ident(cwd: str) -> Process:
+    """`git var GIT_AUTHOR_IDENT` in `cwd` (a repository or not), read with `author_ident`."""
+    return start(cwd, ["var", "GIT_AUTHOR_IDENT"])
+
+
+def author_ident(proc: Process) -> tuple[str, str, int, str]:
+    """(name, email, unix time, tz) as git would record the author (`Repo.start_author_ident`): config,
+    GIT_AUTHOR_* and all."""
+    out, _ = proc.communicate()
+    if proc.wait() != 0:
+        raise StackmgrError("git does not know who you are", "set it with `git config --global user.name/user.email`")
+    ident = out.decode("utf-8", "replace").strip()
+    name_email, stamp, tz = ident.rsplit(" ", 2)
+    name, _, email = name_email.partition(" <")
+    return name, email.rstrip(">"), int(stamp), tz
+
+
+def open_repo(path: str) -> Repo:
+    """Find the git directory of the working tree at `path` without spawning git (this is on `check`'s path)."""
+    if not os.path.isdir(path):
+        raise StackmgrError(f"{path} does not exist", "fix the tree's path in the store config")
+    dotgit = os.path.join(path, ".git")
+    if os.path.isdir(dotgit):
+        return Repo(path, dotgit)
+    if os.path.isfile(dotgit):
+        with open(dotgit, "rb") as f:
+            line = f.read(4096).strip()
+        if line.startswith(b"gitdir: "):
+            return Repo(path, os.path.normpath(os.path.join(path, os.fsdecode(line[8:]))))
+    raise StackmgrError(f"{path} is not the top level of a git working tree", "register the repository's top directory")
+
+
+def discover_toplevel(path: str) -> str:
+    """The top level of the git working tree containing `path` (GitPython's Repo discovery)."""
+    import git  # GitPython: only here, where start-up time does not matter
+
+    try:
+        repo = git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise StackmgrError(
+            f"{path} is not inside a git repository", "run `git init` there or pick another path"
+        ) from None
+    try:
+        if repo.bare or repo.working_tree_dir is None:
+            raise StackmgrError(f"{path} is a bare repository", "register a repository with a working tree")
+        return os.path.realpath(str(repo.working_tree_dir))
+    finally:
+        repo.close()
+
+
+def init_repo(path: str) -> Repo:
+    """A new repository with a `main` branch (used by `demo` for its scratch tree)."""
+    os.makedirs(path, exist_ok=True)
+    run(path, ["init", "-q", "--initial-branch=main"])
+    return open_repo(path)
+
+
+def patch_id(cwd: str, patch: bytes) -> str:
+    """`git patch-id --stable` of a patch: equal for the same change re-exported (context, headers, order).
+    Needs no repository: `cwd` is only where git runs."""
+    out = run(cwd, ["patch-id", "--stable"], stdin=patch)
+    return out.decode().split()[0] if out.strip() else ""

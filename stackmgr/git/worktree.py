@@ -1,0 +1,109 @@
+"""The scratch worktree `rebase` carries patches in: added beside the user's tree (hooks off), worked in with
+`apply --index` and plumbing commits, removed with its administrative entry. The user's own working tree,
+index and HEAD are never touched by anything here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from stackmgr.git.runner import DIFF_FLAGS, finish, run, run_rc, start
+
+_BOT = {"GIT_COMMITTER_NAME": "stackmgr", "GIT_COMMITTER_EMAIL": "stackmgr@localhost"}
+
+
+def add_worktree(top: str, path: str, commit: str) -> None:
+    """A detached worktree at `path` on `commit`, for the repository at `top`; its hooks never run."""
+    run(top, ["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--force", path, commit])
+
+
+def remove_worktree(top: str, path: str) -> None:
+    """Remove our scratch worktree and its entry in the repository (never `worktree prune`, which would also
+    forget the user's worktrees whose directories are away)."""
+    if os.path.exists(path):
+        run_rc(top, ["worktree", "remove", "--force", "--force", path])
+        shutil.rmtree(path, ignore_errors=True)
+    common = run(top, ["rev-parse", "--git-common-dir"]).decode().strip()
+    admin = os.path.join(top, common, "worktrees")
+    for name in os.listdir(admin) if os.path.isdir(admin) else []:
+        try:
+            with open(os.path.join(admin, name, "gitdir"), "rb") as f:
+                link = f.read()
+        except OSError:
+            link = b""
+        if os.path.dirname(link.decode("utf-8", "replace").strip()) == path:
+            shutil.rmtree(os.path.join(admin, name), ignore_errors=True)
+
+
+class ScratchWorktree:
+    """Named operations in one scratch worktree (its path is where git runs)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def head(self) -> str:
+        return run(self.path, ["rev-parse", "HEAD"]).decode().strip()
+
+    def tree_of(self, commit: str) -> str:
+        return run(self.path, ["rev-parse", "--verify", f"{commit}^{{tree}}"]).decode().strip()
+
+    def reset_hard(self, commit: str) -> None:
+        run(self.path, ["reset", "-q", "--hard", commit])
+
+    def reset_soft(self, commit: str) -> None:
+        run(self.path, ["reset", "-q", "--soft", commit])
+
+    def head_descends_from(self, commit: str) -> bool:
+        return run_rc(self.path, ["merge-base", "--is-ancestor", commit, "HEAD"])[0] == 0
+
+    def stage_tracked(self) -> str:
+        """`git add -u` (tracked files as the user left them; new files count once `git add`ed), then the tree
+        the index holds."""
+        run(self.path, ["add", "-u"])
+        return self.write_tree()
+
+    def write_tree(self) -> str:
+        return run(self.path, ["write-tree"]).decode().strip()
+
+    def go_to(self, commit: str) -> None:
+        """HEAD, index and files at `commit` (detached)."""
+        run(self.path, ["update-ref", "--no-deref", "HEAD", commit])
+        run(self.path, ["read-tree", "--reset", "-u", commit])
+
+    def apply_strict(self, patch: str) -> bool:
+        return run_rc(self.path, ["apply", "--index", "--whitespace=nowarn", "-p1", patch])[0] == 0
+
+    def reverse_applies(self, patch: str) -> bool:
+        return run_rc(self.path, ["apply", "--index", "--check", "-R", "-p1", patch])[0] == 0
+
+    def apply_3way(self, patch: str) -> tuple[bool, bytes]:
+        """(merged, git's stderr) of `apply --index --3way` with the patch's full blob ids."""
+        rc, _, err = run_rc(self.path, ["apply", "--index", "--3way", "--whitespace=nowarn", "-p1", patch])
+        return rc == 0, err
+
+    def has_unmerged(self) -> bool:
+        return bool(run(self.path, ["ls-files", "-u"]).strip())
+
+    def unmerged_names(self) -> list[str]:
+        return run(self.path, ["diff", "--name-only", "--diff-filter=U"]).decode().split()
+
+    def tracked_changed(self) -> bool:
+        return bool(run(self.path, ["status", "--porcelain", "--untracked-files=no"]).strip())
+
+    def stat_and_diff(self, old: str, new: str) -> bytes:
+        return run(self.path, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, old, new])
+
+    def staged_diff(self, parent: str) -> bytes:
+        return run(self.path, ["diff", "--cached", "--no-color", "--no-ext-diff", parent])
+
+    def commit(self, tree: str, parent: str, message: str) -> str:
+        """Commit `tree` on `parent` as stackmgr (plumbing, no hooks) and move HEAD and the index there."""
+        env = dict(_BOT, GIT_AUTHOR_NAME="stackmgr", GIT_AUTHOR_EMAIL="stackmgr@localhost")
+        proc = start(self.path, ["commit-tree", tree, "-p", parent], stdin=True, extra_env=env)
+        commit = finish(proc, message.encode())[1].decode().strip()
+        run(self.path, ["update-ref", "--no-deref", "HEAD", commit])
+        run(self.path, ["read-tree", commit])
+        run_rc(self.path, ["update-index", "-q", "--refresh"])  # stat info back, or the next `apply --index` refuses
+        return commit

@@ -1,0 +1,63 @@
+"""The answer to "is every change of this tree preserved?" (safety/preserved.py and safety/shards.py give it),
+the names it reports patches by, and the one refusal every destructive command gives while work is unpreserved."""
+
+from __future__ import annotations
+
+from stackmgr.errors import NotPreserved
+from stackmgr.store.names import VERSIONS
+
+TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
+if TYPE_CHECKING:
+    from stackmgr.safety.snapshot import Snapshot
+    from stackmgr.types import Change
+
+
+class Assessment:
+    """The answer for one tree: which changes are preserved (and by which patches), which are not."""
+
+    def __init__(self) -> None:
+        self.preserved: dict[bytes, list[str]] = {}
+        self.unpreserved: list[Change] = []
+        self.presence: dict[str, tuple[int, int]] = {}  # patch -> (entries present, entries)
+
+    def blockers(self, snap: Snapshot) -> list[tuple[bytes, str]]:
+        """Everything that keeps the tree from being safe to reset, as (path, why)."""
+        out = [(c.path, c.kind) for c in self.unpreserved]
+        out += [(p, "staged and unstaged versions differ") for p in snap.staged_differs]
+        out += [(p, "unmerged") for p in snap.unmerged]
+        out += [(p, "submodule has uncommitted changes inside") for p in snap.dirty_submodules]
+        out += [(p, "LF line endings a checkout would turn to CRLF (core.autocrlf=true): save cannot keep these "
+                    "bytes; set core.autocrlf=input or write CRLF") for p in snap.eol_unstable]  # fmt: skip
+        if snap.local_commits:
+            n = len(snap.local_commits)
+            out.append((b"HEAD", f"{n} local commit{'s' if n > 1 else ''} on no branch, "
+                                 f"{snap.local_commits[0][:12]}: keep with `git branch NAME`"))  # fmt: skip
+        return out
+
+
+def shown_name(filename: str) -> str:
+    """`fix.patch` → `fix`; a kept version `.versions/fix/0a1b2c3d4e5f.patch` → `fix@0a1b2c3d4e5f` (as interdiff
+    names it)."""
+    if filename.startswith(VERSIONS + "/"):
+        _, name, version = filename.split("/", 2)
+        return f"{name}@{version[: -len('.patch')]}"
+    return filename[: -len(".patch")]
+
+
+def file_name(shown: str) -> str:
+    name, _, version = shown.partition("@")
+    return f"{VERSIONS}/{name}/{version}.patch" if version else f"{name}.patch"
+
+
+def describe(blockers: list[tuple[bytes, str]], limit: int = 6) -> str:
+    """`path (why), …` for a one-line refusal."""
+    from stackmgr.types import show_path
+
+    shown = ", ".join(f"{show_path(p)} ({why})" for p, why in blockers[:limit])
+    return shown + (f" and {len(blockers) - limit} more" if len(blockers) > limit else "")
+
+
+def refuse_unpreserved(tree: str, blockers: list[tuple[bytes, str]], hint: str) -> None:
+    """Raise the exit-1 refusal every destructive command gives while a tree holds unpreserved work."""
+    if blockers:
+        raise NotPreserved(f"tree {tree} has changes no patch preserves: {describe(blockers)}", hint)
