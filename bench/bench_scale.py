@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark stackmgr at lab scale and beyond (issue 7): long series, a large store, start-up.
+"""Benchmark stackmgr at lab scale and beyond: long series, a large store, start-up.
 
 On the vLLM-size tree of bench_check_save.py (6,401 files) it generates, deterministically from a seed and without
 running stackmgr (patch files are written the way `save` writes them, blob ids computed as git does):

@@ -1,4 +1,4 @@
-"""Domain errors. Each carries the one line the user sees and the exit code of SPEC §5."""
+"""Domain errors. Each carries the one line the user sees and its exit code (docs/FORMATS.md#exit-codes)."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ class Change(tuple[bytes, str, str, str, str]):
 
 
 class Unprotected:
-    """A file stackmgr leaves alone: not saved, never deleted (SPEC §4)."""
+    """A file stackmgr leaves alone: not saved, never deleted (docs/ARCHITECTURE.md#invariants, 3)."""
 
     __slots__ = ("path", "reason", "size")
 

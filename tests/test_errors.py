@@ -1,4 +1,4 @@
-"""Every bad input: one line on stderr, the exit code of SPEC §5, nothing written."""
+"""Every bad input: one line on stderr, the exit code (docs/FORMATS.md#exit-codes), nothing written."""
 
 from __future__ import annotations
 

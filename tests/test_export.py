@@ -1,4 +1,4 @@
-"""`stackmgr export SERIES --quilt DIR | --mbox FILE | --git BRANCH` (issue 6, item 2): each hand-off rebuilds the
+"""`stackmgr export SERIES --quilt DIR | --mbox FILE | --git BRANCH`: each hand-off rebuilds the
 tree `stackmgr apply` builds, with the real programs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`stackmgr import FILE… [-t TREE] [--series S] [--name N] [--base REV] [--json]` (issue 6, item 1).
+"""`stackmgr import FILE… [-t TREE] [--series S] [--name N] [--base REV] [--json]`.
 
 A colleague hands over patches in every shape a lab meets: `git format-patch` mails and mboxes, quilt patches with
 DEP-3 or free-text headers, plain `diff -u` / `diff -ruN`, `git diff --binary`, whole quilt directories. Each must
@@ -96,7 +96,7 @@ def patches(store: Path) -> dict[str, bytes]:
 
 
 def header(data: bytes) -> dict[str, str]:
-    """The mail header fields and Stackmgr trailers of an imported patch, checked for SPEC §3.1 shape."""
+    """The mail header fields and Stackmgr trailers of an imported patch, checked against docs/FORMATS.md#patch-file."""
     head, sep, diff = data.partition(b"\ndiff --git ")
     assert data.startswith(b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n")
     assert sep and b"\n---\n" in head, "mail header, ---, diffstat, then a git diff"

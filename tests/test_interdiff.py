@@ -1,4 +1,4 @@
-"""`stackmgr interdiff`: the real difference between two versions of a change (issue 6, item 4)."""
+"""`stackmgr interdiff`: the real difference between two versions of a change."""
 
 from __future__ import annotations
 

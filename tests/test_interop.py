@@ -1,4 +1,4 @@
-"""Interop with the real programs (issue 6, "must show"): a single-tree series saved by stackmgr, applied with
+"""Interop with the real programs: a single-tree series saved by stackmgr, applied with
 `quilt push -a` (QUILT_PATCHES/QUILT_SERIES pointing into the store) and with `git am`, gives the same tree id as
 `stackmgr apply`."""
 

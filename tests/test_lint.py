@@ -1,4 +1,4 @@
-"""`stackmgr lint`: every defect seeded into a store is found, and nothing in a clean one (issue 6, item 5)."""
+"""`stackmgr lint`: every defect seeded into a store is found, and nothing in a clean one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`stackmgr rebase SERIES --onto REV` (issue 6, item 3): a 20-patch series carried over a generated upstream
+"""`stackmgr rebase SERIES --onto REV`: a 20-patch series carried over a generated upstream
 history that shifts some patches, rewrites the context of one, conflicts with one and merges another. The
 classification must be exactly right, the user's tree untouched, and the result apply strictly on the new base."""
 

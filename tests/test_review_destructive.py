@@ -85,7 +85,7 @@ def _series_on_two_trees(lab: Lab, kernels: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Bugs: ignored files are overwritten or deleted (SPEC §4: "Ignored files are never saved and never deleted")
+# Bugs: ignored files are overwritten or deleted (docs/RELIABILITY.md, promise 1)
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -213,7 +213,7 @@ def test_reset_force_of_two_trees_where_the_second_refuses_at_the_switch(
     monkeypatch.setattr(tree_move, "before_switch", vllm_autosave)
     result = lab.sm("reset", "--force")
     assert result.code == 3 and "README" in result.err
-    # Since the operation journal (issue 5) a multi-tree reset is all or nothing: kernels is put back.
+    # Since the operation journal a multi-tree reset is all or nothing: kernels is put back.
     assert (kernels / "k.cpp").read_text() == "int k = 1; // unsaved\n"
     assert (lab.tree / "README").read_text() == "typed after the check\n"
     assert lab.sm("check", "kernels").code == 1 and lab.sm("log", "-n", "1").out.count("[rolled-back]") == 1

@@ -79,7 +79,7 @@ def test_check_does_not_pass_for_an_unborn_tree_holding_work(lab: Lab, tmp_path:
     (unborn / "work.txt").write_text("weeks of work\n")
     git(unborn, "add", "work.txt")
     assert lab.sm("tree", "add", "unborn", str(unborn)).code == 0
-    assert lab.sm("check", "unborn").code == 3  # named: refused, as SPEC §7 says
+    assert lab.sm("check", "unborn").code == 3  # named: no commits yet is refused, exit 3
     assert lab.sm("check").code != 0  # unnamed (the shell guard's form): must not say "all preserved"
 
 
@@ -222,7 +222,7 @@ def test_a_patch_rewritten_in_place_with_its_mtime_kept_is_reread(lab: Lab) -> N
 
 def test_a_patch_whose_base_is_not_in_the_tree_preserves_nothing(lab: Lab) -> None:
     """Regression (review): preserved._match ignores Stackmgr-Base: a patch whose base is not a commit of the tree
-    cannot be 'applied to its base' (SPEC §4), yet it preserves.
+    cannot be 'applied to its base' (docs/ARCHITECTURE.md#invariants, 2), yet it preserves.
     """
     (lab.tree / "README").write_text("saved\n")
     assert lab.sm("save", "readme", "-m", "readme").code == 0
@@ -232,7 +232,7 @@ def test_a_patch_whose_base_is_not_in_the_tree_preserves_nothing(lab: Lab) -> No
 
 
 def test_a_local_commit_only_reachable_from_a_detached_head_is_a_change(lab: Lab) -> None:
-    """Regression (review): SPEC §4: local commits a reset would leave unreachable count as changes; snapshot only
+    """Regression (review): local commits a reset would leave unreachable count as changes; snapshot only
     diffs against HEAD, so a detached local commit passes check.
     """
     git(lab.tree, "checkout", "-q", "--detach")

@@ -2,11 +2,11 @@
 tree back to its base and `apply` rebuilds exactly the working tree that was saved; while any change is left
 unsaved, `reset` refuses, names it, and changes nothing.
 
-Property, per seed (SPEC §4, §5, §7): on a small real git repository (with an ignored file and directory), random
-edits (text line edits, same-size one-byte rewrites, whole-file rewrites with LF / CRLF / no final newline /
-binary-with-NUL / empty content, new files in old or new directories, deletions, chmod +x / -x, symlinks created,
-retargeted and type-changed to and from regular files, a file replaced by a directory and a directory by a file;
-ASCII, space-containing, Unicode, non-UTF-8 and git-quoted names) are saved into series `s`, as one patch or as
+Property, per seed (docs/ARCHITECTURE.md#invariants): on a small real git repository (with an ignored file and
+directory), random edits (text line edits, same-size one-byte rewrites, whole-file rewrites with LF / CRLF / no final
+newline / binary-with-NUL / empty content, new files in old or new directories, deletions, chmod +x / -x, symlinks
+created, retargeted and type-changed to and from regular files, a file replaced by a directory and a directory by a
+file; ASCII, space-containing, Unicode, non-UTF-8 and git-quoted names) are saved into series `s`, as one patch or as
 several stacked ones, some saved with a PATH subset and the rest after it. Then:
 
 - sometimes everything is staged (`git add -A`), and the working-tree id (computed with git alone, untracked files

@@ -1,4 +1,4 @@
-"""Series files (SPEC §3.2) and `stackmgr series …` (SPEC §5): the grammar, the edits, the refusals.
+"""Series files (docs/FORMATS.md#series-file) and `stackmgr series …`: the grammar, the edits, the refusals.
 
 Series files are written by hand as often as by stackmgr, so every edit is checked on the exact bytes it leaves.
 """
@@ -54,7 +54,7 @@ def _ok(result: Result) -> Result:
 
 
 def _refused(result: Result, code: int, says: str) -> None:
-    """One line on stderr starting 'stackmgr: ', the exit code of SPEC §5, nothing on stdout."""
+    """One line on stderr starting 'stackmgr: ', the exit code (docs/FORMATS.md#exit-codes), nothing on stdout."""
     assert result.code == code, result
     assert says in result.err, result.err
     assert result.err.startswith("stackmgr: ") and result.err.count("\n") == 1, result.err

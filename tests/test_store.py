@@ -1,4 +1,4 @@
-"""Creating a store, finding it, registering trees (SPEC §2)."""
+"""Creating a store, finding it, registering trees (docs/FORMATS.md#store-layout)."""
 
 from __future__ import annotations
 

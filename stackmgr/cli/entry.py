@@ -1,4 +1,4 @@
-"""The console-script entry point: error mapping (SPEC §5 exit codes) and a start-up fast path.
+"""The console-script entry point: error mapping (docs/FORMATS.md#exit-codes) and a start-up fast path.
 
 `check` runs in shell prompts and `save` many times a day, so their plain forms are dispatched here without
 importing click (about 30 ms, more than the git work of a typical `check`); anything else, `--help` included,

@@ -59,7 +59,7 @@ def link_cmd(ctx: click.Context, patch: str, artifacts: tuple[str, ...], metric_
 
 
 def link_json(ev: Any, link: Any, state: str, baseline: Any) -> dict[str, Any]:
-    """One link as `show --json` and `links --json` give it (SPEC §7 keys, and more)."""
+    """One link as `show --json` and `links --json` give it (docs/FORMATS.md#json-output)."""
     base = {m.name: m.value for m in baseline.metrics} if baseline is not None else {}
     return {
         "id": link.id, "state": state, "created": link.created, "author": link.author, "patch": link.patch,

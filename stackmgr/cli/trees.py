@@ -18,7 +18,7 @@ from stackmgr.store.config import open_store
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
 @click.pass_context
 def reset_cmd(ctx: click.Context, trees: tuple[str, ...], to: str | None, force: bool, as_json: bool) -> None:
-    """Reset trees to their target, but only when every change is preserved (SPEC §4)."""
+    """Reset trees to their target, but only when every change is preserved."""
     from stackmgr.commands.reset import reset_trees
 
     outcomes = reset_trees(open_store(store_and_json(ctx)[0]), trees, to=to, force=force)

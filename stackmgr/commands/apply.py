@@ -1,4 +1,4 @@
-"""`stackmgr apply SERIES`: rebuild a known tree state from a series (SPEC §5).
+"""`stackmgr apply SERIES`: rebuild a known tree state from a series.
 
 Everything is checked before anything changes: the series parses, every patch exists, parses and belongs to a
 registered tree, every touched tree is fully preserved and not mid-merge, and the result of every tree is

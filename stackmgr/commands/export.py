@@ -1,6 +1,6 @@
-"""`stackmgr export SERIES --quilt DIR | --mbox FILE | --git BRANCH`: hand a series to quilt, `git am` or a branch
-(issue 6, item 2). The patch files are written as they are, bytes untouched: a stackmgr patch already is a
-`git format-patch` mail that quilt and `git am` take.
+"""`stackmgr export SERIES --quilt DIR | --mbox FILE | --git BRANCH`: hand a series to quilt, `git am` or a branch.
+The patch files are written as they are, bytes untouched: a stackmgr patch already is a `git format-patch` mail
+that quilt and `git am` take (docs/FORMATS.md#patch-file).
 """
 
 from __future__ import annotations

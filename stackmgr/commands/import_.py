@@ -1,7 +1,7 @@
-"""`stackmgr import FILE… [-t TREE] [--series S] [--name N] [--base REV]`: adopt patches made elsewhere (issue 6).
+"""`stackmgr import FILE… [-t TREE] [--series S] [--name N] [--base REV]`: adopt patches made elsewhere.
 
 Each patch is applied strictly in a scratch index (the user's tree, index and HEAD are never touched) and the
-result re-diffed with the flags of SPEC §3.1, so an imported patch is full-index, binary-safe and verified like a
+result re-diffed as in docs/FORMATS.md#patch-file, so an imported patch is full-index, binary-safe and verified like a
 saved one. The base, when not given, is the newest commit of the tree's current branch (first parents, at most
 SEARCH_DEPTH back) on which the patch applies strictly; only commits that changed the patch's files are tried.
 

@@ -1,6 +1,6 @@
-"""One tree as `import` uses it (importing.py): a scratch index and directory where incoming patches are tried,
-the base they apply to is searched, and each is re-diffed to SPEC §3.1, verified and written. The user's tree,
-index and HEAD are never touched."""
+"""One tree as `import` uses it (import_.py): a scratch index and directory where incoming patches are tried,
+the base they apply to is searched, and each is re-diffed to docs/FORMATS.md#patch-file, verified and written.
+The user's tree, index and HEAD are never touched."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`stackmgr interdiff A B` and `interdiff PATCH --against REV|FILE`: the real difference between two versions of
-a change (issue 6, item 4). Each version is applied strictly to its own base in a scratch index and the two
+a change. Each version is applied strictly to its own base in a scratch index and the two
 results are diffed, over the files either version touches: not a diff of diffs, so moved context, refreshed
 hunks and re-bases that change nothing show as nothing.
 

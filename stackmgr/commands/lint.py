@@ -1,4 +1,4 @@
-"""`stackmgr lint`: is the store consistent? (SPEC §5; issue 6, item 5.)
+"""`stackmgr lint`: is the store consistent?
 
 Series ↔ `patches/` (missing, orphaned and duplicate entries, bad names), every patch's header (tree, base,
 description) and content (conflict markers, CRLF damage, "Binary files differ" stubs, no full-index lines),

@@ -1,5 +1,5 @@
 """`stackmgr rebase SERIES --onto REV [-t TREE] [--exec CMD]` and `rebase [SERIES] --continue | --abort`:
-carry one tree's patches of a series to a new upstream base (issue 6, item 3).
+carry one tree's patches of a series to a new upstream base.
 
 The patches are applied, in order, in a scratch worktree of the tree (under `.git/stackmgr/rebase/`; the user's
 working tree, index and HEAD are never touched), each committed there, and classified:

@@ -1,8 +1,9 @@
-"""`stackmgr recover [ID]`: list the recovery snapshots `reset --force` stored, and restore one (SPEC §7).
+"""`stackmgr recover [ID]`: list the recovery snapshots `reset --force` stored, and restore one.
 
 A recovery snapshot is a commit under `refs/stackmgr/recovery/<12 hex>` in its tree: its tree is the working tree
 at the time (untracked files included), its first parent the HEAD of then, its second (when there was one) the
-index. Restoring needs the tree to be fully preserved now, and keeps the ref: nothing is ever consumed.
+index (docs/FORMATS.md#state-in-each-tree). Restoring needs the tree to be fully preserved now, and keeps the
+ref: nothing is ever consumed.
 """
 
 from __future__ import annotations

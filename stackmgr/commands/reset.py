@@ -1,4 +1,4 @@
-"""`stackmgr reset`: the guarded reset of SPEC §4, and the recovery snapshots that make `--force` undoable.
+"""`stackmgr reset`: the guarded reset (docs/ARCHITECTURE.md#invariants), and the recovery snapshots of `--force`.
 
 The target is `--to REV`, else the base of the applied series, else HEAD. Every tree is checked before any is
 touched; anything unpreserved (changes, local commits the move would orphan, unmerged or staged-only state)

@@ -1,4 +1,4 @@
-"""`stackmgr save`: write a tree's changes into patches/NAME.patch, verified by a round trip (SPEC §3.1, §5)."""
+"""`stackmgr save`: a tree's changes into patches/NAME.patch (docs/FORMATS.md#patch-file), verified by a round trip."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`save NAME --series S`: where the new patch goes (SPEC §7), like quilt's `new` + `refresh`.
+"""`save NAME --series S`: where the new patch goes, like quilt's `new` + `refresh`.
 
 - S has no patch of this tree yet (or does not exist): the patch is made against HEAD (or `--base`), S gets it,
   and S becomes the series applied to the tree.

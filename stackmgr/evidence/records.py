@@ -1,4 +1,4 @@
-"""Link records (SPEC §3.3): which artifacts justify or refute a patch, measured on which stack.
+"""Link records (docs/FORMATS.md#link-record): which artifacts justify or refute a patch, measured on which stack.
 
 `links/<patch>/<UTC timestamp>-<id>.toml`, one file per record, written once and never rewritten (a correction is
 a new record that `amends` the old one). Read with tomllib; written by the small emitter below (TOML has no

@@ -1,8 +1,9 @@
 """Link records at read time: creating one from what the user points at, and what each is worth today.
 
-States (SPEC §3.3), computed, never stored: `broken` (an artifact is missing or its bytes changed), `orphaned` (the
-patch is in no series), `fresh` (patch bytes as measured), `equivalent` (bytes changed, `git patch-id --stable`
-equal: the same change re-exported), `stale` (the change itself changed). A patch's status comes from its links.
+States (docs/FORMATS.md#link-record), computed, never stored: `broken` (an artifact is missing or its bytes
+changed), `orphaned` (the patch is in no series), `fresh` (patch bytes as measured), `equivalent` (bytes changed,
+`git patch-id --stable` equal: the same change re-exported), `stale` (the change itself changed). A patch's status
+comes from its links.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ TYPE_CHECKING = False  # mypy treats this as true; `collections.abc`/`typing` st
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-# Settings that change what diff/apply/status print or do; always pinned (SPEC §6, research §3.5).
+# Settings that change what diff/apply/status print or do; always pinned (docs/ARCHITECTURE.md#invariants, 8).
 PINNED = (
     "-c", "core.quotePath=true", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
     "-c", "color.ui=never", "-c", "color.diff=never", "-c", "core.pager=cat",

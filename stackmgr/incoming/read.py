@@ -287,7 +287,7 @@ def _stem(path: str) -> str:
 
 
 def _slug(text: str, keep_case: bool = False) -> str:
-    """A patch name from a subject or file name: what git format-patch does to subjects, within SPEC §2 names."""
+    """A patch name from a subject or file name, the way git format-patch names files, kept to docs/FORMATS.md#names."""
     s = re.sub(r"[^A-Za-z0-9._+-]+", "-", text if keep_case else text.lower()).strip("-.")
     s = re.sub(r"\.{2,}", ".", s)[:52].rstrip("-.")
     while s.endswith(".lock"):

@@ -1,5 +1,5 @@
-"""Is the tree a series built the tree its patches describe? (SPEC §5 apply: "verify it"; catalogue rows 2, 4, 5,
-8, 10, 13, 19, 21, 25, 39.)
+"""Is the tree a series built the tree its patches describe? (docs/RELIABILITY.md, promise 5; catalogue rows
+2, 4, 5, 8, 10, 13, 19, 21, 25, 39 of docs/RELIABILITY.md#catalogue-rows.)
 
 `git apply` succeeding is not enough: a hunk whose header was edited lands on an identical block elsewhere, a
 patch cut at a file boundary is still a valid patch, an overflowing line number or a bogus mode is read in some

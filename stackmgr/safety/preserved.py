@@ -1,4 +1,4 @@
-"""Is every change of a tree preserved? (SPEC §4)
+"""Is every change of a tree preserved? (docs/ARCHITECTURE.md#invariants, 2)
 
 A change (path, mode, blob) is preserved when some patch of that tree ends that path with that mode and blob.
 Full blob ids make this a lookup: each patch's post-images are indexed once, in a cache under `.stackmgr/`

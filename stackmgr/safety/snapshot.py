@@ -1,8 +1,8 @@
-"""The snapshot of a tree: the git tree id of its working tree, and its changes against HEAD (SPEC §4).
+"""The snapshot of a tree: the git tree id of its working tree, and its changes against HEAD.
 
 One `git status` on the tree's private index finds what moved since the last snapshot; only those paths are
 re-hashed (`update-index`). Untracked files over the size limit, special files and nested repositories are
-left out and reported as unprotected; ignored files never enter.
+left out and reported as unprotected; ignored files never enter (docs/ARCHITECTURE.md#invariants, 3 and 4).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The destructive step, in one place: move a checked tree to a target state (SPEC §4).
+"""The destructive step, in one place: move a checked tree to a target state (docs/ARCHITECTURE.md#invariants, 6).
 
 Only from a snapshot that was just checked, only by a two-way `read-tree -m -u` from that snapshot's own index
 (which refuses per file if anything moved since the check), never `reset --hard` + `clean`. Ignored and
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from stackmgr.journal.operation import Operation
 
-# Tests set this to change a file between the check and the destructive step (the race SPEC §4 guards).
+# Tests set this to change a file between the check and the destructive step (docs/ARCHITECTURE.md#invariants, 6).
 before_switch: Callable[[Snapshot], None] | None = None
 
 

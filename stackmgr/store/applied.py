@@ -1,4 +1,4 @@
-"""Which series is applied to which tree (SPEC §7): local state in `.stackmgr/applied.json`.
+"""Which series is applied to which tree (docs/FORMATS.md#applied-state): local state in `.stackmgr/applied.json`.
 
 A tree has at most one applied series: its name, the base commit, the patches with their sha256 as applied,
 and the tree id the series produced, so `status` can say whether the working tree still matches it.

@@ -1,4 +1,4 @@
-"""The store: where it is, what its config says, and creating one (SPEC §2)."""
+"""The store: where it is, what its config says, and creating one (docs/FORMATS.md#config)."""
 
 from __future__ import annotations
 

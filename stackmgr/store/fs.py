@@ -1,4 +1,4 @@
-"""Atomic file writes and advisory locks with holder information (SPEC §6).
+"""Atomic file writes and advisory locks with holder information (docs/FORMATS.md#locks).
 
 Imported on `check`'s path: only os-level modules here; `tempfile` is imported when a write happens.
 """

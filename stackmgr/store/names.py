@@ -1,4 +1,4 @@
-"""Names of trees, patches and series, and the paths they become (SPEC §2)."""
+"""Names of trees, patches and series, and the paths they become (docs/FORMATS.md#names)."""
 
 from __future__ import annotations
 

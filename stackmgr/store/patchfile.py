@@ -1,4 +1,4 @@
-"""The patch file of SPEC §3.1: a mail-style header git am accepts, then a full-index binary diff, as bytes."""
+"""The patch file (docs/FORMATS.md#patch-file): a mail header git am accepts, then a full-index binary diff: bytes."""
 
 from __future__ import annotations
 

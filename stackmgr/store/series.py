@@ -1,4 +1,4 @@
-"""Series files (SPEC §3.2): the intersection of quilt's and Mercurial MQ's grammar.
+"""Series files (docs/FORMATS.md#series-file): the intersection of quilt's and Mercurial MQ's grammar.
 
     # comment lines start in column 0
     first-fix.patch

@@ -1,6 +1,6 @@
-"""The reliability suite (issue 5): `python -m pytest tests/reliability`.
+"""The reliability suite (docs/RELIABILITY.md): `python -m pytest tests/reliability`.
 
-Every test of a row of the bad-input catalogue (research/anchors-reliability.md §4) is marked
+Every test of a row of the bad-input catalogue (docs/RELIABILITY.md#catalogue-rows) is marked
 `@pytest.mark.catalogue(N)`; every crash test records the crash points it injected with the `crash_points`
 fixture. The summary line counts both, so CI shows what was covered.
 """

@@ -1,7 +1,7 @@
-"""Bad or tricky PATCH CONTENT (research/anchors-reliability.md §3.4, catalogue §4 rows 1–24, 27, 28, 36–39).
+"""Bad or tricky PATCH CONTENT (docs/RELIABILITY.md#catalogue-rows, rows 1–24, 27, 28, 36–39).
 
 Each hostile input goes into the store the way it reaches a user: a saved patch whose bytes were damaged later, or
-a patch file written by hand (the SPEC §3.1 header, then the diff) listed in a series. `apply` must refuse it
+a patch file written by hand (a docs/FORMATS.md#patch-file header, a diff) listed in a series. `apply` must refuse it
 (exit 3, one line naming the patch and what is wrong, nothing written anywhere), and `status`/`check` must neither
 crash on it nor count it as preserving a change. Tricky but legitimate content must round-trip exactly through
 save → reset → apply (tree ids and bytes). `import` does not exist yet: its inputs are tested through `apply` of a
@@ -59,7 +59,7 @@ def _files(tree: Path) -> dict[str, tuple[bool, bool, bytes]]:
 
 
 def _hand_patch(lab: Lab, name: str, diff: bytes, *, base: str | None = None, series: str | None = "s") -> Path:
-    """patches/NAME.patch written by hand: the SPEC §3.1 mail header and trailers, then `diff`; listed as the
+    """patches/NAME.patch written by hand: a docs/FORMATS.md#patch-file header and trailers, then `diff`; listed as the
     only entry of `series` (unless None)."""
     header = (
         FROM + b"From: Jane Doe <jane@example.com>\nDate: Sat, 13 Jun 2026 10:02:11 +0000\n"

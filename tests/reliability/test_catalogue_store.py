@@ -1,12 +1,12 @@
-"""Catalogue rows 40–47, 58, 61–63 (research/anchors-reliability.md §4): the store's own files under attack.
+"""Catalogue rows 40–47, 58, 61–63 (docs/RELIABILITY.md#catalogue-rows): the store's own files under attack.
 
 Series files that name missing, duplicate or escaping patches, series edited while applied, the grammar's corners,
 truncated or corrupt series / link / state files, hostile link artifacts, patch files that are symlinks or hard
 links, a full disk, a second stackmgr, a held `index.lock` and a read-only patch directory.
 
 Each test drives the real CLI (in-process, or in a subprocess where a resource limit, a lock holder or dropped
-privileges are needed) on a store and tree in tmp_path, and checks the exit code of SPEC §5, the one-line message,
-and — on a refusal — that nothing but rebuildable caches changed.
+privileges are needed) on a store and tree in tmp_path, and checks the exit code (docs/FORMATS.md#exit-codes),
+the one-line message, and — on a refusal — that nothing but rebuildable caches changed.
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ def test_a_patch_symlink_to_a_non_patch_outside_is_refused(stacked: Stacked) -> 
 @pytest.mark.catalogue(42)
 def test_a_series_entry_symlinked_out_of_the_patches_directory_is_refused(stacked: Stacked, tmp_path: Path) -> None:
     """Row 42: a series entry whose patch file is a symlink leaving the patches directory is refused (containment:
-    the resolved path must stay inside patches/, SPEC §2), even when what it points at is a valid patch."""
+    the resolved path must stay inside patches/, docs/FORMATS.md#names), even when it points at a valid patch."""
     lab = stacked.lab
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -488,8 +488,8 @@ def test_an_applied_state_of_the_wrong_shape_does_not_crash_status(stacked: Stac
 
 @pytest.mark.catalogue(45)
 def test_apply_with_a_wrong_shaped_state_file_fails_before_the_switch_and_clearly(stacked: Stacked) -> None:
-    """Row 45: exit 3 means nothing changed (SPEC §5), and every failure is one clear line, never an internal
-    error. A state file that cannot be updated must be found unreadable before the tree is switched (or simply
+    """Row 45: exit 3 means nothing changed (docs/FORMATS.md#exit-codes), and every failure is one clear line, never an
+    internal error. A state file that cannot be updated must be found unreadable before the tree is switched (or simply
     replaced: it is rebuildable), not trip the command after the switch."""
     lab = stacked.lab
     state = lab.store / ".stackmgr" / "applied.json"

@@ -1,9 +1,9 @@
-"""Catalogue rows about tree state and names (research/anchors-reliability.md §4): submodules (25, 26), odd
+"""Catalogue rows about tree state and names (docs/RELIABILITY.md#catalogue-rows): submodules (25, 26), odd
 contents and file names (29-35), the state of HEAD, the index and the working tree (48-57), and odd
 repositories (64-68: not a repository, no commits, shallow, linked worktree, sparse, a subdirectory).
 
-Accepted inputs are checked on bytes and git tree ids (a save → reset → apply round trip rebuilds every byte);
-refusals on the exit code (SPEC §5), one `stackmgr: …` line, and a fingerprint of the store and the tree that
+Accepted inputs are checked on bytes and git tree ids (a save → reset → apply round trip rebuilds every byte); refusals
+on the exit code (docs/FORMATS.md#exit-codes), one `stackmgr: …` line, and a fingerprint of the store and the tree that
 must not move. Tests marked xfail(strict=True) show a bug that is not fixed yet; the reason says what goes wrong.
 """
 
@@ -843,9 +843,9 @@ def test_row66_apply_into_a_shallow_clone_missing_the_base_is_refused(lab: Lab, 
 
 @pytest.mark.catalogue(66)
 def test_row66_a_patch_whose_base_left_with_a_shallow_reclone_preserves_nothing(lab: Lab, tmp_path: Path) -> None:
-    """Row 66: the tree is re-cloned shallow at the same path; the edit p holds is made again. p's base is not
-    there, so p cannot be applied to its base (SPEC §4): check must say no (with the warm cache), and reset
-    refuse. With the full clone back at that path, p preserves the edit again."""
+    """Row 66: the tree is re-cloned shallow at the same path; the edit p holds is made again. p's base is not there, so
+    p cannot be applied to its base (docs/ARCHITECTURE.md#invariants, 2): check must say no (with the warm cache), and
+    reset refuse. With the full clone back at that path, p preserves the edit again."""
     shallow = _shallow_setup(lab, tmp_path)
     lab.tree.rename(tmp_path / "full")
     shallow.rename(lab.tree)

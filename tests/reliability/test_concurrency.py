@@ -1,4 +1,4 @@
-"""Real parallel processes on one store and one tree (research/anchors-reliability.md §2, §2.5).
+"""Real parallel processes on one store and one tree (docs/RELIABILITY.md, promise 8).
 
 (a) Several `stackmgr save` / `link` / `series add` at once on the same store: every one ends well (the store lock
     makes the later ones wait), every series, link and state file parses, and no entry is lost.

@@ -1,4 +1,5 @@
-"""Crash safety (issue 5): `kill -9` at every journal step of save, apply, reset, reset --force, link and undo.
+"""Crash safety (docs/RELIABILITY.md, promise 3): `kill -9` at every journal step of save, apply, reset,
+reset --force, link and undo.
 
 Each scenario first runs the command with STACKMGR_TRACE_STEPS to learn its steps, then, for every step, builds
 the same starting point afresh, runs the command with STACKMGR_CRASH_AT=<command>:<step> (the process SIGKILLs

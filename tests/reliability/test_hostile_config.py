@@ -1,5 +1,5 @@
 """Catalogue row 68, its configuration half: a user's global git config that changes what diff, apply and status
-print or do (research/anchors-reliability.md §3.5) must not change what stackmgr writes or rebuilds.
+print or do (docs/ARCHITECTURE.md#invariants, 8) must not change what stackmgr writes or rebuilds.
 
 The hostile config is written to the file GIT_CONFIG_GLOBAL names (tests/conftest.py `hermetic_git`): no prefixes
 or mnemonic ones, an external diff and a textconv that print garbage, colour always, copies and renames, patience,

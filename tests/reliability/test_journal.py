@@ -1,5 +1,5 @@
-"""The operation log (issue 5): `log` lists every mutating command, `undo` reverts the last one (and is undoable
-itself), snapshots are anchored against `git gc`, and `gc` prunes only when asked."""
+"""The operation log (docs/FORMATS.md#operation-journal): `log` lists every mutating command, `undo` reverts the last
+one (and is undoable itself), snapshots are anchored against `git gc`, and `gc` prunes only when asked."""
 
 from __future__ import annotations
 

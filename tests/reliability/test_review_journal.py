@@ -35,9 +35,9 @@ def test_undo_keeps_a_version_staged_after_the_operation(lab: Lab) -> None:
     """After `apply S` the user stages a version of README (`git add`), then keeps editing it. README is not a
     path the apply touched, yet `undo` restores the index bytes saved before the apply: the staged version,
     which existed only in the index, is silently gone (a dangling blob). `check` had called it unpreserved;
-    `reset` would have refused; undo flattens it without a word (SPEC §4: staged-and-unstaged differences are
-    not flattened silently). Cause: undo._tree_back restores `index/<tree>` unconditionally and never assesses
-    the tree."""
+    `reset` would have refused; undo flattens it without a word (docs/ARCHITECTURE.md#invariants, 4: a
+    staged-and-unstaged difference is never flattened silently). Cause: undo._tree_back restores `index/<tree>`
+    unconditionally and never assesses the tree."""
     _saved_and_reset(lab)
     assert lab.sm("apply", "S").code == 0
     (lab.tree / "README").write_text("staged version\n")

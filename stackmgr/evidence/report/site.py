@@ -1,5 +1,5 @@
-"""`stackmgr report -o DIR`, written here: a static HTML site to browse patch ↔ result
-(SPEC §5, research/anchors-links.md §4.6).
+"""`stackmgr report -o DIR`, written here: a static HTML site to browse patch ↔ result (README.md, "Recording
+results").
 
 Pages, all linked relatively so the directory works from file:// and can be copied anywhere:
 
