@@ -22,6 +22,9 @@ import pytest
 
 from stackmgr.cli.entry import main
 
+# The reliability suite's summary line (catalogue rows covered, crash points injected), under xdist too.
+pytest_plugins = ["tests.reliability.catalogue"]
+
 GIT_DATE = "1781344931 +0000"  # 2026-06-13
 
 
