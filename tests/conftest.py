@@ -9,14 +9,21 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
-from collections.abc import Callable, Iterator
+import sys
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from stackmgr.cli.entry import main
+
+# The reliability suite's summary line (catalogue rows covered, crash points injected), under xdist too.
+pytest_plugins = ["tests.reliability.catalogue"]
 
 GIT_DATE = "1781344931 +0000"  # 2026-06-13
 
@@ -69,6 +76,13 @@ def run_stackmgr(*args: str) -> Result:
     return Result(code, out.getvalue(), err.getvalue())
 
 
+def stackmgr_process(store: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process of its own: it can be killed (STACKMGR_CRASH_AT), and what a subprocess it starts
+    (--exec) writes lands where it would."""
+    return subprocess.run([sys.executable, "-m", "stackmgr", "--store", str(store), *args], capture_output=True,
+                          text=True, env={**os.environ, **env})  # fmt: skip
+
+
 @pytest.fixture
 def sm() -> Callable[..., Result]:
     return run_stackmgr
@@ -117,6 +131,20 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     yield Lab(store, tree)
 
 
+def commit(repo: Path, files: Mapping[str, str | bytes | None], message: str = "change") -> str:
+    """Write (or delete, for None) files, commit everything; the new commit id."""
+    for name, content in files.items():
+        path = repo / name
+        if content is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git_text(repo, "rev-parse", "HEAD")
+
+
 def tree_files(tree: Path) -> dict[str, tuple[int, bytes]]:
     """Every file and symlink of the working tree (outside .git): mode bits and bytes (link target for links)."""
     out = {}
@@ -130,7 +158,7 @@ def tree_files(tree: Path) -> dict[str, tuple[int, bytes]]:
     return out
 
 
-# --- evidence fixtures (tests/test_links.py, tests/test_review_evidence.py) ------------------------------------
+# --- evidence fixtures (tests/test_links.py, tests/test_metrics.py) -------------------------------------------
 
 VLLM_JSON = {
     "date": "20260623-024028", "backend": "vllm", "model_id": "Qwen/Qwen3.6", "num_prompts": 50,
@@ -170,3 +198,112 @@ def show_json(lab: Lab, patch: str) -> dict[str, object]:
     result = lab.sm("show", patch, "--json")
     assert result.code == 0, result.err
     return dict(json.loads(result.out))
+
+
+def link_records(lab: Lab, patch: str) -> list[dict[str, Any]]:
+    """The link records of `patch`, as TOML tables, oldest first."""
+    directory = lab.store / "links" / patch
+    return [tomllib.loads(p.read_text(encoding="utf-8")) for p in sorted(directory.glob("*.toml"))]
+
+
+def one_line_error(result: Result, code: int) -> None:
+    """A refusal with exit `code`: one line on stderr, no traceback, no internal error."""
+    assert result.code == code, result
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err, result.err
+    assert "internal error" not in result.err, result.err
+
+
+@pytest.fixture
+def ev(evidence_lab: Lab) -> Lab:
+    """Series `replay` (vllm): replay-fix, replay-probe; series `kernels` (second tree): gemm-tile; results/."""
+    return evidence_lab
+
+
+# --- the day's work, saved, reset, applied and recovered (test_apply, test_reset, test_recover, test_move) ------
+
+
+def unsaved_work(lab: Lab) -> None:
+    """A tree as a day leaves it: an edit, an untracked log, a deletion, an untracked binary."""
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    (lab.tree / "results.log").write_text("107.77 tok/s\n")
+    (lab.tree / "README").unlink()
+    (lab.tree / "blob.bin").write_bytes(b"\0\1\2\3")
+
+
+def save_day(lab: Lab) -> str:
+    """A dirty tree saved as series `day`, then reset; returns the working-tree id the series rebuilds."""
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    (lab.tree / "results.log").write_text("107.77 tok/s\n")
+    (lab.tree / "README").unlink()
+    wanted = lab.worktree_id()
+    assert lab.sm("save", "work", "--series", "day", "-m", "work").code == 0
+    assert lab.sm("reset").code == 0
+    return wanted
+
+
+def recovery_id(err: str) -> str:
+    """The recovery id `reset --force` printed."""
+    return err.split("recovery snapshot ")[1].split(";")[0]
+
+
+def porcelain(tree: Path) -> bytes:
+    """`git status --porcelain --untracked-files=all`."""
+    return git(tree, "status", "--porcelain", "--untracked-files=all")
+
+
+def head_name(tree: Path) -> str:
+    """The branch HEAD is on, or "HEAD" when detached."""
+    return git_text(tree, "rev-parse", "--abbrev-ref", "HEAD")
+
+
+def applied_state(lab: Lab) -> dict[str, object] | None:
+    """What `status --json` says is applied on the lab's tree (None: nothing)."""
+    applied: dict[str, object] | None = json.loads(lab.sm("--json", "status").out)["trees"][0]["applied"]
+    return applied
+
+
+# --- patches rebuilt without stackmgr (test_snapshot, test_preserved, test_save) -------------------------------
+
+
+def rebuilt_tree(lab: Lab, patch: str) -> str:
+    """Apply patches/<patch>.patch to its Stackmgr-Base in a scratch index; return the tree id."""
+    data = (lab.store / "patches" / f"{patch}.patch").read_bytes()
+    base = re.search(rb"^Stackmgr-Base: ([0-9a-f]{40})$", data, re.M).group(1).decode()  # type: ignore[union-attr]
+    index = lab.tree / ".git" / "review-rebuild-index"
+    env = dict(os.environ, GIT_INDEX_FILE=str(index))
+    try:
+        subprocess.run(["git", "read-tree", base], cwd=lab.tree, env=env, check=True)
+        subprocess.run(["git", "apply", "--cached", str(lab.store / "patches" / f"{patch}.patch")], cwd=lab.tree,
+                       env=env, check=True, capture_output=True)  # fmt: skip
+        out = subprocess.run(["git", "write-tree"], cwd=lab.tree, env=env, check=True, capture_output=True)
+        return out.stdout.decode().strip()
+    finally:
+        index.unlink(missing_ok=True)
+
+
+def check_codes(lab: Lab, n: int = 3) -> list[int]:
+    """The exit codes of `n` checks in a row (a snapshot must not flip between them)."""
+    return [lab.sm("check").code for _ in range(n)]
+
+
+# --- a three-patch series for the real programs (test_interop, test_export, test_import) -----------------------
+
+
+def save_three_patch_series(lab: Lab) -> list[Path]:
+    """Series S: fix (an edit), notes (CRLF file, README), swap (model deleted, an executable script)."""
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    assert lab.sm("save", "fix", "--series", "S", "-m", "fix: return 2").code == 0
+    (lab.tree / "notes.txt").write_bytes(b"windows\r\nline endings\r\n")
+    (lab.tree / "README").write_text("hello\nand more\n")
+    assert lab.sm("save", "notes", "--series", "S", "-m", "notes").code == 0
+    (lab.tree / "src" / "model.py").unlink()
+    (lab.tree / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (lab.tree / "run.sh").chmod(0o755)
+    assert lab.sm("save", "swap", "--series", "S", "-m", "swap model for a script").code == 0
+    return [lab.store / "patches" / f"{n}.patch" for n in ("fix", "notes", "swap")]
+
+
+def clone_at_base(lab: Lab, where: Path) -> Path:
+    """A clone of the lab's tree (at its branch, the series' base)."""
+    git(where.parent, "clone", "-q", str(lab.tree), str(where))
+    return where

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import Lab, git, git_text
 
@@ -221,3 +225,66 @@ def test_the_cache_written_by_save_equals_one_rebuilt_from_the_patch_files(lab: 
     rebuilt.refresh()
     assert rebuilt.records["mixed.patch"] == from_save
     assert lab.sm("check").code == 0
+
+
+# --- check never passes a tree it could not read ----------------------------------------------------------------------
+
+
+@pytest.mark.regression("check passed (exit 0) with the private index locked")
+def test_check_does_not_pass_when_the_private_index_is_locked(lab: Lab) -> None:
+    """commands.check: a tree in state 'error' has no blockers, so check exits 0."""
+    assert lab.sm("check").code == 0  # creates .git/stackmgr/index
+    (lab.tree / ".git" / "stackmgr" / "index.lock").write_bytes(b"")  # a git killed mid-write (kill -9, OOM)
+    (lab.tree / "README").write_text("unsaved work\n")
+    assert lab.sm("check").code != 0
+    assert json.loads(lab.sm("check", "--json").out)["preserved"] is False
+    assert lab.sm("save", "work", "-m", "work").code == 0, "the stale lock of the private index is cleared"
+    assert lab.sm("check").code == 0
+
+
+@pytest.mark.regression("check passed with a corrupt private index")
+def test_check_does_not_pass_when_the_private_index_is_corrupt(lab: Lab) -> None:
+    """commands.check: a corrupt private index makes the tree 'error' → exit 0."""
+    assert lab.sm("check").code == 0
+    (lab.tree / ".git" / "stackmgr" / "index").write_bytes(b"DIRC garbage")
+    (lab.tree / "README").write_text("unsaved work\n")
+    assert lab.sm("check").code != 0, "the private index is a cache: rebuild it, or at least fail"
+    assert lab.sm("save", "work", "-m", "work").code == 0
+    assert lab.sm("check").code == 0
+
+
+@pytest.mark.regression("check passed for an unborn tree holding work")
+def test_check_does_not_pass_for_an_unborn_tree_holding_work(lab: Lab, tmp_path: Path) -> None:
+    """commands.check: an unborn tree with untracked work is 'error' → exit 0."""
+    unborn = tmp_path / "unborn"
+    unborn.mkdir()
+    git(unborn, "init", "-q")
+    (unborn / "work.txt").write_text("weeks of work\n")
+    git(unborn, "add", "work.txt")
+    assert lab.sm("tree", "add", "unborn", str(unborn)).code == 0
+    assert lab.sm("check", "unborn").code == 3  # named: refused (docs/FORMATS.md#exit-codes)
+    assert lab.sm("check").code != 0  # unnamed (the shell guard's form): must not say "all preserved"
+
+
+@pytest.mark.regression("check passed when a required clean filter failed")
+def test_check_does_not_pass_when_a_required_clean_filter_fails(lab: Lab) -> None:
+    """update-index fails in the clean filter → tree 'error' → check exits 0."""
+    git(lab.tree, "config", "filter.lfsx.required", "true")
+    git(lab.tree, "config", "filter.lfsx.clean", "false")
+    (lab.tree / ".gitattributes").write_text("*.bin filter=lfsx\n")
+    (lab.tree / "x.bin").write_text("data\n")
+    assert lab.sm("check").code != 0
+
+
+@pytest.mark.regression("edge case: eight checks at once")
+def test_eight_checks_at_once_agree(lab: Lab) -> None:
+    (lab.tree / "README").write_text("x\n")
+    for i in range(50):
+        (lab.tree / f"f{i}").write_text(f"{i}\n")
+    cmd = [sys.executable, "-m", "stackmgr", "--store", str(lab.store), "check"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(8)]
+    results = [(p.wait(), p.communicate()[1]) for p in procs]
+    assert results == [(1, b"")] * 8
+    assert lab.sm("save", "all", "-m", "all").code == 0
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(8)]
+    assert [(p.wait(), p.communicate()[1]) for p in procs] == [(0, b"")] * 8

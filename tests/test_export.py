@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Lab, git, git_text
-from tests.test_interop import _clone_at_base, _series
+from tests.conftest import Lab, clone_at_base, git, git_text, save_three_patch_series
 
 
 def _applied_tree(lab: Lab) -> str:
-    _series(lab)
+    save_three_patch_series(lab)
     assert lab.sm("reset").code == 0
     assert lab.sm("apply", "S").code == 0
     wanted = lab.worktree_id()
@@ -28,7 +27,7 @@ def test_mbox_export_is_what_git_am_takes(lab: Lab, tmp_path: Path) -> None:
     mbox = tmp_path / "S.mbox"
     result = lab.sm("export", "S", "--mbox", str(mbox))
     assert result.code == 0 and "3 patches" in result.out
-    clone = _clone_at_base(lab, tmp_path / "am")
+    clone = clone_at_base(lab, tmp_path / "am")
     git(clone, "am", "--keep-cr", "-q", str(mbox))
     assert git_text(clone, "rev-parse", "HEAD^{tree}") == wanted
     assert git_text(clone, "log", "--format=%s", "-3").splitlines() == ["swap model for a script", "notes",
@@ -44,7 +43,7 @@ def test_quilt_export_is_what_quilt_push_applies(lab: Lab, tmp_path: Path) -> No
     assert lab.sm("export", "S", "--quilt", str(out)).code == 0
     assert (out / "series").read_text() == "fix.patch\nnotes.patch\nswap.patch\n"
     assert (out / "notes.patch").read_bytes() == (lab.store / "patches" / "notes.patch").read_bytes()
-    clone = Lab(lab.store, _clone_at_base(lab, tmp_path / "q"))
+    clone = Lab(lab.store, clone_at_base(lab, tmp_path / "q"))
     env = dict(os.environ, QUILT_PATCHES=str(out), QUILT_PC=str(tmp_path / "pc"))
     proc = subprocess.run(["quilt", "--quiltrc", "-", "push", "-a", "-q"], cwd=clone.tree, env=env,
                           capture_output=True, text=True, stdin=subprocess.DEVNULL)  # fmt: skip
@@ -66,7 +65,7 @@ def test_git_export_makes_a_branch_without_touching_the_tree(lab: Lab) -> None:
 
 
 def test_export_needs_exactly_one_target(lab: Lab, tmp_path: Path) -> None:
-    _series(lab)
+    save_three_patch_series(lab)
     (tmp_path / "afile").write_text("x")
     for args in ((), ("--mbox", str(tmp_path / "a"), "--git", "b"), ("--quilt", str(tmp_path / "afile"))):
         result = lab.sm("export", "S", *args)

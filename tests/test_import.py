@@ -18,8 +18,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Lab, Result, git, git_text, make_repo, run_stackmgr
-from tests.test_interop import _series
+from stackmgr.store import patchfile
+from tests.conftest import (
+    GIT_DATE,
+    Lab,
+    Result,
+    commit,
+    git,
+    git_text,
+    make_repo,
+    run_stackmgr,
+    save_three_patch_series,
+)
 
 MODEL = "".join(f"x{n} = {n}\n" for n in range(30))
 BLOB = bytes(range(256)) * 8
@@ -27,20 +37,6 @@ HEX40 = re.compile(rb"[0-9a-f]{40}")
 
 
 # --- helpers ----------------------------------------------------------------------------------------------------------
-
-
-def commit(repo: Path, files: Mapping[str, str | bytes | None], message: str = "change") -> str:
-    """Write (or delete, for None) files, commit everything; the new commit id."""
-    for name, content in files.items():
-        path = repo / name
-        if content is None:
-            path.unlink()
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content.encode() if isinstance(content, str) else content)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git_text(repo, "rev-parse", "HEAD")
 
 
 def clone(lab: Lab, where: Path) -> Path:
@@ -358,7 +354,7 @@ def second_store(lab: Lab, tmp_path: Path) -> Path:
 
 
 def test_quilt_export_imported_into_another_store_is_byte_identical(lab: Lab, tmp_path: Path) -> None:
-    _series(lab)
+    save_three_patch_series(lab)
     assert lab.sm("reset").code == 0
     handoff = tmp_path / "handoff"
     assert lab.sm("export", "S", "--quilt", str(handoff)).code == 0
@@ -371,7 +367,7 @@ def test_quilt_export_imported_into_another_store_is_byte_identical(lab: Lab, tm
 
 def exported_mbox(lab: Lab, tmp_path: Path) -> tuple[Path, Path]:
     """Series S exported as an mbox, and a second store that imported it as its series S."""
-    _series(lab)
+    save_three_patch_series(lab)
     assert lab.sm("reset").code == 0
     mbox = tmp_path / "S.mbox"
     assert lab.sm("export", "S", "--mbox", str(mbox)).code == 0
@@ -566,3 +562,194 @@ def test_json_lists_what_was_imported_and_what_was_refused(shop: Lab, tmp_path: 
     [refused] = doc["refused"]
     assert refused["source"] == str(bad) and refused["reason"].startswith("not a patch")
     assert doc["schema"] == 1
+
+
+# --- mails, mboxes and diffs from the wild ----------------------------------------------------------------------------
+
+
+README_DIFF = b"--- a/README\n+++ b/README\n@@ -1 +1 @@\n-hello\n+hi\n"
+MAIL_DATE = "Sat, 13 Jun 2026 10:02:11 +0000"  # GIT_DATE as git format-patch writes it
+assert GIT_DATE.startswith("1781344931")
+
+
+def mail(frm: bytes = b"A U Thor <author@example.org>", date: bytes = MAIL_DATE.encode(), extra: bytes = b"",
+         body: bytes = b"why\n") -> bytes:  # fmt: skip
+    return (b"From 1234567890123456789012345678901234567890 Mon Sep 17 00:00:00 2001\nFrom: " + frm + b"\nDate: "
+            + date + b"\nSubject: [PATCH] fix readme\n" + extra + b"\n" + body + b"---\n" + README_DIFF)  # fmt: skip
+
+
+@pytest.mark.regression("edge case: format-patch with renames, modes, a symlink, CRLF and a Unicode name")
+def test_format_patch_with_renames_modes_empty_file_symlink_and_unicode_name(lab: Lab, tmp_path: Path) -> None:
+    work = clone(lab, tmp_path / "work")
+    (work / "README").chmod(0o755)
+    (work / "empty").write_bytes(b"")
+    os.symlink("README", work / "link")
+    (work / "crlf.txt").write_bytes(b"one\r\ntwo")  # CRLF and no newline at end of file
+    git(work, "mv", "src/model.py", "src/renamed model \u00fc.py")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "mixed bag")
+    mail_file = tmp_path / "mixed.patch"
+    mail_file.write_bytes(git(work, "format-patch", "-M", "--stdout", "-1"))
+    assert b"rename from" in mail_file.read_bytes()
+    result = imp(lab, str(mail_file))
+    assert result.code == 0, result.err
+    assert applied_at_base(lab.tree, patches(lab.store)["mixed.patch"], tmp=tmp_path) == tree_of(work)
+
+
+@pytest.mark.regression("two mbox messages with the same subject collided")
+def test_an_mbox_with_two_messages_of_the_same_subject_imports_both(lab: Lab, tmp_path: Path) -> None:
+    work = clone(lab, tmp_path / "work")
+    start = git_text(work, "rev-parse", "HEAD")
+    commit(work, {"a.txt": "1\n"}, "wip")
+    commit(work, {"b.txt": "2\n"}, "wip")
+    mbox = tmp_path / "wip.mbox"
+    mbox.write_bytes(git(work, "format-patch", "--stdout", f"{start}..HEAD"))
+    result = imp(lab, str(mbox), "--series", "S")
+    assert result.code == 0, result.err
+    assert lab.sm("apply", "S").code == 0 and lab.worktree_id() == tree_of(work)
+
+
+@pytest.mark.regression("the Return-Path and Message-ID headers of a saved mail broke the import")
+def test_a_mail_saved_by_a_mail_client_keeps_subject_author_and_date(lab: Lab, tmp_path: Path) -> None:
+    eml = tmp_path / "fix.patch"
+    data = mail(body=b"because\n")
+    first, rest = data.split(b"\n", 1)
+    eml.write_bytes(first + b"\nReturn-Path: <author@example.org>\nMessage-ID: <1@example.org>\n" + rest)
+    assert imp(lab, str(eml)).code == 0
+    head = patchfile.parse_header(patches(lab.store)["fix.patch"], "fix")
+    assert (head.subject, head.author, head.date) == ("fix readme", "A U Thor <author@example.org>", MAIL_DATE)
+    assert head.body == "because"
+
+
+@pytest.mark.regression("edge case: a quilt patch with a diffstat header")
+def test_a_quilt_patch_with_a_diffstat_header_keeps_its_description(lab: Lab, tmp_path: Path) -> None:
+    patch = tmp_path / "greet.patch"
+    stat = b"---\n README |    2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)\n\n"
+    patch.write_bytes(b"Fix the readme greeting\n\nLonger text.\n" + stat + b"Index: b/README\n" + b"=" * 67 + b"\n"
+                      + README_DIFF)  # fmt: skip
+    assert imp(lab, str(patch)).code == 0
+    head = patchfile.parse_header(patches(lab.store)["greet.patch"], "greet")
+    assert (head.subject, head.body) == ("Fix the readme greeting", "Longer text.")
+
+
+@pytest.mark.regression("a latin-1 mail lost its accents")
+def test_a_latin1_mail_keeps_its_accents(lab: Lab, tmp_path: Path) -> None:
+    latin = tmp_path / "latin.patch"
+    mime = b"MIME-Version: 1.0\nContent-Type: text/plain; charset=ISO-8859-1\nContent-Transfer-Encoding: 8bit\n"
+    latin.write_bytes(b"From: J\xf6rg <j@example.org>\nDate: " + MAIL_DATE.encode() + b"\nSubject: [PATCH] caf\xe9\n"
+                      + mime + b"\nna\xefve body\n---\n" + README_DIFF)  # fmt: skip
+    assert imp(lab, str(latin)).code == 0
+    head = patchfile.parse_header(patches(lab.store)["latin.patch"], "latin")
+    assert (head.author, head.subject, head.body) == ("J\u00f6rg <j@example.org>", "caf\u00e9", "na\u00efve body")
+
+
+@pytest.mark.regression("a format-patch --attach mail lost its body")
+def test_a_format_patch_attach_mail_keeps_its_body(lab: Lab, tmp_path: Path) -> None:
+    work = clone(lab, tmp_path / "work")
+    commit(work, {"README": "hi\n"}, "fix readme\n\nbecause.")
+    attached = tmp_path / "attached.patch"
+    attached.write_bytes(git(work, "format-patch", "--attach", "--stdout", "-1"))
+    assert imp(lab, str(attached)).code == 0
+    assert patchfile.parse_header(patches(lab.store)["attached.patch"], "attached").body == "because."
+
+
+@pytest.mark.regression("a git diff made with diff.noprefix lost its first path component")
+def test_a_git_diff_without_prefixes_keeps_its_paths(lab: Lab, tmp_path: Path) -> None:
+    work = clone(lab, tmp_path / "work")
+    (work / "src" / "extra.py").write_text("x = 1\n")
+    git(work, "add", "-N", "src/extra.py")
+    noprefix = tmp_path / "extra.diff"
+    noprefix.write_bytes(git(work, "-c", "diff.noprefix=true", "diff"))
+    assert noprefix.read_bytes().startswith(b"diff --git src/extra.py src/extra.py\n")
+    result = imp(lab, str(noprefix))
+    written = b"".join(patches(lab.store).values())
+    assert b"+++ b/extra.py" not in written, "src/extra.py landed at the top level"
+    assert result.code == 3 or b"+++ b/src/extra.py" in written
+
+
+# --- more refusals, one file at a time --------------------------------------------------------------------------------
+
+
+@pytest.mark.regression("an unparsable date gave a patch git am refuses")
+def test_an_unparsable_date_still_gives_a_git_am_patch(lab: Lab, tmp_path: Path) -> None:
+    odd = tmp_path / "odd.patch"
+    odd.write_bytes(mail(date=b"last tuesday"))
+    result = imp(lab, str(odd))
+    if result.code == 3:
+        return  # refusing the file is fine too
+    written = tmp_path / "written.patch"
+    written.write_bytes(patches(lab.store)["odd.patch"])
+    work = clone(lab, tmp_path / "work")
+    am = subprocess.run(["git", "am", "-q", str(written)], cwd=work, capture_output=True)
+    assert am.returncode == 0, am.stderr
+
+
+@pytest.mark.regression("an encoded newline in the author injected header lines")
+def test_an_encoded_newline_in_the_author_is_refused_alone(lab: Lab, tmp_path: Path) -> None:
+    evil, good = tmp_path / "evil.patch", tmp_path / "good.diff"
+    evil.write_bytes(mail(frm=b"=?utf-8?q?Evil=0A=0AStackmgr-Tree=3A_other?= <e@example.org>"))
+    good.write_bytes(b"--- a/src/model.py\n+++ b/src/model.py\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n"
+                     b"+    return 3\n")  # fmt: skip
+    result = imp(lab, str(good), str(evil))
+    assert "internal error" not in result.err, result.err
+    assert result.code in (0, 1) and "good.patch" in patches(lab.store)
+
+
+@pytest.mark.regression("a badly quoted file name stopped the whole import")
+def test_a_badly_quoted_file_name_is_refused_alone(lab: Lab, tmp_path: Path) -> None:
+    bad, good = tmp_path / "bad.patch", tmp_path / "good.diff"
+    bad.write_bytes(b'diff --git "a/x\\qy" "b/x\\qy"\n--- "a/x\\qy"\n+++ "b/x\\qy"\n@@ -1 +1 @@\n-a\n+b\n')
+    good.write_bytes(README_DIFF)
+    result = imp(lab, str(good), str(bad))
+    assert result.code == 1 and result.err.startswith(f"stackmgr: refused {bad}: "), result.err
+    assert "good.patch" in patches(lab.store)
+
+
+@pytest.mark.regression("edge case: binary junk and quilt series entries outside the directory")
+def test_bad_inputs_are_refused_one_by_one(lab: Lab, tmp_path: Path) -> None:
+    junk, quilt = tmp_path / "junk.bin", tmp_path / "vendor"
+    junk.write_bytes(bytes(range(256)) * 40)
+    quilt.mkdir()
+    (quilt / "ok.patch").write_bytes(README_DIFF)
+    (quilt / "series").write_bytes(b"../outside.patch\n/etc/passwd\nsub/../../x.patch\nmissing.patch\nok.patch -p1\n")
+    result = imp(lab, str(junk), str(quilt))
+    assert result.code == 1 and "internal error" not in result.err
+    assert [ln.split(": ", 2)[-1] for ln in result.err.splitlines()] == [
+        "not a patch (a binary file)", "../outside.patch points outside the quilt directory",
+        "/etc/passwd points outside the quilt directory", "sub/../../x.patch points outside the quilt directory",
+        "missing.patch is listed but missing"]  # fmt: skip
+    assert sorted(patches(lab.store)) == ["ok.patch"] and not (tmp_path / "outside.patch").exists()
+    empty_dir = tmp_path / "nothing"
+    empty_dir.mkdir()
+    alone = imp(lab, str(empty_dir))
+    assert alone.code == 3 and "without a quilt `series` file" in alone.err
+
+
+# --- the base and the trees -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.regression("edge case: --base in a two-tree store")
+def test_base_given_in_a_two_tree_store(lab: Lab, tmp_path: Path) -> None:
+    kernels = make_repo(tmp_path / "kernels", {"gemm.cpp": "int tile = 64;\n"})
+    assert lab.sm("tree", "add", "kernels", str(kernels)).code == 0
+    base = git_text(lab.tree, "rev-parse", "HEAD")
+    commit(lab.tree, {"README": "hello upstream\n"}, "up 1")
+    commit(lab.tree, {"notes": "n\n"}, "up 2")
+    diff = tmp_path / "readme.diff"
+    diff.write_bytes(README_DIFF)
+    result = imp(lab, str(diff), "--base", "HEAD~2", trees=(kernels,))
+    assert result.code == 0, result.err
+    assert header(patches(lab.store)["readme.patch"])["Stackmgr-Base"] == base
+
+
+@pytest.mark.regression("a tree without commits blocked every import")
+def test_a_tree_without_commits_does_not_block_other_imports(lab: Lab, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q")
+    assert lab.sm("tree", "add", "empty", str(empty)).code == 0
+    diff = tmp_path / "readme.diff"
+    diff.write_bytes(README_DIFF)
+    result = imp(lab, str(diff))
+    assert result.code == 0, result.err
+    assert header(patches(lab.store)["readme.patch"])["Stackmgr-Tree"] == "vllm"

@@ -11,34 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Lab, git, git_text
-
-
-def _series(lab: Lab) -> list[Path]:
-    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
-    assert lab.sm("save", "fix", "--series", "S", "-m", "fix: return 2").code == 0
-    (lab.tree / "notes.txt").write_bytes(b"windows\r\nline endings\r\n")
-    (lab.tree / "README").write_text("hello\nand more\n")
-    assert lab.sm("save", "notes", "--series", "S", "-m", "notes").code == 0
-    (lab.tree / "src" / "model.py").unlink()
-    (lab.tree / "run.sh").write_text("#!/bin/sh\necho hi\n")
-    (lab.tree / "run.sh").chmod(0o755)
-    assert lab.sm("save", "swap", "--series", "S", "-m", "swap model for a script").code == 0
-    return [lab.store / "patches" / f"{n}.patch" for n in ("fix", "notes", "swap")]
-
-
-def _clone_at_base(lab: Lab, where: Path) -> Path:
-    git(where.parent, "clone", "-q", str(lab.tree), str(where))
-    return where
+from tests.conftest import Lab, clone_at_base, git, git_text, save_three_patch_series
 
 
 @pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed (CI installs it)")
 def test_quilt_push_a_builds_the_tree_stackmgr_apply_builds(lab: Lab, tmp_path: Path) -> None:
-    _series(lab)
+    save_three_patch_series(lab)
     assert lab.sm("reset").code == 0
     assert lab.sm("apply", "S").code == 0
     wanted = lab.worktree_id()
-    other = Lab(lab.store, _clone_at_base(lab, tmp_path / "quilt-tree"))
+    other = Lab(lab.store, clone_at_base(lab, tmp_path / "quilt-tree"))
     env = dict(os.environ, QUILT_PATCHES=str(lab.store / "patches"), QUILT_SERIES=str(lab.store / "series" / "S"),
                QUILT_PC=str(tmp_path / "quilt-pc"))  # fmt: skip
     proc = subprocess.run(["quilt", "--quiltrc", "-", "push", "-a", "-q"], cwd=other.tree, env=env,
@@ -48,11 +30,11 @@ def test_quilt_push_a_builds_the_tree_stackmgr_apply_builds(lab: Lab, tmp_path: 
 
 
 def test_git_am_builds_the_tree_stackmgr_apply_builds(lab: Lab, tmp_path: Path) -> None:
-    patches = _series(lab)
+    patches = save_three_patch_series(lab)
     assert lab.sm("reset").code == 0
     assert lab.sm("apply", "S").code == 0
     wanted = lab.worktree_id()
-    clone = _clone_at_base(lab, tmp_path / "am-tree")
+    clone = clone_at_base(lab, tmp_path / "am-tree")
     git(clone, "am", "--keep-cr", "-q", *map(str, patches))
     assert git_text(clone, "rev-parse", "HEAD^{tree}") == wanted
     assert git_text(clone, "log", "--format=%s", "-1", "HEAD~2") == "fix: return 2", "one commit per patch"
@@ -69,7 +51,7 @@ def _quilt(cwd: Path, env: dict[str, str], *args: str) -> str:
 def test_a_real_quilt_series_imports_and_applies_to_the_same_tree(lab: Lab, tmp_path: Path) -> None:
     """A colleague's quilt series, made with quilt new/add/refresh in their own checkout (with a DEP-3 header):
     `stackmgr import DIR` adopts it as a series, and `stackmgr apply` builds the tree quilt built."""
-    theirs = _clone_at_base(lab, tmp_path / "colleague")
+    theirs = clone_at_base(lab, tmp_path / "colleague")
     qdir = tmp_path / "colleague-patches"
     env = dict(os.environ, QUILT_PATCHES=str(qdir), QUILT_PC=str(tmp_path / "colleague-pc"))
     _quilt(theirs, env, "new", "fix-return.patch")

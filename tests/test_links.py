@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import math
+import os
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import VLLM_JSON, Lab
+from tests.conftest import VLLM_JSON, Lab, link_records, one_line_error
 from tests.conftest import link_id as _link
 from tests.conftest import show_json as _show
 
@@ -215,3 +219,289 @@ def test_a_hostile_link_record_is_refused_on_read(evidence_lab: Lab) -> None:
 def test_sorting_by_metric_needs_a_metric(evidence_lab: Lab) -> None:
     result = evidence_lab.sm("links", "--sort", "metric")
     assert result.code == 2 and "--sort metric needs --metric NAME" in result.err
+
+
+# --- link records: written once, read back exactly --------------------------------------------------------------------
+
+
+HOSTILE = [
+    'quote " and \\ backslash \\" \\\\',
+    "newline\nCR\r tab\t nul\x00 bell\x07 esc\x1b del\x7f unit-sep\x1f",
+    "unicode é ß 中文 😀 \u2028 \u2029 \ufeff zero\u200bwidth",
+    "'''triple single''' and \"\"\"triple double\"\"\" and [table] = x # not a comment",
+    "\\u0041 looks like an escape, \\n too",
+    "x" * 200_000,
+]
+
+
+@pytest.mark.regression("edge case: hostile lesson and gate text")
+@pytest.mark.parametrize("text", HOSTILE, ids=["quotes", "controls", "unicode", "toml-syntax", "fake-escapes", "long"])
+def test_hostile_lesson_and_gate_detail_round_trip_byte_exactly(ev: Lab, text: str) -> None:
+    _link(ev, "replay-fix", "results/probe.log", "--lesson", text, "--gate", f"json=fail:{text}")
+    (record,) = link_records(ev, "replay-fix")
+    assert record["verdict"]["lesson"] == text
+    assert record["gate"][0]["detail"] == text
+    (link,) = _show(ev, "replay-fix")["links"]
+    assert link["verdict"]["lesson"] == text and link["gates"][0]["detail"] == text
+
+
+@pytest.mark.regression("edge case: every string field through render and read")
+def test_render_and_read_round_trip_every_string_field(tmp_path: Path) -> None:
+    from stackmgr.evidence.metrics import Gate, Metric
+    from stackmgr.evidence.records import Artifact, Link, StackEntry, read_link, render
+
+    nasty = "".join(HOSTILE[:5])
+    link = Link(
+        id="lnk-0", created="2026-01-01T00:00:00.000001Z", author=nasty, patch="p", tree=nasty, sha256=nasty,
+        patch_id=nasty, stack=[StackEntry(nasty, nasty, [(nasty, nasty)], nasty, True)],
+        artifacts=[Artifact("/abs/" + nasty.replace("..", ""), nasty, 0, nasty)],
+        metrics=[Metric(nasty.replace("..", ""), -0.0, nasty, "lower", {"artifact": nasty, "regex": nasty})],
+        gates=[Gate(nasty, "pass", nasty)], verdict="rejected", lesson=nasty, do_not_revive=True,
+        amends=nasty, baseline=nasty,
+    )  # fmt: skip
+    (tmp_path / "p").mkdir()
+    path = tmp_path / "p" / "x.toml"
+    path.write_bytes(render(link))
+    back = read_link(str(path))
+    back.file = ""
+    assert back == link
+    assert math.copysign(1.0, back.metrics[0].value) == -1.0
+
+
+@pytest.mark.regression("edge case: the keys of show --json")
+def test_show_json_has_exactly_the_spec_keys(ev: Lab) -> None:
+    _link(ev, "replay-fix", "results/probe.log", "--metric", "x=1tok/s", "--gate", "g=pass", "--lesson", "l")
+    doc = _show(ev, "replay-fix")
+    assert {"name", "tree", "sha256", "status"} <= set(doc["patch"])
+    (link,) = doc["links"]
+    assert {"id", "state", "metrics", "gates", "verdict", "artifacts"} <= set(link)
+    assert {"name", "value", "unit"} <= set(link["metrics"][0])
+    assert {"name", "status"} <= set(link["gates"][0])
+    assert {"status", "lesson"} <= set(link["verdict"])
+    assert {"path", "sha256", "ok"} <= set(link["artifacts"][0])
+    assert doc["patch"]["name"] == "replay-fix" and doc["patch"]["tree"] == "vllm" and len(doc["patch"]["sha256"]) == 64
+
+
+@pytest.mark.regression("edge case: two records in the same microsecond")
+def test_two_records_in_the_same_microsecond_are_both_kept(ev: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    import stackmgr.evidence.states
+
+    monkeypatch.setattr(stackmgr.evidence.states, "utc_now", lambda: "2026-06-13T10:00:00.000001Z")
+    a = _link(ev, "replay-fix", "results/probe.log", "--lesson", "one")
+    b = _link(ev, "replay-fix", "results/probe.log", "--lesson", "two")
+    assert a != b and len(link_records(ev, "replay-fix")) == 2
+    # The very same record twice: refused in one line, the first one untouched.
+    before = {p.name: p.read_bytes() for p in (ev.store / "links" / "replay-fix").iterdir()}
+    one_line_error(ev.sm("link", "replay-fix", "results/probe.log", "--lesson", "one"), 3)
+    assert {p.name: p.read_bytes() for p in (ev.store / "links" / "replay-fix").iterdir()} == before
+
+
+@pytest.mark.regression("edge case: a links directory that turns read-only")
+def test_a_read_only_links_directory_writes_nothing(ev: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    import stackmgr.store.fs
+
+    _link(ev, "replay-fix", "results/probe.log")
+    before = sorted(p.name for p in (ev.store / "links").rglob("*"))
+
+    real_create, real_replace = stackmgr.store.fs._create_exclusive, os.replace
+
+    def erofs_create(directory: str, prefix: str) -> tuple[int, str]:
+        if prefix.endswith(".toml"):
+            raise stackmgr.store.fs._write_error(directory, OSError(errno.EROFS, "Read-only file system"))
+        return real_create(directory, prefix)
+
+    monkeypatch.setattr(stackmgr.store.fs, "_create_exclusive", erofs_create)
+    one_line_error(ev.sm("link", "replay-fix", "results/probe.log", "--lesson", "x"), 3)
+    assert sorted(p.name for p in (ev.store / "links").rglob("*")) == before
+    monkeypatch.setattr(stackmgr.store.fs, "_create_exclusive", real_create)
+
+    # The rename fails (the disk went read-only half-way): the temp file is removed, no record appears.
+    def erofs_replace(src: Any, dst: Any) -> None:
+        if str(dst).endswith(".toml"):
+            raise OSError(errno.EROFS, "Read-only file system")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", erofs_replace)
+    one_line_error(ev.sm("link", "replay-fix", "results/probe.log", "--lesson", "y"), 3)
+    assert sorted(p.name for p in (ev.store / "links").rglob("*")) == before
+
+
+@pytest.mark.regression("os.makedirs of links/<patch> escaped the OSError mapping")
+def test_a_read_only_links_root_is_one_clear_line(ev: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """links.py:write_link: os.makedirs of links/<patch> is outside the OSError mapping: a read- only links/ gives
+    'internal error: PermissionError'."""
+    real = os.makedirs
+    links_root = str(ev.store / "links")
+
+    def makedirs(path: str, *args: Any, **kwargs: Any) -> None:
+        if str(path).startswith(links_root):
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "makedirs", makedirs)
+    one_line_error(ev.sm("link", "replay-fix", "results/probe.log"), 3)
+
+
+@pytest.mark.regression("a store reached through a symlink recorded artifacts as '../../…'")
+def test_a_store_reached_through_a_symlink_writes_a_readable_record(ev: Lab, tmp_path: Path) -> None:
+    """links.py/evidence.py: a store reached through a symlink records the artifact as '../../…' (relpath against the
+    unresolved root), which read_link then refuses: every show/links/verify fails from then on."""
+    alias = tmp_path / "store-alias"
+    alias.symlink_to(ev.store)
+    # cwd is the real store directory (as after `cd $(readlink -f …)`), --store is the alias.
+    result = Lab(alias, ev.tree).sm("link", "replay-fix", "results/probe.log")
+    assert result.code == 0, result.err
+    assert ev.sm("links").code == 0, ev.sm("links").err
+
+
+@pytest.mark.regression("a non-UTF-8 artifact name raised UnicodeEncodeError")
+def test_a_non_utf8_artifact_name_is_linked_or_refused_clearly(ev: Lab) -> None:
+    """links.py:render encodes str paths with surrogates (non-UTF-8 file names) as UTF-8: UnicodeEncodeError, 'internal
+    error'."""
+    raw = os.fsencode(str(ev.store / "results")) + b"/r\xff.log"
+    with open(raw, "wb") as f:
+        f.write(b"x\n")
+    result = ev.sm("link", "replay-fix", os.fsdecode(raw))
+    if result.code == 0:
+        assert ev.sm("links").code == 0
+    else:
+        one_line_error(result, 2)
+
+
+@pytest.mark.regression("one corrupt record made show of every patch fail")
+def test_one_corrupt_record_does_not_hide_another_patchs_evidence(ev: Lab) -> None:
+    """cli_links.py:show_cmd loads every record of every patch (for baselines): one unreadable record under another
+    patch makes `show` of any patch fail."""
+    _link(ev, "gemm-tile", "results/probe.log")
+    (ev.store / "links" / "replay-fix").mkdir()
+    (ev.store / "links" / "replay-fix" / "20260101T000000Z-lnk-bad.toml").write_text("not = [toml\n")
+    assert ev.sm("show", "gemm-tile").code == 0
+
+
+# --- bad link input ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.regression("edge case: bad link options")
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("--metric", "=5"), 2),
+        (("--metric", "x="), 2),
+        (("--metric", "x"), 2),
+        (("--metric", "x=inf"), 2),
+        (("--metric", "x=/[/"), 2),
+        (("--metric", "x=/no group/"), 2),
+        (("--gate", "=pass"), 2),
+        (("--gate", "g=PASS"), 2),
+        (("--verdict", "great"), 2),
+        (("--baseline", "lnk-deadbeef0000"), 2),
+        (("--from-json", "results/nope.json"), 2),
+    ],
+)
+def test_bad_link_options_are_one_line_with_the_right_code(ev: Lab, args: tuple[str, ...], code: int) -> None:
+    one_line_error(ev.sm("link", "replay-fix", "results/probe.log", *args), code)
+    assert not list((ev.store / "links").rglob("*.toml"))
+
+
+@pytest.mark.regression("--amends of another patch's link lifted that patch's guard")
+def test_amends_must_name_a_link_of_the_same_patch(ev: Lab) -> None:
+    """evidence.py:create_link accepts --amends of another patch's link; that silently lifts the other patch's
+    do-not-revive guard while its show still lists it."""
+    bad = _link(ev, "gemm-tile", "results/probe.log", "--verdict", "rejected", "--do-not-revive", "--lesson", "x")
+    one_line_error(ev.sm("link", "replay-fix", "results/probe.log", "--amends", bad), 2)
+
+
+@pytest.mark.regression("links --verdict took any string and listed nothing")
+def test_links_with_an_unknown_verdict_is_a_usage_error(ev: Lab) -> None:
+    """cli_links.py:links_cmd --verdict is a free string (link's is a Choice): a typo silently lists nothing instead of
+    a usage error."""
+    _link(ev, "replay-fix", "results/probe.log", "--verdict", "rejected")
+    one_line_error(ev.sm("links", "--verdict", "reject"), 2)
+
+
+# --- states, amendments, baselines ------------------------------------------------------------------------------------
+
+
+@pytest.mark.regression("edge case: verify after an artifact moved")
+def test_verify_with_a_moved_artifact_reports_it_missing_once(ev: Lab) -> None:
+    lid = _link(ev, "replay-fix", "--from-json", "results/bench.json")
+    os.rename(ev.store / "results" / "bench.json", ev.store / "results" / "moved.json")
+    result = ev.sm("--json", "verify")
+    assert result.code == 1
+    problems = json.loads(result.out)["problems"]
+    assert problems == [{"link": lid, "patch": "replay-fix", "what": "artifact results/bench.json is missing"}]
+    assert _show(ev, "replay-fix")["links"][0]["state"] == "broken"
+
+
+@pytest.mark.regression("edge case: links --sort metric")
+def test_links_sorted_by_a_metric_leave_out_links_without_it(ev: Lab) -> None:
+    a = _link(ev, "replay-fix", "results/probe.log", "--metric", "tput=100tok/s")
+    _link(ev, "gemm-tile", "results/probe.log", "--metric", "other=5")
+    c = _link(ev, "replay-probe", "results/probe.log", "--metric", "tput=120tok/s")
+    result = ev.sm("links", "--json", "--metric", "tput", "--sort", "metric")
+    assert result.code == 0
+    assert [row["id"] for row in json.loads(result.out)["links"]] == [c, a]
+    assert ev.sm("links", "--metric", "tput", "--sort", "metric").code == 0
+
+
+@pytest.mark.regression("edge case: the states of a deleted or renamed patch")
+def test_states_when_the_patch_file_is_deleted_or_renamed(ev: Lab) -> None:
+    fix = _link(ev, "replay-fix", "results/probe.log")
+    probe = _link(ev, "replay-probe", "results/probe.log")
+    # Renamed: the series now names the new file; the old name is in no series.
+    os.rename(ev.store / "patches" / "replay-probe.patch", ev.store / "patches" / "probe-renamed.patch")
+    (ev.store / "series" / "replay").write_text("replay-fix.patch\nprobe-renamed.patch\n")
+    # Deleted while a series still names it: not fresh any more.
+    os.remove(ev.store / "patches" / "replay-fix.patch")
+    rows = {r["id"]: r["state"] for r in json.loads(ev.sm("links", "--json").out)["links"]}
+    assert rows[probe] == "orphaned"
+    assert rows[fix] not in ("fresh", "equivalent")
+
+
+@pytest.mark.regression("edge case: links with a series file it cannot parse")
+def test_a_broken_series_file_does_not_crash_links(ev: Lab) -> None:
+    _link(ev, "replay-fix", "results/probe.log")
+    (ev.store / "series" / "replay").write_text("  # indented comment\nreplay-fix.patch\n")
+    result = ev.sm("links", "--json")
+    assert result.code == 0, result.err
+
+
+@pytest.mark.regression("an unparsable series file silently orphaned its links")
+def test_a_broken_series_file_is_not_silently_orphaning(ev: Lab) -> None:
+    """evidence.py:Evidence.gather skips a series file it cannot parse: every link of its patches silently turns
+    'orphaned' (and shows under --stale) with no warning."""
+    _link(ev, "replay-fix", "results/probe.log")
+    (ev.store / "series" / "replay").write_text("  # indented comment\nreplay-fix.patch\n")
+    result = ev.sm("links", "--json")
+    state = json.loads(result.out)["links"][0]["state"]
+    assert state != "orphaned" or "series/replay" in result.err
+
+
+@pytest.mark.regression("edge case: amendments of amendments")
+def test_amendments_of_amendments_use_the_last_record(ev: Lab) -> None:
+    a = _link(ev, "replay-fix", "results/probe.log", "--verdict", "promoted")
+    b = _link(ev, "replay-fix", "results/probe.log", "--amends", a, "--verdict", "rejected", "--lesson", "no")
+    assert _show(ev, "replay-fix")["patch"]["status"] == "rejected"
+    _link(ev, "replay-fix", "results/probe.log", "--amends", b, "--verdict", "promoted")
+    doc = _show(ev, "replay-fix")
+    assert doc["patch"]["status"] == "promoted" and len(doc["links"]) == 3
+
+
+@pytest.mark.regression("edge case: a baseline from another patch")
+def test_a_baseline_of_another_patch_gives_deltas(ev: Lab) -> None:
+    base = _link(ev, "gemm-tile", "results/probe.log", "--metric", "tput=100tok/s")
+    _link(ev, "replay-fix", "results/probe.log", "--metric", "tput=110tok/s", "--baseline", base)
+    (link,) = _show(ev, "replay-fix")["links"]
+    assert link["baseline"] == base and link["metrics"][0]["delta"] == pytest.approx(10.0)
+    assert "(+10.0%)" in ev.sm("show", "replay-fix").out
+
+
+@pytest.mark.regression("show computed do-not-revive ignoring amendments")
+def test_show_do_not_revive_follows_amendments(ev: Lab) -> None:
+    """cli_links.py:show_cmd computes do_not_revive over all links, ignoring amendments; lessons_against (the guard)
+    uses effective(): show and the guard disagree."""
+    bad = _link(ev, "gemm-tile", "results/probe.log", "--verdict", "rejected", "--do-not-revive", "--lesson", "x")
+    _link(ev, "gemm-tile", "results/probe.log", "--amends", bad, "--verdict", "experimental")
+    assert ev.sm("series", "remove", "kernels", "gemm-tile").code == 0
+    assert ev.sm("series", "add", "kernels", "gemm-tile").code == 0, "the guard says the lane may come back"
+    assert _show(ev, "gemm-tile")["patch"]["do_not_revive"] is False

@@ -5,14 +5,13 @@ classification must be exactly right, the user's tree untouched, and the result 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Lab, git, git_text, link_id, show_json
+from tests.conftest import Lab, commit, git, git_text, link_id, run_stackmgr, show_json
+from tests.conftest import stackmgr_process as stackmgr
 
 N = 20
 
@@ -30,12 +29,6 @@ def _edit(path: Path, old: str, new: str) -> None:
 def _fingerprint(lab: Lab) -> dict[str, bytes]:
     return {str(p.relative_to(lab.store)): p.read_bytes() for d in ("patches", "series")
             for p in sorted((lab.store / d).rglob("*")) if p.is_file()}  # fmt: skip
-
-
-def stackmgr(store: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """The CLI in a process of its own, so that it can be killed."""
-    return subprocess.run([sys.executable, "-m", "stackmgr", "--store", str(store), *args], capture_output=True,
-                          text=True, env={**os.environ, **env})  # fmt: skip
 
 
 @pytest.fixture
@@ -207,3 +200,197 @@ def test_exec_and_tree_only_with_onto(stacked: Lab) -> None:
     for args in (("--continue", "--exec", "true"), ("--abort", "-t", "vllm")):
         result = stacked.sm("rebase", *args)
         assert result.code == 2 and "go with --onto" in result.err and "Traceback" not in result.err
+
+
+# --- classification of smaller series ---------------------------------------------------------------------------------
+
+
+def one_patch_series(lab: Lab, files: dict[str, str | None], name: str = "p1") -> None:
+    """Edit the tree (series S applied, if there is one), save it as `name` at the end of S, reset the tree."""
+    if (lab.store / "series" / "S").exists():
+        assert lab.sm("apply", "S").code == 0
+    for path, text in files.items():
+        target = lab.tree / path
+        if text is None:
+            target.unlink()
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+    assert lab.sm("save", name, "--series", "S", "-m", name).code == 0
+    assert lab.sm("reset").code == 0
+
+
+def rebase_json(lab: Lab, *args: str) -> tuple[int, dict[str, object], str]:
+    result = lab.sm("rebase", *args, "--json")
+    assert "Traceback" not in result.err and "internal error" not in result.err, result.err
+    return result.code, json.loads(result.out) if result.out.strip() else {}, result.err
+
+
+@pytest.mark.regression("edge case: add/add and partly upstream patches")
+def test_rebase_classifies_add_add_and_partial_upstream(lab: Lab) -> None:
+    one_patch_series(lab, {"new.txt": "mine\n"}, "same")
+    one_patch_series(lab, {"src/model.py": "def f():\n    return 2\n", "README": "hello\nworld\n"}, "partly")
+    one_patch_series(lab, {"other.txt": "mine\n"}, "clash")
+    commit(lab.tree, {"new.txt": "mine\n", "README": "hello\nworld\n", "other.txt": "theirs\n"}, "upstream")
+    code, state, err = rebase_json(lab, "S", "--onto", "HEAD")
+    assert code == 3 and "clash (3 of 3) conflicts in other.txt" in err
+    assert [p["outcome"] for p in state["patches"]] == ["already upstream", "merged (3-way)", None]  # type: ignore
+    assert lab.sm("rebase", "--abort").code == 0
+    assert git_text(lab.tree, "worktree", "list").count("\n") == 0
+
+
+@pytest.mark.regression("a deletion of a file upstream modified was reported as missing blobs")
+def test_a_deletion_of_a_file_upstream_modified_is_explained(lab: Lab) -> None:
+    one_patch_series(lab, {"src/model.py": None})
+    commit(lab.tree, {"src/model.py": "def f():\n    return 3\n"}, "upstream edits the file")
+    result = lab.sm("rebase", "S", "--onto", "HEAD")
+    assert result.code == 3
+    assert "original blobs are missing" not in result.err, result.err
+
+
+@pytest.mark.regression("a resolution committed in the rebase worktree went to the next patch")
+def test_a_resolution_committed_in_the_worktree_stays_with_its_patch(lab: Lab) -> None:
+    one_patch_series(lab, {"README": "hello\nmore\n"}, "p1")
+    one_patch_series(lab, {"src/model.py": "def f():\n    return 2\n"}, "p2")
+    commit(lab.tree, {"README": "bye\n"}, "upstream")
+    code, state, _ = rebase_json(lab, "S", "--onto", "HEAD")
+    worktree = Path(str(state["worktree"]))
+    (worktree / "README").write_text("bye\nmore\n")
+    git(worktree, "commit", "-qam", "resolved")
+    code, state, err = rebase_json(lab, "--continue")
+    assert code == 0, err
+    assert [p["outcome"] for p in state["patches"]] == ["conflict resolved", "unchanged"]  # type: ignore
+    assert (lab.store / "series" / "S").read_text() == "p1.patch\np2.patch\n"
+    assert b"README" not in (lab.store / "patches" / "p2.patch").read_bytes()
+
+
+@pytest.mark.regression("a lone ======= heading underline was taken for a conflict marker")
+def test_a_heading_underline_is_not_a_conflict_marker(lab: Lab) -> None:
+    one_patch_series(lab, {"doc.rst": "Title\n=====\n\nSummary\n=======\n\ntext\n"})
+    commit(lab.tree, {"doc.rst": "Title\n=====\n\nother text\n"}, "upstream")
+    _, state, _ = rebase_json(lab, "S", "--onto", "HEAD")
+    (Path(str(state["worktree"])) / "doc.rst").write_text("Title\n=====\n\nother text\n\nSummary\n=======\n\ntext\n")
+    done = lab.sm("rebase", "--continue")
+    assert done.code == 0, done.err
+
+
+@pytest.mark.regression("a series of patches saved at different bases could not be rebased")
+def test_rebase_of_a_series_assembled_from_patches_saved_at_different_bases(lab: Lab) -> None:
+    (lab.tree / "README").write_text("hello\nmore\n")
+    assert lab.sm("save", "p1", "-m", "p1").code == 0 and lab.sm("reset").code == 0
+    commit(lab.tree, {"other": "x\n"}, "upstream 1")
+    (lab.tree / "src" / "model.py").write_text("changed\n")
+    assert lab.sm("save", "p2", "-m", "p2").code == 0 and lab.sm("reset").code == 0
+    assert lab.sm("series", "new", "S").code == 0 and lab.sm("series", "add", "S", "p1", "p2").code == 0
+    assert lab.sm("lint").code == 0
+    commit(lab.tree, {"other2": "y\n"}, "upstream 2")
+    result = lab.sm("rebase", "S", "--onto", "HEAD")
+    assert result.code == 0, result.err
+
+
+# --- --exec -----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.regression("--exec output went to stdout, into the JSON")
+def test_rebase_exec_output_does_not_corrupt_json(lab: Lab) -> None:
+    one_patch_series(lab, {"README": "hello\nmore\n"})
+    commit(lab.tree, {"other": "x\n"}, "upstream")
+    proc = stackmgr(lab.store, "rebase", "S", "--onto", "HEAD", "--exec", "echo build ok", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["done"] is True
+
+
+@pytest.mark.regression("tracked changes left by --exec did not stop the rebase")
+def test_rebase_exec_that_leaves_tracked_changes_stops_cleanly(lab: Lab) -> None:
+    one_patch_series(lab, {"README": "hello\nmore\n"}, "p1")
+    one_patch_series(lab, {"README": "hello\nmore\nand more\n"}, "p2")
+    commit(lab.tree, {"other": "x\n"}, "upstream")
+    result = lab.sm("rebase", "S", "--onto", "HEAD", "--exec", "echo generated >> README")
+    assert "original blobs are missing" not in result.err, result.err
+
+
+# --- state, worktree, store -------------------------------------------------------------------------------------------
+
+
+def _stopped(lab: Lab) -> Path:
+    """Series S (one patch) stopped on a conflict; the worktree path."""
+    one_patch_series(lab, {"README": "hello\nmore\n"})
+    commit(lab.tree, {"README": "bye\n"}, "upstream")
+    code, state, _ = rebase_json(lab, "S", "--onto", "HEAD")
+    assert code == 3
+    return Path(str(state["worktree"]))
+
+
+@pytest.mark.regression("edge case: the rebase worktree deleted before --continue")
+def test_rebase_continue_after_the_worktree_was_deleted(lab: Lab) -> None:
+    shutil.rmtree(_stopped(lab))
+    gone = lab.sm("rebase", "--continue")
+    assert gone.code == 3 and "is gone" in gone.err and len(gone.err.splitlines()) == 1
+    assert lab.sm("rebase", "--abort").code == 0
+    assert git_text(lab.tree, "worktree", "list").count("\n") == 0
+
+
+@pytest.mark.regression("edge case: the series edited during the rebase")
+def test_a_series_edited_during_the_rebase_is_refused_and_nothing_is_written(lab: Lab) -> None:
+    worktree = _stopped(lab)
+    (worktree / "README").write_text("bye\nmore\n")
+    with open(lab.store / "series" / "S", "a") as f:
+        f.write("# a note\n")
+    before = (lab.store / "patches" / "p1.patch").read_bytes()
+    edited = lab.sm("rebase", "--continue")
+    assert edited.code == 3 and "was edited during the rebase" in edited.err
+    assert (lab.store / "patches" / "p1.patch").read_bytes() == before
+    assert lab.sm("rebase", "--abort").code == 0
+
+
+@pytest.mark.regression("a damaged state file made --abort an internal error")
+def test_a_damaged_rebase_state_can_still_be_aborted(lab: Lab) -> None:
+    _stopped(lab)
+    (lab.store / ".stackmgr" / "rebase" / "S.json").write_text('{"series": "S"}')
+    aborted = lab.sm("rebase", "--abort")
+    assert "internal error" not in aborted.err, aborted.err
+
+
+@pytest.mark.regression("--abort deleted the worktree path read from the state file")
+def test_rebase_abort_never_deletes_a_directory_outside_its_scratch_area(lab: Lab, tmp_path: Path) -> None:
+    _stopped(lab)
+    victim = tmp_path / "results"
+    victim.mkdir()
+    (victim / "bench.json").write_text("{}")
+    state_file = lab.store / ".stackmgr" / "rebase" / "S.json"
+    state = json.loads(state_file.read_text())
+    state["worktree"] = str(victim)
+    state_file.write_text(json.dumps(state))
+    lab.sm("rebase", "--abort")
+    assert (victim / "bench.json").exists()
+
+
+@pytest.mark.regression("two stores rebasing series of one name shared a worktree")
+def test_two_stores_rebasing_series_of_the_same_name(lab: Lab, tmp_path: Path) -> None:
+    worktree = _stopped(lab)
+    (worktree / "README").write_text("bye\nmore\n")  # the user's resolution, not yet continued
+    other = tmp_path / "store2"
+    assert run_stackmgr("init", str(other)).code == 0
+    assert run_stackmgr("--store", str(other), "tree", "add", "vllm", str(lab.tree)).code == 0
+    shutil.copy(lab.store / "patches" / "p1.patch", other / "patches" / "p1.patch")
+    (other / "series" / "S").write_text("p1.patch\n")
+    run_stackmgr("--store", str(other), "rebase", "S", "--onto", "HEAD")
+    assert (worktree / "README").read_text() == "bye\nmore\n"
+
+
+@pytest.mark.regression("a rebase left a tree still on the old series unpreserved")
+def test_a_tree_with_the_old_series_stays_preserved_after_rebase(lab: Lab) -> None:
+    lines = "".join(f"l{i}\n" for i in range(30))
+    commit(lab.tree, {"f.txt": lines}, "f")
+    (lab.tree / "f.txt").write_text(lines.replace("l20", "L20"))
+    assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0
+    git(lab.tree, "stash")
+    onto = commit(lab.tree, {"f.txt": lines.replace("l1\n", "l1 upstream\n")}, "upstream")
+    git(lab.tree, "checkout", "-q", "HEAD~1")
+    git(lab.tree, "stash", "pop")
+    assert lab.sm("check").code == 0
+    code, state, _ = rebase_json(lab, "S", "--onto", onto)
+    assert code == 0 and [p["outcome"] for p in state["patches"]] == ["context drift"]  # type: ignore
+    assert lab.sm("check").code == 0, "the rebase itself made the user's tree unpreserved"
+    applied = lab.sm("apply", "S")
+    assert applied.code == 0, applied.err

@@ -2,64 +2,15 @@
 
 Every test of a row of the bad-input catalogue (docs/RELIABILITY.md#catalogue-rows) is marked
 `@pytest.mark.catalogue(N)`; every crash test records the crash points it injected with the `crash_points`
-fixture. The summary line counts both, so CI shows what was covered.
+fixture. The summary line counts both, so CI shows what was covered: tests/reliability/catalogue.py, a plugin
+rather than hooks here, so that the count is right under pytest-xdist too. Below: helpers the suite shares.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
-
-CATALOGUE_ROWS = 68
-_rows: dict[str, list[int]] = {}  # test id -> the catalogue rows it covers
-_passed_rows: set[int] = set()
-_failed_rows: set[int] = set()
-_crash_points: list[str] = []
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "catalogue(row): covers a row of the bad-input catalogue (§4)")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        for mark in item.iter_markers("catalogue"):
-            _rows.setdefault(item.nodeid, []).extend(int(row) for row in mark.args)
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """A row is covered when its tests ran and passed; an expected failure (a known bug) does not cover it."""
-    rows = _rows.get(report.nodeid, [])
-    if report.failed or (report.when == "call" and hasattr(report, "wasxfail")):
-        _failed_rows.update(rows)
-    elif report.when == "call" and report.passed:
-        _passed_rows.update(rows)
-
-
-@pytest.fixture
-def crash_points() -> Iterator[list[str]]:
-    """Append one entry per crash point a test injected (e.g. "save:publish-patch")."""
-    seen: list[str] = []
-    yield seen
-    _crash_points.extend(seen)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not _passed_rows and not _failed_rows and not _crash_points:
-        return
-    covered = sorted(_passed_rows - _failed_rows)
-    failing = sorted(_failed_rows)
-    terminalreporter.write_line(
-        f"reliability: {len(covered)} of {CATALOGUE_ROWS} catalogue rows covered"
-        + (f" ({len(failing)} not passing: {failing})" if failing else "")
-        + f"; {len(_crash_points)} crash points injected; "
-        + ("all passing" if not failing else "NOT ALL PASSING")
-    )
-
 
 # --- helpers ---------------------------------------------------------------------------------------------------
 

@@ -1,0 +1,123 @@
+"""`reset --force` stores unsaved work as a recovery snapshot; `recover` lists them and puts one back, exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Lab, applied_state, git, git_text, head_name, porcelain, recovery_id, unsaved_work
+
+
+def test_reset_force_then_recover_gives_the_exact_tree_back(lab: Lab) -> None:
+    unsaved_work(lab)
+    os.symlink("src/model.py", lab.tree / "alias")
+    git(lab.tree, "add", "results.log")
+    before = lab.worktree_id()
+    index_tree = git_text(lab.tree, "write-tree")
+    forced = lab.sm("reset", "--force")
+    assert forced.code == 0
+    rid = forced.err.split("recovery snapshot ")[1].split(";")[0]
+    assert f"stackmgr recover {rid}" in forced.err
+    assert git(lab.tree, "status", "--porcelain", "--untracked-files=all") == b""
+    listing = json.loads(lab.sm("recover", "--json").out)["recoveries"]
+    assert [r["id"] for r in listing] == [rid] and listing[0]["tree"] == "vllm" and listing[0]["files"] == 5
+    assert git_text(lab.tree, "rev-parse", f"refs/stackmgr/recovery/{rid}")[:12] == rid
+    restored = lab.sm("recover", rid)
+    assert restored.code == 0, restored.err
+    assert lab.worktree_id() == before
+    assert git_text(lab.tree, "write-tree") == index_tree, "the staged state comes back too"
+    assert git(lab.tree, "rev-parse", "--abbrev-ref", "HEAD").strip() == b"main"
+
+
+def test_recover_refuses_into_a_tree_with_unsaved_work_and_bad_ids(lab: Lab) -> None:
+    (lab.tree / "README").write_text("first\n")
+    rid = lab.sm("reset", "--force").err.split("recovery snapshot ")[1].split(";")[0]
+    (lab.tree / "README").write_text("second, unsaved\n")
+    refused = lab.sm("recover", rid)
+    assert refused.code == 1 and "README (modified)" in refused.err
+    assert (lab.tree / "README").read_text() == "second, unsaved\n"
+    assert lab.sm("recover", "zzzz").code == 2
+    assert lab.sm("recover", "0000000000ab").code == 2
+
+
+@pytest.mark.regression("edge case: recover after the branch gained a commit")
+def test_recover_when_the_original_branch_moved_on(lab: Lab) -> None:
+    old_head = git_text(lab.tree, "rev-parse", "HEAD")
+    (lab.tree / "README").write_text("unsaved\n")
+    (lab.tree / "u.txt").write_text("untracked\n")
+    wanted = lab.worktree_id()
+    rid = recovery_id(lab.sm("reset", "--force").err)
+    (lab.tree / "c.txt").write_text("c\n")
+    git(lab.tree, "add", "c.txt")
+    git(lab.tree, "commit", "-qm", "moved on")
+    tip = git_text(lab.tree, "rev-parse", "HEAD")
+    assert lab.sm("recover", rid).code == 0
+    assert lab.worktree_id() == wanted
+    assert head_name(lab.tree) == "HEAD" and git_text(lab.tree, "rev-parse", "HEAD") == old_head
+    assert git_text(lab.tree, "rev-parse", "main") == tip, "the branch keeps its new commit"
+    assert lab.sm("check").code == 1, "the recovered work is unsaved again, and check says so"
+
+
+@pytest.mark.regression("edge case: recover into a tree on another branch")
+def test_recover_into_a_tree_on_another_branch(lab: Lab) -> None:
+    (lab.tree / "README").write_text("unsaved\n")
+    rid = recovery_id(lab.sm("reset", "--force").err)
+    git(lab.tree, "checkout", "-qb", "feature")
+    (lab.tree / "f.txt").write_text("f\n")
+    git(lab.tree, "add", "f.txt")
+    git(lab.tree, "commit", "-qm", "feature work")
+    feature = git_text(lab.tree, "rev-parse", "feature")
+    assert lab.sm("recover", rid).code == 0
+    assert head_name(lab.tree) == "main" and (lab.tree / "README").read_text() == "unsaved\n"
+    assert not (lab.tree / "f.txt").exists() and git_text(lab.tree, "rev-parse", "feature") == feature
+
+
+@pytest.mark.regression("edge case: reset --force of a conflicted stash pop, then recover")
+def test_reset_force_after_a_stash_pop_conflict_then_recover(lab: Lab) -> None:
+    (lab.tree / "README").write_text("stashed edit\n")
+    git(lab.tree, "stash", "-q")
+    (lab.tree / "README").write_text("committed edit\n")
+    git(lab.tree, "commit", "-qam", "c")
+    assert subprocess.run(["git", "stash", "pop"], cwd=lab.tree, capture_output=True).returncode != 0
+    assert porcelain(lab.tree) == b"UU README\n" and not (lab.tree / ".git" / "MERGE_HEAD").exists()
+    conflicted = (lab.tree / "README").read_text()
+    refused = lab.sm("reset")
+    assert refused.code == 1 and "README (unmerged)" in refused.err
+    forced = lab.sm("reset", "--force")
+    assert forced.code == 0 and porcelain(lab.tree) == b""
+    assert lab.sm("recover", recovery_id(forced.err)).code == 0
+    assert (lab.tree / "README").read_text() == conflicted and porcelain(lab.tree) == b" M README\n"
+    assert git(lab.tree, "stash", "list") != b"", "git kept the stash after the failed pop"
+
+
+@pytest.mark.regression("recover listed a recovery under every linked worktree and called it ambiguous")
+def test_recover_when_a_linked_worktree_of_the_same_repository_is_registered(lab: Lab, tmp_path: Path) -> None:
+    """recover.list_recoveries lists refs/stackmgr/recovery/* per registered tree, but a linked worktree shares refs
+    with its main tree: every recovery shows under both trees and `recover ID` says 'ambiguous' (exit 2) — it cannot be
+    restored."""
+    wt = tmp_path / "wt"
+    git(lab.tree, "worktree", "add", "-q", "-b", "side", str(wt))
+    assert lab.sm("tree", "add", "wt", str(wt)).code == 0
+    (lab.tree / "README").write_text("unsaved\n")
+    rid = recovery_id(lab.sm("reset", "vllm", "--force").err)
+    listing = json.loads(lab.sm("recover", "--json").out)["recoveries"]
+    assert [(r["id"], r["tree"]) for r in listing] == [(rid, "vllm")]
+    assert lab.sm("recover", rid).code == 0
+    assert (lab.tree / "README").read_text() == "unsaved\n" and (wt / "README").read_text() == "hello\n"
+
+
+@pytest.mark.regression("recover left applied.json naming the series applied before")
+def test_recover_forgets_the_series_that_was_applied(lab: Lab) -> None:
+    """recover.restore moves the tree but leaves .stackmgr/applied.json alone: status keeps naming the series applied
+    before, and reset then targets that series' base."""
+    (lab.tree / "README").write_text("unsaved\n")
+    rid = recovery_id(lab.sm("reset", "--force").err)
+    (lab.tree / "new.txt").write_text("B\n")
+    assert lab.sm("save", "b", "--series", "B", "-m", "b").code == 0
+    assert lab.sm("reset").code == 0 and lab.sm("apply", "B").code == 0
+    assert lab.sm("recover", rid).code == 0
+    assert applied_state(lab) is None

@@ -1,0 +1,292 @@
+"""The snapshot: what `check` and `status` see as a change in a tree — type changes, names git reads as pathspec
+magic, ignored and racy files, local commits, submodules, nested repositories, sparse checkouts, worktrees."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Lab, check_codes, git, make_repo, rebuilt_tree
+
+# --- type changes -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.regression("update-index got README/x before README: the tree was 'error' and check passed")
+def test_a_tracked_file_replaced_by_a_directory_is_seen_and_saved(lab: Lab) -> None:
+    """snapshot._reconcile: update-index gets README/x before README → 'is a directory' → tree 'error' → check 0; a git
+    reset --hard then deletes README/x."""
+    (lab.tree / "README").unlink()
+    (lab.tree / "README").mkdir()
+    (lab.tree / "README" / "x").write_text("new work inside\n")
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and "README/x (added)" in check.out
+    assert lab.sm("save", "f2d", "-m", "file to dir").code == 0
+    assert lab.sm("check").code == 0
+    assert rebuilt_tree(lab, "f2d") == lab.worktree_id()
+
+
+@pytest.mark.regression("update-index beyond a symbolic link: the tree was 'error' and check passed")
+def test_a_tracked_directory_replaced_by_a_symlink_is_seen(lab: Lab) -> None:
+    """snapshot._reconcile: update-index src/model.py → 'beyond a symbolic link' → tree 'error' → check 0."""
+    (lab.tree / "other").mkdir()
+    (lab.tree / "other" / "model.py").write_text("elsewhere\n")
+    assert lab.sm("check").code == 1
+    shutil.rmtree(lab.tree / "src")
+    os.symlink("other", lab.tree / "src")
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and "src (added)" in check.out and "src/model.py (deleted)" in check.out
+
+
+@pytest.mark.regression("a FIFO over a tracked file made the tree 'error' and check pass")
+def test_a_tracked_file_replaced_by_a_fifo_is_a_deletion(lab: Lab) -> None:
+    """snapshot._reconcile: update-index on a FIFO → 'unsupported file type' → tree 'error' → check 0, although README's
+    content is gone."""
+    (lab.tree / "README").unlink()
+    os.mkfifo(lab.tree / "README")
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and "README (deleted)" in check.out
+
+
+@pytest.mark.regression("NotADirectoryError escaped the snapshot as an internal error")
+def test_an_untracked_directory_replaced_by_a_file_is_seen(lab: Lab) -> None:
+    """snapshot._untracked_verdict catches FileNotFoundError only: NotADirectoryError escapes → 'internal error', exit
+    3, on every check."""
+    (lab.tree / "d").mkdir()
+    (lab.tree / "d" / "a").write_text("a\n")
+    assert lab.sm("check").code == 1  # d/a now sits in the private index
+    shutil.rmtree(lab.tree / "d")
+    (lab.tree / "d").write_text("a file now\n")
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and "d (added)" in check.out and "internal error" not in check.err
+
+
+@pytest.mark.regression("check-ignore died beyond a symbolic link and check passed")
+def test_an_untracked_directory_replaced_by_a_symlink_is_seen(lab: Lab) -> None:
+    """snapshot._now_ignored: check-ignore dies on 'd/model.py is beyond a symbolic link' → tree 'error' → check 0 with
+    the new symlink unsaved."""
+    (lab.tree / "d").mkdir()
+    (lab.tree / "d" / "model.py").write_text("a\n")
+    assert lab.sm("check").code == 1
+    shutil.rmtree(lab.tree / "d")
+    os.symlink("src", lab.tree / "d")
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and "d (added)" in check.out
+
+
+@pytest.mark.regression("edge case: a tracked directory replaced by a file")
+def test_a_tracked_directory_replaced_by_a_file_is_seen_and_saved(lab: Lab) -> None:
+    shutil.rmtree(lab.tree / "src")
+    (lab.tree / "src").write_text("a file now\n")
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and "src (added)" in check.out and "src/model.py (deleted)" in check.out
+    assert lab.sm("save", "d2f", "-m", "dir to file").code == 0
+    assert lab.sm("check").code == 0
+    assert rebuilt_tree(lab, "d2f") == lab.worktree_id()
+
+
+@pytest.mark.regression("edge case: file to symlink, symlink to a directory, empty file")
+def test_symlinks_replacing_files_are_saved_and_a_file_replacing_one_is_a_change(lab: Lab) -> None:
+    (lab.tree / "README").unlink()
+    os.symlink("src/model.py", lab.tree / "README")  # tracked file -> symlink
+    os.symlink("src", lab.tree / "dirlink")  # untracked symlink to a directory
+    (lab.tree / "empty").write_bytes(b"")
+    assert lab.sm("save", "links", "-m", "links").code == 0
+    assert lab.sm("check").code == 0
+    assert rebuilt_tree(lab, "links") == lab.worktree_id()
+    (lab.tree / "README").unlink()
+    (lab.tree / "README").write_text("src/model.py")  # same bytes as the link target string, but a file
+    assert lab.sm("check").code == 1
+
+
+# --- file names that look like pathspec magic -------------------------------------------------------------------------
+
+
+@pytest.mark.regression("check-ignore read ':build' as pathspec magic and dropped the file")
+def test_untracked_file_whose_name_starts_with_a_colon_is_never_dropped(lab: Lab) -> None:
+    """snapshot._now_ignored feeds paths to check-ignore as pathspecs: ':build' is read as 'build' (ignored), dropped
+    from the snapshot, so check alternates 1/0."""
+    (lab.tree / ".gitignore").write_text("/build\n")
+    git(lab.tree, "add", ".gitignore")
+    git(lab.tree, "commit", "-qm", "ignore build")
+    (lab.tree / ":build").write_text("not ignored: git status lists it\n")
+    assert b"?? :build" in git(lab.tree, "status", "--porcelain")
+    assert check_codes(lab) == [1, 1, 1]
+
+
+@pytest.mark.regression("check-ignore died on ':(glob)x' and the second check passed")
+def test_an_untracked_file_named_like_pathspec_magic_stays_unsaved(lab: Lab) -> None:
+    """snapshot._now_ignored: check-ignore dies on ':(glob)x' ('pathspec magic not supported') → tree 'error' → the
+    second check exits 0."""
+    (lab.tree / ":(glob)x").write_text("unsaved\n")
+    assert check_codes(lab) == [1, 1, 1]
+
+
+# --- ignored, staged, racy and mode-only changes ----------------------------------------------------------------------
+
+
+@pytest.mark.regression("a stale index-only path went to both add and remove, so an ignored file was saved")
+def test_a_file_ignored_and_edited_since_the_last_snapshot_is_not_saved(lab: Lab) -> None:
+    """snapshot._reconcile: a stale index-only path goes to both `add` and `remove`; update-index removes then re-adds
+    it, so an ignored file is saved."""
+    (lab.tree / "scratch.log").write_text("log\n")
+    assert lab.sm("check").code == 1  # scratch.log enters the private index
+    (lab.tree / ".git" / "info" / "exclude").write_text("*.log\n")
+    (lab.tree / "scratch.log").write_text("log, longer now\n")
+    (lab.tree / "README").write_text("real work\n")
+    assert lab.sm("save", "work", "-m", "work").code == 0
+    assert b"scratch.log" not in (lab.store / "patches" / "work.patch").read_bytes()
+
+
+@pytest.mark.regression("edge case: an untracked directory that becomes ignored")
+def test_an_untracked_directory_that_becomes_ignored_leaves_the_snapshot(lab: Lab) -> None:
+    (lab.tree / "scratch").mkdir()
+    (lab.tree / "scratch" / "a.txt").write_text("a\n")
+    assert lab.sm("check").code == 1
+    (lab.tree / ".git" / "info" / "exclude").write_text("scratch/\n")
+    assert check_codes(lab) == [0, 0, 0]
+
+
+@pytest.mark.regression("edge case: a new file saved, staged, then committed")
+def test_a_new_file_saved_then_staged_then_committed_stays_preserved(lab: Lab) -> None:
+    (lab.tree / "n.txt").write_text("n\n")
+    assert lab.sm("check").code == 1
+    assert lab.sm("save", "n", "-m", "n").code == 0
+    git(lab.tree, "add", "n.txt")
+    assert lab.sm("check").code == 0
+    git(lab.tree, "commit", "-qm", "n")
+    assert lab.sm("check").code == 0
+    (lab.tree / "n.txt").write_text("n2\n")
+    assert lab.sm("check").code == 1
+
+
+@pytest.mark.regression("edge case: racy git, a same-size rewrite keeping the mtime")
+def test_a_same_size_rewrite_with_the_old_mtime_is_still_seen(lab: Lab) -> None:
+    """Racy git: A -> B with the same size and the same mtime is caught (ctime/inode), A -> B -> A is fine."""
+    readme = lab.tree / "README"
+    readme.write_text("AAAAA\n")
+    assert lab.sm("save", "a", "-m", "a").code == 0
+    for _ in range(10):
+        st = os.stat(readme)
+        assert lab.sm("check").code == 0
+        readme.write_text("BBBBB\n")
+        os.utime(readme, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert lab.sm("check").code == 1
+        readme.write_text("AAAAA\n")
+    assert lab.sm("check").code == 0
+
+
+@pytest.mark.regression("edge case: core.fileMode=false")
+def test_the_exec_bit_is_not_a_change_with_filemode_false(lab: Lab) -> None:
+    git(lab.tree, "config", "core.fileMode", "false")
+    (lab.tree / "README").chmod(0o755)
+    assert lab.sm("check").code == 0
+    (lab.tree / "README").write_text("changed\n")
+    assert lab.sm("save", "m", "-m", "m").code == 0
+    assert b"100755" not in (lab.store / "patches" / "m.patch").read_bytes()
+    assert lab.sm("check").code == 0
+
+
+# --- HEAD and local commits -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.regression("a local commit on a detached HEAD was not a change")
+def test_a_local_commit_only_reachable_from_a_detached_head_is_a_change(lab: Lab) -> None:
+    """docs/ARCHITECTURE.md#invariants, 4: local commits a reset would leave unreachable count as changes; snapshot only diffs against HEAD, so a
+    detached local commit passes check."""
+    git(lab.tree, "checkout", "-q", "--detach")
+    (lab.tree / "README").write_text("committed, on no branch\n")
+    git(lab.tree, "commit", "-qam", "local experiment")
+    assert lab.sm("check").code == 1
+
+
+@pytest.mark.regression("edge case: a detached HEAD at a branch tip, then a local commit")
+def test_a_detached_head_on_a_branch_commit_is_fine_and_a_branch_clears_local_commits(lab: Lab) -> None:
+    git(lab.tree, "checkout", "-q", "--detach")
+    assert lab.sm("check").code == 0, "HEAD detached at a branch tip: nothing is on no ref"
+    (lab.tree / "README").write_text("committed, on no branch\n")
+    git(lab.tree, "commit", "-qam", "local experiment")
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and "1 local commit on no branch" in check.out and "git branch NAME" in check.out
+    git(lab.tree, "branch", "keep-experiment")
+    assert lab.sm("check").code == 0
+
+
+# --- odd repositories -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.regression("edge case: a submodule moved and dirty")
+def test_a_submodule_moved_or_dirty_is_a_change_save_refuses(lab: Lab, tmp_path: Path) -> None:
+    sub = make_repo(tmp_path / "subsrc", {"s.txt": "s\n"})
+    git(lab.tree, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "sub")
+    git(lab.tree, "commit", "-qm", "add sub")
+    assert lab.sm("check").code == 0
+    (lab.tree / "sub" / "s.txt").write_text("s2\n")
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and "sub (submodule has uncommitted changes inside)" in check.out
+    git(lab.tree / "sub", "commit", "-qam", "s2")
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and check.out.strip() == "vllm: sub (submodule)"
+    saved = lab.sm("save", "bump", "-m", "bump sub")  # no reset or apply could move the submodule: refused
+    assert saved.code == 3 and "stackmgr does not save submodule commits" in saved.err
+    (lab.tree / "sub" / "untracked").write_text("u\n")
+    assert lab.sm("check").code == 1
+
+
+@pytest.mark.regression("edge case: nested repositories")
+def test_nested_repositories_are_unprotected_not_saved(lab: Lab) -> None:
+    for nested in (lab.tree / "nested", lab.tree / "d" / "deeper"):
+        nested.mkdir(parents=True)
+        git(nested, "init", "-q")
+        (nested / "f").write_text("f\n")
+    status = json.loads(lab.sm("--json", "status").out)["trees"][0]
+    assert {(u["path"], u["reason"]) for u in status["unprotected"]} == {
+        ("nested", "nested repository"), ("d/deeper", "nested repository")}  # fmt: skip
+    assert lab.sm("check").code == 0
+
+
+@pytest.mark.regression("edge case: sparse checkout")
+def test_a_sparse_checkout_is_checked_and_saved_like_a_full_one(lab: Lab) -> None:
+    (lab.tree / "other").mkdir()
+    (lab.tree / "other" / "o.txt").write_text("o\n")
+    git(lab.tree, "add", "-A")
+    git(lab.tree, "commit", "-qm", "other")
+    git(lab.tree, "sparse-checkout", "set", "src")
+    assert lab.sm("check").code == 0, "paths outside the cone are not deletions"
+    (lab.tree / "src" / "model.py").write_text("x\n")
+    assert lab.sm("save", "sp", "-m", "sp").code == 0
+    assert lab.sm("check").code == 0
+    (lab.tree / "other").mkdir()
+    (lab.tree / "other" / "o.txt").write_text("present despite skip-worktree\n")
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and "other/o.txt (modified)" in check.out
+
+
+@pytest.mark.regression("edge case: a linked worktree as a second tree")
+def test_a_linked_worktree_registered_as_a_tree_is_checked_and_saved(lab: Lab, tmp_path: Path) -> None:
+    wt = tmp_path / "wt"
+    git(lab.tree, "worktree", "add", "-q", str(wt))
+    assert lab.sm("tree", "add", "wt", str(wt)).code == 0
+    (wt / "README").write_text("in the worktree\n")
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and "wt: README (modified)" in check.out and "vllm: all changes preserved" in check.out
+    assert lab.sm("save", "w", "-t", "wt", "-m", "w").code == 0
+    assert lab.sm("check").code == 0
+    assert (lab.tree / ".git" / "worktrees" / "wt" / "stackmgr" / "index").exists()
+
+
+@pytest.mark.regression("edge case: split index and untracked cache")
+def test_a_split_index_with_untracked_cache_is_checked_right(lab: Lab) -> None:
+    git(lab.tree, "config", "core.untrackedCache", "true")
+    git(lab.tree, "update-index", "--split-index", "--untracked-cache")
+    (lab.tree / "src" / "u1").write_text("1\n")
+    git(lab.tree, "status")
+    assert lab.sm("save", "u1", "-m", "u1").code == 0
+    assert lab.sm("check").code == 0
+    (lab.tree / "src" / "u2").write_text("2\n")
+    assert check_codes(lab, 2) == [1, 1]
+    os.unlink(lab.tree / "src" / "u2")
+    assert lab.sm("check").code == 0
