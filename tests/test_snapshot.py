@@ -195,8 +195,8 @@ def test_the_exec_bit_is_not_a_change_with_filemode_false(lab: Lab) -> None:
 
 @pytest.mark.regression("a local commit on a detached HEAD was not a change")
 def test_a_local_commit_only_reachable_from_a_detached_head_is_a_change(lab: Lab) -> None:
-    """docs/ARCHITECTURE.md#invariants, 4: local commits a reset would leave unreachable count as changes; snapshot only diffs against HEAD, so a
-    detached local commit passes check."""
+    """docs/ARCHITECTURE.md#invariants, 4: local commits a reset would leave unreachable count as changes;
+    snapshot only diffs against HEAD, so a detached local commit passes check."""
     git(lab.tree, "checkout", "-q", "--detach")
     (lab.tree / "README").write_text("committed, on no branch\n")
     git(lab.tree, "commit", "-qam", "local experiment")

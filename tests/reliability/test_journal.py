@@ -231,8 +231,8 @@ def test_undo_keeps_a_version_staged_after_the_operation(lab: Lab) -> None:
     """After `apply S` the user stages a version of README (`git add`), then keeps editing it. README is not a
     path the apply touched, yet `undo` restores the index bytes saved before the apply: the staged version,
     which existed only in the index, is silently gone (a dangling blob). `check` had called it unpreserved;
-    `reset` would have refused; undo flattens it without a word (docs/ARCHITECTURE.md#invariants, 4: staged-and-unstaged differences are
-    not flattened silently). Cause: undo._tree_back restores `index/<tree>` unconditionally and never assesses
+    `reset` would have refused; undo flattens it without a word (docs/ARCHITECTURE.md#invariants, 4:
+    staged-and-unstaged differences are not flattened silently). Cause: undo._tree_back restores `index/<tree>` unconditionally and never assesses
     the tree."""
     _saved_and_reset(lab)
     assert lab.sm("apply", "S").code == 0
