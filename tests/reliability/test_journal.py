@@ -232,8 +232,8 @@ def test_undo_keeps_a_version_staged_after_the_operation(lab: Lab) -> None:
     path the apply touched, yet `undo` restores the index bytes saved before the apply: the staged version,
     which existed only in the index, is silently gone (a dangling blob). `check` had called it unpreserved;
     `reset` would have refused; undo flattens it without a word (docs/ARCHITECTURE.md#invariants, 4:
-    staged-and-unstaged differences are not flattened silently). Cause: undo._tree_back restores `index/<tree>` unconditionally and never assesses
-    the tree."""
+    staged-and-unstaged differences are not flattened silently). Cause: the rollback's tree_back restored
+    `index/<tree>` unconditionally and never assessed the tree."""
     _saved_and_reset(lab)
     assert lab.sm("apply", "S").code == 0
     (lab.tree / "README").write_text("staged version\n")
