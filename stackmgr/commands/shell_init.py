@@ -345,6 +345,19 @@ _FUNCTION = r"""function git {
 """
 
 
+def pinned_store(shell: str, store_dir: str | None) -> tuple[str | None, bool]:
+    """The store the function should always ask, and whether one was looked for in vain: --store, else (with no
+    STACKMGR_STORE) the store `shell-init` runs inside, so the function keeps asking it wherever the user is."""
+    if shell not in SHELLS or store_dir is not None or os.environ.get("STACKMGR_STORE"):
+        return store_dir, False
+    from stackmgr.store.config import find_store_root
+
+    try:
+        return find_store_root(None), False
+    except UsageProblem:
+        return None, True
+
+
 def shell_function(shell: str, store_dir: str | None) -> str:
     """The text `eval "$(stackmgr shell-init SHELL)"` runs; the same function serves bash and zsh."""
     if shell not in SHELLS:
