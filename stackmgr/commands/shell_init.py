@@ -272,11 +272,11 @@ def _check_refusal(root: str, names: list[str], shown: str) -> list[str] | None:
     import contextlib
     import io
 
-    from stackmgr.cli.commands import check
+    from stackmgr.cli import check  # its `-v` text is the refusal's list
 
     report = io.StringIO()
     with contextlib.redirect_stdout(report), contextlib.redirect_stderr(report):
-        unsafe = check(root, tuple(names), verbose=True, as_json=False)
+        unsafe = check.run(check.CheckArgs(root, tuple(names), verbose=True, as_json=False))
     if not unsafe:
         return None
     which = ", ".join(names)
