@@ -1,8 +1,10 @@
-"""Options of the commands that must start fast (`check`, `save`), declared once.
+"""Options of the commands that must start fast (`check`, `save`, `apply`), and `--json`, declared once.
 
-cli.py turns these into click options (help, completion, errors); entry.py parses the same declarations
+context.py turns these into click options (help, completion, errors); entry.py parses the same declarations
 directly, without importing click, for the plain forms people type and scripts run. Anything unusual
-(`--help`, bundled short flags, `--`, an unknown option) falls through to click.
+(`--help`, bundled short flags, `--`, an unknown option) falls through to click. Either way the values land in
+one `Values` mapping (dest -> str, True, or a tuple of str), read into each command's typed arguments record
+(CheckArgs, SaveArgs, ApplyArgs) with `text`, `flag` and `texts`.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ class Opt:
         self.multiple = multiple  # may be given several times; the values form a tuple
 
 
+# `--json`, at every level that takes it (`stackmgr --json CMD`, `GROUP --json SUB`, `CMD --json`): one flag.
 JSON = Opt(("--json",), "as_json", False, "Machine-readable output (schema 1).")
 
 GLOBAL = (
     Opt(("--store",), "store", True, "The store directory (default: $STACKMGR_STORE, then walk up).", "DIR"),
-    Opt(("--json",), "as_json", False, "Machine-readable output on listing commands."),
+    Opt(JSON.flags, JSON.dest, False, "Machine-readable output on listing commands."),  # JSON, as `--help` says it
     Opt(("--debug",), "debug", False, "Show tracebacks of internal errors."),
 )
 
@@ -64,6 +67,22 @@ APPLY = (
 FAST_COMMANDS = {"check": CHECK, "save": SAVE, "apply": APPLY}
 
 Values = dict[str, object]
+
+
+def text(values: Values, dest: str) -> str | None:
+    """The value of an option that takes one, or None when it was not given."""
+    value = values.get(dest)
+    return value if isinstance(value, str) else None
+
+
+def flag(values: Values, dest: str) -> bool:
+    return bool(values.get(dest))
+
+
+def texts(values: Values, dest: str) -> tuple[str, ...]:
+    """The values of a `multiple` option, in order."""
+    value = values.get(dest)
+    return tuple(str(v) for v in value) if isinstance(value, tuple) else ()
 
 
 def _take(argv: list[str], i: int, specs: tuple[Opt, ...], values: Values) -> int | None:

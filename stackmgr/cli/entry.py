@@ -2,7 +2,8 @@
 
 `check` runs in shell prompts and `save` many times a day, so their plain forms are dispatched here without
 importing click (about 30 ms, more than the git work of a typical `check`); anything else, `--help` included,
-goes through the full CLI. Both paths parse the same option declarations (argspec.py).
+goes through the full CLI. Both paths parse the same option declarations (argspec.py) into the same typed
+arguments (CheckArgs, SaveArgs, ApplyArgs) and run the same click-free bodies (check.py, save.py, apply.py).
 """
 
 from __future__ import annotations
@@ -15,27 +16,29 @@ from stackmgr.errors import StackmgrError
 
 
 def _fast(argv: list[str]) -> int | None:
-    """Run a plain `check` or `save` without importing click; None when argv needs the full CLI."""
-    from stackmgr.cli.argspec import parse_fast
+    """Run a plain `check`, `save` or `apply` without importing click; None when argv needs the full CLI."""
+    from stackmgr.cli.argspec import flag, parse_fast, text
 
     parsed = parse_fast(argv)
     if parsed is None:
         return None
-    command, opts, positionals = parsed
-    store = opts.get("store")
-    store_dir = store if isinstance(store, str) else None
-    from stackmgr.cli import commands
-
+    command, values, positionals = parsed
+    store, as_json = text(values, "store"), flag(values, "as_json")  # `--json` before or after the command
     if command == "check":
-        verbose = bool(opts.get("verbose")) and not opts.get("quiet")
-        return commands.check(store_dir, tuple(positionals), verbose=verbose, as_json=bool(opts.get("as_json")))
+        from stackmgr.cli import check
+
+        return check.run(check.CheckArgs.from_values(store, as_json, tuple(positionals), values))
     if command == "apply":
         if len(positionals) != 1:
             return None  # let click say what is missing or extra
-        return commands.apply(store_dir, positionals[0], opts)
+        from stackmgr.cli import apply
+
+        return apply.run(apply.ApplyArgs.from_values(store, as_json, positionals[0], values))
     if not positionals:
         return None  # `save` without a name: let click say so
-    return commands.save(store_dir, positionals[0], tuple(positionals[1:]), opts)
+    from stackmgr.cli import save
+
+    return save.run(save.SaveArgs.from_values(store, as_json, positionals[0], tuple(positionals[1:]), values))
 
 
 def _guard(argv: list[str]) -> int | None:

@@ -77,3 +77,14 @@ def _result(repo: Repo, version: Version) -> str:
         raise StackmgrError(f"{version.label} does not apply to its base {base[:12]}: {failure}",
                             "it needs the earlier patches of its series; compare versions saved alone")  # fmt: skip
     return result
+
+
+def compare(
+    store: Store, a: str, b: str | None, against: str | None
+) -> tuple[Version, Version | None, str | None, bytes]:
+    """`interdiff A B` or `interdiff A --against REV|FILE` (an existing file is a patch, else a revision):
+    (A, B or None, the revision or None, the diff; empty when there is no difference)."""
+    first = resolve(store, a)
+    rev = against if against is not None and not os.path.isfile(against) else None
+    second = resolve(store, b if b is not None else str(against)) if rev is None else None
+    return first, second, rev, interdiff(store, first, second, rev)

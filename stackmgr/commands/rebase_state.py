@@ -96,3 +96,11 @@ def _valid_state(state: object) -> bool:
         isinstance(st, dict) and isinstance(st.get("name"), str) and isinstance(st.get("file"), str)
         and isinstance(st.get("sha256"), str) and "/" not in st["file"] for st in steps
     )  # fmt: skip
+
+
+def old_series_applied(store: Store, state: State) -> bool:
+    """Whether the rebased series' tree still holds the series as applied before (`apply` moves it)."""
+    from stackmgr.store.applied import load_applied
+
+    applied = load_applied(store).get(state["tree"])
+    return applied is not None and applied.series == state["series"]

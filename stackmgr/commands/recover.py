@@ -89,3 +89,22 @@ def restore(store: Store, wanted: str) -> Recovery:
         finally:
             snap.release()
     return rec
+
+
+class Interrupted:
+    """An operation that was interrupted, found (and dealt with) by `recover`."""
+
+    def __init__(self, command: str, op_id: str, rolled_back: bool) -> None:
+        self.command = command
+        self.id = op_id
+        self.rolled_back = rolled_back  # False: it had completed, and is marked done
+
+
+def finish_interrupted(store: Store) -> Interrupted | None:
+    """`recover` first rolls back an interrupted operation, if one stands (or marks done one that completed)."""
+    from stackmgr.journal.rollback import recover_interrupted
+
+    rolled = recover_interrupted(store)
+    if rolled is None:
+        return None
+    return Interrupted(rolled.command, rolled.id, rolled.state == "rolled-back")

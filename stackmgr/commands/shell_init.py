@@ -278,11 +278,11 @@ def _check_refusal(root: str, names: list[str], shown: str) -> list[str] | None:
     import contextlib
     import io
 
-    from stackmgr.cli.commands import check
+    from stackmgr.cli import check  # its `-v` text is the refusal's list
 
     report = io.StringIO()
     with contextlib.redirect_stdout(report), contextlib.redirect_stderr(report):
-        unsafe = check(root, tuple(names), verbose=True, as_json=False)
+        unsafe = check.run(check.CheckArgs(root, tuple(names), verbose=True, as_json=False))
     if not unsafe:
         return None
     which = ", ".join(names)
@@ -349,6 +349,19 @@ _FUNCTION = r"""function git {
     esac
 }
 """
+
+
+def pinned_store(shell: str, store_dir: str | None) -> tuple[str | None, bool]:
+    """The store the function should always ask, and whether one was looked for in vain: --store, else (with no
+    STACKMGR_STORE) the store `shell-init` runs inside, so the function keeps asking it wherever the user is."""
+    if shell not in SHELLS or store_dir is not None or os.environ.get("STACKMGR_STORE"):
+        return store_dir, False
+    from stackmgr.store.config import find_store_root
+
+    try:
+        return find_store_root(None), False
+    except UsageProblem:
+        return None, True
 
 
 def shell_function(shell: str, store_dir: str | None) -> str:

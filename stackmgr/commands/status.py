@@ -150,3 +150,10 @@ def status_reports(store: Store, names: tuple[str, ...], *, full: bool = True) -
 
 def status_json(reports: list[TreeReport]) -> dict[str, Any]:
     return {"schema": JSON_SCHEMA, "trees": [r.to_json() for r in reports]}
+
+
+def interrupted(store: Store) -> str | None:
+    """For `check` and `status`: the line about an interrupted operation, if one stands (journal.operation)."""
+    from stackmgr.journal.operation import pending_message
+
+    return pending_message(store)

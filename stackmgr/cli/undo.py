@@ -1,4 +1,4 @@
-"""`stackmgr log`, `undo` and `gc`: the operation journal seen from the command line."""
+"""`stackmgr log`, `undo` and `gc`: the operations stackmgr recorded, reverting one, forgetting old ones."""
 
 from __future__ import annotations
 
@@ -7,43 +7,21 @@ import time
 import click
 
 from stackmgr import output
-from stackmgr.cli.context import store_and_json
+from stackmgr.cli.context import Context, json_option, pass_context
 from stackmgr.store.config import open_store
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from stackmgr.journal.record import Record
-
-
-def _file_letter(existed: bool, after: str) -> str:
-    return "D" if after == "-" else ("M" if existed else "A")
-
-
-def _record_json(r: Record) -> dict[str, object]:
-    return {
-        "id": r.id, "time": r.started, "command": r.command, "state": r.state,
-        "undoes": None if r.undoes == "-" else r.undoes,
-        "trees": [{"tree": t.tree, "before": t.before, "after": t.target, "head_before": t.head_before,
-                   "head_after": t.head_after, "moved": t.state == "moved"} for t in r.trees]
-        + [{"tree": tree, "before": snap if snap != "-" else None, "after": snap if snap != "-" else None,
-            "head_before": head, "head_after": head, "moved": False} for tree, snap, head in r.notes],
-        "files": [{"path": f.path, "change": _file_letter(f.existed, f.after) if r.state == "done" else None}
-                  for f in r.files],
-    }  # fmt: skip
 
 
 @click.command("log")
 @click.option("-n", "limit", type=click.IntRange(min=1), metavar="N", help="Show only the newest N operations.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
-@click.pass_context
-def log_cmd(ctx: click.Context, limit: int | None, as_json: bool) -> None:
+@json_option()
+@pass_context
+def log_cmd(ctx: Context, limit: int | None) -> None:
     """List the operations that changed the store or a tree, newest first."""
-    from stackmgr.commands.undo import log_records
+    from stackmgr.commands.undo import file_letter, log, record_json
 
-    store_dir, want_json = store_and_json(ctx)
-    records = log_records(open_store(store_dir))[:limit]
-    if want_json:
-        output.emit_json({"schema": 1, "operations": [_record_json(r) for r in records]})
+    records = log(open_store(ctx.store), limit)
+    if ctx.json:
+        output.emit_json({"schema": 1, "operations": [record_json(r) for r in records]})
         return
     if not records:
         output.out("no operations recorded yet")
@@ -59,28 +37,26 @@ def log_cmd(ctx: click.Context, limit: int | None, as_json: bool) -> None:
             shown = f", tree {snap[:12]}" if snap != "-" else ""
             output.out(f"    tree {tree}: unchanged (HEAD {head[:12]}{shown})")
         for f in r.files:
-            letter = _file_letter(f.existed, f.after) if r.state == "done" else "~"  # rolled back: nothing stands
+            letter = file_letter(r, f.existed, f.after) or "~"  # rolled back: nothing stands
             output.out(f"    {letter} {f.path}")
 
 
 @click.command("undo")
 @click.argument("op_id", required=False, metavar="[OP]")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
-@click.pass_context
-def undo_cmd(ctx: click.Context, op_id: str | None, as_json: bool) -> None:
+@json_option()
+@pass_context
+def undo_cmd(ctx: Context, op_id: str | None) -> None:
     """Revert the newest operation (or OP): its store files and its trees. Undo is itself undoable."""
-    from stackmgr.commands.undo import undo
+    from stackmgr.commands.undo import record_json, undid, undo
 
-    store_dir, want_json = store_and_json(ctx)
-    undone, mine = undo(open_store(store_dir), op_id)
-    if want_json:
-        output.emit_json({"schema": 1, "undone": _record_json(undone), "operation": mine and _record_json(mine)})
+    undone, mine = undo(open_store(ctx.store), op_id)
+    if ctx.json:
+        output.emit_json({"schema": 1, "undone": record_json(undone), "operation": mine and record_json(mine)})
         return
     if mine is None:
         output.out(f"nothing to change: `{undone.command}` (op {undone.id}) left no trace to revert")
         return
-    verb, _, rest = mine.command.partition(" ")
-    what = rest.split(" (", 1)[1][:-1] if " (" in rest else undone.command
+    verb, what = undid(undone, mine)
     if verb == "redo":
         output.out(f"redid `{what}` (op {mine.id}); `stackmgr undo` undoes it again")
     else:
@@ -92,15 +68,14 @@ def undo_cmd(ctx: click.Context, op_id: str | None, as_json: bool) -> None:
 @click.option("--older-than", "older_than", type=click.FloatRange(min=0), metavar="DAYS",
               help="Forget operations older than DAYS days.")  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="Only say what would be forgotten.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
-@click.pass_context
-def gc_cmd(ctx: click.Context, keep: int | None, older_than: float | None, dry_run: bool, as_json: bool) -> None:
+@json_option()
+@pass_context
+def gc_cmd(ctx: Context, keep: int | None, older_than: float | None, dry_run: bool) -> None:
     """Forget old operations (records, saved files, anchor refs); only when asked. Recovery snapshots stay."""
     from stackmgr.commands.undo import gc
 
-    store_dir, want_json = store_and_json(ctx)
-    gone = gc(open_store(store_dir), keep, older_than, dry_run)
-    if want_json:
+    gone = gc(open_store(ctx.store), keep, older_than, dry_run)
+    if ctx.json:
         output.emit_json({"schema": 1, "dry_run": dry_run, "forgotten": [r.id for r in gone]})
         return
     verb = "would forget" if dry_run else "forgot"

@@ -1,0 +1,56 @@
+"""`stackmgr apply SERIES`: HEAD detached at the series' base, its patches as working-tree changes. No click."""
+
+from __future__ import annotations
+
+from stackmgr import output
+from stackmgr.cli.argspec import Values, flag, text, texts
+from stackmgr.store.config import open_store
+
+
+class ApplyArgs:
+    __slots__ = ("as_json", "dry_run", "guards", "only_tree", "override", "series", "store", "three_way")
+
+    def __init__(
+        self, store: str | None, series: str, *, only_tree: str | None, guards: tuple[str, ...], three_way: bool,
+        dry_run: bool, override: str | None, as_json: bool,
+    ) -> None:  # fmt: skip
+        self.store = store
+        self.series = series
+        self.only_tree = only_tree
+        self.guards = guards
+        self.three_way = three_way
+        self.dry_run = dry_run
+        self.override = override
+        self.as_json = as_json
+
+    @classmethod
+    def from_values(cls, store: str | None, as_json: bool, series: str, values: Values) -> ApplyArgs:
+        return cls(
+            store, series, only_tree=text(values, "only_tree"), guards=texts(values, "guards"),
+            three_way=flag(values, "three_way"), dry_run=flag(values, "dry_run"), override=text(values, "override"),
+            as_json=as_json,
+        )  # fmt: skip
+
+
+def run(args: ApplyArgs) -> int:
+    from stackmgr.commands.apply import apply_series
+
+    store = open_store(args.store)
+    series = args.series
+    with output.activity(f"applying {series}"):
+        outcomes = apply_series(
+            store, series, only_tree=args.only_tree, guards=args.guards, three_way=args.three_way,
+            dry_run=args.dry_run, override=args.override,
+        )  # fmt: skip
+    if args.as_json:
+        output.emit_json({"schema": 1, "series": series, "dry_run": args.dry_run, "trees": [
+            {"tree": o.tree, "base": o.base, "patches": o.patches, "result_tree": o.result, "changed": o.changed}
+            for o in outcomes]})  # fmt: skip
+        return 0
+    verb = "would apply" if args.dry_run else "applied"
+    for o in outcomes:
+        n = len(o.patches)
+        state = "working tree changes" if o.changed else "working tree already there"
+        output.out(f"{o.tree}: {verb} {series} ({n} patch{'es' if n != 1 else ''}) on {o.base[:12]}; "
+                   f"tree {o.result}; {state}")  # fmt: skip
+    return 0

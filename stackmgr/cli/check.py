@@ -1,0 +1,44 @@
+"""`stackmgr check`: exit 0 when every change is preserved, 1 otherwise. No click here: the fast path runs it."""
+
+from __future__ import annotations
+
+from stackmgr import output
+from stackmgr.cli.argspec import Values, flag
+from stackmgr.commands.check import check, check_json
+from stackmgr.store.config import open_store
+
+
+class CheckArgs:
+    __slots__ = ("as_json", "store", "trees", "verbose")
+
+    def __init__(self, store: str | None, trees: tuple[str, ...], *, verbose: bool, as_json: bool) -> None:
+        self.store = store
+        self.trees = trees
+        self.verbose = verbose
+        self.as_json = as_json
+
+    @classmethod
+    def from_values(cls, store: str | None, as_json: bool, trees: tuple[str, ...], values: Values) -> CheckArgs:
+        return cls(store, trees, verbose=flag(values, "verbose") and not flag(values, "quiet"), as_json=as_json)
+
+
+def run(args: CheckArgs) -> int:
+    """Quiet unless -v or --json; a tree that could not be looked at is named on stderr even when quiet."""
+    result = check(open_store(args.store), args.trees)
+    if result.pending is not None:
+        output.err(f"stackmgr: {result.pending}")
+        return 1
+    for r in result.reports:
+        if r.state == "error" and not args.as_json:
+            output.err(f"stackmgr: {r.name}: {r.error}")
+    if args.as_json:
+        output.emit_json({"schema": 1, "preserved": result.preserved,
+                          "trees": [check_json(r) for r in result.reports]})  # fmt: skip
+    elif args.verbose:
+        for r in result.reports:
+            if r.state == "missing":
+                output.out(f"{r.name}: missing ({r.error})")
+            elif r.state == "ok" and not r.blockers:
+                output.out(f"{r.name}: all changes preserved")
+            output.render_blockers(r.name, r.blockers)
+    return 0 if result.preserved else 1

@@ -1,0 +1,59 @@
+"""`stackmgr rebase SERIES --onto REV | --continue | --abort`: carry a series to a new upstream base."""
+
+from __future__ import annotations
+
+import click
+
+from stackmgr import output
+from stackmgr.cli.context import Context, json_option, pass_context
+from stackmgr.store.config import open_store
+
+
+@click.command("rebase")
+@click.argument("series", required=False)
+@click.option("--onto", metavar="REV", help="The new base commit (a commit of the series' tree).")
+@click.option("-t", "--tree", metavar="TREE", help="Which tree's patches to carry, when the series mixes trees.")
+@click.option("--exec", "exec_cmd", metavar="CMD", help="Run CMD (a shell command) in the worktree after each patch.")
+@click.option("--continue", "go_on", is_flag=True, help="Go on after resolving a conflict in the worktree.")
+@click.option("--abort", is_flag=True, help="Give up: remove the worktree; nothing was changed.")
+@json_option()
+@pass_context
+def rebase_cmd(ctx: Context, series: str | None, onto: str | None, tree: str | None, exec_cmd: str | None,
+               go_on: bool, abort: bool) -> None:  # fmt: skip
+    """Carry a series to a new upstream base in a scratch worktree, classifying every patch: unchanged, context
+    drift, merged (3-way), conflict resolved, already upstream. Your working tree is not touched; the patches
+    and the series are rewritten only once all of them are carried (`stackmgr undo` reverts that)."""
+    from stackmgr.commands import rebase
+    from stackmgr.commands.rebase_state import old_series_applied
+    from stackmgr.errors import UsageProblem
+
+    store = open_store(ctx.store)
+    if sum((onto is not None, go_on, abort)) != 1:
+        raise UsageProblem("give --onto REV, --continue or --abort", "e.g. `stackmgr rebase S --onto origin/main`")
+    if onto is not None and series is None:
+        raise UsageProblem("which series?", "`stackmgr rebase SERIES --onto REV`")
+    if onto is None and (tree is not None or exec_cmd is not None):
+        raise UsageProblem("-t and --exec go with --onto", "--continue goes on with the tree and --exec given then")
+    if abort:
+        output.out(f"rebase of series {rebase.abort(store, series)} aborted; nothing was changed")
+        return
+    with output.activity("rebasing"):
+        result = rebase.resume(store, series) if go_on else rebase.start(store, str(series), str(onto), tree, exec_cmd)
+    if ctx.json:
+        output.emit_json(result.to_json())
+    else:
+        for step in result.state["steps"]:
+            if step["outcome"]:
+                output.out(f"{step['outcome']:<18} {step['name']}")
+        s = result.state
+        if result.done:
+            upstream = [st["name"] for st in s["steps"] if st["outcome"] == "already upstream"]
+            output.out(f"series {s['series']} now applies to {s['onto'][:12]} (tree {s['tree']})")
+            if upstream:
+                output.out(f"already upstream, commented out in series/{s['series']}: {', '.join(upstream)} "
+                           "(delete those lines, or keep them as a record)")  # fmt: skip
+            if old_series_applied(store, s):
+                output.out(f"tree {s['tree']} still holds the old series; `stackmgr apply {s['series']}` moves it")
+    if not result.done:
+        output.err(f"stackmgr: {result.stop}")
+        raise SystemExit(3)

@@ -1,0 +1,25 @@
+"""`stackmgr status`: per tree, HEAD, changes and the patches that preserve them, unprotected files. No click."""
+
+from __future__ import annotations
+
+from stackmgr import output
+from stackmgr.commands.status import interrupted, status_json, status_reports
+from stackmgr.store.config import open_store
+
+
+def run(store_dir: str | None, trees: tuple[str, ...], *, as_json: bool) -> int:
+    store = open_store(store_dir)
+    pending = interrupted(store)
+    if pending is not None:  # said before the trees are looked at, which may fail
+        output.err(f"stackmgr: warning: {pending}")
+    reports = status_reports(store, trees)
+    if as_json:
+        output.emit_json(status_json(reports))
+    else:
+        for i, report in enumerate(reports):
+            if i:
+                output.out()
+            output.render_status(report)
+        if not reports:
+            output.out("no trees registered; add one with `stackmgr tree add NAME PATH`")
+    return 0

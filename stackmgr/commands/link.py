@@ -1,0 +1,121 @@
+"""`show PATCH` and `links`: a patch's links, and links across the store, with what each is worth today."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from stackmgr.errors import UsageProblem
+from stackmgr.evidence.records import Link, load_links
+from stackmgr.evidence.states import Evidence, effective, patch_status
+from stackmgr.store.config import Store
+from stackmgr.store.names import patch_name
+from stackmgr.store.patchfile import PatchHeader, parse_header
+
+
+def link_json(ev: Evidence, link: Link, state: str, baseline: Link | None) -> dict[str, Any]:
+    """One link as `show --json` and `links --json` give it (docs/FORMATS.md#json-output)."""
+    base = {m.name: m.value for m in baseline.metrics} if baseline is not None else {}
+    return {
+        "id": link.id, "state": state, "created": link.created, "author": link.author, "patch": link.patch,
+        "tree": link.tree, "amends": link.amends or None, "baseline": link.baseline or None,
+        "metrics": [{"name": m.name, "value": m.value, "unit": m.unit, "direction": m.direction,
+                     "source": m.source or None,
+                     "delta": (m.value - base[m.name]) if m.name in base else None} for m in link.metrics],
+        "gates": [{"name": g.name, "status": g.status, "detail": g.detail} for g in link.gates],
+        "verdict": {"status": link.verdict, "lesson": link.lesson, "do_not_revive": link.do_not_revive},
+        "artifacts": [{"path": a.path, "sha256": a.sha256, "size": a.size, "ok": ev.hashes.sha256(a.path) == a.sha256}
+                      for a in link.artifacts],
+        "stack": [{"tree": s.tree, "base": s.base, "series": s.series, "residue": s.residue,
+                   "patches": [{"name": n, "sha256": h} for n, h in s.patches]} for s in link.stack],
+    }  # fmt: skip
+
+
+class PatchView:
+    """What `show PATCH` shows: the header, the diffstat, every link with its state and its artifacts checked."""
+
+    def __init__(self, store: Store, patch: str) -> None:
+        name = patch_name(patch)
+        path = os.path.join(store.patches_dir, name + ".patch")
+        if not os.path.isfile(path):
+            raise UsageProblem(f"no patch named {name}", "see `stackmgr series` or `ls patches/`")
+        with open(path, "rb") as f:
+            data = f.read()
+        self.name = name
+        self.header: PatchHeader = parse_header(data, f"patches/{name}.patch")
+        self.stat = data[data.find(b"\n---\n") + 5 : data.find(b"\ndiff --git ")].decode("utf-8", "replace").rstrip()
+        self.ev = ev = Evidence.gather(store)
+        self.links = links = load_links(store, name)
+        # other patches' records are read only when a baseline points at them
+        self.by_id = {link.id: link for link in (load_links(store) if any(lk.baseline for lk in links) else links)}
+        self.states = {link.id: ev.state(link) for link in links}
+        self.status = patch_status(links, self.states)
+        self.record = ev.index.record(name + ".patch") or {}
+        self.do_not_revive = any(link.do_not_revive for link in effective(links))
+
+    def baseline_metrics(self, link: Link) -> dict[str, float]:
+        return {m.name: m.value for m in self.by_id[link.baseline].metrics} if link.baseline in self.by_id else {}
+
+    def artifact_ok(self, recorded: str, sha256: str) -> bool:
+        """Whether the artifact still has the bytes the link recorded."""
+        return self.ev.hashes.sha256(recorded) == sha256
+
+    def to_json(self) -> dict[str, Any]:
+        name, header, rec = self.name, self.header, self.record
+        return {"schema": 1, "patch": {
+            "name": name, "tree": header.tree, "base": header.base, "sha256": rec.get("sha256"),
+            "patch_id": self.ev.patch_id(name + ".patch"), "status": self.status, "do_not_revive": self.do_not_revive,
+            "subject": header.subject, "description": header.body, "stat": rec.get("stat")},
+            "links": [link_json(self.ev, link, self.states[link.id], self.by_id.get(link.baseline))
+                      for link in self.links]}  # fmt: skip
+
+    def save(self) -> None:
+        """Keep what was learned (patch index, artifact hashes) for the next command; best effort."""
+        self.ev.save()
+
+
+def _sort_key(sort_by: str, metric: str | None) -> Callable[[tuple[Link, str]], Any]:
+    """`links --sort`: date, patch, state, or the metric (largest first; links without it last)."""
+    if sort_by == "metric":
+        return lambda r: -next((m.value for m in r[0].metrics if m.name == metric), float("-inf"))
+    keys: dict[str, Callable[[tuple[Link, str]], Any]] = {
+        "date": lambda r: (r[0].created, r[0].id), "patch": lambda r: (r[0].patch, r[0].created),
+        "state": lambda r: (r[1], r[0].created),
+    }  # fmt: skip
+    return keys[sort_by]
+
+
+class LinkTable:
+    """What `links` lists: the links that pass the filters, with their states, in `sort_by` order."""
+
+    def __init__(
+        self, store: Store, tree: str | None, series: str | None, verdict: str | None, stale: bool,
+        metric: str | None, sort_by: str,
+    ) -> None:  # fmt: skip
+        from stackmgr.store.series import SeriesFile
+
+        self.ev = ev = Evidence.gather(store)
+        links = load_links(store)
+        wanted = set(SeriesFile.load(store, series).patch_names()) if series else None
+        rows = []
+        for link in links:
+            if (tree and link.tree != tree) or (wanted is not None and link.patch not in wanted):
+                continue
+            if (verdict and link.verdict != verdict) or (metric and metric not in {m.name for m in link.metrics}):
+                continue
+            state = ev.state(link)
+            if stale and state in ("fresh", "equivalent"):
+                continue
+            rows.append((link, state))
+        rows.sort(key=_sort_key(sort_by, metric))
+        self.rows: list[tuple[Link, str]] = rows
+        self.by_id = {link.id: link for link in links}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": 1, "links": [link_json(self.ev, link, state, self.by_id.get(link.baseline))
+                                       for link, state in self.rows]}  # fmt: skip
+
+    def save(self) -> None:
+        """Keep what was learned (patch index, artifact hashes) for the next command; best effort."""
+        self.ev.save()

@@ -1,0 +1,109 @@
+"""`series` (list), `series NAME` (show) and the edits `series new|add|remove|move`, each one journaled operation."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.journal.operation import operation
+from stackmgr.store.config import Store
+from stackmgr.store.names import patch_name
+from stackmgr.store.series import SeriesFile, list_series, series_path
+
+
+def series_rows(store: Store) -> list[dict[str, Any]]:
+    """Per series: its patch count and how many patch files are missing, or why it could not be read."""
+    rows: list[dict[str, Any]] = []
+    for name in list_series(store):
+        try:
+            series = SeriesFile.load(store, name)
+        except StackmgrError as exc:  # one broken file must not hide the others
+            rows.append({"name": name, "patches": None, "missing": None, "error": str(exc)})
+            continue
+        rows.append({"name": name, "patches": len(series.entries), "missing": len(series.missing_patches()),
+                     "error": None})  # fmt: skip
+    return rows
+
+
+def patch_rows(store: Store, name: str) -> list[dict[str, Any]]:
+    """Each patch of series NAME: position, tree, subject, +/-, guards, and whether its file exists and parses."""
+    from stackmgr.safety.preserved import PatchIndex
+
+    series = SeriesFile.load(store, name)
+    index = PatchIndex.load(store)
+    rows: list[dict[str, Any]] = []
+    for n, entry in enumerate(series.entries, start=1):
+        is_file = os.path.isfile(os.path.join(store.patches_dir, entry.patch))
+        rec = index.record(entry.patch) if is_file else None
+        files, plus, minus = (rec.get("stat") or (0, 0, 0)) if rec else (0, 0, 0)
+        rows.append({
+            "position": n, "patch": entry.name, "file": entry.patch, "exists": rec is not None,
+            "tree": rec["tree"] if rec else None, "subject": rec["subject"] if rec else None,
+            "files": files, "insertions": plus, "deletions": minus, "guards": entry.guards,
+            "error": rec["error"] if rec else None,
+            "size": os.path.getsize(os.path.join(store.patches_dir, entry.patch)) if rec else None,
+        })  # fmt: skip
+    index.save()
+    return rows
+
+
+def new_series(store: Store, name: str) -> None:
+    """Create an empty series; refuse a name already taken (even by a file that does not parse)."""
+    with operation(store, f"series new {name}"):
+        if os.path.lexists(series_path(store, name)):  # checked before parsing: a broken file exists too
+            raise UsageProblem(f"series {name} already exists", f"see `stackmgr series {name}`")
+        SeriesFile.load_or_new(store, name).write()
+
+
+def add_patches(
+    store: Store, name: str, patches: tuple[str, ...], position: int | None, override: str | None,
+    warn: Callable[[str], None],
+) -> None:  # fmt: skip
+    """Insert PATCHES at POSITION (1 = first; None: append) in series NAME, created when missing. Every patch
+    file must exist; a do-not-revive lane is refused unless `override` says why (then `warn` is told, loudly)."""
+    with operation(store, f"series add {name}"):
+        series = SeriesFile.load_or_new(store, name)
+        at = (position - 1) if position else len(series.entries)
+        files = []
+        for patch in patches:
+            filename = patch_name(patch) + ".patch"
+            if not os.path.isfile(os.path.join(store.patches_dir, filename)):
+                raise UsageProblem(f"no patch file patches/{filename}", "save it first or check the name")
+            files.append(filename)
+        for warning in _revival_warnings(store, files, override):
+            warn(warning)
+        for offset, filename in enumerate(files):
+            series.insert(filename, at + offset)
+        series.write()
+
+
+def _revival_warnings(store: Store, files: list[str], override: str | None) -> list[str]:
+    if not os.path.isdir(store.links_dir):
+        return []
+    from stackmgr.evidence.states import refuse_revival
+
+    named = []
+    for filename in files:
+        with open(os.path.join(store.patches_dir, filename), "rb") as f:
+            named.append((filename[: -len(".patch")], f.read()))
+    return refuse_revival(store, named, override)
+
+
+def remove_patches(store: Store, name: str, patches: tuple[str, ...]) -> None:
+    """Take PATCHES out of series NAME; the patch files stay."""
+    with operation(store, f"series remove {name}"):
+        series = SeriesFile.load(store, name)
+        for patch in patches:
+            series.remove(patch)
+        series.write()
+
+
+def move_patch(store: Store, name: str, patch: str, position: int) -> int:
+    """Move PATCH to POSITION (1 = first) in series NAME; the position it now has (past the end: the last)."""
+    with operation(store, f"series move {name}"):
+        series = SeriesFile.load(store, name)
+        series.move(patch, position - 1)
+        series.write()
+    return min(position, len(series.entries))
