@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stackmgr.git import tempindex
+from stackmgr.git import real_index
 from stackmgr.safety import tree_move
 from tests.conftest import Lab, git, git_text, head_name, make_repo, save_day, unsaved_work
 from tests.conftest import tree_files as _files
@@ -108,7 +108,7 @@ def test_an_error_after_the_switch_puts_the_tree_back(lab: Lab, monkeypatch: pyt
     def disk_full(*_args: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tempindex.RealIndexLock, "commit", disk_full)
+    monkeypatch.setattr(real_index.RealIndexLock, "commit", disk_full)
     result = lab.sm("apply", "day")
     assert result.code == 3 and "No space left on device" in result.err and "put back" in result.err
     assert _files(lab.tree) == before and (lab.tree / ".git" / "index").read_bytes() == index

@@ -179,10 +179,10 @@ def test_save_with_series_stacks_on_the_applied_series_and_refuses_otherwise(lab
 
 
 def test_round_trip_failure_leaves_nothing(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
-    from stackmgr.git import tempindex
+    from stackmgr.git.tempindex import TempIndex
 
     (lab.tree / "README").write_text("edited\n")
-    monkeypatch.setattr(tempindex, "apply_to_index", lambda *a: (False, "error: simulated corruption"))
+    monkeypatch.setattr(TempIndex, "apply", lambda *a, **k: (False, "error: simulated corruption"))
     result = lab.sm("save", "broken", "-m", "x")
     assert result.code == 3 and "does not apply" in result.err
     assert sorted(p.name for p in (lab.store / "patches").iterdir()) == []

@@ -1,69 +1,21 @@
-"""`stackmgr recover [ID]`: list the recovery snapshots `reset --force` stored, and restore one.
-
-A recovery snapshot is a commit under `refs/stackmgr/recovery/<12 hex>` in its tree: its tree is the working tree
-at the time (untracked files included), its first parent the HEAD of then, its second (when there was one) the
-index (docs/FORMATS.md#state-in-each-tree). Restoring needs the tree to be fully preserved now, and keeps the
-ref: nothing is ever consumed.
+"""`stackmgr recover [ID]`: list the recovery snapshots `reset --force` stored (safety/recovery.py), and restore
+one. Restoring needs the tree to be fully preserved now, and keeps the ref: nothing is ever consumed.
 """
 
 from __future__ import annotations
 
-import os
-
-from stackmgr.commands.reset import RECOVERY_PREFIX
-from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.errors import StackmgrError
 from stackmgr.git import refs
-from stackmgr.git.repo import open_repo
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
 from stackmgr.safety.assessment import refuse_unpreserved
 from stackmgr.safety.preserved import assess
+from stackmgr.safety.recovery import Recovery, find, list_recoveries
+
+__all__ = ["Recovery", "finish_interrupted", "list_recoveries", "restore"]
 from stackmgr.safety.snapshot import take_snapshot
 from stackmgr.store.applied import clear_applied
 from stackmgr.store.config import Store
-
-
-class Recovery:
-    def __init__(self, tree: str, ref: str, commit: str, stamp: int, message: str) -> None:
-        self.tree = tree
-        self.ref = ref
-        self.commit = commit
-        self.id = commit[:12]
-        self.time = stamp
-        trailers = dict(line.split(": ", 1) for line in message.splitlines() if line.startswith("Stackmgr-"))
-        self.files = int(trailers.get("Stackmgr-Files", "0") or 0)
-        self.branch = trailers.get("Stackmgr-Branch", "(detached)")
-        self.head = trailers.get("Stackmgr-Head", "")
-
-    def to_json(self) -> dict[str, object]:
-        return {"id": self.id, "tree": self.tree, "time": self.time, "files": self.files, "branch": self.branch,
-                "head": self.head, "commit": self.commit}  # fmt: skip
-
-
-def list_recoveries(store: Store) -> list[Recovery]:
-    found: list[Recovery] = []
-    for name, config in sorted(store.trees.items()):
-        if not os.path.isdir(config.path):
-            continue
-        repo = open_repo(config.path)
-        for ref, commit, stamp, message in refs.refs_under(repo, RECOVERY_PREFIX):
-            rec = Recovery(name, ref, commit, stamp, message)
-            # linked worktrees share refs: each snapshot belongs to the tree its trailer names
-            if f"Stackmgr-Tree: {name}\n" in message + "\n" and rec.commit not in {r.commit for r in found}:
-                found.append(rec)
-    return sorted(found, key=lambda r: -r.time)
-
-
-def find(store: Store, wanted: str) -> Recovery:
-    wanted = wanted.lower()
-    if len(wanted) < 4 or any(c not in "0123456789abcdef" for c in wanted):
-        raise UsageProblem(f"'{wanted}' is not a recovery id", "ids are the 12 hex digits `stackmgr recover` lists")
-    hits = [r for r in list_recoveries(store) if r.commit.startswith(wanted)]
-    if not hits:
-        raise UsageProblem(f"no recovery snapshot {wanted}", "list them with `stackmgr recover`")
-    if len(hits) > 1:
-        raise UsageProblem(f"recovery id {wanted} is ambiguous", "give more of its 12 hex digits")
-    return hits[0]
 
 
 def restore(store: Store, wanted: str) -> Recovery:

@@ -9,21 +9,18 @@ under `refs/stackmgr/recovery/`, then resets; `stackmgr recover ID` brings it ba
 from __future__ import annotations
 
 import os
-import time
 
 from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.git import refs
-from stackmgr.git.tempindex import TempIndex
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
 from stackmgr.safety.assessment import describe
 from stackmgr.safety.preserved import assess
+from stackmgr.safety.recovery import drop_recovery, store_recovery
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store.applied import clear_applied, load_applied
 from stackmgr.store.config import Store, TreeConfig
 from stackmgr.types import CommitId
-
-RECOVERY_PREFIX = "refs/stackmgr/recovery/"
 
 
 class ResetOutcome:
@@ -105,35 +102,7 @@ def _reset_one(store: Store, p: _Planned, force: bool) -> ResetOutcome:
                            reason=f"stackmgr reset to {p.target[:12]}", op=store.journal)  # fmt: skip
     except BaseException:
         if recovery is not None:  # the tree was not changed (or was put back): the snapshot is not needed
-            refs.update_refs(snap.repo, [(RECOVERY_PREFIX + recovery, None)], "stackmgr reset --force: refused")
+            drop_recovery(snap, recovery)
         raise
     clear_applied(store, p.config.name)
     return ResetOutcome(p.config.name, p.target, moved, recovery, len(snap.changes))
-
-
-def store_recovery(snap: Snapshot) -> str:
-    """A commit of the working tree (untracked files included) whose parents are HEAD and, when it can be
-    written, the index; anchored under refs/stackmgr/recovery/ so gc keeps it. Returns its 12-hex id."""
-    repo = snap.repo
-    parents = [snap.head]
-    index_copy = TempIndex.scratch(repo, "recovery")
-    try:
-        with open(os.path.join(repo.git_dir, "index"), "rb") as src, open(index_copy.path, "wb") as dst:
-            dst.write(src.read())
-        index_tree = index_copy.write_tree()  # on a copy: write-tree may rewrite the index it reads
-        parents.append(refs.commit_tree(repo, index_tree, [snap.head], f"index of tree {snap.tree}"))
-    except (StackmgrError, FileNotFoundError):
-        pass  # no index, or unmerged entries: the working tree (conflict markers and all) is still saved
-    finally:
-        index_copy.discard()
-    branch = refs.symbolic_head(repo) or "(detached)"
-    files = len(snap.changes)
-    message = (f"stackmgr recovery: tree {snap.tree}, {files} changed file{'s' if files != 1 else ''}\n\n"
-               f"Stackmgr-Tree: {snap.tree}\nStackmgr-Head: {snap.head}\nStackmgr-Branch: {branch}\n"
-               f"Stackmgr-Files: {files}\nStackmgr-Time: {int(time.time())}\n")  # fmt: skip
-    commit = refs.commit_tree(repo, snap.tree_id(), parents, message)
-    refs.update_ref(repo, RECOVERY_PREFIX + commit[:12], commit, "stackmgr reset --force")
-    # git writes loose objects without fsync by default, and this commit may be the only copy of the work: make it
-    # durable before the tree changes, so a power cut cannot take both.
-    os.sync()
-    return commit[:12]

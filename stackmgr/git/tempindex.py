@@ -9,7 +9,6 @@ Git runs through runner.py (same pinned configuration, environment and bytes con
 from __future__ import annotations
 
 import os
-import time
 
 from stackmgr.errors import StackmgrError
 from stackmgr.git.process import Process
@@ -68,6 +67,28 @@ class TempIndex:
         for path in (self.path, self.path + ".lock"):
             if os.path.exists(path):
                 os.unlink(path)
+
+    def __enter__(self) -> TempIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """`with TempIndex.scratch(repo, purpose) as index:` discards it however the block ends."""
+        self.discard()
+
+    def set_entries(self, entries: dict[bytes, tuple[str, str] | None]) -> None:
+        """Set paths to (mode, blob), or remove them where None (removals first: a file may become a directory)."""
+        gone = b"".join(b"0 " + b"0" * 40 + b"\t" + path + b"\0" for path, e in entries.items() if e is None)
+        put = b"".join(f"{e[0]} {e[1]}\t".encode() + path + b"\0" for path, e in entries.items() if e is not None)
+        run(self.repo.top, ["update-index", "-z", "--index-info"], index=self.path, stdin=gone + put)
+
+    def entries(self) -> dict[bytes, tuple[str, str]]:
+        """What this index holds: path -> (mode, blob)."""
+        held = {}
+        for rec in zsplit(run(self.repo.top, ["ls-files", "-s", "-z"], index=self.path)):
+            meta, path = rec.split(b"\t", 1)
+            mode, blob, _stage = meta.decode().split(" ")
+            held[path] = (mode, blob)
+        return held
 
     def read_tree(self, treeish: str) -> None:
         run(self.repo.top, ["read-tree", treeish], index=self.path)
@@ -180,7 +201,7 @@ class TempIndex:
     ) -> tuple[bool, str]:
         """Apply patches strictly to this index, in order (no fuzz, no recount, no whitespace fixing). One git
         call takes them all: each sees the result of the ones before it. `meanwhile` runs while git works."""
-        return apply_to_index(
+        return _apply(
             self.repo.top, self.path, *patch_paths, three_way=three_way, meanwhile=meanwhile, strip=strip
         )
 
@@ -205,13 +226,7 @@ class TempIndex:
         return start(self.repo.top, args, index=self.path)
 
 
-def scratch_index(repo: Repo, purpose: str) -> str:
-    """A fresh path for a throwaway index inside the tree's git directory (same filesystem, never the real one)."""
-    os.makedirs(repo.stackmgr_dir, exist_ok=True)
-    return os.path.join(repo.stackmgr_dir, f"{purpose}.{os.getpid()}.index")
-
-
-def apply_to_index(
+def _apply(
     top: str,
     index: str,
     *patch_paths: str,
@@ -297,52 +312,6 @@ def _sparse_signature(repo: Repo) -> list[object]:
         except OSError:
             signature.append(None)
     return signature
-
-
-class RealIndexLock:
-    """The user's `index.lock`, taken by git's own convention (O_EXCL: another git at work makes this fail) before
-    a working tree is touched, and held until the new index is renamed into place (`commit`) or dropped."""
-
-    def __init__(self, repo: Repo) -> None:
-        self.real = os.path.join(repo.git_dir, "index")
-        self.path = self.real + ".lock"
-        delay = 0.01
-        while True:  # an IDE's `git status` holds it for a moment: retry with backoff (never remove it)
-            try:
-                self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-                return
-            except FileExistsError:
-                if delay > 1.0:
-                    raise StackmgrError(
-                        f"{self.path} exists: another git command is running in {repo.top}",
-                        "wait for it to finish (remove the file only if no git is running)",
-                    ) from None
-                time.sleep(delay)
-                delay *= 2
-
-    def commit(self, source: TempIndex) -> None:
-        with open(source.path, "rb") as src:
-            os.write(self.fd, src.read())
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        os.replace(self.path, self.real)
-
-    def release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-            if os.path.exists(self.path):
-                os.unlink(self.path)
-
-
-def write_real_index(repo: Repo, source: TempIndex) -> None:
-    """Replace the user's index with a copy of `source` (lock, fill, sync, rename)."""
-    lock = RealIndexLock(repo)
-    try:
-        lock.commit(source)
-    finally:
-        lock.release()
 
 
 def start_tree_diff(repo: Repo, old: str, new: str) -> Process:

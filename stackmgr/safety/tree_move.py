@@ -12,8 +12,9 @@ import os
 
 from stackmgr.errors import StackmgrError
 from stackmgr.git import ignore, refs
+from stackmgr.git.real_index import RealIndexLock, write_real_index
 from stackmgr.git.repo import Repo, read_changes
-from stackmgr.git.tempindex import RealIndexLock, TempIndex, start_tree_diff, write_real_index
+from stackmgr.git.tempindex import TempIndex, start_tree_diff
 from stackmgr.safety.snapshot import Snapshot
 from stackmgr.store.fs import locked, read_or_none
 from stackmgr.types import Change, TreeId, show_path

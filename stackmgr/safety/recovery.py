@@ -1,0 +1,101 @@
+"""Recovery snapshots, written by `reset --force` and read by `recover`: the only copy of someone's work, so
+their format lives in one place.
+
+A recovery snapshot is a commit under `refs/stackmgr/recovery/<12 hex>` in its tree: its tree is the working tree
+at the time (untracked files included), its first parent the HEAD of then, its second (when there was one) the
+index, and its message carries `Stackmgr-Tree/Head/Branch/Files/Time` trailers
+(docs/FORMATS.md#state-in-each-tree).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.git import refs
+from stackmgr.git.repo import open_repo
+from stackmgr.git.tempindex import TempIndex
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.safety.snapshot import Snapshot
+    from stackmgr.store.config import Store
+
+RECOVERY_PREFIX = "refs/stackmgr/recovery/"
+
+
+def store_recovery(snap: Snapshot) -> str:
+    """A commit of the working tree (untracked files included) whose parents are HEAD and, when it can be
+    written, the index; anchored under refs/stackmgr/recovery/ so gc keeps it. Returns its 12-hex id."""
+    repo = snap.repo
+    parents = [snap.head]
+    index_copy = TempIndex.scratch(repo, "recovery")
+    try:
+        with open(os.path.join(repo.git_dir, "index"), "rb") as src, open(index_copy.path, "wb") as dst:
+            dst.write(src.read())
+        index_tree = index_copy.write_tree()  # on a copy: write-tree may rewrite the index it reads
+        parents.append(refs.commit_tree(repo, index_tree, [snap.head], f"index of tree {snap.tree}"))
+    except (StackmgrError, FileNotFoundError):
+        pass  # no index, or unmerged entries: the working tree (conflict markers and all) is still saved
+    finally:
+        index_copy.discard()
+    branch = refs.symbolic_head(repo) or "(detached)"
+    files = len(snap.changes)
+    message = (f"stackmgr recovery: tree {snap.tree}, {files} changed file{'s' if files != 1 else ''}\n\n"
+               f"Stackmgr-Tree: {snap.tree}\nStackmgr-Head: {snap.head}\nStackmgr-Branch: {branch}\n"
+               f"Stackmgr-Files: {files}\nStackmgr-Time: {int(time.time())}\n")  # fmt: skip
+    commit = refs.commit_tree(repo, snap.tree_id(), parents, message)
+    refs.update_ref(repo, RECOVERY_PREFIX + commit[:12], commit, "stackmgr reset --force")
+    # git writes loose objects without fsync by default, and this commit may be the only copy of the work: make it
+    # durable before the tree changes, so a power cut cannot take both.
+    os.sync()
+    return commit[:12]
+
+
+def drop_recovery(snap: Snapshot, recovery: str) -> None:
+    """Forget a snapshot just stored when the reset it was for changed nothing after all."""
+    refs.update_refs(snap.repo, [(RECOVERY_PREFIX + recovery, None)], "stackmgr reset --force: refused")
+
+
+class Recovery:
+    def __init__(self, tree: str, ref: str, commit: str, stamp: int, message: str) -> None:
+        self.tree = tree
+        self.ref = ref
+        self.commit = commit
+        self.id = commit[:12]
+        self.time = stamp
+        trailers = dict(line.split(": ", 1) for line in message.splitlines() if line.startswith("Stackmgr-"))
+        self.files = int(trailers.get("Stackmgr-Files", "0") or 0)
+        self.branch = trailers.get("Stackmgr-Branch", "(detached)")
+        self.head = trailers.get("Stackmgr-Head", "")
+
+    def to_json(self) -> dict[str, object]:
+        return {"id": self.id, "tree": self.tree, "time": self.time, "files": self.files, "branch": self.branch,
+                "head": self.head, "commit": self.commit}  # fmt: skip
+
+
+def list_recoveries(store: Store) -> list[Recovery]:
+    found: list[Recovery] = []
+    for name, config in sorted(store.trees.items()):
+        if not os.path.isdir(config.path):
+            continue
+        repo = open_repo(config.path)
+        for ref, commit, stamp, message in refs.refs_under(repo, RECOVERY_PREFIX):
+            rec = Recovery(name, ref, commit, stamp, message)
+            # linked worktrees share refs: each snapshot belongs to the tree its trailer names
+            if f"Stackmgr-Tree: {name}\n" in message + "\n" and rec.commit not in {r.commit for r in found}:
+                found.append(rec)
+    return sorted(found, key=lambda r: -r.time)
+
+
+def find(store: Store, wanted: str) -> Recovery:
+    wanted = wanted.lower()
+    if len(wanted) < 4 or any(c not in "0123456789abcdef" for c in wanted):
+        raise UsageProblem(f"'{wanted}' is not a recovery id", "ids are the 12 hex digits `stackmgr recover` lists")
+    hits = [r for r in list_recoveries(store) if r.commit.startswith(wanted)]
+    if not hits:
+        raise UsageProblem(f"no recovery snapshot {wanted}", "list them with `stackmgr recover`")
+    if len(hits) > 1:
+        raise UsageProblem(f"recovery id {wanted} is ambiguous", "give more of its 12 hex digits")
+    return hits[0]
