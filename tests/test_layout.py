@@ -132,3 +132,26 @@ def test_the_command_line_layer_reaches_git_and_the_journal_only_through_command
         if module.startswith(("stackmgr.git", "stackmgr.journal"))
     ]
     assert offenders == []
+
+
+# Each package may import only from its own rank or below (docs/ARCHITECTURE.md#packages). The base below git:
+# domain errors, id types, stdout/stderr, and store/fs.py (atomic files, locks, marshal caches: a leaf).
+BASE = {"stackmgr", "stackmgr.errors", "stackmgr.types", "stackmgr.output", "stackmgr.store.fs"}
+RANK = {"git": 1, "store": 2, "safety": 3, "incoming": 3, "journal": 4, "evidence": 5, "commands": 6, "cli": 7}
+
+
+def rank(module: str) -> int:
+    if module in BASE or module.count(".") == 1 and module.split(".")[1] not in RANK:
+        return 0
+    return RANK[module.split(".")[1]]
+
+
+def test_packages_import_only_downwards() -> None:
+    upward = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports {module}"
+        for name, path in modules().items()
+        if name not in BASE and rank(name) > 0
+        for line, module in imports(path)
+        if module in modules() and rank(module) > rank(name)
+    ]
+    assert upward == []

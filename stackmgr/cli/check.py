@@ -22,6 +22,18 @@ class CheckArgs:
         return cls(store, trees, verbose=flag(values, "verbose") and not flag(values, "quiet"), as_json=as_json)
 
 
+def unpreserved_report(store: str, trees: tuple[str, ...]) -> list[str] | None:
+    """What `check -v` prints (stdout and stderr) when something in `trees` is unpreserved, else None: the shell
+    guard's refusal lists it."""
+    import contextlib
+    import io
+
+    report = io.StringIO()
+    with contextlib.redirect_stdout(report), contextlib.redirect_stderr(report):
+        unsafe = run(CheckArgs(store, trees, verbose=True, as_json=False))
+    return report.getvalue().splitlines() if unsafe else None
+
+
 def run(args: CheckArgs) -> int:
     """Quiet unless -v or --json; a tree that could not be looked at is named on stderr even when quiet."""
     result = check(open_store(args.store), args.trees)

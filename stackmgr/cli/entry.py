@@ -50,9 +50,10 @@ def _guard(argv: list[str]) -> int | None:
         store, rest = rest[1], rest[2:]
     if rest[:1] != ["guard"] or rest[1:2] != ["--"]:
         return None
+    from stackmgr.cli.check import unpreserved_report
     from stackmgr.commands.shell_init import guard_refusal
 
-    refusal = guard_refusal(store, rest[2:], os.getcwd())
+    refusal = guard_refusal(store, rest[2:], os.getcwd(), unpreserved_report)
     for line in refusal or ():
         sys.stderr.write(line + "\n")
     return 1 if refusal else 0

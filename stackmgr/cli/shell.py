@@ -41,9 +41,10 @@ def shell_init_cmd(ctx: Context, shell: str) -> None:
 def guard_cmd(ctx: Context, git_args: tuple[str, ...]) -> None:
     """Exit 0 when `git GIT_ARGS` may run here; 1, with the reason on stderr, when it would discard work that
     no patch preserves. Called as `stackmgr guard -- ARGS` by the shell-init function."""
+    from stackmgr.cli.check import unpreserved_report
     from stackmgr.commands.shell_init import guard_refusal
 
-    refusal = guard_refusal(ctx.store, list(git_args), os.getcwd())
+    refusal = guard_refusal(ctx.store, list(git_args), os.getcwd(), unpreserved_report)
     if refusal is None:
         return
     for line in refusal:

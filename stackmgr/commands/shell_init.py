@@ -44,6 +44,10 @@ import shlex
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.user_repo import UserRepo
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 SHELLS = ("bash", "zsh")
 GUARDED = ("reset", "checkout", "restore", "clean", "stash", "switch")
 # Everyday builtins the shell passes without asking: an alias can never shadow a builtin.
@@ -234,8 +238,11 @@ def classify(command: GitCommand, repo: UserRepo, cwd: str) -> Verdict:
     return rule(command.args, repo, cwd) if rule else Verdict(SAFE)
 
 
-def guard_refusal(store_dir: str | None, argv: list[str], cwd: str) -> list[str] | None:
-    """The lines to refuse `git ARGV` with, run from `cwd`; None when git may run. Fails closed (see above)."""
+def guard_refusal(
+    store_dir: str | None, argv: list[str], cwd: str, check_report: Callable[[str, tuple[str, ...]], list[str] | None]
+) -> list[str] | None:
+    """The lines to refuse `git ARGV` with, run from `cwd`; None when git may run. Fails closed (see above).
+    `check_report(store root, trees)` is what `check -v` says when something is unpreserved, else None."""
     shown = f"git {shlex.join(argv)}".rstrip()  # as typed, for the refusal line
     try:
         command = split_command(argv)
@@ -249,7 +256,7 @@ def guard_refusal(store_dir: str | None, argv: list[str], cwd: str) -> list[str]
         root, names = managed
         if verdict.kind == STASH:
             return _stash_refusal(repo, verdict, names[0], shown)
-        return _check_refusal(root, names, shown)
+        return _check_refusal(check_report(root, tuple(names)), names, shown)
     except StackmgrError as exc:
         return [f"stackmgr: cannot tell whether `{shown}` is safe: {exc}",
                 f"stackmgr: not running it; fix that, or run `command {shown}` to bypass"]  # fmt: skip
@@ -274,21 +281,13 @@ def _managed_trees(store_dir: str | None, repo: UserRepo) -> tuple[str, list[str
     return (root, names) if names else None
 
 
-def _check_refusal(root: str, names: list[str], shown: str) -> list[str] | None:
-    import contextlib
-    import io
-
-    from stackmgr.cli import check  # its `-v` text is the refusal's list
-
-    report = io.StringIO()
-    with contextlib.redirect_stdout(report), contextlib.redirect_stderr(report):
-        unsafe = check.run(check.CheckArgs(root, tuple(names), verbose=True, as_json=False))
-    if not unsafe:
+def _check_refusal(report: list[str] | None, names: list[str], shown: str) -> list[str] | None:
+    if report is None:
         return None
     which = ", ".join(names)
     return [
         f"stackmgr: refusing `{shown}`: not everything in tree {which} is preserved in a patch",
-        *report.getvalue().splitlines(),
+        *report,
         f"stackmgr: save them with `stackmgr save NAME -t {names[0]}`, or run `command {shown}` to bypass",
     ]
 
