@@ -41,6 +41,12 @@ def _fast(argv: list[str]) -> int | None:
     return save.run(save.SaveArgs.from_values(store, as_json, positionals[0], tuple(positionals[1:]), values))
 
 
+def _unpreserved_report(store: str, trees: tuple[str, ...]) -> list[str] | None:
+    from stackmgr.cli.check import unpreserved_report  # only when the command would discard something
+
+    return unpreserved_report(store, trees)
+
+
 def _guard(argv: list[str]) -> int | None:
     """`[--store DIR] guard -- GIT ARGS`, as the shell-init function calls it, without click: it runs before
     every guarded git command. None when argv is anything else."""
@@ -50,10 +56,9 @@ def _guard(argv: list[str]) -> int | None:
         store, rest = rest[1], rest[2:]
     if rest[:1] != ["guard"] or rest[1:2] != ["--"]:
         return None
-    from stackmgr.cli.check import unpreserved_report
     from stackmgr.commands.shell_init import guard_refusal
 
-    refusal = guard_refusal(store, rest[2:], os.getcwd(), unpreserved_report)
+    refusal = guard_refusal(store, rest[2:], os.getcwd(), _unpreserved_report)
     for line in refusal or ():
         sys.stderr.write(line + "\n")
     return 1 if refusal else 0
