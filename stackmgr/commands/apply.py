@@ -153,12 +153,11 @@ def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
     """Apply the tree's patches in order to its base in a scratch index; name the first that fails. The result
     must be what the patches record (claims.py); what they record is read while git applies them."""
     repo = open_repo(plan.path)
-    top = repo.top
     claimed: list[claims.Claims] = []
     index = TempIndex.scratch(repo, "apply")
     try:
         index.read_tree(plan.base)
-        read_claims = lambda: claimed.append(claims.claims(plan.patches, top, store_root))  # noqa: E731
+        read_claims = lambda: claimed.append(claims.claims(plan.patches, repo, store_root))  # noqa: E731
         ok, _err = index.apply(*(p.path for p in plan.patches), three_way=three_way, meanwhile=read_claims)
         if ok:
             result = _result_tree(index, plan)

@@ -69,7 +69,7 @@ def export_git(store: Store, series: str, branch: str, guards: tuple[str, ...] =
         if tree is None:
             raise StackmgrError(f"patch {p.name} ({n} of {len(plan.patches)}) does not apply: {failure}; "
                                 "no branch was made", "refresh the patch first")  # fmt: skip
-        claims.check_result(repo, parent, tree, claims.claims([p], repo.top, store.root), plan.tree)
+        claims.check_result(repo, parent, tree, claims.claims([p], repo, store.root), plan.tree)
         header = patchfile.parse_header(p.data, f"patches/{os.path.basename(p.path)}")
         message = header.subject + ("\n\n" + header.body if header.body else "") + "\n"
         parent = refs.commit_as(repo, tree, parent, message, header.author, header.date)

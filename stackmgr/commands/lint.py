@@ -140,7 +140,7 @@ def _lint_applies(store: Store, series: str | None, filenames: list[str], header
             for n, path in zip(names, paths, strict=True):
                 with open(path, "rb") as f:
                     refs.append(PatchRef(Entry(n, 0), path, f.read(), headers[n]))
-            claims.check_result(repo, base, result, claims.claims(refs, repo.top, store.root), tree)
+            claims.check_result(repo, base, result, claims.claims(refs, repo, store.root), tree)
         except StackmgrError as exc:
             findings.append(Finding("apply", where, exc.message.replace("; nothing was changed", "")))
 

@@ -29,10 +29,10 @@ Entry = tuple[str, str | None] | None  # (mode, blob or unknown), or None for "a
 Claims = tuple[dict[bytes, Entry], dict[bytes, Entry], dict[bytes, str]]  # first, last, owner
 
 
-def claims(patches: list[PatchRef], top: str, store_root: str) -> Claims:
+def claims(patches: list[PatchRef], repo: Repo, store_root: str) -> Claims:
     """What the patches say, in order: each path's version before the first patch touching it, after the last,
     and which patch had the last word. Refuses what a stackmgr patch never contains."""
-    store_prefix = _store_prefix(top, store_root)
+    store_prefix = _store_prefix(repo.top, store_root)
     first: dict[bytes, Entry] = {}
     last: dict[bytes, Entry] = {}
     owner: dict[bytes, str] = {}
