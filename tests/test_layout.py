@@ -99,7 +99,7 @@ def test_the_top_level_holds_packages_and_at_most_eight_modules() -> None:
 def test_every_package_init_is_empty_so_imports_stay_lazy() -> None:
     full = [str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("__init__.py")
             if p.parent != PACKAGE and p.read_text().strip()]  # fmt: skip
-    assert full == []
+    assert full == [], "\n".join(full)
 
 
 def test_no_module_is_over_400_lines() -> None:
@@ -120,7 +120,7 @@ def test_git_command_lines_are_built_only_in_the_git_package() -> None:
                 first = node.elts[0]
                 if isinstance(first, ast.Constant) and first.value == "git":
                     offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} builds a git command line")
-    assert offenders == []
+    assert offenders == [], "\n".join(offenders)
 
 
 def test_the_command_line_layer_reaches_git_and_the_journal_only_through_commands() -> None:
@@ -131,7 +131,7 @@ def test_the_command_line_layer_reaches_git_and_the_journal_only_through_command
         for line, module in imports(path)
         if module.startswith(("stackmgr.git", "stackmgr.journal"))
     ]
-    assert offenders == []
+    assert offenders == [], "\n".join(offenders)
 
 
 # Each package may import only from its own rank or below (docs/ARCHITECTURE.md#packages). The base below git:
@@ -141,7 +141,7 @@ RANK = {"git": 1, "store": 2, "safety": 3, "incoming": 3, "journal": 4, "evidenc
 
 
 def rank(module: str) -> int:
-    if module in BASE or module.count(".") == 1 and module.split(".")[1] not in RANK:
+    if module in BASE or (module.count(".") == 1 and module.split(".")[1] not in RANK):
         return 0
     return RANK[module.split(".")[1]]
 
@@ -154,4 +154,4 @@ def test_packages_import_only_downwards() -> None:
         for line, module in imports(path)
         if module in modules() and rank(module) > rank(name)
     ]
-    assert upward == []
+    assert upward == [], "\n".join(upward)

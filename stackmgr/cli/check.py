@@ -25,12 +25,16 @@ class CheckArgs:
 def unpreserved_report(store: str, trees: tuple[str, ...]) -> list[str] | None:
     """What `check -v` prints (stdout and stderr) when something in `trees` is unpreserved, else None: the shell
     guard's refusal lists it."""
-    import contextlib
     import io
+    import sys
 
     report = io.StringIO()
-    with contextlib.redirect_stdout(report), contextlib.redirect_stderr(report):
+    shown = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = report  # what contextlib.redirect_stdout does, without its imports
+    try:
         unsafe = run(CheckArgs(store, trees, verbose=True, as_json=False))
+    finally:
+        sys.stdout, sys.stderr = shown
     return report.getvalue().splitlines() if unsafe else None
 
 

@@ -39,7 +39,6 @@ Not guarded: `!` shell aliases, `git -C` inside aliases (git forbids it), and ot
 from __future__ import annotations
 
 import os
-import shlex
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.user_repo import UserRepo
@@ -226,6 +225,8 @@ def classify(command: GitCommand, repo: UserRepo, cwd: str) -> Verdict:
         if expansion is None or expansion.lstrip().startswith("!"):
             return Verdict(SAFE)
         try:
+            import shlex  # only for aliases: it imports re
+
             words = shlex.split(expansion)
         except ValueError:
             return Verdict(SAFE)  # git cannot split it either
@@ -238,12 +239,24 @@ def classify(command: GitCommand, repo: UserRepo, cwd: str) -> Verdict:
     return rule(command.args, repo, cwd) if rule else Verdict(SAFE)
 
 
+_UNQUOTED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+
+
+def shell_quote(word: str) -> str:
+    """`shlex.quote` without `re` (which shlex imports: the guard runs before every guarded git command)."""
+    if not word:
+        return "''"
+    if all(c in _UNQUOTED for c in word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
 def guard_refusal(
     store_dir: str | None, argv: list[str], cwd: str, check_report: Callable[[str, tuple[str, ...]], list[str] | None]
 ) -> list[str] | None:
     """The lines to refuse `git ARGV` with, run from `cwd`; None when git may run. Fails closed (see above).
     `check_report(store root, trees)` is what `check -v` says when something is unpreserved, else None."""
-    shown = f"git {shlex.join(argv)}".rstrip()  # as typed, for the refusal line
+    shown = " ".join(["git", *map(shell_quote, argv)])  # as typed, for the refusal line
     try:
         command = split_command(argv)
         repo = UserRepo(cwd, command.selectors)
@@ -369,7 +382,7 @@ def shell_function(shell: str, store_dir: str | None) -> str:
         raise UsageProblem(
             f"unsupported shell '{shell}'", "use `stackmgr shell-init bash` or `stackmgr shell-init zsh`"
         )
-    store = f" --store {shlex.quote(os.path.abspath(store_dir))}" if store_dir else ""
+    store = f" --store {shell_quote(os.path.abspath(store_dir))}" if store_dir else ""
     body = (
         _FUNCTION.replace("@VALUED@", "|".join(VALUED_GLOBALS))
         .replace("@GUARDED@", "|".join(GUARDED))

@@ -431,3 +431,14 @@ def test_shell_init_run_inside_a_store_keeps_asking_that_store(sh: Shell, lab: L
     proc = sh.run("cd vllm && git reset --hard", init=init, env=env)
     assert proc.returncode == 1 and "vllm: src/model.py (modified)" in proc.stderr
     assert tree_files(lab.tree) == before
+
+
+def test_the_refusal_quotes_words_as_shlex_does() -> None:
+    """The guard quotes the command it refuses without importing shlex (which imports re)."""
+    import shlex
+
+    from stackmgr.commands.shell_init import shell_quote
+
+    for word in ["", "a", "a b", "it's", "x;y", "ü", "-f", "stash@{0}", "a\nb", "%+=:,./-_@", "$HOME", "*"]:
+        assert shell_quote(word) == shlex.quote(word)
+
