@@ -256,7 +256,7 @@ def guard_refusal(
 ) -> list[str] | None:
     """The lines to refuse `git ARGV` with, run from `cwd`; None when git may run. Fails closed (see above).
     `check_report(store root, trees)` is what `check -v` says when something is unpreserved, else None."""
-    shown = " ".join(["git", *map(shell_quote, argv)])  # as typed, for the refusal line
+    shown = "git" + "".join(" " + shell_quote(word) for word in argv)  # as typed, for the refusal line
     try:
         command = split_command(argv)
         repo = UserRepo(cwd, command.selectors)
