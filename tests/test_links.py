@@ -370,7 +370,7 @@ def test_a_non_utf8_artifact_name_is_linked_or_refused_clearly(ev: Lab) -> None:
 
 @pytest.mark.regression("one corrupt record made show of every patch fail")
 def test_one_corrupt_record_does_not_hide_another_patchs_evidence(ev: Lab) -> None:
-    """cli_links.py:show_cmd loads every record of every patch (for baselines): one unreadable record under another
+    """`show` (cli/links.py, commands/link.py) loaded every record of every patch (for baselines): one unreadable record under another
     patch makes `show` of any patch fail."""
     _link(ev, "gemm-tile", "results/probe.log")
     (ev.store / "links" / "replay-fix").mkdir()
@@ -413,7 +413,7 @@ def test_amends_must_name_a_link_of_the_same_patch(ev: Lab) -> None:
 
 @pytest.mark.regression("links --verdict took any string and listed nothing")
 def test_links_with_an_unknown_verdict_is_a_usage_error(ev: Lab) -> None:
-    """cli_links.py:links_cmd --verdict is a free string (link's is a Choice): a typo silently lists nothing instead of
+    """`links --verdict` is a free string (link's is a Choice): a typo silently lists nothing instead of
     a usage error."""
     _link(ev, "replay-fix", "results/probe.log", "--verdict", "rejected")
     one_line_error(ev.sm("links", "--verdict", "reject"), 2)
@@ -498,7 +498,7 @@ def test_a_baseline_of_another_patch_gives_deltas(ev: Lab) -> None:
 
 @pytest.mark.regression("show computed do-not-revive ignoring amendments")
 def test_show_do_not_revive_follows_amendments(ev: Lab) -> None:
-    """cli_links.py:show_cmd computes do_not_revive over all links, ignoring amendments; lessons_against (the guard)
+    """`show` computed do_not_revive over all links, ignoring amendments; lessons_against (the guard)
     uses effective(): show and the guard disagree."""
     bad = _link(ev, "gemm-tile", "results/probe.log", "--verdict", "rejected", "--do-not-revive", "--lesson", "x")
     _link(ev, "gemm-tile", "results/probe.log", "--amends", bad, "--verdict", "experimental")

@@ -1,6 +1,6 @@
 """The description of a patch being imported: subject, body, author and date from a mail header (git
 format-patch, a mail client's saved message, `--attach`), a DEP-3 header (kept verbatim in the body) or free
-text. Text only: the diff bytes are never decoded here (incoming.py)."""
+text. Text only: the diff bytes are never decoded here (incoming/read.py)."""
 
 from __future__ import annotations
 

@@ -360,7 +360,7 @@ def test_after_a_crash_an_edit_to_a_moved_file_can_be_saved(lab: Lab) -> None:
 def test_log_of_a_rolled_back_save_does_not_claim_deletions(lab: Lab) -> None:
     """`save p --series S` is killed and rolled back. `log` (and `log --json`) then lists it with `D
     patches/p.patch`, `D series/S`: deletions that never happened (it created them; now they do not exist). A
-    rolled-back or interrupted record keeps after = "-", which cli_journal._file_letter reads as "deleted"."""
+    rolled-back or interrupted record keeps after = "-", which the log's file letter (commands/undo.py) read as "deleted"."""
     (lab.tree / "README").write_text("edited\n")
     assert stackmgr(lab.store, "save", "p", "--series", "S", "-m", "p", STACKMGR_CRASH_AT="save:3").returncode == -9
     assert stackmgr(lab.store, "recover").returncode == 0

@@ -1,4 +1,4 @@
-"""`check`'s fast path (stackmgr/lookup.py): answers from path-sharded post-images, and never a wrong "preserved"
+"""`check`'s fast path (stackmgr/safety/shards.py): answers from path-sharded post-images, and never a wrong "preserved"
 or a stale "unpreserved" when patches come, go or change."""
 
 from __future__ import annotations
