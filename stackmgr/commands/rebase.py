@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import TYPE_CHECKING
 
 from stackmgr.commands.apply import plan_series
 from stackmgr.commands.rebase_state import (
@@ -40,7 +41,6 @@ from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none, sha256_hex
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from stackmgr.commands.rebase_state import State
 

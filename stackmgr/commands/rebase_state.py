@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.repo import open_repo
@@ -13,7 +14,6 @@ from stackmgr.store.config import Store
 from stackmgr.store.fs import atomic_write, read_or_none, sha256_hex
 from stackmgr.store.names import check_name
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 import time
+from typing import TYPE_CHECKING
 
 from stackmgr.store import patchfile
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from stackmgr.incoming.read import Incoming
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git import refs
 from stackmgr.git.repo import open_repo
 from stackmgr.git.tempindex import TempIndex
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from stackmgr.safety.snapshot import Snapshot
     from stackmgr.store.config import Store
