@@ -264,7 +264,7 @@ def test_a_type_change_reverted_by_a_later_patch_applies(lab: Lab) -> None:
     """p1 turns README into a symlink, p2 (saved on top, same series) turns it back into the original file. Both
     were saved and round-trip verified; `apply S` refuses: "patch p2 does not build README as it records
     (100644 … expected, no file built)", exit 3. Cause: patchfile.post_images keeps only the creation section of
-    a type change, so verify.claims records README as absent before the series (first = None) instead of the
+    a type change, so claims.claims records README as absent before the series (first = None) instead of the
     base's regular file; when the series ends where it started, check_result compares against that."""
     (lab.tree / "README").unlink()
     (lab.tree / "README").symlink_to("src/model.py")

@@ -129,3 +129,41 @@ def test_slug_matches_the_headings_in_use() -> None:
     assert slug("Kept versions (patches/.versions)") == "kept-versions-patchesversions"
     assert "patch-file" in anchors(ROOT / "docs" / "FORMATS.md")
     assert "comment-lines-start-in-column-0" not in anchors(ROOT / "docs" / "FORMATS.md")  # inside a ``` fence
+
+
+# A module named by its file name alone, in a comment, docstring or doc (`claims.py`, `fsutil.py`): it must still
+# exist somewhere in the repository, so a renamed module does not leave readers looking for the old one.
+BARE_MODULE = re.compile(r"(?<![\w/.-])([a-z_][a-z0-9_]*\.py)\b")
+ANY_NAME_OK = {"setup.py", "conftest.py", "__init__.py", "__main__.py"}
+
+
+def _prose(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of what a reader reads as prose: all of a Markdown file or of stackmgr's code and bin/stackmgr
+    (its own strings name no made-up files); in tests only docstrings and comments (tests make files like x.py)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".py" or not _rel(path).startswith("tests/"):
+        return list(enumerate(text.splitlines(), 1))
+    import ast
+    import io
+    import tokenize
+
+    found = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+             if tok.type == tokenize.COMMENT]  # fmt: skip
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.extend((first.lineno + i, line) for i, line in enumerate(str(first.value.value).splitlines()))
+    return found
+
+
+def test_modules_named_by_file_name_exist() -> None:
+    names = {p.name for d in ("stackmgr", "tests", "bench") for p in (ROOT / d).rglob("*.py")} | ANY_NAME_OK
+    stale = [
+        f"{_rel(path)}:{n}: {match.group(1)}"
+        for path in [*_code_files(), *_markdown_files(), ROOT / "bin" / "stackmgr"]
+        for n, line in _prose(path)
+        for match in BARE_MODULE.finditer(line)
+        if match.group(1) not in names
+    ]
+    assert not stale, "no such module any more:\n" + "\n".join(stale)

@@ -328,7 +328,7 @@ def test_a_read_only_links_directory_writes_nothing(ev: Lab, monkeypatch: pytest
 
 @pytest.mark.regression("os.makedirs of links/<patch> escaped the OSError mapping")
 def test_a_read_only_links_root_is_one_clear_line(ev: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
-    """links.py:write_link: os.makedirs of links/<patch> is outside the OSError mapping: a read- only links/ gives
+    """records.write_link: os.makedirs of links/<patch> is outside the OSError mapping: a read- only links/ gives
     'internal error: PermissionError'."""
     real = os.makedirs
     links_root = str(ev.store / "links")
@@ -344,8 +344,9 @@ def test_a_read_only_links_root_is_one_clear_line(ev: Lab, monkeypatch: pytest.M
 
 @pytest.mark.regression("a store reached through a symlink recorded artifacts as '../../…'")
 def test_a_store_reached_through_a_symlink_writes_a_readable_record(ev: Lab, tmp_path: Path) -> None:
-    """links.py/evidence.py: a store reached through a symlink records the artifact as '../../…' (relpath against the
-    unresolved root), which read_link then refuses: every show/links/verify fails from then on."""
+    """evidence/records.py and states.py: a store reached through a symlink records the artifact as '../../…'
+    (relpath against the unresolved root), which read_link then refuses: every show/links/verify fails from then
+    on."""
     alias = tmp_path / "store-alias"
     alias.symlink_to(ev.store)
     # cwd is the real store directory (as after `cd $(readlink -f …)`), --store is the alias.
@@ -356,7 +357,7 @@ def test_a_store_reached_through_a_symlink_writes_a_readable_record(ev: Lab, tmp
 
 @pytest.mark.regression("a non-UTF-8 artifact name raised UnicodeEncodeError")
 def test_a_non_utf8_artifact_name_is_linked_or_refused_clearly(ev: Lab) -> None:
-    """links.py:render encodes str paths with surrogates (non-UTF-8 file names) as UTF-8: UnicodeEncodeError, 'internal
+    """records.render encodes str paths with surrogates (non-UTF-8 file names) as UTF-8: UnicodeEncodeError, 'internal
     error'."""
     raw = os.fsencode(str(ev.store / "results")) + b"/r\xff.log"
     with open(raw, "wb") as f:
@@ -370,8 +371,8 @@ def test_a_non_utf8_artifact_name_is_linked_or_refused_clearly(ev: Lab) -> None:
 
 @pytest.mark.regression("one corrupt record made show of every patch fail")
 def test_one_corrupt_record_does_not_hide_another_patchs_evidence(ev: Lab) -> None:
-    """`show` (cli/links.py, commands/link.py) loaded every record of every patch (for baselines): one unreadable record under another
-    patch makes `show` of any patch fail."""
+    """`show` (cli/links.py, commands/links.py) loaded every record of every patch (for baselines): one unreadable
+    record under another patch makes `show` of any patch fail."""
     _link(ev, "gemm-tile", "results/probe.log")
     (ev.store / "links" / "replay-fix").mkdir()
     (ev.store / "links" / "replay-fix" / "20260101T000000Z-lnk-bad.toml").write_text("not = [toml\n")
@@ -405,7 +406,7 @@ def test_bad_link_options_are_one_line_with_the_right_code(ev: Lab, args: tuple[
 
 @pytest.mark.regression("--amends of another patch's link lifted that patch's guard")
 def test_amends_must_name_a_link_of_the_same_patch(ev: Lab) -> None:
-    """evidence.py:create_link accepts --amends of another patch's link; that silently lifts the other patch's
+    """states.create_link accepts --amends of another patch's link; that silently lifts the other patch's
     do-not-revive guard while its show still lists it."""
     bad = _link(ev, "gemm-tile", "results/probe.log", "--verdict", "rejected", "--do-not-revive", "--lesson", "x")
     one_line_error(ev.sm("link", "replay-fix", "results/probe.log", "--amends", bad), 2)
@@ -468,7 +469,7 @@ def test_a_broken_series_file_does_not_crash_links(ev: Lab) -> None:
 
 @pytest.mark.regression("an unparsable series file silently orphaned its links")
 def test_a_broken_series_file_is_not_silently_orphaning(ev: Lab) -> None:
-    """evidence.py:Evidence.gather skips a series file it cannot parse: every link of its patches silently turns
+    """states.Evidence.gather skips a series file it cannot parse: every link of its patches silently turns
     'orphaned' (and shows under --stale) with no warning."""
     _link(ev, "replay-fix", "results/probe.log")
     (ev.store / "series" / "replay").write_text("  # indented comment\nreplay-fix.patch\n")

@@ -79,7 +79,7 @@ def test_an_infinite_metric_is_refused_or_shown_as_valid_json(ev: Lab) -> None:
 
 @pytest.mark.regression("a metric named twice was kept twice")
 def test_a_metric_named_twice_is_refused(ev: Lab) -> None:
-    """evidence.py:_metrics keeps duplicate metric names; baseline deltas and `links --metric` then pick one
+    """states._metrics keeps duplicate metric names; baseline deltas and `links --metric` then pick one
     arbitrarily."""
     result = ev.sm("link", "replay-fix", "results/bench.json", "--from-json", "results/bench.json",
                    "--metric", "output_throughput=1tok/s")  # fmt: skip
@@ -166,7 +166,7 @@ def test_a_regex_whose_group_did_not_participate_is_one_clear_line(ev: Lab) -> N
 
 @pytest.mark.regression("one log holding a non-number aborted verify instead of being listed")
 def test_verify_lists_a_metric_whose_log_now_holds_a_non_number(ev: Lab) -> None:
-    """evidence.py:verify_all lets from_regex's StackmgrError escape: one changed log aborts verify with exit 3 and no
+    """states.verify_all lets from_regex's StackmgrError escape: one changed log aborts verify with exit 3 and no
     listing, instead of exit 1 listing every problem."""
     lid = _link(ev, "replay-fix", "results/probe.log", "--metric", r"t=/throughput \(tok\/s\): (\S+)/")
     (ev.store / "results" / "probe.log").write_text("Output token throughput (tok/s): n/a\n")

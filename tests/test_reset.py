@@ -161,3 +161,13 @@ def test_an_edit_in_a_formerly_sparse_path_is_seen_and_not_hidden_by_reset(lab: 
     lab.sm("reset")
     assert porcelain(lab.tree) == b" M docs/a.md\n", "reset must not hide the edit from git"
     assert check.code == 1
+
+
+@pytest.mark.regression("a refused reset left a frozen copy of the index behind")
+def test_a_reset_to_a_bad_revision_leaves_no_scratch_index(lab: Lab) -> None:
+    (lab.tree / "README").write_text("edited\n")
+    lab.sm("check")  # the private index exists; nothing else is expected beside it
+    before = sorted(p.name for p in (lab.tree / ".git" / "stackmgr").iterdir())
+    for _ in range(2):
+        assert lab.sm("reset", "--to", "no-such-rev").code == 3
+    assert sorted(p.name for p in (lab.tree / ".git" / "stackmgr").iterdir()) == before

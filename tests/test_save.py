@@ -231,7 +231,7 @@ def test_save_leaves_no_frozen_index_behind(lab: Lab) -> None:
 def test_a_force_added_ignored_file_of_a_series_survives_save_on_top(lab: Lab) -> None:
     """apply writes the base as the real index, so a force-added ignored file of the series is untracked+ignored
     afterwards: snapshot drops it, status reports drift, and `save --series` on top records a deletion the user never
-    made (stacking.stack_for)."""
+    made (save_series.stack_for)."""
     (lab.tree / ".gitignore").write_text("*.log\n")
     git(lab.tree, "add", ".gitignore")
     git(lab.tree, "commit", "-qm", "ignore logs")

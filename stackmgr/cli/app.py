@@ -3,7 +3,7 @@
 This module holds the `stackmgr` group, the click side of the commands whose bodies must start without click
 (`check`, `status`, `save`, `apply`: bodies in check.py, status.py, save.py, apply.py), `init` and `demo`, and
 COMMANDS: every other command, registered once, at the end. Each lives in the module named after it (`series
-…` in series.py, `log`/`undo`/`gc` in undo.py, `trees`/`tree add`/`reset`/`recover` in trees.py, …).
+…` in series.py, `log`/`undo`/`gc` in undo.py, `trees`/`tree add` in trees.py, `reset` in reset.py, …).
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ from stackmgr.cli.interdiff import interdiff_cmd
 from stackmgr.cli.links import link_cmd, links_cmd, show_cmd, verify_cmd
 from stackmgr.cli.lint import lint_cmd
 from stackmgr.cli.rebase import rebase_cmd
+from stackmgr.cli.recover import recover_cmd
 from stackmgr.cli.report import report_cmd
+from stackmgr.cli.reset import reset_cmd
 from stackmgr.cli.series import series_group
 from stackmgr.cli.shell import guard_cmd, shell_init_cmd
-from stackmgr.cli.trees import recover_cmd, reset_cmd, tree_group, trees_cmd  # tree_group holds `tree add`
+from stackmgr.cli.trees import tree_group, trees_cmd  # tree_group holds `tree add`
 from stackmgr.cli.undo import gc_cmd, log_cmd, undo_cmd
 
 

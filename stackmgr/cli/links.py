@@ -70,7 +70,7 @@ def _metric_text(m: Any, base: dict[str, float]) -> str:
 @pass_context
 def show_cmd(ctx: Context, patch: str) -> None:
     """One patch: header, description, diffstat, status, and every link with its state."""
-    from stackmgr.commands.link import PatchView
+    from stackmgr.commands.links import PatchView
 
     view = PatchView(open_store(ctx.store), patch)
     if ctx.json:
@@ -115,7 +115,7 @@ def show_cmd(ctx: Context, patch: str) -> None:
 def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str | None, stale: bool,
               metric: str | None, sort_by: str) -> None:  # fmt: skip
     """A table of links: date, link, patch, metric, gates, verdict, state."""
-    from stackmgr.commands.link import LinkTable
+    from stackmgr.commands.links import LinkTable
 
     if sort_by == "metric" and not metric:
         from stackmgr.errors import UsageProblem

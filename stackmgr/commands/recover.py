@@ -11,11 +11,11 @@ from stackmgr.safety import tree_move
 from stackmgr.safety.assessment import refuse_unpreserved
 from stackmgr.safety.preserved import assess
 from stackmgr.safety.recovery import Recovery, find, list_recoveries
-
-__all__ = ["Recovery", "finish_interrupted", "list_recoveries", "restore"]
 from stackmgr.safety.snapshot import take_snapshot
 from stackmgr.store.applied import clear_applied
 from stackmgr.store.config import Store
+
+__all__ = ["Recovery", "finish_interrupted", "list_recoveries", "restore"]
 
 
 def restore(store: Store, wanted: str) -> Recovery:

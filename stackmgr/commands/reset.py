@@ -67,8 +67,17 @@ def _exists(config: TreeConfig) -> bool:
 
 def _plan(store: Store, config: TreeConfig, to: str | None) -> _Planned:
     snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=False, freeze=True)
+    try:
+        return _Planned(config, snap, *_target_and_blockers(store, config, snap, to))
+    except BaseException:
+        snap.release()  # its frozen index copy: the caller releases only the snapshots it was handed
+        raise
+
+
+def _target_and_blockers(
+    store: Store, config: TreeConfig, snap: Snapshot, to: str | None
+) -> tuple[CommitId, list[tuple[bytes, str]]]:
     if snap.operation:
-        snap.release()
         raise StackmgrError(f"tree {config.name} is in the middle of {snap.operation}", "finish or abort it first")
     applied = load_applied(store).get(config.name)
     if to is not None:
@@ -83,7 +92,7 @@ def _plan(store: Store, config: TreeConfig, to: str | None) -> _Planned:
         if orphans and not snap.local_commits:
             blockers.append((b"HEAD", f"{len(orphans)} commit(s) no ref would reach after the move, "
                                       f"{orphans[0][:12]}: keep with `git branch NAME`"))  # fmt: skip
-    return _Planned(config, snap, target, blockers)
+    return target, blockers
 
 
 def _refusal(refused: list[_Planned]) -> str:

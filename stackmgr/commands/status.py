@@ -1,4 +1,5 @@
-"""`status`, `check` and `trees`: per tree, what changed, what is preserved, what is unprotected."""
+"""Per-tree reports (what changed, what is preserved, what is unprotected), read by `status` and by
+`check` (commands/check.py) and `trees` (commands/trees.py)."""
 
 from __future__ import annotations
 

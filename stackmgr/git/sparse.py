@@ -2,7 +2,7 @@
 
 When `read-tree -m -u` brings in a path that the sparse-checkout patterns do not include, git records it in the
 index with the skip-worktree bit and never writes the file: the move would report success with the change only
-in the index. `checkout.move_tree` asks first (`TempIndex.hidden_paths`) and refuses instead. Cone mode
+in the index. `safety/tree_move.move_tree` asks first (`TempIndex.hidden_paths`) and refuses instead. Cone mode
 (directory sets) and the older pattern mode (gitignore syntax, last match wins, a path inheriting its
 directory's verdict) follow unpack-trees.c's `clear_ce_flags` and dir.c's `path_matches_pattern_list`. Pure
 Python: no git here.

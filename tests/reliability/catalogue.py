@@ -29,7 +29,9 @@ _crash_points: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "catalogue(row): covers a row of the bad-input catalogue (§4)")
+    config.addinivalue_line(
+        "markers", "catalogue(row): covers a row of the bad-input catalogue (docs/RELIABILITY.md#catalogue-rows)"
+    )
 
 
 @pytest.fixture

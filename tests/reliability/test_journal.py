@@ -250,7 +250,7 @@ def test_undo_does_not_check_out_a_branch_twice(lab: Lab, tmp_path: Path) -> Non
     """Tree vllm is on main; a linked worktree is on feature. `apply S` detaches vllm's HEAD, so main is free and
     the user checks it out in the linked worktree. `undo` re-attaches vllm to main without asking git: main is
     now checked out in two worktrees (git itself refuses this), and a commit in one silently makes the other's
-    tree and index look like it reverts that commit. Cause: undo._tree_back → refs.attach_head (symbolic-ref)
+    tree and index look like it reverts that commit. Cause: rollback.tree_back → refs.attach_head (symbolic-ref)
     only checks that the branch still points at head_before."""
     wt = tmp_path / "wt"
     git(lab.tree, "branch", "feature")
@@ -268,8 +268,8 @@ def test_undo_that_moves_only_head_is_recorded(lab: Lab) -> None:
     """Save a change into series S, then `apply S` straight away (the tree already is the result): apply only
     detaches HEAD. `undo` re-attaches HEAD to main, but prints "nothing to change: `apply S` … left no trace to
     revert" and records no operation, so `log` does not show it and `undo` again cannot redo it (it undoes the
-    apply again). Cause: undo._tree_back changes HEAD/branch/index with refs.detach_head, attach_head and
-    checkout.restore_index outside move_tree, so nothing reaches the journal."""
+    apply again). Cause: rollback.tree_back changes HEAD/branch/index with refs.detach_head, attach_head and
+    tree_move.restore_index outside move_tree, so nothing reaches the journal."""
     (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
     assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
     assert lab.sm("apply", "S").code == 0
@@ -285,7 +285,7 @@ def test_recover_keeps_a_series_edit_made_after_the_crash(lab: Lab) -> None:
     """`save b --series S` is killed after it rewrote series/S. The user opens series/S, sees b, and adds a
     line of their own. `stackmgr recover` (or any next command) puts back the pre-crash bytes without looking:
     the user's line is lost, with exit 0. For trees the rollback refuses when a path holds neither its old nor
-    its new version; store files get no such check (undo._file_back, roll_back; the record keeps no `after` stat
+    its new version; store files get no such check (rollback.file_back, roll_back; the record keeps no `after` stat
     until finish)."""
     (lab.tree / "README").write_text("a\n")
     assert lab.sm("save", "a", "--series", "S", "-m", "a").code == 0
@@ -305,7 +305,7 @@ def test_recover_leaves_another_gits_index_lock_alone(lab: Lab) -> None:
     that lock's dev:ino (tree_progress never writes `lock -`). The user's `git add` then replaces the index,
     freeing the inode, and the next git (an IDE's) creates index.lock, which ext4 gives the same inode number.
     `stackmgr recover` takes it for its own, unlinks it under the other git, and rewrites the index. Cause:
-    journal.Operation.tree_progress keeps lock_released in memory only; undo._drop_own_index_lock trusts an inode
+    Operation.tree_progress keeps lock_released in memory only; rollback._drop_own_index_lock trusts an inode
     number that no longer names a file stackmgr holds."""
     _saved_and_reset(lab)
     assert stackmgr(lab.store, "apply", "S", STACKMGR_CRASH_AT="apply:3").returncode == -9  # after index commit
@@ -348,7 +348,7 @@ def test_after_a_crash_an_edit_to_a_moved_file_can_be_saved(lab: Lab) -> None:
     change (`stackmgr save NAME`) or put the file back, then retry". `stackmgr save NAME` fails with that same
     message (exit 3): the user cannot save their work with stackmgr at all, only by discarding the edit or
     deleting ops/CURRENT by hand. Cause: journal.operation.__enter__ makes the rollback a precondition of every
-    command; the hint in undo._old_versions assumes save can run."""
+    command; the hint in rollback._old_versions assumes save can run."""
     _saved_and_reset(lab)
     assert stackmgr(lab.store, "apply", "S", STACKMGR_CRASH_AT="apply:4").returncode == -9
     (lab.tree / "src" / "model.py").write_text("def f():\n    return 42  # my edit\n")
@@ -360,7 +360,8 @@ def test_after_a_crash_an_edit_to_a_moved_file_can_be_saved(lab: Lab) -> None:
 def test_log_of_a_rolled_back_save_does_not_claim_deletions(lab: Lab) -> None:
     """`save p --series S` is killed and rolled back. `log` (and `log --json`) then lists it with `D
     patches/p.patch`, `D series/S`: deletions that never happened (it created them; now they do not exist). A
-    rolled-back or interrupted record keeps after = "-", which the log's file letter (commands/undo.py) read as "deleted"."""
+    rolled-back or interrupted record keeps after = "-", which the log's file letter (commands/undo.py) read as
+    "deleted"."""
     (lab.tree / "README").write_text("edited\n")
     assert stackmgr(lab.store, "save", "p", "--series", "S", "-m", "p", STACKMGR_CRASH_AT="save:3").returncode == -9
     assert stackmgr(lab.store, "recover").returncode == 0
