@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,32 @@ from stackmgr.cli.entry import main
 pytest_plugins = ["tests.reliability.catalogue"]
 
 GIT_DATE = "1781344931 +0000"  # 2026-06-13
+RAM_TEMP = "/dev/shm"
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """pyproject's addopts run the tests in parallel (`--numprocesses=auto --dist=worksteal`, pytest-xdist). With xdist
+    disabled (`-p no:xdist`) or not installed, take those two options and ignore them: one process runs the tests."""
+    if not pluginmanager.hasplugin("xdist"):
+        group = parser.getgroup("xdist", "without pytest-xdist: accepted, ignored")
+        group.addoption("--numprocesses", dest="numprocesses", default=None, help="ignored: no pytest-xdist")
+        group.addoption("--dist", dest="dist", default="no", help="ignored: no pytest-xdist")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Temporary directories in RAM when the machine has room there: every test builds repositories and stores
+    under tmp_path, and stackmgr syncs what it writes, so on a busy disk the suite waits on I/O more than it runs.
+    Only when nobody chose (no --basetemp, no TMPDIR) and /dev/shm has 4 GiB free; the xdist workers and every git
+    or stackmgr the tests start inherit TMPDIR."""
+    if config.option.basetemp or os.environ.get("TMPDIR") or hasattr(config, "workerinput"):
+        return
+    try:
+        ram = os.statvfs(RAM_TEMP)
+    except OSError:
+        return
+    if ram.f_bavail * ram.f_frsize >= 4 << 30 and os.access(RAM_TEMP, os.W_OK | os.X_OK):
+        os.environ["TMPDIR"] = RAM_TEMP
+        tempfile.tempdir = RAM_TEMP
 
 
 @pytest.fixture(autouse=True)

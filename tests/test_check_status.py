@@ -276,6 +276,7 @@ def test_check_does_not_pass_when_a_required_clean_filter_fails(lab: Lab) -> Non
     assert lab.sm("check").code != 0
 
 
+@pytest.mark.slow
 @pytest.mark.regression("edge case: eight checks at once")
 def test_eight_checks_at_once_agree(lab: Lab) -> None:
     (lab.tree / "README").write_text("x\n")

@@ -47,6 +47,7 @@ def _quilt(cwd: Path, env: dict[str, str], *args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed (CI installs it)")
 def test_a_real_quilt_series_imports_and_applies_to_the_same_tree(lab: Lab, tmp_path: Path) -> None:
     """A colleague's quilt series, made with quilt new/add/refresh in their own checkout (with a DEP-3 header):

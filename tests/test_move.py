@@ -218,6 +218,7 @@ def test_reset_of_two_trees_where_the_second_refuses_at_the_switch_names_what_ch
     assert "README" in result.err
 
 
+@pytest.mark.slow
 @pytest.mark.regression("edge case: check running while apply and reset run")
 def test_a_check_running_while_apply_and_reset_run_never_sees_unpreserved_work(lab: Lab) -> None:
     """Every state a concurrent `check` can observe is preserved: it never says otherwise, never crashes."""

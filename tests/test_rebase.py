@@ -69,6 +69,7 @@ EXPECTED = {f"p{i:02d}": "unchanged" for i in range(N)} | {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_twenty_patches_over_upstream_history(stacked: Lab) -> None:
     lab = stacked
     probe = lab.store / "probe.log"
@@ -129,6 +130,7 @@ def test_twenty_patches_over_upstream_history(stacked: Lab) -> None:
     assert git_text(lab.tree, "worktree", "list").count("\n") == 0  # the scratch worktree is gone
 
 
+@pytest.mark.slow
 def test_abort_changes_nothing(stacked: Lab) -> None:
     lab = stacked
     _upstream(lab)
@@ -141,6 +143,7 @@ def test_abort_changes_nothing(stacked: Lab) -> None:
     assert lab.sm("rebase", "--continue").code == 2  # nothing in progress any more
 
 
+@pytest.mark.slow
 def test_exec_runs_after_each_patch_and_a_failure_stops(stacked: Lab, tmp_path: Path) -> None:
     lab = stacked
     git(lab.tree, "commit", "-q", "--allow-empty", "-m", "upstream moved on")
@@ -165,6 +168,7 @@ def test_exec_runs_after_each_patch_and_a_failure_stops(stacked: Lab, tmp_path: 
     assert b"+line 30 fixed by hand" in p03 and b"fixed" not in p03.replace(b"fixed by hand", b"")
 
 
+@pytest.mark.slow
 def test_refusals(stacked: Lab, tmp_path: Path) -> None:
     lab = stacked
     bad = lab.sm("rebase", "S", "--onto", "no-such-rev")
@@ -176,6 +180,7 @@ def test_refusals(stacked: Lab, tmp_path: Path) -> None:
     assert missing.code in (2, 3) and "nope" in missing.err
 
 
+@pytest.mark.slow
 def test_a_killed_rebase_goes_on_where_it_stopped(stacked: Lab, tmp_path: Path) -> None:
     """SIGKILL in the middle (after p03 was carried, before that was recorded), then during the final write:
     `--continue` each time, and the result is the one an uninterrupted run gives."""
@@ -196,6 +201,7 @@ def test_a_killed_rebase_goes_on_where_it_stopped(stacked: Lab, tmp_path: Path) 
     assert git_text(lab.tree, "worktree", "list").count("\n") == 0
 
 
+@pytest.mark.slow
 def test_exec_and_tree_only_with_onto(stacked: Lab) -> None:
     for args in (("--continue", "--exec", "true"), ("--abort", "-t", "vllm")):
         result = stacked.sm("rebase", *args)

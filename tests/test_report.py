@@ -283,6 +283,7 @@ def _follow(url: str, page: _Page, text: str) -> str:
     raise AssertionError(f"no link {text!r} on {url}: {[label for _h, label in page.hrefs][:40]}")
 
 
+@pytest.mark.slow
 def test_report_in_a_real_browser(lab: Lab, store: dict[str, str], tmp_path: Path) -> None:
     if not os.path.exists(CHROMIUM):
         pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)")

@@ -37,6 +37,7 @@ import pytest
 from tests.conftest import Lab, git, git_text, make_repo, run_stackmgr
 
 N_CASES = 200
+QUICK_CASES = 5  # the first seeds also run in the edit loop (`-m "not slow"`); all of them in a full run
 NEGATIVE_EVERY = 4
 
 # What a path holds: ("file", executable, content) or ("link", False, target); None when the path is absent.
@@ -488,7 +489,8 @@ def _porcelain(tree: Path) -> bytes:
     return git(tree, "status", "--porcelain", "--untracked-files=all")
 
 
-@pytest.mark.parametrize("seed", range(N_CASES))
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=[pytest.mark.slow] if s >= QUICK_CASES else [])
+                                  for s in range(N_CASES)])  # fmt: skip
 def test_round_trip(seed: int, tmp_path: Path) -> None:
     case = plan_case(seed)
     lab = _build(tmp_path, case)

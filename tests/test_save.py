@@ -69,6 +69,7 @@ def _clean_checkout(src: Path, dest: Path, base: str) -> Path:
     return dest
 
 
+@pytest.mark.slow
 def test_save_round_trips_through_git_apply_patch_and_git_am(big_lab: Lab, tmp_path: Path) -> None:
     tree = big_lab.tree
     base = git_text(tree, "rev-parse", "HEAD")

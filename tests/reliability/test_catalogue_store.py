@@ -603,6 +603,7 @@ HOSTILE = ["dotdot", "relative-dotdot", "directory", "symlink-to-directory", "da
            "newline"]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(46)
 @pytest.mark.parametrize("kind", HOSTILE)
 def test_hostile_artifact_paths_are_refused_writing_nothing(stacked: Stacked, tmp_path: Path, kind: str) -> None:
@@ -763,6 +764,7 @@ def _big_but_compressible(lab: Lab) -> None:
     (lab.tree / "src" / "big.py").write_text("".join(f"x{i % 7} = {i % 3}\n" for i in range(40_000)))
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(58)
 def test_efbig_while_writing_a_new_patch(stacked: Stacked) -> None:
     """Row 58: a patch larger than the file-size limit: `save` fails (exit 3, one line naming the directory), the
@@ -779,6 +781,7 @@ def test_efbig_while_writing_a_new_patch(stacked: Stacked) -> None:
     _refused(lab.sm("reset", "vllm"), 1, "src/big.py")
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(58)
 def test_efbig_while_rewriting_a_patch_keeps_the_old_one(stacked: Stacked) -> None:
     """Row 58: `save --update` whose new bytes do not fit: the old patch file stays byte for byte, no half-written
@@ -803,6 +806,7 @@ def _padded_series(stacked: Stacked, entries: bytes = b"p1.patch\n") -> bytes:
     return data
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(58)
 def test_efbig_while_rewriting_a_series_keeps_the_old_one(stacked: Stacked) -> None:
     """Row 58: a series edit whose new file does not fit (a long hand-written series): exit 3, one line, the
@@ -819,6 +823,7 @@ def test_efbig_while_rewriting_a_series_keeps_the_old_one(stacked: Stacked) -> N
         assert _temp_files(lab.store) == []
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(58)
 def test_efbig_on_the_series_after_the_patch_is_written(stacked: Stacked) -> None:
     """Row 58: `save NAME --series S` writes the patch first and the series last; when the series does not fit,
@@ -848,6 +853,7 @@ def test_efbig_on_the_series_after_the_patch_is_written(stacked: Stacked) -> Non
     assert isinstance(applied, dict) and applied["patches"] == ["p1", "p2", "p3"] and applied["matches"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(58)
 def test_efbig_while_writing_a_link_record(stacked: Stacked) -> None:
     """Row 58: a link record that does not fit: exit 3, one line, no record and no temp file anywhere in the
@@ -864,6 +870,7 @@ def test_efbig_while_writing_a_link_record(stacked: Stacked) -> None:
     assert _temp_files(lab.store) == []
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(58)
 def test_efbig_while_writing_a_cache_leaves_no_temp_file(stacked: Stacked) -> None:
     """Row 58: the caches under `.stackmgr/cache/` are best effort, but a failed cache write must not leave its
@@ -875,6 +882,7 @@ def test_efbig_while_writing_a_cache_leaves_no_temp_file(stacked: Stacked) -> No
     assert _temp_files(lab.store) == []
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(58)
 def test_a_series_move_that_changes_nothing_writes_nothing(stacked: Stacked) -> None:
     """Row 58: moving an entry to where it already is leaves the file byte for byte (series.py says so): it needs
@@ -933,6 +941,7 @@ def _release(proc: subprocess.Popen[bytes]) -> None:
      ("apply", "replay"), ("reset", "vllm"), ("link", "p1", "RESULTS")],
     ids=["series-add", "series-new", "save", "apply", "reset", "link"],
 )  # fmt: skip
+@pytest.mark.slow
 def test_a_second_stackmgr_fails_naming_the_holder(
     stacked: Stacked, hold_lock: Callable[[Path, str], subprocess.Popen[bytes]], args: tuple[str, ...]
 ) -> None:
@@ -973,6 +982,7 @@ def test_the_second_stackmgr_waits_for_a_holder_that_finishes(
     assert stacked.series.read_bytes() == b"p1.patch\np2.patch\n"
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(61)
 def test_a_killed_holder_leaves_no_stale_lock(
     stacked: Stacked, hold_lock: Callable[[Path, str], subprocess.Popen[bytes]]
@@ -987,6 +997,7 @@ def test_a_killed_holder_leaves_no_stale_lock(
     _ok(_sub(lab, "series", "new", "after-kill", env={"STACKMGR_LOCK_WAIT": "0"}))
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(61)
 def test_the_tree_lock_names_its_holder_too(
     stacked: Stacked, hold_lock: Callable[[Path, str], subprocess.Popen[bytes]]
@@ -1003,6 +1014,7 @@ def test_the_tree_lock_names_its_holder_too(
     assert _sub(lab, "check", env={"STACKMGR_LOCK_WAIT": "0.3"}).code == 0
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(61)
 def test_a_real_stackmgr_holding_the_locks_is_named_by_the_second(stacked: Stacked, tmp_path: Path) -> None:
     """Row 61: two real stackmgr processes. The first `save` is held inside its snapshot by a clean filter that
@@ -1059,6 +1071,7 @@ def index_lock(lab: Lab) -> Iterator[Path]:
     assert proc.wait(timeout=10) == 0, "the holder could not remove its index.lock: someone deleted it"
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(62)
 @pytest.mark.parametrize("command", ["apply", "reset", "reset-to-head-after-apply"])
 def test_a_held_index_lock_makes_tree_changes_fail_cleanly(stacked: Stacked, command: str) -> None:
@@ -1090,6 +1103,7 @@ def test_a_held_index_lock_makes_tree_changes_fail_cleanly(stacked: Stacked, com
     _ok(lab.sm(*args))
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(62)
 def test_a_held_index_lock_makes_a_forced_reset_fail_before_anything(stacked: Stacked, index_lock: Path) -> None:
     """Row 62: `reset --force` with the index locked fails like the plain reset: exit 3, nothing changed — no
@@ -1103,6 +1117,7 @@ def test_a_held_index_lock_makes_a_forced_reset_fail_before_anything(stacked: St
     assert index_lock.read_bytes() == b"held by an IDE\n"
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(62)
 def test_read_only_commands_and_save_work_beside_a_held_index_lock(stacked: Stacked, index_lock: Path) -> None:
     """Row 62: `check`, `status` and `save` never write the real index, so a held `index.lock` does not stop them;
@@ -1164,6 +1179,7 @@ def read_only(tmp_path: Path) -> Iterator[Callable[[Path], None]]:
         path.chmod(0o755)
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(63)
 def test_a_read_only_patches_directory_fails_save_before_anything(
     stacked: Stacked, read_only: Callable[[Path], None]
@@ -1184,6 +1200,7 @@ def test_a_read_only_patches_directory_fails_save_before_anything(
     assert lab.sm("check").code == 1
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(63)
 def test_read_only_series_and_links_directories_fail_cleanly(
     stacked: Stacked, read_only: Callable[[Path], None]
@@ -1206,6 +1223,7 @@ def test_read_only_series_and_links_directories_fail_cleanly(
     assert _temp_files(lab.store) == []
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(63)
 def test_permission_denied_is_reported_as_such(stacked: Stacked, read_only: Callable[[Path], None]) -> None:
     """Row 63: the message is about permissions (errno EACCES), not a generic failure, and suggests checking them."""

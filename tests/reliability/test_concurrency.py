@@ -90,6 +90,7 @@ def _patch_is_sound(lab: Lab, name: str) -> None:
 # --- (a) several writers on one store ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_saves_on_two_trees_into_one_series_at_once(lab: Lab, tmp_path: Path) -> None:
     """Two `save NAME -t TREE --series mixed` at once, for two trees, three rounds: all succeed, the series lists
     all six patches once (each tree's in its order), the applied state keeps both trees, `check` passes."""
@@ -114,6 +115,7 @@ def test_two_saves_on_two_trees_into_one_series_at_once(lab: Lab, tmp_path: Path
     _store_is_sound(lab)
 
 
+@pytest.mark.slow
 def test_two_saves_of_one_tree_into_one_series_at_once(lab: Lab) -> None:
     """Two saves of different paths of one tree, into one series, at once: whichever goes second stacks on the
     first; the series rebuilds exactly the tree that was saved."""
@@ -131,6 +133,7 @@ def test_two_saves_of_one_tree_into_one_series_at_once(lab: Lab) -> None:
     _store_is_sound(lab)
 
 
+@pytest.mark.slow
 def test_many_links_to_one_patch_at_once(lab: Lab) -> None:
     """Six `link` of one patch at once: six records, six ids, every record parses and carries its own metric."""
     (lab.tree / "README").write_text("measured\n")
@@ -146,6 +149,7 @@ def test_many_links_to_one_patch_at_once(lab: Lab) -> None:
     _store_is_sound(lab)
 
 
+@pytest.mark.slow
 def test_many_series_adds_to_one_series_at_once(lab: Lab) -> None:
     """Six `series add S pI` at once (and, at the same time, six to a second series): no lost update, every patch
     is listed once, the files parse."""
@@ -162,6 +166,7 @@ def test_many_series_adds_to_one_series_at_once(lab: Lab) -> None:
     _store_is_sound(lab)
 
 
+@pytest.mark.slow
 def test_saves_links_and_series_edits_all_at_once(lab: Lab) -> None:
     """A save, two links, a series add and a series remove at once on one store: each does its work, none undoes
     another's."""
@@ -253,6 +258,7 @@ def _check_agrees_with_status(lab: Lab) -> None:
     assert check.code == (1 if status["unpreserved"] else 0), (check, status["unpreserved"])
 
 
+@pytest.mark.slow
 def test_save_apply_reset_while_an_ide_runs_git_status(lab: Lab) -> None:
     """stackmgr `save`, `apply`, `reset` in a loop while an IDE thread runs `git status` and touches files: each
     command does all of its work (exit 0, tree where it aimed) or none (one-line refusal, tree as before); after
@@ -314,6 +320,7 @@ def test_save_apply_reset_while_an_ide_runs_git_status(lab: Lab) -> None:
     assert git_text(lab.tree, "rev-parse", "HEAD") == git_text(lab.tree, "rev-parse", "main")
 
 
+@pytest.mark.slow
 def test_apply_and_reset_race_an_ide_touching_the_patched_files(lab: Lab) -> None:
     """The IDE touches (mtime only) the very files the series patches while apply and reset switch them: a touch
     is not a change, so the switch either happens whole or is refused whole; the tree is never half switched."""
@@ -357,6 +364,7 @@ def _unexpected(result: Result) -> str:
     return "".join(ln for ln in result.err.splitlines(keepends=True) if not any(k in ln for k in KNOWN_RACES))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("readers", [4])
 def test_checks_and_statuses_beside_a_save_loop_agree(lab: Lab, readers: int) -> None:
     """Readers (`check`, `status --json`) running while saves publish patches never see a torn store: `check`
@@ -395,6 +403,7 @@ def test_checks_and_statuses_beside_a_save_loop_agree(lab: Lab, readers: int) ->
     _store_is_sound(lab)
 
 
+@pytest.mark.slow
 def test_status_beside_another_snapshot_still_reports(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     """`status` beside another stackmgr: right after status's snapshot (tree lock released), another command
     snapshots the same tree — it holds the tree lock, and git holds `.git/stackmgr/index.lock` while it updates
@@ -449,6 +458,7 @@ def _op_record(command: str, state: str) -> bytes:
     return f"stackmgr-op 1\ncommand\t{command}\nstarted\t{int(time.time())}\nstate\t{state}\nundoes\t-\n".encode()
 
 
+@pytest.mark.slow
 def test_a_check_overlapping_the_end_of_an_operation_does_not_call_it_interrupted(lab: Lab) -> None:
     """A `check` that starts while a `save` is running and goes on after it ended must not say the save "was
     interrupted" (and send the user to `stackmgr recover`). Seen at random in the reader test above; here the

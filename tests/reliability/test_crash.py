@@ -151,6 +151,7 @@ def _steps(tmp_path: Path, name: str) -> tuple[list[str], dict[str, bytes], tupl
     return steps, store_files(lab.store), tree_state(lab)[:3]
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(59)
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_kill_at_every_step_then_recover(name: str, tmp_path: Path, crash_points: list[str]) -> None:
@@ -182,6 +183,7 @@ def test_kill_at_every_step_then_recover(name: str, tmp_path: Path, crash_points
         crash_points.append(f"{name}:{step}")
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(59)
 @pytest.mark.parametrize("name", ["apply", "reset", "save", "link"])
 def test_kill_then_run_again_finishes_like_an_uninterrupted_run(name: str, tmp_path: Path,
@@ -218,6 +220,7 @@ def _comparable(files: dict[str, bytes]) -> dict[str, bytes]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.catalogue(60)
 @pytest.mark.parametrize("name", ["apply", "reset", "save"])
 def test_ctrl_c_while_changing_is_deferred_until_the_operation_is_complete(name: str, tmp_path: Path) -> None:

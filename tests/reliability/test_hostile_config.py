@@ -27,6 +27,7 @@ from tests.conftest import Lab, git, git_text, make_repo, run_stackmgr, tree_fil
 from tests.reliability.conftest import REBUILDABLE, assert_one_line_error, changed_paths, fingerprint
 
 PROPERTY_SEEDS = 40
+QUICK_SEEDS = 2  # the first seeds also run in the edit loop (`-m "not slow"`); all of them in a full run
 
 
 def _config() -> Path:
@@ -205,7 +206,8 @@ def test_row68_round_trip_under_a_hostile_config_rebuilds_every_byte(tmp_path: P
 
 
 @pytest.mark.catalogue(68)
-@pytest.mark.parametrize("seed", range(PROPERTY_SEEDS))
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=[pytest.mark.slow] if s >= QUICK_SEEDS else [])
+                                  for s in range(PROPERTY_SEEDS)])  # fmt: skip
 def test_row68_the_round_trip_property_holds_under_a_hostile_config(seed: int, tmp_path: Path) -> None:
     """Row 68: tests/test_roundtrip_property.py's seeded case (random edits, odd names, stacked and partial
     saves, unsaved work refused) passes unchanged with the hostile config installed."""

@@ -280,6 +280,7 @@ def test_undo_that_moves_only_head_is_recorded(lab: Lab) -> None:
     assert "nothing to change" not in result.out, result.out
 
 
+@pytest.mark.slow
 @pytest.mark.regression("recover put the pre-crash series bytes back over the user's edit")
 def test_recover_keeps_a_series_edit_made_after_the_crash(lab: Lab) -> None:
     """`save b --series S` is killed after it rewrote series/S. The user opens series/S, sees b, and adds a
@@ -299,6 +300,7 @@ def test_recover_keeps_a_series_edit_made_after_the_crash(lab: Lab) -> None:
     assert "needs a rebase" in (lab.store / "series" / "S").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.regression("recover unlinked another git's index.lock that reused the inode")
 def test_recover_leaves_another_gits_index_lock_alone(lab: Lab) -> None:
     """`apply S` is killed after its index.lock was renamed into place as the index. The record still names
@@ -323,6 +325,7 @@ def test_recover_leaves_another_gits_index_lock_alone(lab: Lab) -> None:
         os.close(fd)
 
 
+@pytest.mark.slow
 @pytest.mark.regression("the before-snapshot of a killed reset was not anchored against gc")
 def test_rollback_of_an_interrupted_reset_survives_git_gc(lab: Lab) -> None:
     """`reset` is killed right after the switch: the saved edit and the untracked notes.txt are gone from the
@@ -341,6 +344,7 @@ def test_rollback_of_an_interrupted_reset_survives_git_gc(lab: Lab) -> None:
     assert (lab.tree / "notes.txt").read_text() == "untracked, saved\n"
 
 
+@pytest.mark.slow
 @pytest.mark.regression("after a crash, save refused until the edit to a moved file was discarded")
 def test_after_a_crash_an_edit_to_a_moved_file_can_be_saved(lab: Lab) -> None:
     """`apply S` is killed after the switch; the user, not noticing, edits src/model.py (a path the apply wrote).
@@ -356,6 +360,7 @@ def test_after_a_crash_an_edit_to_a_moved_file_can_be_saved(lab: Lab) -> None:
     assert saved.returncode == 0, saved.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.regression("log listed a rolled-back save as deleting its files")
 def test_log_of_a_rolled_back_save_does_not_claim_deletions(lab: Lab) -> None:
     """`save p --series S` is killed and rolled back. `log` (and `log --json`) then lists it with `D

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +37,12 @@ def _real_stackmgr(bin_dir: Path) -> str:
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{root}" exec "{sys.executable}" -m stackmgr "$@"\n')
     wrapper.chmod(0o755)
     return str(wrapper)
+
+
+def first_quick(cases: list[Any]) -> list[Any]:
+    """A real shell per case takes seconds: the first case runs in the edit loop, the others only in a full run."""
+    return [case if n == 0 else pytest.param(*(case if isinstance(case, tuple) else (case,)), marks=pytest.mark.slow)
+            for n, case in enumerate(cases)]  # fmt: skip
 
 
 class Shell:
@@ -123,7 +130,7 @@ DESTRUCTIVE = [
 ]
 
 
-@pytest.mark.parametrize(("command", "_effect"), DESTRUCTIVE, ids=[c for c, _ in DESTRUCTIVE])
+@pytest.mark.parametrize(("command", "_effect"), first_quick(DESTRUCTIVE), ids=[c for c, _ in DESTRUCTIVE])
 def test_destructive_form_refused_while_work_is_unpreserved(sh: Shell, lab: Lab, command: str, _effect: object) -> None:
     """Each destructive form, typed in an unpreserved registered tree: refused (exit 1) before git runs, with
     check's list of the unpreserved files and the save/bypass hint on stderr; the tree's bytes and HEAD unchanged."""
@@ -139,7 +146,7 @@ def test_destructive_form_refused_while_work_is_unpreserved(sh: Shell, lab: Lab,
     assert git_text(lab.tree, "rev-parse", "HEAD") == head
 
 
-@pytest.mark.parametrize(("command", "effect"), DESTRUCTIVE, ids=[c for c, _ in DESTRUCTIVE])
+@pytest.mark.parametrize(("command", "effect"), first_quick(DESTRUCTIVE), ids=[c for c, _ in DESTRUCTIVE])
 def test_destructive_form_runs_once_the_work_is_saved(sh: Shell, lab: Lab, command: str, effect: object) -> None:
     """The same forms after `stackmgr save`: the guard stays silent and git really runs (its effect is seen)."""
     dirty(lab)
@@ -151,6 +158,7 @@ def test_destructive_form_runs_once_the_work_is_saved(sh: Shell, lab: Lab, comma
     assert len(sh.guard_calls()) == 1
 
 
+@pytest.mark.slow
 def test_everyday_commands_never_start_stackmgr(sh: Shell, lab: Lab) -> None:
     """Non-destructive subcommands are decided in the shell: stackmgr is never called, git gets the exact
     arguments (a message with spaces and quotes), and git's own exit code comes back."""
@@ -187,7 +195,7 @@ SAFE_WITH_GUARDED_WORD = [
 ]
 
 
-@pytest.mark.parametrize("command", SAFE_WITH_GUARDED_WORD)
+@pytest.mark.parametrize("command", first_quick(SAFE_WITH_GUARDED_WORD))
 def test_guarded_word_that_discards_nothing_passes_quietly(sh: Shell, lab: Lab, command: str) -> None:
     """reset/checkout/restore/clean/stash/switch forms that keep the working tree: git runs, nothing is said,
     the working-tree bytes stay as they were (the unpreserved work included)."""
@@ -199,6 +207,7 @@ def test_guarded_word_that_discards_nothing_passes_quietly(sh: Shell, lab: Lab, 
     assert tree_files(lab.tree) == before
 
 
+@pytest.mark.slow
 def test_repository_that_is_no_registered_tree_passes(sh: Shell, lab: Lab, tmp_path: Path) -> None:
     """A dirty repository the store does not register: `reset --hard` and `clean -fd` run silently, and a
     plain `git status` there never consults stackmgr."""
@@ -213,6 +222,7 @@ def test_repository_that_is_no_registered_tree_passes(sh: Shell, lab: Lab, tmp_p
     assert [c.split(" ")[2:] for c in sh.guard_calls()] == [["reset", "-q", "--hard"], ["clean", "-q", "-fd"]]
 
 
+@pytest.mark.slow
 def test_outside_any_repository_git_speaks_for_itself(sh: Shell, lab: Lab, tmp_path: Path) -> None:
     """A destructive command outside any git repository passes to git, which gives its own error and code."""
     proc = sh.run("git reset --hard", cwd=tmp_path / "cwd")
@@ -220,6 +230,7 @@ def test_outside_any_repository_git_speaks_for_itself(sh: Shell, lab: Lab, tmp_p
     assert "not a git repository" in proc.stderr and "stackmgr" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_command_git_bypasses_the_function(sh: Shell, lab: Lab) -> None:
     """`command git reset --hard` is the user's bypass: git runs, stackmgr is not asked, the edit is gone."""
     dirty(lab)
@@ -229,6 +240,7 @@ def test_command_git_bypasses_the_function(sh: Shell, lab: Lab) -> None:
     assert sh.guard_calls() == []
 
 
+@pytest.mark.slow
 def test_dash_c_from_elsewhere_is_guarded(sh: Shell, lab: Lab, tmp_path: Path) -> None:
     """`git -C TREE reset --hard` (relative and absolute, with -c before it) from another directory: the -C
     repository is the one looked up, and the reset is refused with the tree unchanged."""
@@ -240,6 +252,7 @@ def test_dash_c_from_elsewhere_is_guarded(sh: Shell, lab: Lab, tmp_path: Path) -
     assert tree_files(lab.tree) == before
 
 
+@pytest.mark.slow
 def test_subdirectory_paths_are_read_from_the_subdirectory(sh: Shell, lab: Lab) -> None:
     """From `src/`, `git checkout model.py` (a path, no `--`) and `git restore .` are refused: the tree is
     found from the subdirectory, and the bare word is recognised as a path there."""
@@ -250,6 +263,7 @@ def test_subdirectory_paths_are_read_from_the_subdirectory(sh: Shell, lab: Lab) 
     assert tree_files(lab.tree) == before
 
 
+@pytest.mark.slow
 def test_aliases_are_followed(sh: Shell, lab: Lab) -> None:
     """`git co -- .` with `alias.co = checkout` is refused like `git checkout -- .`; `git co main` passes."""
     before = dirty(lab)
@@ -263,6 +277,7 @@ def test_aliases_are_followed(sh: Shell, lab: Lab) -> None:
     assert tree_files(lab.tree) == before
 
 
+@pytest.mark.slow
 def test_stash_drop_and_clear_list_what_they_would_drop(sh: Shell, lab: Lab) -> None:
     """`git stash` (push, with a message of two words) runs; `stash drop`, `stash drop 1` and `stash clear` are
     refused listing exactly the entries they would drop, which stay; `command git stash drop` drops one."""
@@ -286,6 +301,7 @@ def test_stash_drop_and_clear_list_what_they_would_drop(sh: Shell, lab: Lab) -> 
     assert git_text(lab.tree, "stash", "list").count("\n") == 0
 
 
+@pytest.mark.slow
 def test_stash_drop_with_nothing_to_drop_is_git_s_business(sh: Shell, lab: Lab) -> None:
     """With no stash entries, `git stash drop` goes to git, which refuses with its own message."""
     proc = sh.run("cd vllm && git stash drop")
@@ -293,6 +309,7 @@ def test_stash_drop_with_nothing_to_drop_is_git_s_business(sh: Shell, lab: Lab) 
     assert "No stash entries found" in proc.stderr and "stackmgr" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_no_store_found_passes_silently_and_store_can_be_baked_in(sh: Shell, lab: Lab) -> None:
     """Without --store, STACKMGR_STORE or a store above the current directory, nothing is managed: git runs
     (shell-init itself notes once that it found no store).
@@ -310,6 +327,7 @@ def test_no_store_found_passes_silently_and_store_can_be_baked_in(sh: Shell, lab
     assert edit_undone(lab)
 
 
+@pytest.mark.slow
 def test_broken_store_fails_closed(sh: Shell, lab: Lab) -> None:
     """Fail-safe: a store config that no longer parses, or STACKMGR_STORE naming no store, refuses destructive
     commands with stackmgr's one-line reason and the bypass; `git status` still works without stackmgr."""
@@ -326,6 +344,7 @@ def test_broken_store_fails_closed(sh: Shell, lab: Lab) -> None:
     assert status.returncode == 0 and "notes.txt" in status.stdout
 
 
+@pytest.mark.slow
 def test_stackmgr_crashing_or_missing_fails_closed(sh: Shell, lab: Lab, tmp_path: Path) -> None:
     """Fail-safe: when `stackmgr guard` crashes (exit 3) or stackmgr is not on PATH (127), the function refuses
     and says so; git runs for everyday commands all the same."""
@@ -346,6 +365,7 @@ def test_stackmgr_crashing_or_missing_fails_closed(sh: Shell, lab: Lab, tmp_path
     assert tree_files(lab.tree) == before
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
 def test_zsh_parses_and_guards_with_the_same_function(sh: Shell, lab: Lab) -> None:
     """zsh: `zsh -n` parses the text; in zsh the reset is refused, `git status` does not start stackmgr, and
@@ -363,6 +383,7 @@ def test_zsh_parses_and_guards_with_the_same_function(sh: Shell, lab: Lab) -> No
     assert edit_undone(lab)
 
 
+@pytest.mark.slow
 def test_shell_init_text_and_usage(sh: Shell, lab: Lab) -> None:
     """`shell-init bash` prints a function `bash -n` accepts; an unknown shell is a one-line usage error
     (exit 2) naming the supported ones."""
@@ -422,6 +443,7 @@ def test_clean_without_force_is_guarded_when_git_does_not_require_force() -> Non
     assert classify(split_command(["clean", "-d"]), FakeRepo(), "/nonexistent").kind == SAFE
 
 
+@pytest.mark.slow
 def test_shell_init_run_inside_a_store_keeps_asking_that_store(sh: Shell, lab: Lab) -> None:
     """`eval "$(stackmgr shell-init bash)"` run inside a store (no --store, no STACKMGR_STORE) bakes that store
     in: the guard then protects its trees from anywhere, as in the lab where trees live outside the store."""
