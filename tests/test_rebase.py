@@ -400,3 +400,21 @@ def test_a_tree_with_the_old_series_stays_preserved_after_rebase(lab: Lab) -> No
     assert lab.sm("check").code == 0, "the rebase itself made the user's tree unpreserved"
     applied = lab.sm("apply", "S")
     assert applied.code == 0, applied.err
+
+
+BEFORE = "x = 1\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n"
+WITH_F = "x = 1\n\n\ndef a():\n    return 1\n\n\ndef f():\n    return 1\n\n\ndef b():\n    return 2\n"
+
+
+@pytest.mark.regression("a change already upstream was carried again at an offset: the function twice")
+def test_a_patch_upstream_already_made_is_dropped_not_applied_at_an_offset(lab: Lab) -> None:
+    """The patch adds f; upstream made the same change (and added a file). Its hunk's context also matches just
+    after upstream's copy of f, so a strict `git apply` succeeds at an offset and would add f a second time; git
+    rebase drops the patch. So must stackmgr, and the series then builds upstream's file, f once."""
+    commit(lab.tree, {"m.py": BEFORE}, "m.py")
+    one_patch_series(lab, {"m.py": WITH_F}, "add-f")
+    commit(lab.tree, {"m.py": WITH_F, "NEWS": "upstream news\n"}, "upstream: f, and news")
+    code, state, err = rebase_json(lab, "S", "--onto", "HEAD")
+    assert code == 0, err
+    assert [p["outcome"] for p in state["patches"]] == ["already upstream"]  # type: ignore[index]
+    assert (lab.tree / "m.py").read_text() == WITH_F

@@ -216,18 +216,19 @@ def _run(store: Store, state: State) -> Outcome:
 
 
 def _carry(wt: str, patch: str) -> str:
-    """Apply one patch in the worktree: strictly, else 3-way; "strict", "3-way", "already upstream", "conflict"
-    or "no merge" (the merge could not even start: the patch's original blobs are missing)."""
+    """Carry one patch onto the worktree's HEAD as `git rebase` does: a 3-way merge of the change between the
+    full blob ids the patch records, tried first, so a change that is already there merges to no change (git's
+    "already applied upstream") instead of an offset carrying its hunk onto a copy of itself; git applies the
+    patch directly only when those blobs are missing. "applied", "already upstream", "conflict" or "no merge"
+    (the merge could not even start and the patch does not apply)."""
     work = ScratchWorktree(wt)
-    if work.apply_strict(patch):
-        return "strict"
-    if work.reverse_applies(patch):
-        return "already upstream"
     merged, err = work.apply_3way(patch)
     if merged:
-        return "3-way"
+        return "applied"  # the caller finds "no change" (already upstream) by comparing the trees
     if work.has_unmerged():
         return "conflict"
+    if work.reverse_applies(patch):
+        return "already upstream"
     lines = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.startswith("error:")]
     return "no merge: " + (lines[-1][7:] if lines else "git apply --3way could not merge it")
 
@@ -236,11 +237,11 @@ def _classify(store: Store, state: State, step: State, parent: str, commit: str,
     with open(os.path.join(store.patches_dir, step["file"]), "rb") as f:
         old = f.read()
     new = ScratchWorktree(state["worktree"]).stat_and_diff(parent, commit)
-    if how == "strict" and old.endswith(new):
+    if how == "applied" and old.endswith(new):
         return "unchanged"
     if patch_id(state["worktree"], patchfile.diff_part(old)) == patch_id(state["worktree"], new):
         return "context drift"
-    return "merged (3-way)" if how in ("strict", "3-way") else how
+    return "merged (3-way)" if how == "applied" else how
 
 
 def _exec(state: State, step: State) -> str:

@@ -72,14 +72,12 @@ class ScratchWorktree:
         run(self.path, ["update-ref", "--no-deref", "HEAD", commit])
         run(self.path, ["read-tree", "--reset", "-u", commit])
 
-    def apply_strict(self, patch: str) -> bool:
-        return run_rc(self.path, ["apply", "--index", "--whitespace=nowarn", "-p1", patch])[0] == 0
-
     def reverse_applies(self, patch: str) -> bool:
         return run_rc(self.path, ["apply", "--index", "--check", "-R", "-p1", patch])[0] == 0
 
     def apply_3way(self, patch: str) -> tuple[bool, bytes]:
-        """(merged, git's stderr) of `apply --index --3way` with the patch's full blob ids."""
+        """(merged, git's stderr) of `apply --index --3way`: a 3-way merge between the patch's full blob ids first
+        (git 2.32 and later), a direct application only when those blobs are missing."""
         rc, _, err = run_rc(self.path, ["apply", "--index", "--3way", "--whitespace=nowarn", "-p1", patch])
         return rc == 0, err
 
