@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from stackmgr.store.patchfile import parse_header
 from tests.conftest import Lab, applied_state, check_codes, git, git_text, make_repo, rebuilt_tree, run_stackmgr
 
 TRICKY_BASE: dict[str, bytes | str] = {
@@ -339,3 +340,18 @@ def test_a_body_line_starting_with_from_keeps_the_patch_git_am_able(lab: Lab, tm
     git(tmp_path, "clone", "-q", str(lab.tree), str(clone))
     am = subprocess.run(["git", "am", str(lab.store / "patches" / "p.patch")], cwd=clone, capture_output=True)
     assert am.returncode == 0, am.stdout + am.stderr
+
+
+@pytest.mark.regression("save --update without -m threw the description away")
+def test_update_without_a_message_keeps_the_description(lab: Lab) -> None:
+    (lab.tree / "README").write_text("first\n")
+    message = "Décodage: replay boundary\n\nWhy: the decode replay crossed a block.\nSeen on 1 qps runs."
+    assert lab.sm("save", "fix", "-m", message).code == 0
+    (lab.tree / "README").write_text("second\n")
+    assert lab.sm("save", "fix", "--update").code == 0
+    header = parse_header((lab.store / "patches" / "fix.patch").read_bytes(), "fix")
+    assert (header.subject, header.body) == ("Décodage: replay boundary",
+                                             "Why: the decode replay crossed a block.\nSeen on 1 qps runs.")
+    (lab.tree / "README").write_text("third\n")
+    assert lab.sm("save", "fix", "--update", "-m", "a new subject").code == 0
+    assert parse_header((lab.store / "patches" / "fix.patch").read_bytes(), "fix").subject == "a new subject"

@@ -223,22 +223,29 @@ def _build(
     author, email, stamp, tz = author_ident(ident_proc)
     if not stat_and_diff:
         raise StackmgrError(f"tree {tree} has no changes to save on top of {diff_from[:12]}", "edit something first")
-    subject, body = patchfile.check_message(req.message or name)
     date = patchfile.rfc2822(stamp, tz)
     existing = read_or_none(os.path.join(store.patches_dir, name + ".patch"))
-    if existing is not None:
-        date, author, email = _keep_identity(existing, date, author, email)
+    kept = _existing_header(existing) if existing is not None else None
+    if req.message is None and kept is not None and kept.subject:  # `save --update` without -m keeps it
+        subject, body = kept.subject, kept.body
+    else:
+        subject, body = patchfile.check_message(req.message or name)
+    if kept is not None:
+        date, author, email = _keep_identity(kept, date, author, email)
     data = patchfile.render(tree=tree, base=base, subject=subject, body=body, name=author, email=email,
                             date=date, stat_and_diff=stat_and_diff)  # fmt: skip
     return data, expected
 
 
-def _keep_identity(existing: bytes, date: str, author: str, email: str) -> tuple[str, str, str]:
-    """Re-saving keeps the first author and date, so an unchanged state gives identical bytes."""
+def _existing_header(existing: bytes) -> patchfile.PatchHeader | None:
     try:
-        header = patchfile.parse_header(existing, "existing patch")
+        return patchfile.parse_header(existing, "existing patch")
     except StackmgrError:
-        return date, author, email
+        return None
+
+
+def _keep_identity(header: patchfile.PatchHeader, date: str, author: str, email: str) -> tuple[str, str, str]:
+    """Re-saving keeps the first author and date, so an unchanged state gives identical bytes."""
     name, _, mail = header.author.rpartition(" <")
     if not (name and mail.endswith(">") and header.date):
         return date, author, email
