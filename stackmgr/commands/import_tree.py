@@ -15,6 +15,7 @@ from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none
 from stackmgr.store.names import inside
+from stackmgr.types import GITLINK_MODE, show_path
 
 SEARCH_DEPTH = 1000
 
@@ -147,6 +148,10 @@ class Workspace:
             return None
         result = self.index.write_tree()
         stat_and_diff = self.repo.diff_trees_with_stat(start, result)
+        moved = _submodules_moved(stat_and_diff, item.source)
+        if moved:  # what `apply` would refuse, refused here with its words
+            report.refused.append(Refused(item.source, f"moves submodule {moved}: stackmgr does not move submodules"))
+            return None
         if not stat_and_diff:
             report.refused.append(Refused(item.source, f"changes nothing on {label} (already applied there?)"))
             return None
@@ -210,3 +215,13 @@ class Workspace:
         if not ok or self.index.write_tree() != result:
             return f"the normalised patch does not reproduce the result ({err or 'different tree'}); please report this"
         return None
+
+
+def _submodules_moved(stat_and_diff: bytes, source: str) -> str:
+    """The first submodule (gitlink) the normalised diff changes, shown; "" when none."""
+    if b" 160000" not in stat_and_diff:  # no gitlink mode anywhere: nothing to parse
+        return ""
+    for image in patchfile.post_images(patchfile.diff_part(b"\n" + stat_and_diff), source):
+        if GITLINK_MODE in (image.mode, image.old_mode):
+            return show_path(image.path)
+    return ""
