@@ -770,3 +770,21 @@ def test_a_submodule_bump_is_refused_at_import_as_apply_refuses_it(lab: Lab, tmp
     assert result.code == 3
     assert "moves submodule vendor/kernels: stackmgr does not move submodules" in result.err
     assert not list((lab.store / "patches").glob("*.patch"))
+
+
+@pytest.mark.regression("git's mnemonic prefixes (i/ w/) were read as no prefix")
+@pytest.mark.parametrize("config", [("-c", "diff.mnemonicPrefix=true"), ("--src-prefix=old/", "--dst-prefix=new/")])
+def test_diffs_with_other_prefixes_import_as_git_applies_them(
+    lab: Lab, tmp_path: Path, config: tuple[str, str]
+) -> None:
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 42\n")
+    args = ["diff", *config] if config[0].startswith("--") else [*config, "diff"]
+    diff = git(lab.tree, *args)
+    assert diff.startswith(b"diff --git i/src/model.py w/src/model.py" if "mnemonic" in config[1]
+                           else b"diff --git old/src/model.py new/src/model.py")  # fmt: skip
+    git(lab.tree, "checkout", "--", ".")
+    (tmp_path / "change.diff").write_bytes(diff)
+    result = imp(lab, str(tmp_path / "change.diff"))
+    assert result.code == 0, result.err
+    header = (lab.store / "patches" / "change.patch").read_bytes()
+    assert b"diff --git a/src/model.py b/src/model.py\n" in header and b"+    return 42\n" in header

@@ -161,8 +161,7 @@ def _read_patch(source: str, data: bytes, name: str | None, strip: int | None) -
     item.original = data
     if git_style:
         first = _git_header_names(diff[diff.find(b"diff --git ") + 11 :].split(b"\n", 1)[0])
-        prefixed = len(first) == 2 and first[0].startswith(b"a/") and first[1].startswith(b"b/")
-        item.strip = 1 if prefixed else 0  # `diff.noprefix`: `diff --git src/x.py src/x.py`
+        item.strip = 1 if _prefixed(first) else 0  # `diff.noprefix`: `diff --git src/x.py src/x.py`
         if strip is not None and strip != item.strip:
             return Refused(source, f"listed with -p{strip}, but its git diff headers need -p{item.strip}")
     elif strip is not None:
@@ -265,10 +264,25 @@ def _git_header_names(rest: bytes) -> list[bytes]:
     half = rest.find(b" b/")
     if half > 0 and rest.startswith(b"a/"):
         return [rest[:half], rest[half + 1 :]]
+    for at in range(rest.find(b" "), len(rest)):  # `i/x w/x`, `c/x w/x`, --src-prefix/--dst-prefix forms
+        if rest[at : at + 1] == b" " and _prefixed([rest[:at], rest[at + 1 :]]):
+            return [rest[:at], rest[at + 1 :]]
     middle = len(rest) // 2  # without prefixes: the same name twice (git's own guess for such headers)
     if len(rest) % 2 and rest[middle : middle + 1] == b" " and rest[:middle] == rest[middle + 1 :]:
         return [rest[:middle], rest[middle + 1 :]]
     return [rest]
+
+
+def _prefixed(names: list[bytes]) -> bool:
+    """`diff --git` names with a prefix to strip (-p1): git's `a/ b/`, its mnemonic `i/ w/ c/ o/` (one path
+    component each, different, around the same name), or any `--src-prefix`/`--dst-prefix` pair of that shape.
+    The same name twice is a `--no-prefix` diff."""
+    if len(names) != 2:
+        return False
+    if names[0].startswith(b"a/") and names[1].startswith(b"b/"):
+        return True
+    (src, _, left), (dst, _, right) = names[0].partition(b"/"), names[1].partition(b"/")
+    return bool(left) and left == right and src != dst and b" " not in src + dst
 
 
 def _file_name(text: bytes) -> bytes:
