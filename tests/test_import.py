@@ -713,12 +713,14 @@ def test_bad_inputs_are_refused_one_by_one(lab: Lab, tmp_path: Path) -> None:
     (quilt / "ok.patch").write_bytes(README_DIFF)
     (quilt / "series").write_bytes(b"../outside.patch\n/etc/passwd\nsub/../../x.patch\nmissing.patch\nok.patch -p1\n")
     result = imp(lab, str(junk), str(quilt))
-    assert result.code == 1 and "internal error" not in result.err
+    assert result.code == 3 and "internal error" not in result.err
     assert [ln.split(": ", 2)[-1] for ln in result.err.splitlines()] == [
         "not a patch (a binary file)", "../outside.patch points outside the quilt directory",
         "/etc/passwd points outside the quilt directory", "sub/../../x.patch points outside the quilt directory",
-        "missing.patch is listed but missing"]  # fmt: skip
-    assert sorted(patches(lab.store)) == ["ok.patch"] and not (tmp_path / "outside.patch").exists()
+        "missing.patch is listed but missing",
+        "not imported: an earlier patch of the stack was refused"]  # fmt: skip  (a stack stops, as quilt push does)
+    assert sorted(patches(lab.store)) == [] and not (tmp_path / "outside.patch").exists()
+    assert imp(lab, str(quilt / "ok.patch")).code == 0 and sorted(patches(lab.store)) == ["ok.patch"]
     empty_dir = tmp_path / "nothing"
     empty_dir.mkdir()
     alone = imp(lab, str(empty_dir))
@@ -788,3 +790,20 @@ def test_diffs_with_other_prefixes_import_as_git_applies_them(
     assert result.code == 0, result.err
     header = (lab.store / "patches" / "change.patch").read_bytes()
     assert b"diff --git a/src/model.py b/src/model.py\n" in header and b"+    return 42\n" in header
+
+
+@pytest.mark.regression("a patch refused when read did not stop the stack above it")
+def test_a_stack_stops_at_a_patch_refused_when_read(lab: Lab, tmp_path: Path) -> None:
+    (lab.tree / "README").write_text("hello\none\n")
+    (tmp_path / "1-one.diff").write_bytes(git(lab.tree, "diff"))
+    git(lab.tree, "checkout", "--", ".")
+    (tmp_path / "2-notes.diff").write_text("just some notes, no diff here\n")
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 3\n")
+    (tmp_path / "3-three.diff").write_bytes(git(lab.tree, "diff"))
+    git(lab.tree, "checkout", "--", ".")
+    files = [str(tmp_path / n) for n in ("1-one.diff", "2-notes.diff", "3-three.diff")]
+    result = imp(lab, "--series", "S", *files)
+    assert result.code == 1, result.err
+    assert "2-notes.diff: not a patch" in result.err
+    assert "3-three.diff: not imported: an earlier patch of the stack was refused" in result.err
+    assert (lab.store / "series" / "S").read_text() == "1-one.patch\n"

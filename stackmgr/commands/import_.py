@@ -42,6 +42,8 @@ def import_patches(
     if report.series is not None and not valid_name(report.series):
         raise UsageProblem(f"'{report.series}' is not a valid series name", "pass --series NAME")
     good = _named(items, name, report)
+    if report.series is not None and report.refused:  # a stack, like `git am`: nothing goes on top of a refusal
+        good = _below_first_refusal(items, good, report)
     if not good:
         return report
     from stackmgr import output
@@ -73,6 +75,16 @@ def _named(items: list[Incoming | Refused], name: str | None, report: ImportRepo
         seen.add(item.name)
         good.append(item)
     return good
+
+
+def _below_first_refusal(items: list[Incoming | Refused], good: list[Incoming], report: ImportReport) -> list[Incoming]:
+    """The patches of a stack below its first refused one; those above it are reported as not imported."""
+    refused = {r.source for r in report.refused}
+    first = next(n for n, item in enumerate(items) if item.source in refused)
+    above = {id(item) for item in items[first + 1 :]}
+    report.refused.extend(Refused(item.source, "not imported: an earlier patch of the stack was refused")
+                          for item in good if id(item) in above)  # fmt: skip
+    return [item for item in good if id(item) not in above]
 
 
 def _import_alone(store: Store, item: Incoming, wanted: str | None, base: str | None, report: ImportReport) -> None:
