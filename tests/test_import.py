@@ -807,3 +807,19 @@ def test_a_stack_stops_at_a_patch_refused_when_read(lab: Lab, tmp_path: Path) ->
     assert "2-notes.diff: not a patch" in result.err
     assert "3-three.diff: not imported: an earlier patch of the stack was refused" in result.err
     assert (lab.store / "series" / "S").read_text() == "1-one.patch\n"
+
+
+@pytest.mark.regression("a stack whose first patch applied nowhere hid git's reason and blamed every patch")
+def test_a_stack_whose_first_patch_applies_nowhere_says_why(lab: Lab, tmp_path: Path) -> None:
+    (tmp_path / "1-stale.diff").write_text(
+        "diff --git a/README b/README\n--- a/README\n+++ b/README\n@@ -1 +1 @@\n-no such line\n+new line\n"
+    )
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 3\n")
+    (tmp_path / "2-good.diff").write_bytes(git(lab.tree, "diff"))
+    git(lab.tree, "checkout", "--", ".")
+    result = imp(lab, "--series", "S", str(tmp_path / "1-stale.diff"), str(tmp_path / "2-good.diff"))
+    assert result.code == 3
+    first, second = result.err.strip().splitlines()
+    assert "1-stale.diff: does not apply to tree vllm at HEAD or the 1000 commits before it" in first
+    assert "(at HEAD: error: patch failed: README:1)" in first
+    assert second.endswith("2-good.diff: not imported: an earlier patch of the stack was refused")

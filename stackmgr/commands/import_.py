@@ -77,6 +77,12 @@ def _named(items: list[Incoming | Refused], name: str | None, report: ImportRepo
     return good
 
 
+def _git_reason(ws: Workspace, item: Incoming, base: str | None) -> str:
+    """git's own first complaint (file and line) about `item` at --base, else at HEAD."""
+    start = ws.repo.resolve_commit(base) if base else "HEAD"
+    return f"at {'--base' if base else 'HEAD'}: " + ws.why_not(start, item)[1]
+
+
 def _below_first_refusal(items: list[Incoming | Refused], good: list[Incoming], report: ImportReport) -> list[Incoming]:
     """The patches of a stack below its first refused one; those above it are reported as not imported."""
     refused = {r.source for r in report.refused}
@@ -93,10 +99,13 @@ def _import_alone(store: Store, item: Incoming, wanted: str | None, base: str | 
         report.refused.append(trees)
         return
     found = []
+    why = ""
     for tree in trees:
         try:
             with Workspace(store, tree) as ws:
                 hit = ws.find_base([item], base)
+                if hit is None and len(trees) == 1:
+                    why = _git_reason(ws, item, base)
         except StackmgrError as exc:  # no commits, gone, REV unknown there: only an answer if it was the one tree
             if len(trees) == 1:
                 report.refused.append(Refused(item.source, exc.message))
@@ -107,7 +116,8 @@ def _import_alone(store: Store, item: Incoming, wanted: str | None, base: str | 
     if not found:
         where = f"tree {trees[0]}" if len(trees) == 1 else f"any of the trees ({', '.join(trees)})"
         at = f"commit {base}" if base else f"HEAD or the {SEARCH_DEPTH} commits before it"
-        report.refused.append(Refused(item.source, f"does not apply to {where} at {at} (a patch for another tree?)"))
+        said = f"{why}; a patch for another tree?" if len(trees) == 1 else "a patch for another tree?"
+        report.refused.append(Refused(item.source, f"does not apply to {where} at {at} ({said})"))
         return
     if len(found) > 1:
         names = ", ".join(t for t, _ in found)
@@ -137,10 +147,12 @@ def _import_stack(
             current = _rebuilt(ws, series, commit, [p for p, _ in below])
         else:
             hit = ws.find_base(items, base)
-            if hit is None:
+            if hit is None:  # not even the first patch applies anywhere: say why, as git would
                 at = f"commit {base}" if base else f"HEAD or the {SEARCH_DEPTH} commits before it"
-                for item in items:
-                    report.refused.append(Refused(item.source, f"does not apply to tree {tree} at {at}"))
+                why = _git_reason(ws, items[0], base)
+                report.refused.append(Refused(items[0].source, f"does not apply to tree {tree} at {at} ({why})"))
+                report.refused.extend(Refused(i.source, "not imported: an earlier patch of the stack was refused")
+                                      for i in items[1:])  # fmt: skip
                 return
             commit, label = hit
             current = ws.repo.tree_of(commit)

@@ -143,7 +143,7 @@ class Workspace:
 
         output.tick()
         if self.applies(start, [item]) != 1:
-            _, err = self._why(start, item)
+            _, err = self.why_not(start, item)
             report.refused.append(Refused(item.source, f"does not apply on {label}: {err}"))
             return None
         result = self.index.write_tree()
@@ -173,7 +173,8 @@ class Workspace:
                                         data))  # fmt: skip
         return result
 
-    def _why(self, start: str, item: Incoming) -> tuple[bool, str]:
+    def why_not(self, start: str, item: Incoming) -> tuple[bool, str]:
+        """Whether `item` applies to tree-ish `start`, and git's own first line when it does not (file, line)."""
         self.index.read_tree(start)
         ok, err = self.index.apply(self.file(item), strip=self.strip(item))
         return ok, (err.splitlines()[0] if err else "does not apply")
