@@ -418,3 +418,22 @@ def test_a_patch_upstream_already_made_is_dropped_not_applied_at_an_offset(lab: 
     assert code == 0, err
     assert [p["outcome"] for p in state["patches"]] == ["already upstream"]  # type: ignore[index]
     assert (lab.tree / "m.py").read_text() == WITH_F
+
+
+@pytest.mark.regression("after a rebase that found every patch upstream, the printed next step failed")
+def test_a_series_found_all_upstream_says_a_next_step_that_works(lab: Lab, tmp_path: Path) -> None:
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0  # the tree holds S
+    upstream = tmp_path / "upstream"
+    git(tmp_path, "clone", "-q", str(lab.tree), str(upstream))
+    onto = commit(upstream, {"src/model.py": "def f():\n    return 2\n", "NEWS": "news\n"}, "upstream has it")
+    git(lab.tree, "fetch", "-q", str(upstream), "HEAD:refs/heads/upstream")
+    result = lab.sm("rebase", "S", "--onto", "upstream")
+    assert result.code == 0, result.err
+    step = [ln for ln in result.out.splitlines() if "moves it there" in ln]
+    assert step, result.out
+    command = step[0].split("`")[1].split()
+    assert command[:2] == ["stackmgr", "reset"]
+    assert lab.sm(*command[1:]).code == 0
+    assert git_text(lab.tree, "rev-parse", "HEAD") == onto and lab.sm("check").code == 0
+    assert lab.sm("lint").code == 0, lab.sm("lint").out

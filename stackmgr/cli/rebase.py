@@ -53,7 +53,11 @@ def rebase_cmd(ctx: Context, series: str | None, onto: str | None, tree: str | N
                 output.out(f"already upstream, commented out in series/{s['series']}: {', '.join(upstream)} "
                            "(delete those lines, or keep them as a record)")  # fmt: skip
             if old_series_applied(store, s):
-                output.out(f"tree {s['tree']} still holds the old series; `stackmgr apply {s['series']}` moves it")
+                if len(upstream) == len(s["steps"]):  # nothing left to apply: the tree goes to the new base
+                    output.out(f"tree {s['tree']} still holds the old series; every patch is upstream now: "
+                               f"`stackmgr reset {s['tree']} --to {s['onto'][:12]}` moves it there")  # fmt: skip
+                else:
+                    output.out(f"tree {s['tree']} still holds the old series; `stackmgr apply {s['series']}` moves it")
     if not result.done:
         output.err(f"stackmgr: {result.stop}")
         raise SystemExit(3)

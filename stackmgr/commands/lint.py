@@ -50,6 +50,7 @@ def lint_store(store: Store) -> list[Finding]:
             findings.append(Finding("series", where, what))
             continue
         series_entries[filename] = []
+        listed.update(series.kept_as_history())  # found upstream by a rebase: history, not orphans
         for entry in series.entries:
             listed.add(entry.patch)
             if entry.patch not in patches:

@@ -208,6 +208,17 @@ class SeriesFile:
         line = self.lines[self._find(patch)]
         line.text, line.entry = f"# {line.text}  ({why})", None
 
+    def kept_as_history(self) -> list[str]:
+        """Patches whose lines `comment_out` turned into comments (a rebase found them upstream): the series'
+        history, which still names them."""
+        kept = []
+        for line in self.lines:
+            if line.entry is None and line.text.startswith("# ") and line.text.endswith(")") and "  (" in line.text:
+                words = line.text[2:].split()
+                if words and words[0].endswith(".patch"):
+                    kept.append(words[0])
+        return kept
+
     def move(self, patch: str, position: int) -> None:
         """Move the entry to number `position` (0-based, clamped), keeping its line as written."""
         index = self._find(patch)
