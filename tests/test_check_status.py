@@ -289,3 +289,17 @@ def test_eight_checks_at_once_agree(lab: Lab) -> None:
     assert lab.sm("save", "all", "-m", "all").code == 0
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(8)]
     assert [(p.wait(), p.communicate()[1]) for p in procs] == [(0, b"")] * 8
+
+
+@pytest.mark.regression("status said the tree matches after patches were appended to the applied series")
+def test_status_notices_patches_appended_to_the_applied_series(lab: Lab, tmp_path: Path) -> None:
+    (lab.tree / "README").write_text("hello\nprobe\n")
+    assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0
+    assert "tree matches" in lab.sm("status").out
+    (tmp_path / "p2.diff").write_text(
+        "diff --git a/src/model.py b/src/model.py\n--- a/src/model.py\n+++ b/src/model.py\n"
+        "@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2\n"
+    )
+    assert lab.sm("import", "--series", "S", str(tmp_path / "p2.diff")).code == 0
+    out = lab.sm("status").out
+    assert "tree matches" not in out and "p2 appended" in out

@@ -119,22 +119,27 @@ def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
             drift = [show_path(c.path) for c in moved]
         else:
             drift = ["(the series' result is no longer in the repository)"]
-    edited = _series_edits(store, applied)
+    edited = _series_edits(store, applied, snap.tree)
     return {"series": applied.series, "base": applied.base, "patches": applied.names,
             "result_tree": applied.result_tree, "matches": not drift and not edited, "drift": drift,
             "series_edited": edited}  # fmt: skip
 
 
-def _series_edits(store: Store, applied: Applied) -> list[str]:
+def _series_edits(store: Store, applied: Applied, tree: str) -> list[str]:
     """How the series file and its patches differ from the stack that was applied (quilt: "The series file no
-    longer matches the applied patches"): entries gone, reordered, or patch files rewritten."""
+    longer matches the applied patches"): entries gone, reordered, appended for this tree, or files rewritten."""
     from stackmgr.store.series import SeriesFile
 
     try:
-        names = [e.name for e in SeriesFile.load(store, applied.series).entries]
+        entries = SeriesFile.load(store, applied.series).entries
     except StackmgrError:
         return [f"series {applied.series} is missing or unreadable"]
+    names = [e.name for e in entries]
     edits = [f"{n} no longer in the series" for n in applied.names if n not in names]
+    last = max((names.index(n) for n in applied.names if n in names), default=-1)
+    for entry in entries[last + 1 :]:  # after the last applied one, unguarded, for this tree: appended since
+        if not entry.guards and _patch_tree(store, entry.patch) == tree:
+            edits.append(f"{entry.name} appended")
     kept = [n for n in names if n in set(applied.names)]
     if kept != [n for n in applied.names if n in set(names)]:
         edits.append("patches reordered")
@@ -143,6 +148,16 @@ def _series_edits(store: Store, applied: Applied) -> list[str]:
         if data is not None and sha256_hex(data) != digest:
             edits.append(f"{name}.patch rewritten")
     return edits
+
+
+def _patch_tree(store: Store, filename: str) -> str | None:
+    from stackmgr.store.patchfile import parse_header
+
+    data = read_or_none(os.path.join(store.patches_dir, filename))
+    try:
+        return parse_header(data, filename).tree if data is not None else None
+    except StackmgrError:
+        return None
 
 
 def status_reports(store: Store, names: tuple[str, ...], *, full: bool = True) -> list[TreeReport]:
