@@ -437,3 +437,15 @@ def test_a_series_found_all_upstream_says_a_next_step_that_works(lab: Lab, tmp_p
     assert lab.sm(*command[1:]).code == 0
     assert git_text(lab.tree, "rev-parse", "HEAD") == onto and lab.sm("check").code == 0
     assert lab.sm("lint").code == 0, lab.sm("lint").out
+
+
+@pytest.mark.regression("rebasing one series rewrote a patch another series also uses")
+def test_a_patch_shared_with_another_series_is_not_rewritten_under_it(lab: Lab) -> None:
+    one_patch_series(lab, {"README": "hello\nshared\n"}, "shared")
+    (lab.store / "series" / "T").write_text("shared.patch\n")
+    commit(lab.tree, {"NEWS": "upstream\n"}, "upstream")
+    before = _fingerprint(lab)
+    result = lab.sm("rebase", "S", "--onto", "HEAD")
+    assert result.code == 2
+    assert "patch shared.patch is also in series T: rebasing S would change what T builds" in result.err
+    assert _fingerprint(lab) == before

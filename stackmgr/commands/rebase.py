@@ -75,6 +75,7 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
         raise UsageProblem(f"series {series} has patches for several trees ({', '.join(p.tree for p in plans)})",
                            "rebase one tree's patches at a time with -t TREE")  # fmt: skip
     plan = plans[0]
+    _refuse_shared(store, series, [os.path.basename(p.path) for p in plan.patches])
     repo = open_repo(store.tree(plan.tree).path)
     if not repo.has_commit(plan.base):
         raise StackmgrError(f"the base {plan.base[:12]} of series {series} is not a commit of tree {plan.tree}",
@@ -101,6 +102,26 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
     }  # fmt: skip
     save_state(store, state)
     return _run(store, state)
+
+
+def _refuse_shared(store: Store, series: str, files: list[str]) -> None:
+    """A patch file another series also lists would change under that series when rewritten: refuse, naming it."""
+    from stackmgr.store.series import SeriesFile, list_series
+
+    mine = set(files)
+    for other in list_series(store):
+        if other == series:
+            continue
+        try:
+            shared = [e.patch for e in SeriesFile.load(store, other).entries if e.patch in mine]
+        except StackmgrError:
+            continue  # an unreadable series is lint's to report; it lists nothing this rebase could change
+        if shared:
+            raise UsageProblem(
+                f"patch {shared[0]} is also in series {other}: rebasing {series} would change what {other} builds",
+                f"give one series its own copy (copy patches/{shared[0]} under a new name and list that in "
+                f"series/{series}), then rebase",
+            )
 
 
 def resume(store: Store, series: str | None) -> Outcome:
