@@ -449,3 +449,15 @@ def test_a_patch_shared_with_another_series_is_not_rewritten_under_it(lab: Lab) 
     assert result.code == 2
     assert "patch shared.patch is also in series T: rebasing S would change what T builds" in result.err
     assert _fingerprint(lab) == before
+
+
+@pytest.mark.regression("a backport upstream later changed again conflicted where git rebase drops it")
+def test_a_patch_upstream_took_and_then_changed_again_is_upstream(lab: Lab) -> None:
+    """The patch is upstream as its own commit (same `git patch-id`, `git cherry` marks it `-`), and upstream
+    later rewrote the same line: a merge conflicts, git rebase drops the patch. So does stackmgr."""
+    one_patch_series(lab, {"src/model.py": "def f():\n    return 2\n"}, "backport")
+    commit(lab.tree, {"src/model.py": "def f():\n    return 2\n"}, "upstream: the same change")
+    commit(lab.tree, {"src/model.py": "def f():\n    return 3\n"}, "upstream: changed again")
+    code, state, err = rebase_json(lab, "S", "--onto", "HEAD")
+    assert code == 0, err
+    assert [p["outcome"] for p in state["patches"]] == ["already upstream"]  # type: ignore[index]

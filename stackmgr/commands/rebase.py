@@ -1,17 +1,19 @@
 """`stackmgr rebase SERIES --onto REV [-t TREE] [--exec CMD]` and `rebase [SERIES] --continue | --abort`:
 carry one tree's patches of a series to a new upstream base.
 
-The patches are applied, in order, in a scratch worktree of the tree (under `.git/stackmgr/rebase/`; the user's
-working tree, index and HEAD are never touched), each committed there, and classified:
+The patches are carried, in order, in a scratch worktree of the tree (under `.git/stackmgr/rebase/`; the user's
+working tree, index and HEAD are never touched) the way `git rebase` carries commits: a patch whose
+`git patch-id --stable` equals an upstream commit's between the old base and the new one is dropped (`git
+cherry`), any other is merged 3-way between the blob ids it records (`git apply --3way`). Each is committed there
+and classified:
 
-- **unchanged**: applies strictly and the diff comes out byte for byte the same (only `Stackmgr-Base` changes);
+- **unchanged**: the diff comes out byte for byte the same (only `Stackmgr-Base` changes);
 - **context drift**: the diff is rewritten (moved lines, new blob ids) but `git patch-id --stable` is equal, so
   its links stay "equivalent";
-- **merged (3-way)**: strict apply failed, a 3-way merge with the patch's full blob ids succeeded, and the
-  change now reads differently (its context changed);
+- **merged (3-way)**: the merge succeeded and the change now reads differently (its context changed);
 - **conflict resolved**: the merge conflicted and the user resolved it in the worktree (`--continue`);
-- **already upstream**: the new base already has the change (the reverse applies, or the merge is empty); the
-  patch file is kept and its series line commented out, so the series still applies.
+- **already upstream**: upstream has the change (a commit with its patch-id, or a merge that changes nothing);
+  the patch file is kept and its series line commented out, so the series still applies.
 
 A conflict (or a failing `--exec` command) stops with the state in `.stackmgr/rebase/SERIES.json`; nothing in
 the store changes until every patch is carried, and then all the patches and the series are rewritten in one
@@ -205,12 +207,13 @@ def _run(store: Store, state: State) -> Outcome:
     steps = state["steps"]
     output.progress_total(len(steps))
     output.tick(state["position"])
+    upstream = ScratchWorktree(wt).patch_ids(state["old_base"], state["onto"])  # as `git cherry` sees them
     while state["position"] < len(steps):
         output.tick()
         step = steps[state["position"]]
         path = os.path.join(store.patches_dir, step["file"])
         parent = step["parent"] = ScratchWorktree(wt).head()
-        how = _carry(wt, path)
+        how = "already upstream" if upstream and _patch_id(wt, path) in upstream else _carry(wt, path)
         if how == "conflict" or how.startswith("no merge"):
             state["stopped"] = "conflict"
             save_state(store, state)
@@ -234,6 +237,11 @@ def _run(store: Store, state: State) -> Outcome:
         save_state(store, state)
     _finish(store, state)
     return Outcome(state, True)
+
+
+def _patch_id(wt: str, path: str) -> str:
+    with open(path, "rb") as f:
+        return patch_id(wt, patchfile.diff_part(f.read()))
 
 
 def _carry(wt: str, patch: str) -> str:
