@@ -823,3 +823,17 @@ def test_a_stack_whose_first_patch_applies_nowhere_says_why(lab: Lab, tmp_path: 
     assert "1-stale.diff: does not apply to tree vllm at HEAD or the 1000 commits before it" in first
     assert "(at HEAD: error: patch failed: README:1)" in first
     assert second.endswith("2-good.diff: not imported: an earlier patch of the stack was refused")
+
+
+@pytest.mark.regression("quilt patch names were cut to 52 characters, so the exported series no longer matched")
+def test_a_quilt_series_keeps_its_long_patch_names(lab: Lab, tmp_path: Path) -> None:
+    name = "0003-Do_not_crash_when_RLIMIT_NOFILE_is_set_to_RLIM_INFINITY"
+    quilt = tmp_path / "debian" / "patches"
+    quilt.mkdir(parents=True)
+    (quilt / f"{name}.patch").write_bytes(README_DIFF)
+    (quilt / "series").write_text(f"{name}.patch\n")
+    assert imp(lab, str(quilt), "--series", "deb").code == 0
+    assert (lab.store / "series" / "deb").read_text() == f"{name}.patch\n"
+    out = tmp_path / "out"
+    assert lab.sm("export", "deb", "--quilt", str(out)).code == 0
+    assert (out / "series").read_text() == f"{name}.patch\n"

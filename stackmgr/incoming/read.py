@@ -296,14 +296,15 @@ def _stem(path: str) -> str:
     base = os.path.basename(path)
     for suffix in (".patch", ".diff"):
         if base.endswith(suffix):
-            return _slug(base[: -len(suffix)], keep_case=True)
-    return _slug(base, keep_case=True)
+            return _slug(base[: -len(suffix)], keep_case=True, limit=190)
+    return _slug(base, keep_case=True, limit=190)
 
 
-def _slug(text: str, keep_case: bool = False) -> str:
-    """A patch name from a subject or file name, the way git format-patch names files, kept to docs/FORMATS.md#names."""
+def _slug(text: str, keep_case: bool = False, limit: int = 52) -> str:
+    """A patch name from a subject (cut to 52 characters, as git format-patch cuts them) or a file name (kept
+    whole, so a quilt series keeps its names), kept to docs/FORMATS.md#names."""
     s = re.sub(r"[^A-Za-z0-9._+-]+", "-", text if keep_case else text.lower()).strip("-.")
-    s = re.sub(r"\.{2,}", ".", s)[:52].rstrip("-.")
+    s = re.sub(r"\.{2,}", ".", s)[:limit].rstrip("-.")
     while s.endswith(".lock"):
         s = s[:-5].rstrip("-.")
     return s
