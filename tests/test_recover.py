@@ -121,3 +121,21 @@ def test_recover_forgets_the_series_that_was_applied(lab: Lab) -> None:
     assert lab.sm("reset").code == 0 and lab.sm("apply", "B").code == 0
     assert lab.sm("recover", rid).code == 0
     assert applied_state(lab) is None
+
+
+@pytest.mark.regression("after reset --force and recover, the work could not go back onto its series")
+def test_recover_puts_the_work_back_onto_the_series_it_was_on(lab: Lab) -> None:
+    (lab.tree / "README").write_text("hello\nfix\n")
+    assert lab.sm("save", "fix", "--series", "S", "-m", "fix").code == 0
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 7\n")  # unsaved, on top of S
+    forced = lab.sm("reset", "--force")
+    assert forced.code == 0, forced.err
+    recovery = lab.sm("--json", "recover")
+    rec_id = json.loads(recovery.out)["recoveries"][0]["id"]
+    assert lab.sm("recover", rec_id).code == 0
+    status = lab.sm("--json", "status")
+    applied = json.loads(status.out)["trees"][0]["applied"]
+    assert applied["series"] == "S" and applied["patches"] == ["fix"]
+    assert lab.sm("save", "more", "--series", "S", "-m", "more").code == 0
+    assert (lab.store / "series" / "S").read_text() == "fix.patch\nmore.patch\n"
+    assert lab.sm("check").code == 0

@@ -12,7 +12,7 @@ from stackmgr.safety.assessment import refuse_unpreserved
 from stackmgr.safety.preserved import assess
 from stackmgr.safety.recovery import Recovery, find, list_recoveries
 from stackmgr.safety.snapshot import take_snapshot
-from stackmgr.store.applied import clear_applied
+from stackmgr.store.applied import clear_applied, record_applied
 from stackmgr.store.config import Store
 
 __all__ = ["Recovery", "finish_interrupted", "list_recoveries", "restore"]
@@ -37,7 +37,10 @@ def restore(store: Store, wanted: str) -> Recovery:
                                reason=f"stackmgr recover {rec.id}", op=store.journal)  # fmt: skip
             if rec.branch.startswith("refs/heads/") and repo.ref_commit(rec.branch) == parents[0]:
                 refs.attach_head(snap.repo, rec.branch, f"stackmgr recover {rec.id}")
-            clear_applied(store, rec.tree)  # the tree holds the snapshot now, not the series applied before
+            if rec.applied is not None and rec.applied.base == parents[0]:  # the work goes back onto its series
+                record_applied(store, rec.tree, rec.applied)
+            else:
+                clear_applied(store, rec.tree)  # the tree holds the snapshot now, not the series applied before
         finally:
             snap.release()
     return rec

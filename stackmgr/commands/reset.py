@@ -104,7 +104,8 @@ def _reset_one(store: Store, p: _Planned, force: bool) -> ResetOutcome:
     snap = p.snap
     target_tree = snap.repo.tree_of(p.target)
     worth_keeping = p.blockers or snap.changes or snap.local_commits or p.target != snap.head
-    recovery = store_recovery(snap) if force and worth_keeping else None
+    applied = load_applied(store).get(p.config.name)
+    recovery = store_recovery(snap, applied) if force and worth_keeping else None
     moved = snap.tree_id() != target_tree or p.target != snap.head
     try:
         tree_move.move_tree(snap, target_tree, index_tree=target_tree, head=p.target if p.target != snap.head else None,

@@ -9,6 +9,7 @@ index, and its message carries `Stackmgr-Tree/Head/Branch/Files/Time` trailers
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import TYPE_CHECKING
@@ -20,14 +21,16 @@ from stackmgr.git.tempindex import TempIndex
 
 if TYPE_CHECKING:
     from stackmgr.safety.snapshot import Snapshot
+    from stackmgr.store.applied import Applied
     from stackmgr.store.config import Store
 
 RECOVERY_PREFIX = "refs/stackmgr/recovery/"
 
 
-def store_recovery(snap: Snapshot) -> str:
+def store_recovery(snap: Snapshot, applied: Applied | None = None) -> str:
     """A commit of the working tree (untracked files included) whose parents are HEAD and, when it can be
-    written, the index; anchored under refs/stackmgr/recovery/ so gc keeps it. Returns its 12-hex id."""
+    written, the index; anchored under refs/stackmgr/recovery/ so gc keeps it. Returns its 12-hex id. The series
+    `applied` to the tree (when HEAD is its base) is kept too, so `recover` puts the work back onto it."""
     repo = snap.repo
     parents = [snap.head]
     index_copy = TempIndex.scratch(repo, "recovery")
@@ -45,6 +48,8 @@ def store_recovery(snap: Snapshot) -> str:
     message = (f"stackmgr recovery: tree {snap.tree}, {files} changed file{'s' if files != 1 else ''}\n\n"
                f"Stackmgr-Tree: {snap.tree}\nStackmgr-Head: {snap.head}\nStackmgr-Branch: {branch}\n"
                f"Stackmgr-Files: {files}\nStackmgr-Time: {int(time.time())}\n")  # fmt: skip
+    if applied is not None and applied.base == snap.head:
+        message += f"Stackmgr-Applied: {json.dumps(applied.as_dict(), separators=(',', ':'))}\n"
     commit = refs.commit_tree(repo, snap.tree_id(), parents, message)
     refs.update_ref(repo, RECOVERY_PREFIX + commit[:12], commit, "stackmgr reset --force")
     # git writes loose objects without fsync by default, and this commit may be the only copy of the work: make it
@@ -69,10 +74,24 @@ class Recovery:
         self.files = int(trailers.get("Stackmgr-Files", "0") or 0)
         self.branch = trailers.get("Stackmgr-Branch", "(detached)")
         self.head = trailers.get("Stackmgr-Head", "")
+        self.applied = _applied(trailers.get("Stackmgr-Applied"))
 
     def to_json(self) -> dict[str, object]:
         return {"id": self.id, "tree": self.tree, "time": self.time, "files": self.files, "branch": self.branch,
                 "head": self.head, "commit": self.commit}  # fmt: skip
+
+
+def _applied(trailer: str | None) -> Applied | None:
+    """The series that was applied when the snapshot was taken, from its trailer (None when there was none)."""
+    from stackmgr.store.applied import Applied
+
+    try:
+        s = json.loads(trailer) if trailer else None
+        if not s:
+            return None
+        return Applied(s["series"], s["base"], [(n, h) for n, h in s["patches"]], s["result_tree"], s["at"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def list_recoveries(store: Store) -> list[Recovery]:
