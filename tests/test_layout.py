@@ -10,9 +10,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "stackmgr"
 PACKAGES = {"cli", "commands", "evidence", "git", "incoming", "journal", "safety", "store"}
 # The process runner: whoever imports it can build a git command line. Only stackmgr.git may.
 RUNNER = {"stackmgr.git.runner", "stackmgr.git.process"}
-# Programs other than git: rebase --exec runs the user's own command in the scratch worktree; demo runs
-# `python -m stackmgr` as a user would.
-SUBPROCESS_ALLOWED = {"stackmgr.commands.rebase", "stackmgr.commands.demo"}
+# A program other than git: demo runs `python -m stackmgr` as a user would. (rebase --exec runs the user's own
+# command through git/worktree.py, beside the scratch worktree's git operations.)
+SUBPROCESS_ALLOWED = {"stackmgr.commands.demo"}
 
 
 def module_name(path: Path) -> str:

@@ -153,20 +153,19 @@ def resume(store: Store, series: str | None) -> Outcome:
                 step["outcome"], step["commit"] = "already upstream", below
                 work.go_to(below)
             else:
-                ScratchWorktree(wt).commit(tree, below, step["name"] + "\n")
-                step["commit"] = ScratchWorktree(wt).head()
+                step["commit"] = work.commit(tree, below, step["name"] + "\n")
                 step["outcome"] = _classify(store, state, step, below, step["commit"], "changed by hand")
         state["position"] += 1
     else:
         markers = _conflict_markers(wt, parent)
         if markers:
             raise StackmgrError(f"{markers} still has conflict markers", f"resolve it in {wt}, then --continue")
-        if tree == ScratchWorktree(wt).tree_of(parent):
+        if tree == work.tree_of(parent):
             step["outcome"] = "already upstream"
         else:
-            ScratchWorktree(wt).commit(tree, parent, step["name"] + "\n")
-            step["outcome"] = _classify(store, state, step, parent, ScratchWorktree(wt).head(), "conflict resolved")
-        step["parent"], step["commit"] = parent, ScratchWorktree(wt).head()
+            commit = work.commit(tree, parent, step["name"] + "\n")
+            step["outcome"] = _classify(store, state, step, parent, commit, "conflict resolved")
+        step["parent"], step["commit"] = parent, work.head()
         stop = _exec(state, step)
         state["position"] += 1
         if stop:
@@ -207,12 +206,13 @@ def _run(store: Store, state: State) -> Outcome:
     steps = state["steps"]
     output.progress_total(len(steps))
     output.tick(state["position"])
-    upstream = ScratchWorktree(wt).patch_ids(state["old_base"], state["onto"])  # as `git cherry` sees them
+    work = ScratchWorktree(wt)
+    upstream = work.patch_ids(state["old_base"], state["onto"])  # as `git cherry` sees them
     while state["position"] < len(steps):
         output.tick()
         step = steps[state["position"]]
         path = os.path.join(store.patches_dir, step["file"])
-        parent = step["parent"] = ScratchWorktree(wt).head()
+        parent = step["parent"] = work.head()
         how = "already upstream" if upstream and _patch_id(wt, path) in upstream else _carry(wt, path)
         if how == "conflict" or how.startswith("no merge"):
             state["stopped"] = "conflict"
@@ -221,12 +221,11 @@ def _run(store: Store, state: State) -> Outcome:
         if how == "already upstream":
             step["outcome"], step["commit"] = how, parent
         else:
-            tree = ScratchWorktree(wt).write_tree()
-            if tree == ScratchWorktree(wt).tree_of(parent):
+            tree = work.write_tree()
+            if tree == work.tree_of(parent):
                 step["outcome"], step["commit"] = "already upstream", parent
             else:
-                ScratchWorktree(wt).commit(tree, parent, step["name"] + "\n")
-                step["commit"] = ScratchWorktree(wt).head()
+                step["commit"] = work.commit(tree, parent, step["name"] + "\n")
                 step["outcome"] = _classify(store, state, step, parent, step["commit"], how)
         stop = _exec(state, step)
         if stop:
@@ -277,16 +276,8 @@ def _exec(state: State, step: State) -> str:
     """Run --exec in the worktree after a patch; the stop line when it fails."""
     if not state["exec"]:
         return ""
-    import subprocess
-    import sys
-
     wt = state["worktree"]
-    try:  # its output goes to stderr: stdout is stackmgr's (--json)
-        rc = subprocess.run(state["exec"], shell=True, cwd=wt, check=False, stdout=sys.stderr.fileno()).returncode
-    except (AttributeError, OSError, ValueError):  # stderr is not a file (captured): relay what it printed
-        proc = subprocess.run(state["exec"], shell=True, cwd=wt, check=False, capture_output=True)
-        rc = proc.returncode
-        sys.stderr.write((proc.stdout + proc.stderr).decode("utf-8", "replace"))
+    rc = ScratchWorktree(wt).run_shell(state["exec"])
     if rc != 0:
         return (f"`{state['exec']}` failed (exit {rc}) after {step['name']}; fix it in {wt} and "
                 f"`stackmgr rebase {state['series']} --continue` (edits join that patch), or --abort")  # fmt: skip

@@ -104,6 +104,20 @@ class ScratchWorktree:
     def staged_diff(self, parent: str) -> bytes:
         return run(self.path, ["diff", "--cached", "--no-color", "--no-ext-diff", parent])
 
+    def run_shell(self, command: str) -> int:
+        """The user's `--exec` command, run by the shell in this worktree; its output goes to stderr (stdout is
+        stackmgr's, for --json). Its exit code."""
+        import subprocess
+        import sys
+
+        try:
+            done = subprocess.run(command, shell=True, cwd=self.path, check=False, stdout=sys.stderr.fileno())
+            return done.returncode
+        except (AttributeError, OSError, ValueError):  # stderr is not a file (captured): relay what it printed
+            proc = subprocess.run(command, shell=True, cwd=self.path, check=False, capture_output=True)
+            sys.stderr.write((proc.stdout + proc.stderr).decode("utf-8", "replace"))
+            return proc.returncode
+
     def commit(self, tree: str, parent: str, message: str) -> str:
         """Commit `tree` on `parent` as stackmgr (plumbing, no hooks) and move HEAD and the index there."""
         env = dict(_BOT, GIT_AUTHOR_NAME="stackmgr", GIT_AUTHOR_EMAIL="stackmgr@localhost")
