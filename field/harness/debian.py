@@ -1,0 +1,164 @@
+"""Debian source packages: the pristine upstream tree with its debian/patches series brought in by stackmgr
+(`import` + `apply`) and by `quilt push -a`; the series exported back to quilt; and the same series as
+`git format-patch` mails, brought in by stackmgr and by `git am`."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.cases import Result, Side
+from harness.fetch import Cache, DebianSource, extract
+from harness.sh import Env, FieldError, clone_at, commit_all, new_repo, worktree_id
+
+# 3..21 patches each, small downloads; DEP-3 headers, git format-patch mails (patch, cpio), plain diff -u,
+# patches that create files (cowsay, dash, patch, xz-utils) and delete one (cowsay), series with comments (screen).
+PACKAGES = ("bc", "bzip2", "cowsay", "cpio", "dash", "gzip", "less", "nano", "patch", "screen", "xz-utils", "grep")
+SERIES = "debian"
+
+
+@dataclass(frozen=True)
+class Unpacked:
+    source: DebianSource
+    repo: Path  # git repository: one commit of the orig tarball
+    base: str
+    patches: Path  # debian/patches (with its series file)
+
+
+def unpack(env: Env, cache: Cache, package: str, work: Path) -> Unpacked:
+    source = cache.debian(package, env)
+    repo = extract(source.orig, new_repo(env, work / "orig"))
+    base = commit_all(env, repo, f"{package} {source.version}: pristine upstream tarball")
+    extract(source.debian, work / "debian-tar", strip_top=False)
+    patches = work / "debian-tar" / "debian" / "patches"
+    if not (patches / "series").exists():
+        raise FieldError(f"{package}: no debian/patches/series")
+    return Unpacked(source, repo, base, patches)
+
+
+def series_names(patches: Path) -> list[str]:
+    """The patch names of a quilt series file, in order (comments, blank lines and options left out)."""
+    names = []
+    for line in (patches / "series").read_text(errors="replace").splitlines():
+        words = line.split("#", 1)[0].split()
+        if words:
+            names.append(words[0])
+    return names
+
+
+def quilt_push_all(env: Env, u: Unpacked, patches: Path, where: Path) -> Side:
+    tree = clone_at(env, u.repo, where, u.base)
+    done = env.quilt(tree, patches, where.parent / f"{where.name}.pc", "push", "-a", "-q")
+    if done.code != 0:
+        return Side("quilt push -a", None, last_line(done.text))
+    return Side("quilt push -a", worktree_id(env, tree))
+
+
+def last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:160] if lines else "no output"
+
+
+def new_store(env: Env, where: Path, tree_name: str, tree: Path) -> Path:
+    store = where / "store"
+    env.must([env.stackmgr, "init", str(store)], where)
+    env.must([env.stackmgr, "--store", str(store), "tree", "add", tree_name, str(tree)], where)
+    return store
+
+
+def stackmgr_import_apply(env: Env, u: Unpacked, where: Path, inputs: list[str], extra: list[str]) -> tuple[
+        Side, Path, list[str]]:  # fmt: skip
+    """`stackmgr import INPUTS… --series debian` + `stackmgr apply debian` in a fresh store and clone."""
+    where.mkdir(parents=True)
+    tree = clone_at(env, u.repo, where / "tree", u.base)
+    store = new_store(env, where, u.source.package, tree)
+    done = env.sm(store, "import", "--json", "--series", SERIES, *extra, *inputs)
+    detail = import_detail(done.out)
+    if done.code != 0:
+        refused = [d for d in detail if not d.endswith(": imported")]
+        return Side("stackmgr", None, f"import exit {done.code}: {refused[0] if refused else last_line(done.text)}"), \
+            store, detail  # fmt: skip
+    applied = env.sm(store, "apply", SERIES)
+    if applied.code != 0:
+        return Side("stackmgr", None, f"apply exit {applied.code}: {last_line(applied.text)}"), store, detail
+    return Side("stackmgr", worktree_id(env, tree)), store, detail
+
+
+def import_detail(out: bytes) -> list[str]:
+    try:
+        data = json.loads(out)
+    except ValueError:
+        return []
+    lines = []
+    for item in data.get("imported", []) + data.get("refused", []):
+        why = item.get("reason") or item.get("outcome") or ""
+        lines.append(f"{Path(str(item.get('source', item.get('name', '?')))).name}: {why}")
+    return lines
+
+
+def debian_cases(env: Env, cache: Cache, package: str, work: Path) -> list[Result]:
+    """Three results for one package: debian (import + apply vs quilt push -a), export (export --quilt, then
+    quilt push -a, vs the Debian series by quilt), am (format-patch mails: import + apply vs git am)."""
+    u = unpack(env, cache, package, work)
+    n = len(series_names(u.patches))
+    case = f"{package} {u.source.version} ({n} patches)"
+    quilt = quilt_push_all(env, u, u.patches, work / "quilt")
+    mine, store, detail = stackmgr_import_apply(env, u, work / "sm", [str(u.patches)], [])
+    results = [Result("debian", case, mine, quilt, detail)]
+
+    exported = work / "exported"
+    if mine.failed:
+        back = Side("export + quilt push -a", None, "nothing to export: the import failed")
+    else:
+        done = env.sm(store, "export", SERIES, "--quilt", str(exported))
+        back = quilt_push_all(env, u, exported, work / "quilt-export") if done.code == 0 else \
+            Side("export + quilt push -a", None, f"export exit {done.code}: {last_line(done.text)}")  # fmt: skip
+    results.append(Result("export", case, Side("export + quilt push -a", back.tree, back.note), quilt))
+    results.append(am_case(env, u, work, case))
+    return results
+
+
+def mails_from_quilt(env: Env, u: Unpacked, work: Path) -> tuple[list[Path], int]:
+    """The series as commits (one `quilt push` and one commit per patch, its DEP-3 subject as the message),
+    then `git format-patch`: the mails a maintainer would send. Stops at the first patch quilt refuses."""
+    tree = clone_at(env, u.repo, work / "commits", u.base)
+    pc = work / "commits.pc"
+    for name in series_names(u.patches):
+        if env.quilt(tree, u.patches, pc, "push", "-q").code != 0:
+            break
+        env.must(["git", "add", "-A"], tree)
+        if env.run(["git", "diff", "--cached", "--quiet"], tree).code == 0:
+            continue  # nothing changed: format-patch would make an empty mail git am refuses
+        env.must(["git", "commit", "-q", "--no-verify", "-m", subject_of(u.patches / name, name)], tree)
+    out = work / "mails"
+    env.must(["git", "format-patch", "-q", "--no-signature", "-o", str(out), f"{u.base}..HEAD"], tree)
+    return sorted(out.glob("*.patch")), len(series_names(u.patches))
+
+
+def subject_of(patch: Path, name: str) -> str:
+    head = patch.read_bytes()[:4000].decode(errors="replace")
+    m = re.search(r"^(?:Subject|Description):[ \t]*(?:\[PATCH[^]]*\][ \t]*)?(.+)$", head, re.M | re.I)
+    subject = m.group(1).strip() if m else ""
+    return f"{subject or name}\n\nDebian patch {name}\n"
+
+
+def am_case(env: Env, u: Unpacked, work: Path, case: str) -> Result:
+    mails, _ = mails_from_quilt(env, u, work)
+    if not mails:
+        raise FieldError(f"{u.source.package}: no mails from the quilt series")
+    am_tree = clone_at(env, u.repo, work / "am", u.base)
+    done = env.run(["git", "am", "-q", "--keep-cr", *map(str, mails)], am_tree)
+    am = Side("git am", None, last_line(done.text)) if done.code != 0 else Side("git am", worktree_id(env, am_tree))
+    if done.code != 0:
+        env.run(["git", "am", "--abort"], am_tree)
+    mine, _, detail = stackmgr_import_apply(env, u, work / "sm-am", [str(m) for m in mails], ["--base", u.base])
+    return Result("am", f"{case[: case.index(' (')]} ({len(mails)} mails)", mine, am, detail)
+
+
+def run_package(env: Env, cache: Cache, package: str, work: Path) -> list[Result]:
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    return debian_cases(env, cache, package, work)
