@@ -9,6 +9,8 @@ medians, ratios against git or quilt measured in the same run, targets and PASS/
     bench_apply.py        apply of 40 patches vs `quilt push -a` and a `git apply` loop
     bench_scale.py        apply of 40/400/2,000 patches; check, links, show, status --json and report on a
                           5,000-patch / 20,000-link store; start-up and heavy imports
+    bench_import.py       on the field suite's real data (Debian quilt series, PyPI release histories):
+                          import vs `git am`, import + apply vs `quilt push -a`, rebase vs `git rebase`
 
 Then a summary of every target. Exit 1 when a target fails (never with --smoke), 2 when a benchmark could not
 measure. Needs the `stackmgr` command on PATH (a non-editable install measures what users run) and quilt.
@@ -27,9 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_apply
 import bench_check_save
+import bench_import
 import bench_scale
 
-BENCHES = (("check and save", bench_check_save.main), ("apply", bench_apply.main), ("scale", bench_scale.main))
+BENCHES = (("check and save", bench_check_save.main), ("apply", bench_apply.main), ("scale", bench_scale.main),
+           ("import and rebase", bench_import.main))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,10 +14,13 @@ from harness.cases import Result, Side
 from harness.fetch import Cache, DebianSource, extract
 from harness.sh import Env, FieldError, clone_at, commit_all, new_repo, worktree_id
 
-# 3..21 patches each, small downloads; DEP-3 headers, git format-patch mails (patch, cpio), plain diff -u,
-# patches that create files (cowsay, dash, patch, xz-utils) and delete one (cowsay), series with comments (screen).
-PACKAGES = ("bc", "bzip2", "cowsay", "cpio", "dash", "gzip", "less", "nano", "patch", "screen", "xz-utils", "grep")
+# 3..53 patches each, small downloads; DEP-3 headers, git format-patch mails (patch, cpio; openssh's whole series,
+# gbp pq style), plain diff -u, patches that create files (cowsay, dash, patch, xz-utils) and delete one (cowsay),
+# series with comments (screen).
+PACKAGES = ("bc", "bzip2", "cowsay", "cpio", "dash", "gzip", "less", "nano", "patch", "screen", "xz-utils", "grep",
+            "openssh")
 SERIES = "debian"
+MAIL = re.compile(rb"From [0-9a-f]{40} ")  # the first line of a git format-patch mail
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,9 @@ def debian_cases(env: Env, cache: Cache, package: str, work: Path) -> list[Resul
             Side("export + quilt push -a", None, f"export exit {done.code}: {last_line(done.text)}")  # fmt: skip
     results.append(Result("export", case, Side("export + quilt push -a", back.tree, back.note), quilt))
     results.append(am_case(env, u, work, case))
+    own = [u.patches / name for name in series_names(u.patches)]
+    if all(MAIL.match(p.read_bytes()[:60]) for p in own):  # the series is git format-patch mails already
+        results.append(am_case(env, u, work / "own", case, own))
     return results
 
 
@@ -145,8 +151,10 @@ def subject_of(patch: Path, name: str) -> str:
     return f"{subject or name}\n\nDebian patch {name}\n"
 
 
-def am_case(env: Env, u: Unpacked, work: Path, case: str) -> Result:
-    mails, _ = mails_from_quilt(env, u, work)
+def am_case(env: Env, u: Unpacked, work: Path, case: str, own: list[Path] | None = None) -> Result:
+    """`git am` vs `stackmgr import` + `apply` of the series made into mails, or of the package's own mails."""
+    work.mkdir(parents=True, exist_ok=True)
+    mails = own or mails_from_quilt(env, u, work)[0]
     if not mails:
         raise FieldError(f"{u.source.package}: no mails from the quilt series")
     am_tree = clone_at(env, u.repo, work / "am", u.base)
@@ -155,7 +163,8 @@ def am_case(env: Env, u: Unpacked, work: Path, case: str) -> Result:
     if done.code != 0:
         env.run(["git", "am", "--abort"], am_tree)
     mine, _, detail = stackmgr_import_apply(env, u, work / "sm-am", [str(m) for m in mails], ["--base", u.base])
-    return Result("am", f"{case[: case.index(' (')]} ({len(mails)} mails)", mine, am, detail)
+    kind = "Debian's own mails" if own else "mails"
+    return Result("am", f"{case[: case.index(' (')]} ({len(mails)} {kind})", mine, am, detail)
 
 
 def run_package(env: Env, cache: Cache, package: str, work: Path) -> list[Result]:
