@@ -133,6 +133,19 @@ def stackmgr_rebase(env: Env, upstream: Path, mails: list[Path], at: str, onto: 
     return Side("stackmgr", worktree_id(env, tree)), outcomes
 
 
+def git_stops_at(env: Env, upstream: Path, commits: list[str], plan: Plan, work: Path,
+                 left_out: tuple[str, ...]) -> str | None:  # fmt: skip
+    """Only git's side of a case: the file `git rebase` stops at, None when it carries the stack (or the stack is
+    empty). Finding a stack git carries this way costs no stackmgr run per try."""
+    old, new = plan.changes
+    patches = [p for p in per_file_patches(env, upstream, commits[old], commits[new]) if p[0] not in left_out]
+    shutil.rmtree(work, ignore_errors=True)
+    carried = make_stack(env, upstream, commits[plan.at], patches, work / "git")
+    if not carried:
+        return None
+    return git_rebase(env, work / "git", commits[plan.at], commits[plan.onto], carried)[0].stop
+
+
 def rebase_case(env: Env, project: Project, upstream: Path, commits: list[str], plan: Plan, work: Path,
                 left_out: tuple[str, ...] = ()) -> Result | None:  # fmt: skip
     """One case, or None when no file patch of the plan applies at its starting release."""
@@ -173,14 +186,14 @@ def run_project(env: Env, cache: Cache, name: str, work: Path) -> list[Result]:
         if result is None:
             continue
         results.append(result)
+        # the same stack without the files git stops at: what is left merges 3-way over real drift
         left_out: tuple[str, ...] = ()
-        while plan.kind == "partial" and result.other.stop and len(left_out) < MAX_LEFT_OUT:
-            # the same stack without the files git stops at: what is left merges 3-way over real drift
-            left_out += (result.other.stop,)
+        stop = result.other.stop if plan.kind == "partial" else None
+        while stop and len(left_out) < MAX_LEFT_OUT:
+            left_out += (stop,)
+            stop = git_stops_at(env, upstream, commits, plan, work / f"case{n}", left_out)
+        if left_out and not stop:
             last = rebase_case(env, project, upstream, commits, plan, work / f"case{n}", left_out)
-            if last is None:
-                break
-            result = last
-        if left_out and result is not results[-1]:
-            results.append(result)
+            if last is not None:
+                results.append(last)
     return results
