@@ -14,11 +14,12 @@ from harness.cases import Result, Side
 from harness.fetch import Cache, DebianSource, extract
 from harness.sh import Env, FieldError, clone_at, commit_all, new_repo, worktree_id
 
-# 3..53 patches each, small downloads; DEP-3 headers, git format-patch mails (patch, cpio; openssh's whole series,
-# gbp pq style), plain diff -u, patches that create files (cowsay, dash, patch, xz-utils) and delete one (cowsay),
-# series with comments (screen).
+# 2..63 patches each, small downloads; DEP-3 headers, git format-patch mails (patch, cpio; openssh's and rsync's
+# whole series, gbp pq style), plain diff -u, patches that create files (cowsay, dash, patch, xz-utils) and delete
+# one (cowsay), series with comments (screen) and with patches in subdirectories (rsync), patches to files the
+# tarball's own .gitignore names (rsync's aclocal.m4).
 PACKAGES = ("bc", "bzip2", "cowsay", "cpio", "dash", "gzip", "less", "nano", "patch", "screen", "xz-utils", "grep",
-            "openssh")
+            "openssh", "rsync")
 SERIES = "debian"
 MAIL = re.compile(rb"From [0-9a-f]{40} ")  # the first line of a git format-patch mail
 
@@ -135,7 +136,7 @@ def mails_from_quilt(env: Env, u: Unpacked, work: Path) -> tuple[list[Path], int
     for name in series_names(u.patches):
         if env.quilt(tree, u.patches, pc, "push", "-q").code != 0:
             break
-        env.must(["git", "add", "-A"], tree)
+        env.must(["git", "add", "-A", "-f"], tree)
         if env.run(["git", "diff", "--cached", "--quiet"], tree).code == 0:
             continue  # nothing changed: format-patch would make an empty mail git am refuses
         env.must(["git", "commit", "-q", "--no-verify", "-m", subject_of(u.patches / name, name)], tree)

@@ -80,13 +80,14 @@ class Env:
 
 
 def worktree_id(env: Env, repo: Path) -> str:
-    """The working tree as a git tree id: tracked files as on disk plus untracked, not ignored files (a scratch
-    index seeded from HEAD, `add -A`, `write-tree`); the real index is left alone."""
+    """The working tree as a git tree id: every file on disk, ignored or not (a scratch index seeded from HEAD,
+    `add -A -f`, `write-tree`); the real index is left alone. Ignored files count: a tarball's .gitignore must
+    not hide a file that a patch creates, or one that a tool forgot to create."""
     index = repo / ".git" / "field-tree-id.index"
     index.unlink(missing_ok=True)
     extra = {"GIT_INDEX_FILE": str(index)}
     try:
-        for argv in (["git", "read-tree", "HEAD"], ["git", "add", "-A"]):
+        for argv in (["git", "read-tree", "HEAD"], ["git", "add", "-A", "-f"]):
             done = env.run(argv, repo, extra)
             if done.code != 0:
                 raise FieldError(f"{' '.join(argv)} in {repo}: {done.text[-400:]}")
@@ -96,8 +97,9 @@ def worktree_id(env: Env, repo: Path) -> str:
 
 
 def commit_all(env: Env, repo: Path, message: str) -> str:
-    """Commit everything in the working tree (new, changed, deleted files); the new commit id."""
-    env.must(["git", "add", "-A"], repo)
+    """Commit everything in the working tree (new, changed, deleted files, ignored ones too: a release tarball
+    holds files its own .gitignore names, such as a generated configure); the new commit id."""
+    env.must(["git", "add", "-A", "-f"], repo)
     env.must(["git", "commit", "-q", "--allow-empty", "--no-verify", "-m", message], repo)
     return env.git(repo, "rev-parse", "HEAD")
 
