@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import debian, history
-from harness.cases import Result, exit_code, load_known, render, summary
+from harness.cases import Result, exit_code, known_reason, load_known, render, summary
 from harness.fetch import Cache, default_cache
 from harness.sh import Env, FieldError
 
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.workdir:
                 shutil.rmtree(scratch / name, ignore_errors=True)
             for r in got:
-                r.known = known.get(f"{r.suite}/{name}") or known.get(f"{r.suite}/{r.case}")
+                r.known = known_reason(known, r)
             results += got
             agreed = sum(r.agree for r in got)
             print(f"field: {name}: {agreed}/{len(got)} agree ({time.monotonic() - t0:.1f} s)", file=sys.stderr,

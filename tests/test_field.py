@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "field"))
 
 from harness import debian
-from harness.cases import Result, Side, exit_code, load_known, summary
+from harness.cases import Result, Side, exit_code, known_reason, load_known, summary
 from harness.fetch import DebianSource, extract
 from harness.sh import Env, commit_all, new_repo, worktree_id
 
@@ -102,3 +102,12 @@ def test_a_debian_case_from_a_local_package_agrees_in_all_three_suites(env: Env,
     results = debian.run_package(env, LocalCache(source), "demo", tmp_path / "work")  # type: ignore[arg-type]
     assert [(r.suite, r.verdict) for r in results] == [("debian", "agree"), ("export", "agree"), ("am", "agree")]
     assert len({r.other.tree for r in results}) == 1 and results[0].other.tree is not None
+
+
+def test_a_known_difference_is_named_by_its_case_or_the_start_of_it() -> None:
+    moved = Result("rebase", "tomli moved: 2.0.0→2.0.1 at 2.0.0 (2 patches)", Side("s", None), Side("g", "t"))
+    deb = Result("debian", "bc 1.07.1-3 (7 patches)", Side("s", None), Side("q", "t"))
+    assert known_reason({"rebase/tomli moved:": "renames"}, moved) == "renames"
+    assert known_reason({"debian/bc": "fuzz"}, deb) == "fuzz"
+    assert known_reason({"debian/b": "no"}, deb) is None  # a prefix only counts up to a space or a colon
+    assert known_reason({"rebase/tomli": "x"}, deb) is None

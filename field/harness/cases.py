@@ -62,6 +62,16 @@ def load_known(path: Path) -> dict[str, str]:
     return known
 
 
+def known_reason(known: dict[str, str], result: Result) -> str | None:
+    """The reason known.toml gives for this case: an entry names `SUITE/` and the case as printed, or the start
+    of it up to a space or a colon (`debian/cowsay`, `rebase/tomli moved:` for every such case of tomli)."""
+    key = f"{result.suite}/{result.case}"
+    for case, reason in known.items():
+        if key == case or (key.startswith(case) and (case[-1] in " :" or key[len(case)] in " :")):
+            return reason
+    return None
+
+
 def summary(results: list[Result], suites: tuple[str, ...]) -> str:
     agree = sum(r.agree for r in results)
     known = sum(not r.agree and r.known is not None for r in results)

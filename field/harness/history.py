@@ -39,7 +39,8 @@ PROJECTS = (
 class Plan:
     """Carry the changes `changes` (old → new release) as a stack made at release `at`, onto release `onto`."""
 
-    kind: str  # upstream: every patch is in `onto`; drift: later changes over moved context; partial: some in
+    kind: str  # upstream: every patch is in `onto`; drift: later changes over moved context; partial: some in;
+    # moved: what `onto` changed in the files it also moved, made at their old paths
     changes: tuple[int, int]
     at: int
     onto: int
@@ -49,6 +50,29 @@ def plans(n: int) -> list[Plan]:
     out = [Plan("upstream", (i, i + 1), i, i + 1) for i in range(n - 1)]
     for i in range(n - 2):
         out += [Plan("drift", (i + 1, i + 2), i, i + 1), Plan("partial", (i, i + 2), i, i + 1)]
+    return out + [Plan("moved", (i, i + 1), i, i + 1) for i in range(n - 1)]  # last: bench indexes the others
+
+
+def renamed(env: Env, repo: Path, old: str, new: str) -> dict[str, str]:
+    """new path → old path of the files git sees renamed from commit `old` to `new`."""
+    out = env.must(["git", "diff", "-M", "--name-status", "-z", "--diff-filter=R", old, new], repo).split(b"\0")
+    return {out[i + 2].decode(): out[i + 1].decode() for i in range(0, len(out) - 2, 3)}
+
+
+def moved_back(env: Env, repo: Path, old: str, new: str) -> list[tuple[str, bytes]]:
+    """The changes release `new` made to the files it also moved, as patches to their old paths in `old` (what a
+    developer carrying the same fix before the move would have)."""
+    out = []
+    for to, was in sorted(renamed(env, repo, old, new).items()):
+        before = env.must(["git", "show", f"{old}:{was}"], repo)
+        after = env.must(["git", "show", f"{new}:{to}"], repo)
+        if before == after:
+            continue
+        a, b = (env.must(["git", "hash-object", "-w", "--stdin"], repo, stdin=data).decode().strip()
+                for data in (before, after))  # fmt: skip
+        diff = env.must(["git", "diff", "--binary", "--full-index", a, b], repo)
+        out.append((was, diff.replace(f"a/{a}".encode(), f"a/{was}".encode()).replace(f"b/{b}".encode(),
+                                                                                        f"b/{was}".encode())))
     return out
 
 
@@ -154,7 +178,10 @@ def rebase_case(env: Env, project: Project, upstream: Path, commits: list[str], 
     case = f"{project.name} {plan.kind}: {v[old]}→{v[new]} at {v[plan.at]} onto {v[plan.onto]}"
     if left_out:
         case += f", without {len(left_out)} conflicting"
-    patches = [p for p in per_file_patches(env, upstream, commits[old], commits[new]) if p[0] not in left_out]
+    if plan.kind == "moved":  # git rebase follows a rename; does stackmgr carry the change, or refuse?
+        patches = moved_back(env, upstream, commits[old], commits[new])
+    else:
+        patches = [p for p in per_file_patches(env, upstream, commits[old], commits[new]) if p[0] not in left_out]
     shutil.rmtree(work, ignore_errors=True)
     git_repo = work / "git"
     carried = make_stack(env, upstream, commits[plan.at], patches, git_repo)
