@@ -837,3 +837,28 @@ def test_a_quilt_series_keeps_its_long_patch_names(lab: Lab, tmp_path: Path) -> 
     out = tmp_path / "out"
     assert lab.sm("export", "deb", "--quilt", str(out)).code == 0
     assert (out / "series").read_text() == f"{name}.patch\n"
+
+
+def test_an_import_records_its_patches_as_a_fresh_read_of_them_would(shop: Lab, tmp_path: Path) -> None:
+    """import hands the patch index what each written patch ends its files with (as save does), so apply and
+    check need not apply them again; the records must be exactly what reading the patches afresh gives."""
+    from stackmgr.safety.preserved import PatchIndex
+    from stackmgr.store.config import open_store
+
+    work = clone(shop, tmp_path / "work")
+    mails = [format_patch(work, tmp_path / "m1", {"src/model.py": MODEL.replace("x7 = 7", "x7 = 70")}, "x7"),
+             format_patch(work, tmp_path / "m2", {"data/new.bin": BLOB[::-1], "tools/run.sh": None}, "swap")]
+    (work / "src" / "model.py").chmod(0o755)  # a mode-only change: left for the refresh to read
+    git(work, "commit", "-q", "-am", "executable")
+    mails.append(tmp_path / "m3" / git_text(work, "format-patch", "-1", "-o", str(tmp_path / "m3"), "HEAD")
+                 .rsplit("/", 1)[-1])  # fmt: skip
+    assert imp(shop, "--series", "S", *map(str, mails)).code == 0
+    cache = shop.store / ".stackmgr" / "cache" / "patch-index.marshal"
+    recorded = PatchIndex.load(open_store(str(shop.store))).records
+    assert sorted(recorded) == ["0001-swap.patch", "0001-x7.patch"]  # not 0001-executable.patch
+    cache.unlink()
+    fresh = PatchIndex.load(open_store(str(shop.store)))
+    fresh.refresh()
+    assert {name: fresh.records[name] for name in recorded} == recorded
+    assert shop.sm("apply", "S").code == 0
+    assert shop.worktree_id() == tree_of(work)

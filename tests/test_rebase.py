@@ -461,3 +461,28 @@ def test_a_patch_upstream_took_and_then_changed_again_is_upstream(lab: Lab) -> N
     code, state, err = rebase_json(lab, "S", "--onto", "HEAD")
     assert code == 0, err
     assert [p["outcome"] for p in state["patches"]] == ["already upstream"]  # type: ignore[index]
+
+
+def test_patch_ids_of_many_patches_in_one_git_call_equal_one_call_each(stacked: Lab) -> None:
+    from stackmgr.git.repo import patch_id, patch_ids
+    from stackmgr.store import patchfile
+
+    diffs = [patchfile.diff_part(p.read_bytes()) for p in sorted((stacked.store / "patches").glob("*.patch"))]
+    diffs += [b"", b"not a patch\n", diffs[0].rstrip(b"\n")]
+    cwd = str(stacked.tree)
+    assert patch_ids(cwd, diffs) == [patch_id(cwd, d) for d in diffs] and patch_ids(cwd, []) == []
+
+
+@pytest.mark.slow
+def test_a_rebase_starts_a_few_git_processes_per_patch(stacked: Lab, tmp_path: Path) -> None:
+    """The re-diffs, trees, patch-ids and HEAD are asked once or batched, not several times per patch."""
+    lab = stacked
+    _edit(lab.tree / "f03.txt", "line 1\n", "new first line\nline 1\n")  # one patch drifts, the others do not
+    git(lab.tree, "commit", "-q", "-am", "upstream: a header")
+    trace = tmp_path / "git-trace"
+    done = stackmgr(lab.store, "rebase", "S", "--onto", "HEAD", "--json", GIT_TRACE=str(trace))
+    assert done.returncode == 0, done.stderr
+    assert {p["name"]: p["outcome"] for p in json.loads(done.stdout)["patches"]} == {
+        f"p{i:02d}": "context drift" if i == 3 else "unchanged" for i in range(N)}  # fmt: skip
+    started = trace.read_text().count("trace: built-in: git")
+    assert started <= 4 * N + 25, started  # apply --3way, write-tree, commit-tree, diff-tree a patch (was 12)

@@ -15,7 +15,7 @@ from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none
 from stackmgr.store.names import inside
-from stackmgr.types import GITLINK_MODE, show_path
+from stackmgr.types import GITLINK_MODE, Change, show_path
 
 SEARCH_DEPTH = 1000
 
@@ -38,16 +38,43 @@ class ImportReport:
         self.series: str | None = None
 
 
+class ScratchIndex:
+    """A scratch index that knows which tree it holds, so reading that tree into it again costs no git process
+    (in a stack, each patch starts where the one below it ended)."""
+
+    def __init__(self, index: TempIndex) -> None:
+        self.index = index
+        self.holds: str | None = None
+
+    def read_tree(self, treeish: str) -> None:
+        if treeish != self.holds:
+            self.holds = None
+            self.index.read_tree(treeish)
+            self.holds = treeish
+
+    def apply(self, *patch_paths: str, strip: int = 1) -> tuple[bool, str]:
+        self.holds = None
+        return self.index.apply(*patch_paths, strip=strip)
+
+    def write_tree(self) -> str:
+        self.holds = self.index.write_tree()
+        return self.holds
+
+
 class Workspace:
-    """One tree's repository, a scratch index and a directory for the patches being tried."""
+    """One tree's repository, two scratch indexes (where patches are tried, where their normalised versions are
+    checked) and a directory for the patches being tried."""
 
     def __init__(self, store: Store, tree: str) -> None:
         self.store = store
         self.tree = tree
         self.repo = open_repo(store.tree(tree).path)
         self.dir = os.path.join(self.repo.stackmgr_dir, f"import.{os.getpid()}")
-        self.index = TempIndex(self.repo, f"import.{os.getpid()}/index")  # a scratch index beside the files
+        self.index = ScratchIndex(TempIndex(self.repo, f"import.{os.getpid()}/index"))  # beside the files
+        self.check_index = ScratchIndex(TempIndex(self.repo, f"import.{os.getpid()}/check-index"))
         self.files: dict[int, str] = {}
+        self._ident: tuple[str, str] | None = None
+        self._written: list[tuple[str, bytes]] = []  # patch files this import wrote, each verified
 
     def __enter__(self) -> Workspace:
         if self.repo.head_commit() is None:
@@ -55,8 +82,23 @@ class Workspace:
         os.makedirs(self.dir, exist_ok=True)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+        if kind is None and self._written:
+            self._record_verified()
+
+    def _record_verified(self) -> None:
+        """What each written patch ends its files with, into the patch index as `save` records it: the bytes
+        were just verified to rebuild their result, so `apply` and `check` need not apply them again to know."""
+        from stackmgr.safety.preserved import PatchIndex
+
+        index = PatchIndex.load(self.store)
+        for filename, data in self._written:
+            images = patchfile.post_images(patchfile.diff_part(data), filename)
+            changes = [Change(im.path, im.old_mode, im.mode, im.old_blob or "", im.blob)
+                       for im in images if im.blob is not None and im.mode]  # fmt: skip
+            if len(changes) == len(images):  # else a mode-only change, whose blob is the base's: refresh reads it
+                index.record_saved(filename, data, changes, self.repo)
 
     def file(self, item: Incoming) -> str:
         path = self.files.get(id(item))
@@ -169,6 +211,7 @@ class Workspace:
         if existing is None:
             os.makedirs(self.store.patches_dir, exist_ok=True)
             self.store.write_file(target, data)
+            self._written.append((item.name + ".patch", data))
         report.imported.append(Imported(item, self.tree, base, label, "imported" if existing is None else "unchanged",
                                         data))  # fmt: skip
         return result
@@ -195,7 +238,10 @@ class Workspace:
             except StackmgrError:
                 pass
         if not author or not date:
-            name, email, _, _ = author_ident(self.repo.start_author_ident())
+            if self._ident is None:  # once per import: git's identity does not change meanwhile
+                name, email, _, _ = author_ident(self.repo.start_author_ident())
+                self._ident = name, email
+            name, email = self._ident
             author = author or f"{name} <{email}>"
             date = date or patchfile.rfc2822(int(item.mtime), "+0000")
         who, _, mail = author.rpartition(" <")
@@ -207,13 +253,14 @@ class Workspace:
                                 date=date, stat_and_diff=stat_and_diff)  # fmt: skip
 
     def _verify(self, data: bytes, start: str, result: str) -> str | None:
-        """The written bytes, applied to where they start, must give exactly the result."""
+        """The written bytes, applied to where they start, must give exactly the result (in the second index: in
+        a stack it holds `start` already, the result of the patch below)."""
         path = os.path.join(self.dir, "normalised.patch")
         with open(path, "wb") as f:
             f.write(data)
-        self.index.read_tree(start)
-        ok, err = self.index.apply(path)
-        if not ok or self.index.write_tree() != result:
+        self.check_index.read_tree(start)
+        ok, err = self.check_index.apply(path)
+        if not ok or self.check_index.write_tree() != result:
             return f"the normalised patch does not reproduce the result ({err or 'different tree'}); please report this"
         return None
 

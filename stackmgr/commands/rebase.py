@@ -27,19 +27,11 @@ import shutil
 from typing import TYPE_CHECKING
 
 from stackmgr.commands.apply import plan_series
-from stackmgr.commands.rebase_state import (
-    claim,
-    in_progress,
-    load_state,
-    save_state,
-    state_path,
-    where,
-)
+from stackmgr.commands.rebase_state import Carried, claim, in_progress, load_state, save_state, state_path, where
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.repo import open_repo, patch_id
 from stackmgr.git.worktree import ScratchWorktree, add_worktree, remove_worktree
 from stackmgr.journal.operation import operation
-from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none, sha256_hex
 
@@ -208,13 +200,17 @@ def _run(store: Store, state: State) -> Outcome:
     output.tick(state["position"])
     work = ScratchWorktree(wt)
     upstream = work.patch_ids(state["old_base"], state["onto"])  # as `git cherry` sees them
+    carried = Carried(store, state)
+    head = at = work.head()  # the commit the patches so far make, and where HEAD is (moved when someone looks)
     while state["position"] < len(steps):
         output.tick()
         step = steps[state["position"]]
         path = os.path.join(store.patches_dir, step["file"])
-        parent = step["parent"] = work.head()
-        how = "already upstream" if upstream and _patch_id(wt, path) in upstream else _carry(wt, path)
+        parent = step["parent"] = head
+        how = "already upstream" if upstream and carried.old_patch_id(step) in upstream else _carry(wt, path)
         if how == "conflict" or how.startswith("no merge"):
+            if at != parent:  # the user resolves on top of it
+                work.set_head(parent)
             state["stopped"] = "conflict"
             save_state(store, state)
             return Outcome(state, False, _stop_line(state, step, how))
@@ -222,25 +218,27 @@ def _run(store: Store, state: State) -> Outcome:
             step["outcome"], step["commit"] = how, parent
         else:
             tree = work.write_tree()
-            if tree == work.tree_of(parent):
+            if tree == carried.tree_of(parent):
                 step["outcome"], step["commit"] = "already upstream", parent
             else:
-                step["commit"] = work.commit(tree, parent, step["name"] + "\n")
-                step["outcome"] = _classify(store, state, step, parent, step["commit"], how)
+                step["commit"] = work.commit_index(tree, parent, step["name"] + "\n")
+                carried.trees[step["commit"]] = tree
+                step["outcome"] = _classify(store, state, step, parent, step["commit"], how, carried)
+        head = step["commit"]
+        if state["exec"] and at != head:  # the command runs on it
+            work.set_head(head)
+            at = head
         stop = _exec(state, step)
         if stop:
             state["stopped"] = "exec"
             save_state(store, state)
             return Outcome(state, False, stop)
+        if state["exec"]:  # the command may have committed
+            head = at = work.head()
         state["position"] += 1
         save_state(store, state)
-    _finish(store, state)
+    _finish(store, state, carried)
     return Outcome(state, True)
-
-
-def _patch_id(wt: str, path: str) -> str:
-    with open(path, "rb") as f:
-        return patch_id(wt, patchfile.diff_part(f.read()))
 
 
 def _carry(wt: str, patch: str) -> str:
@@ -261,13 +259,15 @@ def _carry(wt: str, patch: str) -> str:
     return "no merge: " + (lines[-1][7:] if lines else "git apply --3way could not merge it")
 
 
-def _classify(store: Store, state: State, step: State, parent: str, commit: str, how: str) -> str:
+def _classify(store: Store, state: State, step: State, parent: str, commit: str, how: str,
+              carried: Carried | None = None) -> str:  # fmt: skip
+    carried = carried or Carried(store, state)
     with open(os.path.join(store.patches_dir, step["file"]), "rb") as f:
         old = f.read()
-    new = ScratchWorktree(state["worktree"]).stat_and_diff(parent, commit)
+    new = carried.stat_and_diff(parent, commit)
     if how == "applied" and old.endswith(new):
         return "unchanged"
-    if patch_id(state["worktree"], patchfile.diff_part(old)) == patch_id(state["worktree"], new):
+    if carried.old_patch_id(step) == patch_id(state["worktree"], new):
         return "context drift"
     return "merged (3-way)" if how == "applied" else how
 
@@ -300,7 +300,7 @@ def _stop_line(state: State, step: State, how: str) -> str:
             f"`stackmgr rebase {state['series']} --continue`, or --abort")  # fmt: skip
 
 
-def _finish(store: Store, state: State) -> None:
+def _finish(store: Store, state: State, carried: Carried) -> None:
     """Every patch was carried: verify the rewritten series, then write the patches and the series at once."""
     from stackmgr.git.scratch import tree_from_patches
 
@@ -313,7 +313,7 @@ def _finish(store: Store, state: State) -> None:
         path = os.path.join(store.patches_dir, step["file"])
         with open(path, "rb") as f:
             old = f.read()
-        new_diff = ScratchWorktree(wt).stat_and_diff(parent, step["commit"])
+        new_diff = carried.stat_and_diff(parent, step["commit"])
         rewritten[step["file"]] = _rebased_bytes(old, onto, new_diff)
         parent = step["commit"]
     repo = open_repo(state["top"])
@@ -325,10 +325,13 @@ def _finish(store: Store, state: State) -> None:
             files.append(os.path.join(tmp_dir, name))
             with open(files[-1], "wb") as f:
                 f.write(data)
-        result, failure = tree_from_patches(repo, onto, files)
+        expected = carried.tree_of(parent)
+        result, failure = tree_from_patches(repo, onto, files, together=True)
+        if result != expected:  # the verdict is that of one `git apply` per patch, as it always was
+            result, failure = tree_from_patches(repo, onto, files)
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
-    if result != ScratchWorktree(wt).tree_of(parent):
+    if result != expected:
         raise StackmgrError(f"the rewritten series does not rebuild the worktree's result ({failure or 'other tree'})",
                             "nothing was written; please report this")  # fmt: skip
     written = all(read_or_none(os.path.join(store.patches_dir, n)) == d for n, d in rewritten.items())

@@ -1,6 +1,7 @@
 """Where a rebase keeps what it needs to stop and go on (rebase.py): the state file
-`.stackmgr/rebase/SERIES.json` (created exclusively, validated on every read), and the scratch worktree of this
-store's rebase of a series, whose path is always worked out from the tree, never read from the file."""
+`.stackmgr/rebase/SERIES.json` (created exclusively, validated on every read), the scratch worktree of this
+store's rebase of a series, whose path is always worked out from the tree, never read from the file; and what one
+run learns once instead of asking git per patch (`Carried`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import os
 from typing import TYPE_CHECKING
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git.repo import open_repo
+from stackmgr.git.repo import open_repo, patch_ids
+from stackmgr.git.worktree import ScratchWorktree
+from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import atomic_write, read_or_none, sha256_hex
 from stackmgr.store.names import check_name
@@ -104,3 +107,36 @@ def old_series_applied(store: Store, state: State) -> bool:
 
     applied = load_applied(store).get(state["tree"])
     return applied is not None and applied.series == state["series"]
+
+
+class Carried:
+    """What one run learns once instead of asking git per patch: the old patches' patch-ids (one `git patch-id`
+    for all), the tree of each commit it made, and the re-diff of each carried patch (for `_finish`)."""
+
+    def __init__(self, store: Store, state: State) -> None:
+        self.store, self.wt = store, state["worktree"]
+        self.steps = state["steps"]
+        self.trees: dict[str, str] = {}
+        self.diffs: dict[tuple[str, str], bytes] = {}
+        self._old_ids: dict[str, str] | None = None
+
+    def old_patch_id(self, step: State) -> str:
+        """The patch-id of a patch file as it is now; the first call reads this step's and the later ones'."""
+        if self._old_ids is None or step["file"] not in self._old_ids:
+            files = [s["file"] for s in self.steps[self.steps.index(step):]]
+            diffs = []
+            for name in files:
+                with open(os.path.join(self.store.patches_dir, name), "rb") as f:
+                    diffs.append(patchfile.diff_part(f.read()))
+            self._old_ids = dict(zip(files, patch_ids(self.wt, diffs), strict=True))
+        return self._old_ids[step["file"]]
+
+    def tree_of(self, commit: str) -> str:
+        if commit not in self.trees:
+            self.trees[commit] = ScratchWorktree(self.wt).tree_of(commit)
+        return self.trees[commit]
+
+    def stat_and_diff(self, parent: str, commit: str) -> bytes:
+        if (parent, commit) not in self.diffs:
+            self.diffs[parent, commit] = ScratchWorktree(self.wt).stat_and_diff(parent, commit)
+        return self.diffs[parent, commit]

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Repo", "author_ident", "discover_toplevel", "init_repo", "open_repo", "output", "parse_raw", "patch_id",
-    "read_changes", "start_author_ident",
+    "patch_ids", "read_changes", "start_author_ident",
 ]  # fmt: skip
 
 
@@ -241,3 +241,17 @@ def patch_id(cwd: str, patch: bytes) -> str:
     Needs no repository: `cwd` is only where git runs."""
     out = run(cwd, ["patch-id", "--stable"], stdin=patch)
     return out.decode().split()[0] if out.strip() else ""
+
+
+def patch_ids(cwd: str, patches: Sequence[bytes]) -> list[str]:
+    """`patch_id` of each patch, in one git process: each goes in after a `commit <n>` line of its own (git's
+    own separator, as in `git log -p | git patch-id`), and its id comes back beside that number."""
+    if not patches:
+        return []
+    numbered = b"".join(b"commit %040x\n" % (n + 1) + p + (b"" if p.endswith(b"\n") else b"\n")
+                        for n, p in enumerate(patches))  # fmt: skip
+    ids = {}
+    for line in run(cwd, ["patch-id", "--stable"], stdin=numbered).decode().splitlines():
+        pid, _, commit = line.partition(" ")
+        ids[int(commit, 16)] = pid
+    return [ids.get(n + 1, "") for n in range(len(patches))]

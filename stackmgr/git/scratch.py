@@ -29,10 +29,16 @@ def apply_to_entries(
         return index.entries(), ""
 
 
-def tree_from_patches(repo: Repo, base: str, patch_files: Sequence[str]) -> tuple[TreeId | None, str]:
-    """Apply patch files in order to `base` in a scratch index; (tree id, "") or (None, what failed)."""
+def tree_from_patches(repo: Repo, base: str, patch_files: Sequence[str], together: bool = False) -> tuple[
+        TreeId | None, str]:  # fmt: skip
+    """Apply patch files in order to `base` in a scratch index; (tree id, "") or (None, what failed). `together`
+    tries one git call for all of them first (as `apply` builds a series), one call each only if that fails."""
     with TempIndex.scratch(repo, "rebuild") as index:
         index.read_tree(base)
+        if together and len(patch_files) > 1:
+            if index.apply(*patch_files)[0]:
+                return index.write_tree(), ""
+            index.read_tree(base)
         for patch in patch_files:
             ok, err = index.apply(patch)
             if not ok:

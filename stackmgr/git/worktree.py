@@ -118,12 +118,20 @@ class ScratchWorktree:
             sys.stderr.write((proc.stdout + proc.stderr).decode("utf-8", "replace"))
             return proc.returncode
 
-    def commit(self, tree: str, parent: str, message: str) -> str:
-        """Commit `tree` on `parent` as stackmgr (plumbing, no hooks) and move HEAD and the index there."""
+    def commit_index(self, tree: str, parent: str, message: str) -> str:
+        """Commit the `tree` this worktree's index holds already (its `write_tree`, right after an `apply
+        --index` that kept the stat data fresh) on `parent`; HEAD is left where it is (`set_head` moves it)."""
         env = dict(_BOT, GIT_AUTHOR_NAME="stackmgr", GIT_AUTHOR_EMAIL="stackmgr@localhost")
         proc = start(self.path, ["commit-tree", tree, "-p", parent], stdin=True, extra_env=env)
-        commit = finish(proc, message.encode())[1].decode().strip()
+        return finish(proc, message.encode())[1].decode().strip()
+
+    def set_head(self, commit: str) -> None:
         run(self.path, ["update-ref", "--no-deref", "HEAD", commit])
+
+    def commit(self, tree: str, parent: str, message: str) -> str:
+        """Commit `tree` on `parent` as stackmgr (plumbing, no hooks) and move HEAD and the index there."""
+        commit = self.commit_index(tree, parent, message)
+        self.set_head(commit)
         run(self.path, ["read-tree", commit])
         run_rc(self.path, ["update-index", "-q", "--refresh"])  # stat info back, or the next `apply --index` refuses
         return commit
