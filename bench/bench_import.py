@@ -198,11 +198,14 @@ def rebase_case(env: Env, project: str, upstream: Path, commits: list[str], plan
 # --- the data: real when cached or downloadable, else (smoke only) synthetic -------------------------------------
 
 
-def real_cases(env: Env, cache: Cache, work: Path, smoke: bool) -> list[tuple[str, Case]]:
+def real_cases(env: Env, cache: Cache, work: Path, smoke: bool, baseline: Env | None) -> list[tuple[str, Case]]:
+    """The cases on the field data; with a `baseline` stackmgr, each pits this stackmgr's step against the
+    baseline's same step (instead of git's or quilt's)."""
     cases = []
     for name in SMOKE_PACKAGES if smoke else FULL_PACKAGES:
         u = debian.unpack(env, cache, name, work / name)
-        cases += debian_cases(env, u, work / name)
+        cases += paired(debian_cases(env, u, work / name),
+                        debian_cases(baseline, u, work / name / "baseline") if baseline else None)  # fmt: skip
     by_name = {p.name: p for p in history.PROJECTS}
     built: dict[str, tuple[Path, list[str]]] = {}
     for n, (project, index) in enumerate(SMOKE_REBASES if smoke else FULL_REBASES):
@@ -210,9 +213,23 @@ def real_cases(env: Env, cache: Cache, work: Path, smoke: bool) -> list[tuple[st
             built[project] = history.build_upstream(env, cache, by_name[project], work / f"up-{project}")
         upstream, commits = built[project]
         plan = history.plans(len(commits))[index]
-        cases.append(("rebase", rebase_case(env, project, upstream, commits, plan, by_name[project].versions,
-                                            work / f"rebase{n}")))  # fmt: skip
+        versions = by_name[project].versions
+        mine = rebase_case(env, project, upstream, commits, plan, versions, work / f"rebase{n}")
+        base = rebase_case(baseline, project, upstream, commits, plan, versions, work / f"rebase{n}-baseline") \
+            if baseline else None  # fmt: skip
+        cases += paired([("rebase", mine)], [("rebase", base)] if base else None)
     return cases
+
+
+def paired(cases: list[tuple[str, Case]], baseline: list[tuple[str, Case]] | None) -> list[tuple[str, Case]]:
+    if baseline is None:
+        return cases
+    def label(text: str) -> str:
+        for other in (" / git am", " / quilt push -a", " / git rebase"):
+            text = text.replace(other, " / baseline")
+        return text
+
+    return [(kind, Case(label(c.label), c.mine, b.mine)) for (kind, c), (_, b) in zip(cases, baseline, strict=True)]
 
 
 def synthetic_cases(env: Env, work: Path) -> list[tuple[str, Case]]:
@@ -247,12 +264,14 @@ def synthetic_cases(env: Env, work: Path) -> list[tuple[str, Case]]:
     return cases
 
 
-def rows_of(measured: list[tuple[str, Case, float, float]]) -> list[Row]:
+def rows_of(measured: list[tuple[str, Case, float, float]], baseline: bool = False) -> list[Row]:
     rows = []
     summaries = (("am", "git am", "stackmgr import / git am", AM_TARGET),
                  ("quilt", "quilt push -a", "stackmgr import + apply / quilt push -a", QUILT_TARGET),
                  ("rebase", "git rebase", "stackmgr rebase / git rebase", REBASE_TARGET))  # fmt: skip
     for kind, other, title, target in summaries:
+        if baseline:  # this stackmgr against another: no target, the ratio is the speed-up
+            other, title, target = "baseline", title.split(" / ")[0] + ": this / baseline", None
         mine = [(c, a, b) for k, c, a, b in measured if k == kind]
         if not mine:
             continue
@@ -272,6 +291,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, help="timed rounds per case (default 5; smoke 2)")
     parser.add_argument("--synthetic", action="store_true", help="measure the synthetic fallback (no downloads)")
     parser.add_argument("--smoke", action="store_true", help="two series, two rebases, 2 repeats, no targets (CI)")
+    parser.add_argument("--baseline", metavar="EXE", help="time this stackmgr against another stackmgr "
+                        "executable (an install of main) on the same cases, not git and quilt; no targets")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -292,7 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cases = synthetic_cases(env, workdir)
         else:
             try:
-                cases, data = real_cases(env, cache, workdir / "real", args.smoke), "field data"
+                baseline = Env(env.vars, str(Path(args.baseline).resolve())) if args.baseline else None
+                cases, data = real_cases(env, cache, workdir / "real", args.smoke, baseline), "field data"
             except FieldError as exc:
                 if not args.smoke:
                     raise BenchError(f"{exc} (the field data is needed; run with network once, or --smoke)") from exc
@@ -311,7 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{repeats} repeats; {git}; {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} "
           "at the end)")  # fmt: skip
     print("every case built the same working-tree id on both sides (checked before timing)")
-    return finish(rows_of(measured), args.smoke)
+    if args.baseline:
+        print(f"against the baseline stackmgr {args.baseline}: ratios below 1 are speed-ups")
+    return finish(rows_of(measured, bool(args.baseline)), args.smoke)
 
 
 if __name__ == "__main__":
