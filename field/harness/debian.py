@@ -104,8 +104,9 @@ def import_detail(out: bytes) -> list[str]:
 
 
 def debian_cases(env: Env, cache: Cache, package: str, work: Path) -> list[Result]:
-    """Three results for one package: debian (import + apply vs quilt push -a), export (export --quilt, then
-    quilt push -a, vs the Debian series by quilt), am (format-patch mails: import + apply vs git am)."""
+    """Results for one package: debian (import + apply vs quilt push -a), export (export --quilt, then quilt push
+    -a; export --mbox, then git am: each vs the Debian series by quilt), am (format-patch mails: import + apply vs
+    git am; and the package's own mails, when its series is git format-patch mails)."""
     u = unpack(env, cache, package, work)
     n = len(series_names(u.patches))
     case = f"{package} {u.source.version} ({n} patches)"
@@ -121,11 +122,28 @@ def debian_cases(env: Env, cache: Cache, package: str, work: Path) -> list[Resul
         back = quilt_push_all(env, u, exported, work / "quilt-export") if done.code == 0 else \
             Side("export + quilt push -a", None, f"export exit {done.code}: {last_line(done.text)}")  # fmt: skip
     results.append(Result("export", case, Side("export + quilt push -a", back.tree, back.note), quilt))
+    results.append(Result("export", f"{case[: case.index(' (')]} (--mbox, git am)", mbox_round_trip(env, u, store,
+                          work, mine.failed), quilt))  # fmt: skip
     results.append(am_case(env, u, work, case))
     own = [u.patches / name for name in series_names(u.patches)]
     if all(MAIL.match(p.read_bytes()[:60]) for p in own):  # the series is git format-patch mails already
         results.append(am_case(env, u, work / "own", case, own))
     return results
+
+
+def mbox_round_trip(env: Env, u: Unpacked, store: Path, work: Path, nothing: bool) -> Side:
+    """`stackmgr export debian --mbox FILE`, then `git am --keep-cr FILE` on the pristine tree."""
+    if nothing:
+        return Side("export --mbox + git am", None, "nothing to export: the import failed")
+    mbox = work / "exported.mbox"
+    done = env.sm(store, "export", SERIES, "--mbox", str(mbox))
+    if done.code != 0:
+        return Side("export --mbox + git am", None, f"export exit {done.code}: {last_line(done.text)}")
+    tree = clone_at(env, u.repo, work / "am-export", u.base)
+    done = env.run(["git", "am", "-q", "--keep-cr", str(mbox)], tree)
+    if done.code != 0:
+        return Side("export --mbox + git am", None, f"git am: {last_line(done.text)}")
+    return Side("export --mbox + git am", worktree_id(env, tree))
 
 
 def mails_from_quilt(env: Env, u: Unpacked, work: Path) -> tuple[list[Path], int]:
