@@ -837,3 +837,20 @@ def test_a_quilt_series_keeps_its_long_patch_names(lab: Lab, tmp_path: Path) -> 
     out = tmp_path / "out"
     assert lab.sm("export", "deb", "--quilt", str(out)).code == 0
     assert (out / "series").read_text() == f"{name}.patch\n"
+
+
+@pytest.mark.regression("a mode-only patch of a file an earlier patch created was falsely 'not preserved'")
+def test_a_mode_change_of_a_file_an_earlier_patch_created_is_preserved(lab: Lab, tmp_path: Path) -> None:
+    work = clone(lab, tmp_path / "work")
+    commit(work, {"tools/run.sh": "#!/bin/sh\necho hi\n"}, "add a script")
+    (work / "tools" / "run.sh").chmod(0o755)
+    git(work, "commit", "-q", "-am", "make it executable")
+    mails = git_text(work, "format-patch", "-2", "-o", str(tmp_path / "mails")).split()
+    assert b"index " not in Path(mails[1]).read_bytes()  # git writes no blob ids for a mode-only change
+    assert imp(lab, "--series", "S", *mails).code == 0
+    assert lab.sm("apply", "S").code == 0
+    assert lab.worktree_id() == tree_of(work)
+    check = lab.sm("check", "-v")
+    assert check.code == 0, check.out + check.err
+    assert lab.sm("reset").code == 0
+    assert lab.worktree_id() == tree_of(lab.tree)
