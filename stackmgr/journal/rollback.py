@@ -114,6 +114,7 @@ def file_back(store: Store, rel: str, existed: bool, directory: str) -> None:
         if data is None:
             raise StackmgrError(f"the saved copy of {rel} is missing from {directory}")
         if read_or_none(path) != data:
+            os.makedirs(os.path.dirname(path), exist_ok=True)  # a removed file's folder may have gone with it
             store.write_file(path, data)
     elif os.path.lexists(path):
         if store.journal is not None:

@@ -208,6 +208,19 @@ class SeriesFile:
         line = self.lines[self._find(patch)]
         line.text, line.entry = f"# {line.text}  ({why})", None
 
+    def rename(self, old: str, new: str) -> bool:
+        """Point the entry (and a history comment) of patch file `old` at `new`, keeping the rest of each line as
+        written; whether the series named it."""
+        found = False
+        for line in self.lines:
+            if line.entry is not None and line.entry.patch == old:
+                line.entry.patch, line.text = new, new + line.text[len(old):]
+                found = True
+            elif line.entry is None and line.text.startswith(f"# {old} "):
+                line.text = f"# {new}" + line.text[len(old) + 2 :]
+                found = True
+        return found
+
     def kept_as_history(self) -> list[str]:
         """Patches whose lines `comment_out` turned into comments (a rebase found them upstream): the series'
         history, which still names them."""
