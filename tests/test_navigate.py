@@ -273,3 +273,14 @@ def test_save_three_patch_series_helper_still_builds_the_stack(lab: Lab) -> None
     save_three_patch_series(lab)
     assert lab.sm("pop", "-a").code == 0 and lab.sm("push", "-a").code == 0
     assert lab.sm("check").code == 0
+
+
+def test_push_and_pop_keep_the_guards_the_series_was_applied_with(lab: Lab, stack: dict[int, str]) -> None:
+    (lab.store / "series" / "S").write_text("fix.patch\nnotes.patch #+windows\nswap.patch\n")
+    assert lab.sm("reset").code == 0
+    assert lab.sm("push", "-a").out == "vllm: S: 2 of 2 applied, top swap\n"  # no guard active: notes is skipped
+    assert not (lab.tree / "notes.txt").exists()
+    assert lab.sm("reset").code == 0 and lab.sm("apply", "S", "--guard", "windows").code == 0
+    assert lab.sm("pop").out == "vllm: S: 2 of 3 applied, top notes\n"
+    assert lab.sm("push").code == 0 and lab.worktree_id() == stack[3]
+    assert "S: 3 of 3 applied, top swap" in lab.sm("status").out and "appended" not in lab.sm("status").out

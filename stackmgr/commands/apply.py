@@ -24,7 +24,7 @@ from stackmgr.store.applied import Applied, record_applied
 from stackmgr.store.config import Store
 from stackmgr.store.fs import sha256_hex
 from stackmgr.store.names import inside
-from stackmgr.store.series import Entry, SeriesFile
+from stackmgr.store.series import Entry, SeriesFile, active
 from stackmgr.types import TreeId
 
 MAX_PATCH_BYTES = 1 << 30  # git apply refuses input of 1 GiB or more
@@ -62,14 +62,6 @@ class TreeOutcome:
         self.patches = [p.name for p in plan.patches]
         self.result = plan.result
         self.changed = changed
-
-
-def active(entry: Entry, guards: tuple[str, ...]) -> bool:
-    """MQ's guard rule: a negative guard that is active skips the patch; positive guards need one active."""
-    if any(g[1:] in guards for g in entry.guards if g.startswith("-")):
-        return False
-    positive = [g[1:] for g in entry.guards if g.startswith("+")]
-    return not positive or any(g in guards for g in positive)
 
 
 def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[str, ...]) -> list[TreePlan]:
@@ -231,7 +223,7 @@ def apply_series(
             _preflight_while_computing(store, plans, three_way)
             outcomes = [TreeOutcome(p, p.snap is not None and p.snap.tree_id() != p.result) for p in plans]
             if not dry_run:
-                _switch_all(store, name, plans)
+                _switch_all(store, name, plans, guards)
             return outcomes
         finally:
             for plan in plans:
@@ -253,7 +245,7 @@ def _refuse_revivals(store: Store, plans: list[TreePlan], override: str | None) 
         sys.stderr.write(f"stackmgr: {warning}\n")
 
 
-def _switch_all(store: Store, name: str, plans: list[TreePlan]) -> None:
+def _switch_all(store: Store, name: str, plans: list[TreePlan], guards: tuple[str, ...]) -> None:
     """Switch every tree; if one refuses, put the ones already switched back as they were."""
     done: list[tree_move.Moved] = []
     try:
@@ -268,4 +260,4 @@ def _switch_all(store: Store, name: str, plans: list[TreePlan]) -> None:
     for plan in plans:
         assert plan.result is not None
         record_applied(store, plan.tree, Applied(name, plan.base, [(p.name, p.sha256) for p in plan.patches],
-                                                 plan.result))  # fmt: skip
+                                                 plan.result, guards=list(guards)))  # fmt: skip

@@ -107,7 +107,7 @@ def position(store: Store, tree: str) -> Position:
     if applied is None:
         raise StackmgrError(f"tree {tree} has no current series", "`stackmgr apply SERIES` makes one current")
     try:
-        plan = plan_series(store, applied.series, tree, ())[0]
+        plan = plan_series(store, applied.series, tree, tuple(applied.guards))[0]
     except StackmgrError as exc:
         raise StackmgrError(f"the current series of tree {tree}, {applied.series}, cannot be read: {exc.message}",
                             exc.hint) from None  # fmt: skip
@@ -180,7 +180,7 @@ def _move(store: Store, where: Position, wanted: int, verb: str) -> Moved:
                                 reason=f"stackmgr {verb} {where.series}", op=store.journal)  # fmt: skip
         kept = [(p.name, p.sha256) for p in where.plan.patches[:wanted]]
         where.applied = Applied(applied.series, applied.base, kept, target,
-                                pending=[p.name for p in where.plan.patches[wanted:]])
+                                pending=[p.name for p in where.plan.patches[wanted:]], guards=applied.guards)
         record_applied(store, where.tree, where.applied)
         return Moved(where, before, changed, len(carried))
     finally:

@@ -59,7 +59,7 @@ def rename_patch(store: Store, old: str, new: str) -> list[str]:
                 patches = [(new if n == old else n, digest) for n, digest in applied.patches]
                 pending = [new if n == old else n for n in applied.pending]
                 record_applied(store, tree, Applied(applied.series, applied.base, patches, applied.result_tree,
-                                                    applied.at, pending))  # fmt: skip
+                                                    applied.at, pending, applied.guards))  # fmt: skip
         for path in [source, *moved]:
             _remove(store, path)
         return changed

@@ -116,7 +116,8 @@ def _reset_one(store: Store, p: _Planned, force: bool) -> ResetOutcome:
         raise
     if applied is not None and p.target == applied.base:  # it stays current, none of it applied: push goes on
         pending = [*applied.names, *applied.pending]
-        record_applied(store, p.config.name, Applied(applied.series, applied.base, [], target_tree, pending=pending))
+        record_applied(store, p.config.name, Applied(applied.series, applied.base, [], target_tree, pending=pending,
+                                                        guards=applied.guards))
     else:
         clear_applied(store, p.config.name)
     return ResetOutcome(p.config.name, p.target, moved, recovery, len(snap.changes))

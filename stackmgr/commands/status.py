@@ -130,14 +130,14 @@ def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str],
     """How the series file and its patches differ from the stack that was applied (quilt: "The series file no
     longer matches the applied patches"): entries gone, reordered, appended for this tree, or files rewritten.
     Also how many patches the series now has for the tree."""
-    from stackmgr.store.series import SeriesFile
+    from stackmgr.store.series import SeriesFile, active
 
     try:
         entries = SeriesFile.load(store, applied.series).entries
     except StackmgrError:
         return [f"series {applied.series} is missing or unreadable"], len(applied.patches)
     names = [e.name for e in entries]
-    mine = [e for e in entries if not e.guards and _patch_tree(store, e.patch) == tree]
+    mine = [e for e in entries if active(e, applied.guards) and _patch_tree(store, e.patch) == tree]
     edits = [f"{n} no longer in the series" for n in [*applied.names, *applied.pending] if n not in names]
     last = max((names.index(n) for n in applied.names if n in names), default=-1)
     for entry in entries[last + 1 :]:  # after the last applied one, for this tree, not left to push: appended since

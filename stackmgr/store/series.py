@@ -49,6 +49,14 @@ class Entry:
         return " ".join(parts + ([self.comment] if self.comment else []))
 
 
+def active(entry: Entry, guards: tuple[str, ...] | list[str]) -> bool:
+    """MQ's guard rule: a negative guard that is active skips the patch; positive guards need one active."""
+    if any(g[1:] in guards for g in entry.guards if g.startswith("-")):
+        return False
+    positive = [g[1:] for g in entry.guards if g.startswith("+")]
+    return not positive or any(g in guards for g in positive)
+
+
 class Line:
     __slots__ = ("ending", "entry", "text")
 
