@@ -27,6 +27,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from stackmgr.commands.apply import plan_series
+from stackmgr.commands.rebase_shared import own_copies, refuse_shared
 from stackmgr.commands.rebase_state import (
     claim,
     in_progress,
@@ -59,10 +60,12 @@ class Outcome:
         s = self.state
         return {"schema": 1, "series": s["series"], "tree": s["tree"], "onto": s["onto"], "done": self.done,
                 "stopped": self.stop or None, "worktree": None if self.done else s["worktree"],
-                "patches": [{"name": st["name"], "outcome": st["outcome"]} for st in s["steps"]]}  # fmt: skip
+                "patches": [{"name": st["name"], "outcome": st["outcome"]} for st in s["steps"]],
+                "own_copies": s.get("copies", {})}  # fmt: skip
 
 
-def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str | None) -> Outcome:
+def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str | None,
+          own_copy: bool = False) -> Outcome:  # fmt: skip
     if os.path.exists(state_path(store, series)):
         raise UsageProblem(f"a rebase of series {series} is in progress",
                            f"`stackmgr rebase {series} --continue` or `--abort`")  # fmt: skip
@@ -77,7 +80,10 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
         raise UsageProblem(f"series {series} has patches for several trees ({', '.join(p.tree for p in plans)})",
                            "rebase one tree's patches at a time with -t TREE")  # fmt: skip
     plan = plans[0]
-    _refuse_shared(store, series, [os.path.basename(p.path) for p in plan.patches])
+    files = [os.path.basename(p.path) for p in plan.patches]
+    copies = own_copies(store, series, files) if own_copy else {}
+    if not own_copy:
+        refuse_shared(store, series, files)
     repo = open_repo(store.tree(plan.tree).path)
     if not repo.has_commit(plan.base):
         raise StackmgrError(f"the base {plan.base[:12]} of series {series} is not a commit of tree {plan.tree}",
@@ -97,33 +103,13 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
         raise
     state = {
         "series": series, "tree": plan.tree, "top": top, "onto": new_base, "old_base": plan.base,
-        "worktree": worktree, "exec": exec_cmd, "position": 0, "stopped": None,
+        "worktree": worktree, "exec": exec_cmd, "position": 0, "stopped": None, "copies": copies,
         "series_sha256": sha256_hex(read_or_none(os.path.join(store.series_dir, series)) or b""),
         "steps": [{"name": p.name, "file": os.path.basename(p.path), "sha256": sha256_hex(p.data),
                    "outcome": None, "commit": None} for p in plan.patches],
     }  # fmt: skip
     save_state(store, state)
     return _run(store, state)
-
-
-def _refuse_shared(store: Store, series: str, files: list[str]) -> None:
-    """A patch file another series also lists would change under that series when rewritten: refuse, naming it."""
-    from stackmgr.store.series import SeriesFile, list_series
-
-    mine = set(files)
-    for other in list_series(store):
-        if other == series:
-            continue
-        try:
-            shared = [e.patch for e in SeriesFile.load(store, other).entries if e.patch in mine]
-        except StackmgrError:
-            continue  # an unreadable series is lint's to report; it lists nothing this rebase could change
-        if shared:
-            raise UsageProblem(
-                f"patch {shared[0]} is also in series {other}: rebasing {series} would change what {other} builds",
-                f"give one series its own copy (copy patches/{shared[0]} under a new name and list that in "
-                f"series/{series}), then rebase",
-            )
 
 
 def resume(store: Store, series: str | None) -> Outcome:
@@ -331,7 +317,8 @@ def _finish(store: Store, state: State) -> None:
     if result != ScratchWorktree(wt).tree_of(parent):
         raise StackmgrError(f"the rewritten series does not rebuild the worktree's result ({failure or 'other tree'})",
                             "nothing was written; please report this")  # fmt: skip
-    written = all(read_or_none(os.path.join(store.patches_dir, n)) == d for n, d in rewritten.items())
+    copies = state.get("copies", {})
+    written = all(read_or_none(os.path.join(store.patches_dir, copies.get(n, n))) == d for n, d in rewritten.items())
     with operation(store, f"rebase {state['series']} --onto {onto[:12]}"):
         if not (written and rewritten):  # else a run killed after its write: only the clean-up is left
             _write_rewritten(store, state, rewritten)
@@ -345,17 +332,22 @@ def _write_rewritten(store: Store, state: State, rewritten: dict[str, bytes]) ->
     from stackmgr.store.series import SeriesFile
 
     _refuse_changed_since(store, state)
+    copies = {old: new for old, new in state.get("copies", {}).items() if old in rewritten}
     for name, data in rewritten.items():
-        path = os.path.join(store.patches_dir, name)
+        path = os.path.join(store.patches_dir, copies.get(name, name))
         before = read_or_none(path)
-        if before is not None and before != data:
+        if name in copies:  # the series' own copy; the other series keep the original
+            store.write_file(path, data)
+        elif before is not None and before != data:
             keep_previous(store, name, before)
             store.write_file(path, data)
     upstream = [s["file"] for s in state["steps"] if s["outcome"] == "already upstream"]
-    if upstream:
+    if upstream or copies:
         sf = SeriesFile.load(store, state["series"])
         for filename in upstream:
             sf.comment_out(filename, f"already upstream in {state['onto'][:12]}")
+        for old, new in copies.items():
+            sf.rename(old, new)
         sf.write()
 
 
