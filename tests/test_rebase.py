@@ -508,3 +508,29 @@ def test_a_patch_upstream_took_and_then_changed_again_is_upstream(lab: Lab) -> N
     code, state, err = rebase_json(lab, "S", "--onto", "HEAD")
     assert code == 0, err
     assert [p["outcome"] for p in state["patches"]] == ["already upstream"]  # type: ignore[index]
+
+
+@pytest.mark.regression("a squash-merged stack conflicted where StGit finds it merged upstream")
+def test_a_stack_upstream_took_as_one_squashed_commit_is_upstream(lab: Lab) -> None:
+    """Upstream squash-merged the branch: neither patch has an upstream commit's patch-id, and carrying the first
+    alone conflicts (upstream's line is the second patch's). StGit's test (reverse the stack from the top on the new
+    base) finds both merged; the series is left empty and the tree moves to the new base."""
+    one_patch_series(lab, {"README": "hello\none\n"}, "p1")
+    one_patch_series(lab, {"README": "hello\ntwo\n"}, "p2")
+    onto = commit(lab.tree, {"README": "hello\ntwo\n", "NEWS": "squashed\n"}, "upstream: the branch, squashed")
+    git(lab.tree, "branch", "upstream")
+    code, state, err = rebase_json(lab, "S", "--onto", "upstream")
+    assert code == 0, err
+    assert [p["outcome"] for p in state["patches"]] == ["already upstream", "already upstream"]  # type: ignore[index]
+    assert lab.sm("reset", "--to", onto).code == 0 and lab.sm("check").code == 0
+    assert lab.sm("lint").code == 0, lab.sm("lint").out
+
+
+@pytest.mark.regression("a squash-merged stack conflicted where StGit finds it merged upstream")
+def test_a_conflict_that_is_not_upstream_still_stops(lab: Lab) -> None:
+    one_patch_series(lab, {"README": "hello\none\n"}, "p1")
+    commit(lab.tree, {"README": "hello\nsomething else\n"}, "upstream: its own line")
+    git(lab.tree, "branch", "upstream")
+    code, _state, err = rebase_json(lab, "S", "--onto", "upstream")
+    assert code == 3 and "conflict" in err
+    assert lab.sm("rebase", "S", "--abort").code == 0

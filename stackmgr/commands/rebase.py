@@ -200,6 +200,9 @@ def _run(store: Store, state: State) -> Outcome:
         path = os.path.join(store.patches_dir, step["file"])
         parent = step["parent"] = work.head()
         how = "already upstream" if upstream and _patch_id(wt, path) in upstream else _carry(wt, path)
+        if how == "conflict" and _squash_merged(work, store, steps, state["position"]):
+            work.go_to(parent)  # StGit's rule: the stack from here up is in upstream already (a squash merge)
+            how = "already upstream"
         if how == "conflict" or how.startswith("no merge"):
             state["stopped"] = "conflict"
             save_state(store, state)
@@ -222,6 +225,13 @@ def _run(store: Store, state: State) -> Outcome:
         save_state(store, state)
     _finish(store, state)
     return Outcome(state, True)
+
+
+def _squash_merged(work: ScratchWorktree, store: Store, steps: list[State], position: int) -> bool:
+    """Whether the conflicting patch is merged by StGit's test: its change, and that of every patch above it that
+    is merged too, reverses on the state it was carried onto."""
+    files = [os.path.join(store.patches_dir, s["file"]) for s in steps[position:]]
+    return 0 in work.merged_from_top(steps[position]["parent"], files)
 
 
 def _patch_id(wt: str, path: str) -> str:

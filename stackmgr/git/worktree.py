@@ -72,6 +72,21 @@ class ScratchWorktree:
         run(self.path, ["update-ref", "--no-deref", "HEAD", commit])
         run(self.path, ["read-tree", "--reset", "-u", commit])
 
+    def merged_from_top(self, commit: str, patches: list[str]) -> set[int]:
+        """StGit's test for patches merged upstream: from the top of the stack down, each patch whose change can be
+        reversed (strict `git apply -R --cached`) on `commit`, as the reversals above it left it, is merged. The
+        positions in `patches` of those."""
+        import tempfile
+
+        merged: set[int] = set()
+        with tempfile.TemporaryDirectory(prefix="stackmgr-merged-") as tmp:
+            index = os.path.join(tmp, "index")
+            run(self.path, ["read-tree", commit], index=index)
+            for n in reversed(range(len(patches))):
+                if run_rc(self.path, ["apply", "--cached", "-R", "-p1", patches[n]], index=index)[0] == 0:
+                    merged.add(n)
+        return merged
+
     def reverse_applies(self, patch: str) -> bool:
         return run_rc(self.path, ["apply", "--index", "--check", "-R", "-p1", patch])[0] == 0
 
