@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import (
     Lab,
     applied_state,
+    git,
     git_text,
     link_id,
     one_line_error,
@@ -254,10 +255,12 @@ def test_drop_refuses_a_listed_patch_and_keeps_the_links_of_a_dropped_one(ev: La
     link_id(ev, "gemm-tile", "results/n.log", "--verdict", "rejected", "--lesson", "tile 128 spills")
     refused = ev.sm("drop", "gemm-tile")
     one_line_error(refused, 3)
+    assert "applied to tree vllm-xpu-kernels" in refused.err and "stackmgr pop gemm-tile" in refused.err
+    assert ev.sm("reset", "vllm-xpu-kernels", "--to", "HEAD").code == 0
+    refused = ev.sm("drop", "gemm-tile")
+    one_line_error(refused, 3)
     assert "series kernels" in refused.err
     assert ev.sm("series", "remove", "kernels", "gemm-tile").code == 0
-    assert ev.sm("drop", "gemm-tile").code == 3  # still applied to the kernels tree
-    assert ev.sm("reset", "vllm-xpu-kernels", "--to", "HEAD").code == 0
     data = (ev.store / "patches" / "gemm-tile.patch").read_bytes()
     dropped = ev.sm("drop", "gemm-tile")
     assert dropped.code == 0, dropped.err
@@ -284,3 +287,130 @@ def test_push_and_pop_keep_the_guards_the_series_was_applied_with(lab: Lab, stac
     assert lab.sm("pop").out == "vllm: S: 2 of 3 applied, top notes\n"
     assert lab.sm("push").code == 0 and lab.worktree_id() == stack[3]
     assert "S: 3 of 3 applied, top swap" in lab.sm("status").out and "appended" not in lab.sm("status").out
+
+
+# --- what a review found ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.regression("push/pop threw away a staged version and unmerged entries of files they did not touch")
+@pytest.mark.parametrize("state", ["staged-differs", "unmerged"])
+def test_index_state_a_move_would_lose_refuses_it(lab: Lab, stack: dict[int, str], state: str) -> None:
+    if state == "staged-differs":
+        (lab.tree / "scratch.txt").write_text("staged\n")
+        git(lab.tree, "add", "scratch.txt")
+        (lab.tree / "scratch.txt").write_text("staged\nand not\n")
+    else:
+        blob = git_text(lab.tree, "hash-object", "-w", "--stdin")
+        entries = "".join(f"100644 {blob} {n}\tscratch.txt\n" for n in (1, 2, 3))
+        git(lab.tree, "update-index", "--index-info", input=entries.encode())
+        (lab.tree / "scratch.txt").write_text("<<<<<<< ours\n")
+    index = (lab.tree / ".git" / "index").read_bytes()
+    refused = lab.sm("pop")
+    one_line_error(refused, 3)
+    assert "scratch.txt" in refused.err
+    assert (lab.tree / ".git" / "index").read_bytes() == index and where(lab) == (3, "swap")
+
+
+@pytest.mark.regression("push reported success with a file where the patch makes a directory, the change missing")
+def test_a_file_where_the_patch_makes_a_directory_refuses_the_push(lab: Lab, stack: dict[int, str]) -> None:
+    (lab.tree / "tools").mkdir()
+    (lab.tree / "tools" / "a.sh").write_text("a\n")
+    assert lab.sm("save", "tools", "--series", "S", "-m", "tools").code == 0
+    assert lab.sm("pop").code == 0
+    (lab.tree / "tools").write_text("mine: a file\n")
+    before = lab.worktree_id()
+    refused = lab.sm("push")
+    one_line_error(refused, 3)
+    assert lab.worktree_id() == before and where(lab) == (3, "swap")
+    os.unlink(lab.tree / "tools")
+    (lab.tree / "run.sh").unlink()  # and the other way round: a directory where the move puts back a file
+    (lab.tree / "run.sh").mkdir()
+    (lab.tree / "run.sh" / "x").write_text("x\n")
+    one_line_error(lab.sm("pop"), 3)
+
+
+@pytest.mark.regression("pop, edit, refresh, push failed when a later patch touches the same file")
+def test_push_after_refreshing_a_lower_patch_builds_what_quilt_builds(lab: Lab) -> None:
+    lines = "".join(f"{n}\n" for n in range(1, 21))
+    (lab.tree / "f").write_text(lines)
+    git(lab.tree, "add", "f")
+    git(lab.tree, "commit", "-qm", "f")
+    (lab.tree / "f").write_text(lines.replace("2\n", "two\n", 1))
+    assert lab.sm("save", "q1", "--series", "Q", "-m", "q1").code == 0
+    (lab.tree / "f").write_text(lines.replace("2\n", "two\n", 1).replace("18\n", "e\n"))
+    assert lab.sm("save", "q2", "--series", "Q", "-m", "q2").code == 0
+    assert lab.sm("pop").code == 0
+    (lab.tree / "f").write_text(lines.replace("2\n", "two\n", 1).replace("3\n", "three\n", 1))
+    assert lab.sm("refresh").code == 0
+    pushed = lab.sm("push")
+    assert pushed.code == 0, pushed.err
+    assert "q2: made on an older version of a patch below it" in pushed.err
+    want = lines.replace("2\n", "two\n", 1).replace("3\n", "three\n", 1).replace("18\n", "e\n")
+    assert (lab.tree / "f").read_text() == want
+    assert lab.sm("check").code == 1  # nothing records f as it is now …
+    assert lab.sm("pop").code == 0 and lab.sm("push").code == 0  # … but the patches build it again
+    assert lab.sm("refresh").code == 0 and lab.sm("check").code == 0  # refreshed: recorded
+    assert lab.sm("reset").code == 0 and lab.sm("apply", "Q").code == 0
+    assert (lab.tree / "f").read_text() == want
+
+
+@pytest.mark.regression("rename cut an indented series line (one.patchch)")
+def test_rename_keeps_an_indented_series_line_whole(lab: Lab, stack: dict[int, str]) -> None:
+    (lab.store / "series" / "S").write_text("  fix.patch\n\tnotes.patch #+x\nswap.patch\n")
+    assert lab.sm("rename", "fix", "one").code == 0 and lab.sm("rename", "notes", "two").code == 0
+    assert (lab.store / "series" / "S").read_text() == "  one.patch\n\ttwo.patch #+x\nswap.patch\n"
+
+
+@pytest.mark.regression("an undone rename left empty folders that made the name look taken")
+def test_a_rename_undone_can_be_done_again(lab: Lab, stack: dict[int, str]) -> None:
+    (lab.tree / "run.sh").write_text("#!/bin/sh\necho again\n")
+    assert lab.sm("refresh").code == 0  # swap now has a kept version
+    assert lab.sm("rename", "swap", "q").code == 0 and lab.sm("undo").code == 0
+    assert not (lab.store / "patches" / ".versions" / "q").exists()
+    assert lab.sm("rename", "swap", "q").code == 0
+
+
+@pytest.mark.regression("a dropped patch's name was half taken: a new patch of that name showed the old evidence")
+def test_a_dropped_patch_name_is_kept_for_its_evidence_until_let_go(ev: Lab) -> None:
+    (ev.store / "results" / "n.log").write_text("ok\n")
+    link_id(ev, "gemm-tile", "results/n.log", "--verdict", "rejected", "--lesson", "never again")
+    assert ev.sm("reset", "vllm-xpu-kernels", "--to", "HEAD").code == 0
+    assert ev.sm("series", "remove", "kernels", "gemm-tile").code == 0
+    assert ev.sm("drop", "gemm-tile").code == 0
+    (ev.tree / "README").write_text("another change\n")
+    refused = ev.sm("save", "gemm-tile", "-t", "vllm", "-m", "new")
+    one_line_error(refused, 3)
+    assert "drop gemm-tile --with-links" in refused.err
+    assert "drop gemm-tile --with-links" in ev.sm("rename", "replay-fix", "gemm-tile").err
+    assert ev.sm("drop", "gemm-tile", "--with-links").code == 0 and not (ev.store / "links" / "gemm-tile").exists()
+    assert ev.sm("save", "gemm-tile", "-t", "vllm", "-m", "new").code == 0
+    assert json.loads(ev.sm("show", "gemm-tile", "--json").out)["links"] == []
+
+
+@pytest.mark.regression("push/pop/top refused a series applied with --guard")
+def test_a_series_applied_with_a_guard_moves_and_counts_right(lab: Lab, stack: dict[int, str]) -> None:
+    (lab.store / "series" / "S").write_text("fix.patch\nnotes.patch\nswap.patch #+foo\n")
+    assert lab.sm("reset").code == 0 and lab.sm("apply", "S", "--guard", "foo").code == 0
+    assert lab.sm("top").out == "swap\n"
+    assert "S: 3 of 3 applied, top swap" in lab.sm("status").out
+    assert lab.sm("pop").out == "vllm: S: 2 of 3 applied, top notes\n"
+    (lab.store / "series" / "S").write_text("fix.patch\nnotes.patch\nswap.patch #-foo\n")
+    assert lab.sm("reset").code == 0 and lab.sm("apply", "S").code == 0
+    assert "S: 3 of 3 applied, top swap" in lab.sm("status").out
+
+
+@pytest.mark.regression("refresh folded local commits into the top patch")
+def test_refresh_off_the_series_base_is_refused(lab: Lab, stack: dict[int, str]) -> None:
+    (lab.tree / "other.txt").write_text("committed\n")
+    git(lab.tree, "add", "other.txt")
+    git(lab.tree, "commit", "-qm", "local")
+    git(lab.tree, "branch", "local")
+    swap = (lab.store / "patches" / "swap.patch").read_bytes()
+    one_line_error(lab.sm("refresh"), 3)
+    assert (lab.store / "patches" / "swap.patch").read_bytes() == swap
+
+
+def test_push_takes_a_patch_file_name_and_names_an_unknown_patch(lab: Lab, stack: dict[int, str]) -> None:
+    one_line_error(lab.sm("push", "nope"), 2)  # not "nothing to push"
+    assert lab.sm("pop", "-a").code == 0
+    assert lab.sm("push", "notes.patch").out == "vllm: S: 2 of 3 applied, top notes\n"

@@ -23,10 +23,15 @@ def _report(ctx: Context, moved: object, verb: str) -> None:
     from stackmgr.commands.navigate import Moved
 
     assert isinstance(moved, Moved)
+    if moved.stale:
+        names = ", ".join(moved.stale)
+        output.err(f"stackmgr: {names}: made on an older version of a patch below it, applied by its context as "
+                   "quilt would; `stackmgr refresh` with it on top records what it now builds (until then `check` "
+                   "says those files are not preserved)")  # fmt: skip
     if ctx.json:
         output.emit_json({"schema": 1, "tree": moved.tree, "series": moved.series, "before": moved.before,
                           "applied": moved.after, "total": moved.total, "top": moved.top,
-                          "changed": moved.changed, "carried": moved.carried})  # fmt: skip
+                          "changed": moved.changed, "carried": moved.carried, "stale": moved.stale})  # fmt: skip
         return
     n = moved.carried
     carried = f"; {n} changed file{'s' if n != 1 else ''} carried along" if n else ""

@@ -141,9 +141,11 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
         plan.result = built[plan.tree]
 
 
-def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
+def compute_result(plan: TreePlan, three_way: bool, store_root: str, loose: bool = False) -> TreeId:
     """Apply the tree's patches in order to its base in a scratch index; name the first that fails. The result
-    must be what the patches record (claims.py); what they record is read while git applies them."""
+    must be what the patches record (claims.py); what they record is read while git applies them. `loose`: the
+    contents may differ from what they record (a patch made on an older version of one below), files and modes
+    not."""
     repo = open_repo(plan.path)
     claimed: list[claims.Claims] = []
     index = TempIndex.scratch(repo, "apply")
@@ -153,7 +155,7 @@ def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
         ok, _err = index.apply(*(p.path for p in plan.patches), three_way=three_way, meanwhile=read_claims)
         if ok:
             result = _result_tree(index, plan)
-            claims.check_result(repo, plan.base, result, claimed[0], plan.tree, merged=three_way)
+            claims.check_result(repo, plan.base, result, claimed[0], plan.tree, merged=three_way or loose)
             return result
         index.read_tree(plan.base)  # one call refused the series: find the first patch that fails, one by one
         for n, patch in enumerate(plan.patches, start=1):
@@ -167,7 +169,7 @@ def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
                     "refresh the patch (`stackmgr save NAME --update` on a tree where it applies)",
                 )
         result = _result_tree(index, plan)
-        claims.check_result(repo, plan.base, result, claimed[0], plan.tree, merged=three_way)
+        claims.check_result(repo, plan.base, result, claimed[0], plan.tree, merged=three_way or loose)
         return result
     finally:
         index.discard()

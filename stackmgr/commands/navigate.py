@@ -58,7 +58,7 @@ class Position:
 class Moved:
     """What a push or pop did, for the command line."""
 
-    def __init__(self, position: Position, before: int, changed: bool, carried: int) -> None:
+    def __init__(self, position: Position, before: int, changed: bool, carried: int, stale: list[str]) -> None:
         self.tree = position.tree
         self.series = position.series
         self.before = before
@@ -67,6 +67,7 @@ class Moved:
         self.top = position.top
         self.changed = changed
         self.carried = carried  # paths of changes on top of the series, carried along
+        self.stale = stale  # patches made on an older version of one below: built by their context
 
     @property
     def summary(self) -> str:
@@ -119,14 +120,17 @@ def position(store: Store, tree: str) -> Position:
     return where
 
 
+def _bare(patch: str | None) -> str | None:
+    """A patch named as the user may type it: NAME or NAME.patch (quilt takes file names)."""
+    return patch[: -len(".patch")] if patch is not None and patch.endswith(".patch") else patch
+
+
 def push(store: Store, tree: str | None, patch: str | None, every: bool) -> Moved:
+    patch = _bare(patch)
     what = "-a" if every else (patch or "")
     with operation(store, " ".join(filter(None, ("push", what)))):
         where = position(store, pick_tree(store, tree, patch))
         n, names = where.count, where.names
-        if n == len(names):
-            raise StackmgrError(f"tree {where.tree}: {where.summary()}; nothing to push",
-                                f"`stackmgr save NAME --series {where.series}` adds a patch on top")  # fmt: skip
         if patch is not None:
             if patch not in names:
                 raise UsageProblem(f"patch {patch} is not in series {where.series} for tree {where.tree}",
@@ -134,11 +138,15 @@ def push(store: Store, tree: str | None, patch: str | None, every: bool) -> Move
             if names.index(patch) < n:
                 raise StackmgrError(f"patch {patch} is already applied on tree {where.tree} ({where.summary()})",
                                     f"`stackmgr pop {patch}` goes back to it")  # fmt: skip
+        if n == len(names):
+            raise StackmgrError(f"tree {where.tree}: {where.summary()}; nothing to push",
+                                f"`stackmgr save NAME --series {where.series}` adds a patch on top")  # fmt: skip
         wanted = len(names) if every else names.index(patch) + 1 if patch is not None else n + 1
         return _move(store, where, wanted, "push")
 
 
 def pop(store: Store, tree: str | None, patch: str | None, every: bool) -> Moved:
+    patch = _bare(patch)
     what = "-a" if every else (patch or "")
     with operation(store, " ".join(filter(None, ("pop", what)))):
         where = position(store, pick_tree(store, tree, patch))
@@ -165,7 +173,7 @@ def _move(store: Store, where: Position, wanted: int, verb: str) -> Moved:
         _refuse_off_base(snap, applied)
         prefix = TreePlan(where.tree, config.path)
         prefix.patches = where.plan.patches[:wanted]
-        target: TreeId = compute_result(prefix, False, store.root) if wanted else snap.repo.tree_of(applied.base)
+        target, stale = _build(prefix, store.root) if wanted else (snap.repo.tree_of(applied.base), [])
         carried = _carried(snap, applied)
         moving = read_changes(start_tree_diff(snap.repo, applied.result_tree, target))
         _refuse_in_the_way(store, snap, where, verb, carried, moving)
@@ -182,9 +190,37 @@ def _move(store: Store, where: Position, wanted: int, verb: str) -> Moved:
         where.applied = Applied(applied.series, applied.base, kept, target,
                                 pending=[p.name for p in where.plan.patches[wanted:]], guards=applied.guards)
         record_applied(store, where.tree, where.applied)
-        return Moved(where, before, changed, len(carried))
+        return Moved(where, before, changed, len(carried), stale)
     finally:
         snap.release()
+
+
+def _build(plan: TreePlan, store_root: str) -> tuple[TreeId, list[str]]:
+    """The tree the patches build, checked against what they record. A patch made on an older version of one
+    below it (refreshed since, as quilt users do) records contents its hunks no longer give: built by its context
+    as quilt would (files and modes still checked), and named, so it can be refreshed to record the new state."""
+    try:
+        return compute_result(plan, False, store_root), []
+    except StackmgrError as exc:
+        stale = _made_on_older(plan)
+        if not stale or "as it records" not in exc.message:
+            raise
+    return compute_result(plan, False, store_root, loose=True), stale
+
+
+def _made_on_older(plan: TreePlan) -> list[str]:
+    """Patches whose recorded pre-image of a file is not what the patches below them leave there."""
+    from stackmgr.store import patchfile
+
+    state: dict[bytes, str | None] = {}
+    stale = []
+    for ref in plan.patches:
+        images = patchfile.post_images(patchfile.diff_part(ref.data), ref.name)
+        if any(im.path in state and im.old_blob is not None and state[im.path] not in (None, im.old_blob)
+               for im in images):  # fmt: skip
+            stale.append(ref.name)
+        state.update((im.path, im.blob) for im in images)
+    return stale
 
 
 def _refuse_off_base(snap: Snapshot, applied: Applied) -> None:
@@ -209,18 +245,39 @@ def _refuse_in_the_way(store: Store, snap: Snapshot, where: Position, verb: str,
                        moving: list[Change]) -> None:  # fmt: skip
     """Nothing changed when a change on top touches a file the move changes (quilt: "does not remove cleanly"),
     or when the move would change a file whose state no patch preserves."""
+    index = [(p, "staged and unstaged versions differ") for p in snap.staged_differs]
+    index += [(p, "unmerged") for p in snap.unmerged]
+    if index:  # the switch sets the index to the base: git's view of these would be lost
+        raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} has index state a {verb} would "
+                            f"lose: {describe(index)}", "resolve or `git add` them (then save), and retry")  # fmt: skip
     paths = {c.path for c in moving}
-    touched = [(c.path, c.kind) for c in carried if c.path in paths]
+    dirs = {p[: i] for p in paths for i in range(len(p)) if p[i : i + 1] == b"/"}
+    touched = [(c.path, c.kind) for c in carried if c.path in paths or c.path in dirs
+               or any(c.path.startswith(d + b"/") for d in paths)]  # fmt: skip
     if touched:
         raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} has changes on top of "
                             f"{where.top or 'the base'} in files the {verb} would change: {describe(touched)}",
-                            "`stackmgr refresh` folds them into the top patch, or `stackmgr save NAME` them "
-                            "and reset, then retry")  # fmt: skip
+                            "`stackmgr refresh PATH…` folds them into the top patch, or `stackmgr save NAME "
+                            "PATH…` them and reset, then retry")  # fmt: skip
     lost = [(p, why) for p, why in assess(store, snap).blockers(snap) if p in paths]
+    if lost and _rebuilds(store, where):
+        lost = []  # what the move takes away, the series' patch files build again (`push` brings it back)
     if lost:
         raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} holds changes no patch preserves "
                             f"in files the {verb} would change: {describe(lost)}",
                             "save them (`stackmgr save NAME`) first")  # fmt: skip
+
+
+def _rebuilds(store: Store, where: Position) -> bool:
+    """Whether the applied patches, as their files are now, still build the state they left in the tree."""
+    if not where.count:
+        return True
+    applied = TreePlan(where.tree, store.tree(where.tree).path)
+    applied.patches = where.plan.patches[: where.count]
+    try:
+        return _build(applied, store.root)[0] == where.applied.result_tree
+    except StackmgrError:
+        return False
 
 
 def top(store: Store, tree: str | None) -> Position:

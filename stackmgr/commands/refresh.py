@@ -10,6 +10,7 @@ import os
 from stackmgr.commands.navigate import pick_tree, position
 from stackmgr.commands.save import SaveRequest, SaveResult, save
 from stackmgr.errors import StackmgrError
+from stackmgr.git.repo import open_repo
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 
@@ -19,8 +20,13 @@ def refresh(store: Store, tree: str | None, paths: tuple[str, ...]) -> SaveResul
     top = where.top
     if top is None:
         raise StackmgrError(f"tree {where.tree}: {where.summary()}; no patch on top to refresh",
-                            f"`stackmgr push` applies one; `stackmgr save NAME --series {where.series}` adds "
-                            "one")  # fmt: skip
+                            "`stackmgr push` applies one")
+    head = open_repo(store.tree(where.tree).path).head_commit()
+    if head != where.applied.base:  # local commits would be folded into the patch
+        shown = head[:12] if head else "(no commit)"
+        raise StackmgrError(f"tree {where.tree}: HEAD {shown} is not the base {where.applied.base[:12]} of series "
+                            f"{where.series}; nothing changed", "save local commits with `stackmgr save NAME --base "
+                            "REV`, or move HEAD back to the base")  # fmt: skip
     own: tuple[bytes, ...] = ()
     if paths:  # the patch keeps the files it holds, and takes in the changes under PATHs
         with open(os.path.join(store.patches_dir, top + ".patch"), "rb") as f:

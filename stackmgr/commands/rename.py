@@ -37,8 +37,13 @@ def rename_patch(store: Store, old: str, new: str) -> list[str]:
             raise UsageProblem(f"no patch {old} in patches/", "see `stackmgr series` or `ls patches/`")
         places = (os.path.join(store.patches_dir, new + ".patch"), os.path.join(store.links_dir, new),
                   os.path.join(store.patches_dir, VERSIONS, new))  # fmt: skip
-        taken = [where for where in places if os.path.lexists(where)]
+        taken = [where for where in places if os.path.lexists(where)
+                 and not (os.path.isdir(where) and not os.path.islink(where) and not os.listdir(where))]  # fmt: skip
         if taken:
+            if os.path.isfile(os.path.join(store.links_dir, new, DROPPED)):
+                raise StackmgrError(f"the name {new} was a dropped patch's, whose evidence links/{new}/ keeps",
+                                    f"pick another name, or `stackmgr drop {new} --with-links` to let the evidence "
+                                    "go")  # fmt: skip
             raise StackmgrError(f"the name {new} is taken ({os.path.relpath(taken[0], store.root)} exists)",
                                 "pick another name, or `stackmgr drop` the other patch first")  # fmt: skip
         _refuse_during_rebase(store, old)
@@ -70,21 +75,26 @@ def drop_patch(store: Store, name: str, with_links: bool) -> str:
     name = patch_name(name)
     with operation(store, f"drop {name}{' --with-links' if with_links else ''}"):
         source = os.path.join(store.patches_dir, name + ".patch")
+        links = os.path.join(store.links_dir, name)
         data = read_or_none(source)
+        if data is None and with_links and os.path.isfile(os.path.join(links, DROPPED)):
+            for filename in sorted(os.listdir(links)):  # the evidence a drop kept, let go now
+                _remove(store, os.path.join(links, filename))
+            return f"links/{name}/ (removed)"
         if data is None:
             raise UsageProblem(f"no patch {name} in patches/", "see `stackmgr series` or `ls patches/`")
+        applied = [t for t, a in load_applied(store).items() if name in a.names]
+        if applied:
+            raise StackmgrError(f"patch {name} is applied to tree {applied[0]}; nothing changed",
+                                f"`stackmgr pop {name}` and one more `stackmgr pop` (or `stackmgr reset "
+                                f"{applied[0]}`) first")  # fmt: skip
         users = [s for s in list_series(store) if name + ".patch" in _files(store, s)]
         if users:
             raise StackmgrError(f"patch {name} is in series {', '.join(users)}; nothing changed",
                                 f"`stackmgr series remove {users[0]} {name}` first")  # fmt: skip
-        applied = [t for t, a in load_applied(store).items() if name in a.names]
-        if applied:
-            raise StackmgrError(f"patch {name} is applied to tree {applied[0]}; nothing changed",
-                                "`stackmgr pop` it or `stackmgr reset` the tree first")  # fmt: skip
         kept = os.path.join(store.patches_dir, VERSIONS, name, sha256_hex(data)[:12] + ".patch")
         if read_or_none(kept) != data:
             _write(store, kept, data)
-        links = os.path.join(store.links_dir, name)
         if os.path.isdir(links):
             if with_links:
                 for filename in sorted(os.listdir(links)):

@@ -130,6 +130,9 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
     filename = name + ".patch"
     os.makedirs(store.patches_dir, exist_ok=True)
     target = inside(store.patches_dir, filename)
+    if not os.path.lexists(target) and os.path.isfile(os.path.join(store.links_dir, name, "dropped")):
+        raise StackmgrError(f"the name {name} was a dropped patch's, whose evidence links/{name}/ keeps",
+                            f"pick another name, or `stackmgr drop {name} --with-links` to let the evidence go")
     with operation(store, req.command or f"save {name}") as op:
         index = PatchIndex.load(store)
         tree, snap = pick_tree(store, req.tree, index, req.series)

@@ -138,7 +138,7 @@ def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str],
         return [f"series {applied.series} is missing or unreadable"], len(applied.patches)
     names = [e.name for e in entries]
     mine = [e for e in entries if active(e, applied.guards) and _patch_tree(store, e.patch) == tree]
-    edits = [f"{n} no longer in the series" for n in [*applied.names, *applied.pending] if n not in names]
+    edits = [f"{n} no longer in the series" for n in applied.names if n not in names]
     last = max((names.index(n) for n in applied.names if n in names), default=-1)
     for entry in entries[last + 1 :]:  # after the last applied one, for this tree, not left to push: appended since
         if entry in mine and entry.name not in applied.pending:

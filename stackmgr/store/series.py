@@ -222,7 +222,9 @@ class SeriesFile:
         found = False
         for line in self.lines:
             if line.entry is not None and line.entry.patch == old:
-                line.entry.patch, line.text = new, new + line.text[len(old):]
+                lead = len(line.text) - len(line.text.lstrip(_BLANKS))  # the grammar allows leading blanks
+                assert line.text[lead:].startswith(old)
+                line.entry.patch, line.text = new, line.text[:lead] + new + line.text[lead + len(old) :]
                 found = True
             elif line.entry is None and line.text.startswith(f"# {old} "):
                 line.text = f"# {new}" + line.text[len(old) + 2 :]
