@@ -414,3 +414,22 @@ def test_push_takes_a_patch_file_name_and_names_an_unknown_patch(lab: Lab, stack
     one_line_error(lab.sm("push", "nope"), 2)  # not "nothing to push"
     assert lab.sm("pop", "-a").code == 0
     assert lab.sm("push", "notes.patch").out == "vllm: S: 2 of 3 applied, top notes\n"
+
+
+@pytest.mark.regression("apply of a series whose lower patch was refreshed blamed a hand-edited patch")
+def test_apply_names_a_patch_made_on_an_older_version_of_one_below(lab: Lab) -> None:
+    lines = "".join(f"{n}\n" for n in range(1, 21))
+    (lab.tree / "f").write_text(lines)
+    git(lab.tree, "add", "f")
+    git(lab.tree, "commit", "-qm", "f")
+    (lab.tree / "f").write_text(lines.replace("2\n", "two\n", 1))
+    assert lab.sm("save", "q1", "--series", "Q", "-m", "q1").code == 0
+    (lab.tree / "f").write_text(lines.replace("2\n", "two\n", 1).replace("18\n", "e\n"))
+    assert lab.sm("save", "q2", "--series", "Q", "-m", "q2").code == 0
+    assert lab.sm("pop").code == 0
+    (lab.tree / "f").write_text(lines.replace("2\n", "two\n", 1).replace("3\n", "three\n", 1))
+    assert lab.sm("refresh").code == 0 and lab.sm("reset").code == 0
+    refused = lab.sm("apply", "Q")
+    one_line_error(refused, 3)
+    assert "patch q2 was made on an older version of a patch below it" in refused.err
+    assert lab.sm("push", "-a").code == 0 and lab.sm("refresh").code == 0 and lab.sm("check").code == 0

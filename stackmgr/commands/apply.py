@@ -125,6 +125,12 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
         try:
             for plan in plans:
                 built[plan.tree] = compute_result(plan, three_way, store.root)
+        except StackmgrError as exc:
+            stale = made_on_older(plan) if "as it records" in exc.message else []
+            failed.append(StackmgrError(f"tree {plan.tree}: patch {stale[0]} was made on an older version of a "
+                                        "patch below it (refreshed since); nothing was changed",
+                                        "`stackmgr push` up to it (by its context, as quilt does), then `stackmgr "
+                                        "refresh`") if stale else exc)  # fmt: skip
         except BaseException as exc:  # re-raised on the main thread
             failed.append(exc)
 
@@ -173,6 +179,20 @@ def compute_result(plan: TreePlan, three_way: bool, store_root: str, loose: bool
         return result
     finally:
         index.discard()
+
+
+def made_on_older(plan: TreePlan) -> list[str]:
+    """Patches whose recorded pre-image of a file is not what the patches below them leave there: made on an older
+    version of one below (refreshed since)."""
+    state: dict[bytes, str | None] = {}
+    stale = []
+    for ref in plan.patches:
+        images = patchfile.post_images(patchfile.diff_part(ref.data), ref.name)
+        if any(im.path in state and im.old_blob is not None and state[im.path] not in (None, im.old_blob)
+               for im in images):  # fmt: skip
+            stale.append(ref.name)
+        state.update((im.path, im.blob) for im in images)
+    return stale
 
 
 def _result_tree(index: TempIndex, plan: TreePlan) -> TreeId:

@@ -11,7 +11,7 @@ nothing changed, as is one that would overwrite a change no patch preserves.
 
 from __future__ import annotations
 
-from stackmgr.commands.apply import TreePlan, compute_result, plan_series
+from stackmgr.commands.apply import TreePlan, compute_result, made_on_older, plan_series
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.repo import read_changes
 from stackmgr.git.scratch import tree_with_entries
@@ -202,25 +202,10 @@ def _build(plan: TreePlan, store_root: str) -> tuple[TreeId, list[str]]:
     try:
         return compute_result(plan, False, store_root), []
     except StackmgrError as exc:
-        stale = _made_on_older(plan)
+        stale = made_on_older(plan)
         if not stale or "as it records" not in exc.message:
             raise
     return compute_result(plan, False, store_root, loose=True), stale
-
-
-def _made_on_older(plan: TreePlan) -> list[str]:
-    """Patches whose recorded pre-image of a file is not what the patches below them leave there."""
-    from stackmgr.store import patchfile
-
-    state: dict[bytes, str | None] = {}
-    stale = []
-    for ref in plan.patches:
-        images = patchfile.post_images(patchfile.diff_part(ref.data), ref.name)
-        if any(im.path in state and im.old_blob is not None and state[im.path] not in (None, im.old_blob)
-               for im in images):  # fmt: skip
-            stale.append(ref.name)
-        state.update((im.path, im.blob) for im in images)
-    return stale
 
 
 def _refuse_off_base(snap: Snapshot, applied: Applied) -> None:
