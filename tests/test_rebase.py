@@ -534,3 +534,35 @@ def test_a_conflict_that_is_not_upstream_still_stops(lab: Lab) -> None:
     code, _state, err = rebase_json(lab, "S", "--onto", "upstream")
     assert code == 3 and "conflict" in err
     assert lab.sm("rebase", "S", "--abort").code == 0
+
+
+@pytest.mark.regression("rebase stopped where git rebase follows upstream's rename of the patched file")
+def test_a_patch_of_a_file_upstream_moved_is_carried_to_the_new_path_as_git_rebase_does(lab: Lab) -> None:
+    """Found on real PyPI histories (tomli 2.0.1 moved its modules under src/): git rebase's merge follows the
+    rename; carrying by the blobs finds no old path and would stop."""
+    lines = "".join(f"{n}\n" for n in range(1, 21))
+    commit(lab.tree, {"old.txt": lines}, "a file")
+    one_patch_series(lab, {"old.txt": lines.replace("5\n", "five\n", 1)}, "fix")
+    git(lab.tree, "mv", "old.txt", "new.txt")
+    git(lab.tree, "commit", "-qm", "upstream: move old.txt to new.txt")
+    git(lab.tree, "branch", "upstream")
+    code, state, err = rebase_json(lab, "S", "--onto", "upstream")
+    assert code == 0, err
+    assert [p["outcome"] for p in state["patches"]] == ["merged (3-way)"]  # type: ignore[index]
+    assert lab.sm("apply", "S").code == 0
+    assert (lab.tree / "new.txt").read_text() == lines.replace("5\n", "five\n", 1)
+    assert not (lab.tree / "old.txt").exists()
+
+
+@pytest.mark.regression("rebase stopped where git rebase follows upstream's rename of the patched file")
+def test_a_patch_upstream_took_under_a_new_path_is_upstream(lab: Lab) -> None:
+    lines = "".join(f"{n}\n" for n in range(1, 21))
+    commit(lab.tree, {"old.txt": lines}, "a file")
+    one_patch_series(lab, {"old.txt": lines.replace("5\n", "five\n", 1)}, "fix")
+    git(lab.tree, "mv", "old.txt", "new.txt")
+    (lab.tree / "new.txt").write_text(lines.replace("5\n", "five\n", 1))
+    git(lab.tree, "commit", "-qam", "upstream: moved, with the fix")
+    git(lab.tree, "branch", "upstream")
+    code, state, err = rebase_json(lab, "S", "--onto", "upstream")
+    assert code == 0, err
+    assert [p["outcome"] for p in state["patches"]] == ["already upstream"]  # type: ignore[index]

@@ -27,6 +27,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from stackmgr.commands.apply import plan_series
+from stackmgr.commands.rebase_merge import carry_by_merge
 from stackmgr.commands.rebase_shared import own_copies, refuse_shared
 from stackmgr.commands.rebase_state import (
     claim,
@@ -203,6 +204,8 @@ def _run(store: Store, state: State) -> Outcome:
         if how == "conflict" and _squash_merged(work, store, steps, state["position"]):
             work.go_to(parent)  # StGit's rule: the stack from here up is in upstream already (a squash merge)
             how = "already upstream"
+        if (how == "conflict" or how.startswith("no merge")) and carry_by_merge(store, state, work, parent):
+            how = "applied"  # git's merge, renames followed, carried it
         if how == "conflict" or how.startswith("no merge"):
             state["stopped"] = "conflict"
             save_state(store, state)
