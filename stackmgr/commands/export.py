@@ -15,6 +15,7 @@ from stackmgr.safety import claims
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import atomic_write
+from stackmgr.store.series import SeriesFile
 
 
 def export_quilt(store: Store, series: str, directory: str, guards: tuple[str, ...] = ()) -> list[str]:
@@ -31,10 +32,25 @@ def export_quilt(store: Store, series: str, directory: str, guards: tuple[str, .
     names = []
     for p in plans[0].patches:
         filename = os.path.basename(p.path)
-        atomic_write(os.path.join(directory, filename), p.data)
+        atomic_write(os.path.join(directory, filename), quilt_patch(p.data))
         names.append(filename)
-    atomic_write(os.path.join(directory, "series"), "".join(n + "\n" for n in names).encode())
+    atomic_write(os.path.join(directory, "series"), _quilt_series(store, series, set(names)))
     return names
+
+
+def _quilt_series(store: Store, series: str, exported: set[str]) -> bytes:
+    """The series file quilt reads: the store's series line for line (comments, blank lines, `-p1` and trailing
+    comments as written; quilt reads ` #+guard` as a comment), less the entries guards left out."""
+    sf = SeriesFile.load(store, series)
+    kept = [ln for ln in sf.lines if ln.entry is None or ln.entry.patch in exported]
+    return "".join(ln.text + "\n" for ln in kept).encode("utf-8", "surrogateescape")
+
+
+def quilt_patch(data: bytes) -> bytes:
+    """A patch as quilt gets it: an imported one with the header it came with (byte for byte) above the stored
+    diff; any other as it is (a `git format-patch` mail, which quilt reads too)."""
+    header = patchfile.original_header(data)
+    return data if header is None else header + patchfile.diff_part(data)
 
 
 def export_mbox(store: Store, series: str, path: str, guards: tuple[str, ...] = ()) -> list[str]:

@@ -90,8 +90,10 @@ def render(
     email: str,
     date: str,
     stat_and_diff: bytes,
+    original: bytes | None = None,
 ) -> bytes:
-    """The patch file bytes; `stat_and_diff` is git's own output, copied untouched."""
+    """The patch file bytes; `stat_and_diff` is git's own output, copied untouched. `original`: the header an
+    imported file came with, kept below `---` (see `original_block`)."""
     eight_bit = not (subject.isascii() and body.isascii() and name.isascii())
     head = [f"From: {_mime_word(name)} <{email}>", f"Date: {date}", f"Subject: [PATCH] {_mime_word(subject)}"]
     if eight_bit:
@@ -102,7 +104,48 @@ def render(
         ]
     text = "\n".join(head) + "\n\n" + (body + "\n\n" if body else "")
     text += f"Stackmgr-Tree: {tree}\nStackmgr-Base: {base}\n---\n"
-    return FROM_LINE + text.encode("utf-8") + stat_and_diff
+    block = original_block(original) if original is not None else b""
+    return FROM_LINE + text.encode("utf-8") + block + stat_and_diff
+
+
+ORIGINAL = b"Stackmgr-Original-Header:\n"
+
+
+def original_block(header: bytes) -> bytes:
+    """An imported file's own header (everything above its diff, byte for byte), as it is kept below `---`:
+    a label line, then each line behind `| ` (`|` alone for an empty one), so that no line of it can start a
+    mail, a diff or a diffstat; `git am` and `git apply` skip it, `export --quilt` writes it back."""
+    lines = header.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return ORIGINAL + b"".join(b"| " + ln + b"\n" if ln else b"|\n" for ln in lines)
+
+
+def original_block_of(data: bytes) -> bytes:
+    """The `original_block` of a patch file, as it stands there; b"" when it has none."""
+    start = data.find(b"\n---\n" + ORIGINAL)
+    if start < 0 or 0 <= data.find(b"\n---\n") < start:
+        return b""
+    at = start + 5 + len(ORIGINAL)
+    while data.startswith((b"| ", b"|\n"), at) and data.find(b"\n", at) >= 0:
+        at = data.find(b"\n", at) + 1
+    return data[start + 5 : at]
+
+
+def original_header(data: bytes) -> bytes | None:
+    """The header an imported patch file came with (its `original_block`), or None."""
+    block = original_block_of(data)
+    if not block:
+        return None
+    lines = block[len(ORIGINAL) :].split(b"\n")[:-1]
+    return b"".join(ln[2:] + b"\n" if ln.startswith(b"| ") else b"\n" for ln in lines)
+
+
+def stat_part(data: bytes) -> bytes:
+    """The diffstat and summary between `---` (and an `original_block`) and the diff."""
+    start = data.find(b"\n---\n") + 5 + len(original_block_of(data))
+    end = data.find(b"\ndiff --git ")
+    return data[start:end] if start >= 5 and end >= start else b""
 
 
 def diff_part(data: bytes) -> bytes:
