@@ -268,3 +268,44 @@ def test_a_quilt_patch_name_keeps_a_trailing_dash(lab: Lab, tmp_path: Path) -> N
     assert (lab.store / "series" / "openssh").read_text() == f"{name}\n"
     assert lab.sm("export", "openssh", "--quilt", str(tmp_path / "out")).code == 0
     assert (tmp_path / "out" / "series").read_text() == f"{name}\n" and (tmp_path / "out" / name).is_file()
+
+
+@pytest.mark.regression("an empty patch in a quilt series (procps' ps_checks), which quilt applies, stopped the stack")
+def test_an_empty_quilt_patch_is_kept_as_a_comment_and_the_stack_goes_on(lab: Lab, tmp_path: Path) -> None:
+    quilt = quilt_dir(tmp_path)
+    (quilt / "placeholder").write_bytes(b"")
+    (quilt / "series").write_bytes(b"mixed.patch\nplaceholder\ndep3.patch\n")
+    result = imp(lab, str(quilt), "--series", "pkg")
+    assert result.code == 0, result.err
+    assert result.err == f"stackmgr: skipped {quilt / 'placeholder'}: empty (quilt applies it as nothing); kept as a " \
+                         "comment in the series\n"  # fmt: skip
+    kept = b"mixed.patch\n# placeholder  (empty in the quilt series)\ndep3.patch\n"
+    assert (lab.store / "series" / "pkg").read_bytes() == kept
+    assert lab.sm("apply", "pkg").code == 0
+    wanted = lab.worktree_id()
+    assert lab.sm("reset").code == 0
+    if shutil.which("quilt"):  # quilt itself, on the original series: the same tree
+        env = dict(os.environ, QUILT_PATCHES=str(quilt), QUILT_PC=str(tmp_path / "pc"))
+        subprocess.run(["quilt", "--quiltrc", "-", "push", "-a", "-q"], cwd=lab.tree, env=env, check=True,
+                       capture_output=True, stdin=subprocess.DEVNULL)  # fmt: skip
+        assert lab.worktree_id() == wanted
+
+
+@pytest.mark.regression("a hand-trimmed patch whose diffstat total disagrees with its lines (glibc) was 'truncated'")
+def test_a_stale_diffstat_is_not_taken_for_truncation(lab: Lab, tmp_path: Path) -> None:
+    commit(lab.tree, {"a.txt": "a\n", "b.txt": "b\n"}, "two files")
+    mail = tmp_path / "two.patch"
+    (lab.tree / "a.txt").write_text("A\n")
+    (lab.tree / "b.txt").write_text("B\n")
+    git(lab.tree, "commit", "-q", "-am", "edit both")
+    mail.write_bytes(git(lab.tree, "format-patch", "--stdout", "-1"))
+    git(lab.tree, "reset", "-q", "--hard", "HEAD~1")
+    cut = mail.read_bytes()[: mail.read_bytes().index(b"diff --git a/b.txt")]
+    (tmp_path / "cut.patch").write_bytes(cut)  # cut at a file boundary: its stat still lists two files
+    assert "truncated (its diffstat lists 2 files, the diff has 1)" in imp(lab, str(tmp_path / "cut.patch")).err
+    trimmed = cut.replace(b" b.txt | 2 +-\n", b"")  # a maintainer dropped b.txt's diff and its stat line
+    (tmp_path / "trimmed.patch").write_bytes(trimmed)
+    result = imp(lab, str(tmp_path / "trimmed.patch"))
+    assert result.code == 0, result.err
+    assert applied_at_base(lab.tree, patches(lab.store)["trimmed.patch"], tmp=tmp_path) == git_apply_tree(
+        lab.tree, "HEAD", trimmed, tmp_path).stdout.decode().strip()  # fmt: skip

@@ -36,6 +36,7 @@ def import_patches(
     if not store.trees:
         raise UsageProblem("this store has no trees", "register one with `stackmgr tree add NAME PATH`")
     items, quilt = read_inputs(paths)
+    report.skipped = quilt.empty if quilt is not None else []
     if name is not None and len(items) != 1:
         raise UsageProblem(f"--name names one patch, and {len(items)} were given", "drop --name")
     report.series = series or (quilt.suggested_series if quilt else None)

@@ -36,6 +36,7 @@ class ImportReport:
     def __init__(self) -> None:
         self.imported: list[Imported] = []
         self.refused: list[Refused] = []
+        self.skipped: list[Refused] = []  # nothing to import, and no refusal (an empty quilt patch)
         self.series: str | None = None
 
 

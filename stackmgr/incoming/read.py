@@ -67,7 +67,8 @@ class QuiltDir:
     layout (docs/FORMATS.md#series-file): the comment and blank lines above each patch's line (`above`, by the
     id of the patch's first item), what follows the name on that line (`suffix`: `-p1`, a trailing comment, as
     written), and the lines after the last patch (`trailing`). An indented comment line is moved to column 0
-    (stackmgr's series grammar refuses it, quilt reads it as a patch named `#`)."""
+    (stackmgr's series grammar refuses it, quilt reads it as a patch named `#`); an empty patch file, which
+    quilt applies as nothing, becomes a comment line in its place (`empty`)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -75,6 +76,7 @@ class QuiltDir:
         self.above: dict[int, list[str]] = {}
         self.suffix: dict[int, str] = {}
         self.trailing: list[str] = []
+        self.empty: list[Refused] = []  # empty patch files: nothing to import, the stack goes on
         base = os.path.basename(os.path.normpath(path))
         parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
         self.suggested_series = parent if base in ("patches", "debian") and parent else base
@@ -133,6 +135,10 @@ def read_quilt_dir(path: str) -> QuiltDir:
                 found.items.append(Refused(where, f"{words[0]} points outside the quilt directory"))
             elif not os.path.isfile(target):
                 found.items.append(Refused(where, f"{words[0]} is listed but missing"))
+            elif os.path.getsize(target) == 0:  # quilt applies it as an empty patch: a comment keeps its place
+                said = "empty (quilt applies it as nothing); kept as a comment in the series"
+                found.empty.append(Refused(target, said))
+                pending.append(f"# {line.strip()}  (empty in the quilt series)")
             else:
                 read = read_file(target, strip=strip)
                 found.items.extend(read)
@@ -250,13 +256,16 @@ def _check_diff(diff: bytes) -> str | None:
 
 
 def _check_stat(head: bytes, diff: bytes) -> str | None:
-    """A mail's diffstat says how many files follow; fewer is a truncated file."""
+    """A mail's diffstat says how many files follow; fewer is a truncated file. A diffstat that does not agree
+    with itself (a hand-trimmed patch whose stat lines and total differ, as in glibc's Debian series) says
+    nothing: quilt and git am never read it."""
     sep = head.rfind(b"\n---\n")
-    m = _STAT_FILES.search(head[sep:]) if sep >= 0 else None
+    m = _STAT_FILES.search(head, sep) if sep >= 0 else None
     if m is None:
         return None
     listed, present = int(m.group(1)), len(re.findall(rb"^diff --git ", diff, re.M))
-    if present and present < listed:
+    lines = len(re.findall(rb"^ .*\S.* \| +(?:\d+|Bin)", head[sep : m.start() + 1], re.M))
+    if present and present < listed and lines == listed:
         return f"truncated (its diffstat lists {listed} files, the diff has {present})"
     return None
 
