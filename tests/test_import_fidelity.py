@@ -178,7 +178,7 @@ def git_am_message(repo: Path, patch: Path) -> tuple[str, str, str]:
 @pytest.mark.regression("a quilt header's DEP-3 lines beside From/Subject, and the text below ---, were lost")
 def test_quilt_headers_come_back_byte_for_byte_from_export(lab: Lab, tmp_path: Path) -> None:
     quilt = quilt_dir(tmp_path)
-    result = imp(lab, str(quilt), "--series", "pkg")
+    result = imp(lab, str(quilt))  # pkg/debian/patches: series pkg
     assert result.code == 0, result.err
     out = tmp_path / "exported"
     assert lab.sm("export", "pkg", "--quilt", str(out)).code == 0

@@ -77,9 +77,10 @@ class QuiltDir:
         self.suffix: dict[int, str] = {}
         self.trailing: list[str] = []
         self.empty: list[Refused] = []  # empty patch files: nothing to import, the stack goes on
-        base = os.path.basename(os.path.normpath(path))
-        parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
-        self.suggested_series = parent if base in ("patches", "debian") and parent else base
+        here = os.path.abspath(path)
+        while os.path.basename(here) in ("patches", "debian") and os.path.dirname(here) != here:
+            here = os.path.dirname(here)  # PKG/debian/patches: the series is PKG's
+        self.suggested_series = os.path.basename(here) or os.path.basename(os.path.abspath(path))
 
 
 def read_inputs(paths: list[str]) -> tuple[list[Incoming | Refused], QuiltDir | None]:
