@@ -309,3 +309,23 @@ def test_a_stale_diffstat_is_not_taken_for_truncation(lab: Lab, tmp_path: Path) 
     assert result.code == 0, result.err
     assert applied_at_base(lab.tree, patches(lab.store)["trimmed.patch"], tmp=tmp_path) == git_apply_tree(
         lab.tree, "HEAD", trimmed, tmp_path).stdout.decode().strip()  # fmt: skip
+
+
+@pytest.mark.regression("a quilt series' file names (fix.diff, ps_checks, locale/x.diff) came back as NAME.patch")
+def test_export_gives_quilt_patches_back_their_file_names(lab: Lab, tmp_path: Path) -> None:
+    quilt = quilt_dir(tmp_path)
+    (quilt / "locale").mkdir()
+    for old, new in (("mixed.patch", "mixed.diff"), ("dep3.patch", "locale/dep3.diff"), ("free.patch", "free")):
+        (quilt / old).rename(quilt / new)
+    series = b"# Debian patches\nmixed.diff\n\nlocale/dep3.diff -p1   # vendor only\nfree\n"
+    (quilt / "series").write_bytes(series)
+    assert imp(lab, str(quilt)).code == 0
+    assert (lab.store / "series" / "pkg").read_bytes() == b"# Debian patches\nmixed.patch\n\ndep3.patch -p1   # " \
+                                                          b"vendor only\nfree.patch\n"  # fmt: skip
+    out = tmp_path / "exported"
+    for _ in range(2):  # a second export into the same directory is fine too
+        assert lab.sm("export", "pkg", "--quilt", str(out)).code == 0
+    assert (out / "series").read_bytes() == series
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
+        "free", "locale/dep3.diff", "mixed.diff", "series"]  # fmt: skip
+    assert (out / "locale" / "dep3.diff").read_bytes().startswith(DEP3[: diff_start(DEP3)] + b"diff --git ")

@@ -19,31 +19,53 @@ from stackmgr.store.series import SeriesFile
 
 
 def export_quilt(store: Store, series: str, directory: str, guards: tuple[str, ...] = ()) -> list[str]:
-    """DIR/<patch files> and DIR/series: `quilt push -a` (QUILT_PATCHES=DIR) applies them. Refuses to write into
-    a directory that holds anything but an earlier export of this kind (a `series` file and `*.patch`)."""
+    """DIR/<patch files> and DIR/series: `quilt push -a` (QUILT_PATCHES=DIR) applies them. A patch imported from a
+    quilt series gets back the name it had there (`fix.diff`, `debian/x`), the others their store name. Refuses
+    to write into a directory that holds anything but an earlier export of this kind."""
     plans = _single_tree(store, series, guards)
+    names = _quilt_names(plans[0])
     if os.path.exists(directory):
         if not os.path.isdir(directory):
             raise UsageProblem(f"{directory} is a file", "export into a new directory")
-        stray = [n for n in os.listdir(directory) if n != "series" and not n.endswith(".patch")]
+        ours = {"series"} | {n.split("/")[0] for n in names.values()}
+        stray = [n for n in sorted(os.listdir(directory)) if n not in ours and not n.endswith(".patch")]
         if stray:
             raise UsageProblem(f"{directory} is not empty (holds {stray[0]})", "export into a new directory")
     os.makedirs(directory, exist_ok=True)
-    names = []
     for p in plans[0].patches:
-        filename = os.path.basename(p.path)
-        atomic_write(os.path.join(directory, filename), quilt_patch(p.data))
-        names.append(filename)
-    atomic_write(os.path.join(directory, "series"), _quilt_series(store, series, set(names)))
+        target = os.path.join(directory, *names[os.path.basename(p.path)].split("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        atomic_write(target, quilt_patch(p.data))
+    atomic_write(os.path.join(directory, "series"), _quilt_series(store, series, names))
+    return list(names.values())
+
+
+def _quilt_names(plan: TreePlan) -> dict[str, str]:
+    """Each patch file's name in the exported directory: the one its quilt series gave it, when that is a plain
+    relative path and no other patch takes it; else its store name."""
+    files = [os.path.basename(p.path) for p in plan.patches]
+    names: dict[str, str] = {}
+    for filename, p in zip(files, plan.patches, strict=True):
+        wanted = patchfile.original_name(p.data)
+        plain = wanted and all(c and c not in (".", "..") and c != ".pc" for c in wanted.split("/"))
+        free = wanted not in names.values() and (wanted == filename or wanted not in files)
+        names[filename] = wanted if plain and free and wanted != "series" else filename
     return names
 
 
-def _quilt_series(store: Store, series: str, exported: set[str]) -> bytes:
+def _quilt_series(store: Store, series: str, names: dict[str, str]) -> bytes:
     """The series file quilt reads: the store's series line for line (comments, blank lines, `-p1` and trailing
-    comments as written; quilt reads ` #+guard` as a comment), less the entries guards left out."""
+    comments as written; quilt reads ` #+guard` as a comment), less the entries guards left out, each entry under
+    its exported name."""
     sf = SeriesFile.load(store, series)
-    kept = [ln for ln in sf.lines if ln.entry is None or ln.entry.patch in exported]
-    return "".join(ln.text + "\n" for ln in kept).encode("utf-8", "surrogateescape")
+    out = []
+    for ln in sf.lines:
+        if ln.entry is None:
+            out.append(ln.text)
+        elif ln.entry.patch in names:
+            at = ln.text.find(ln.entry.patch)
+            out.append(ln.text[:at] + names[ln.entry.patch] + ln.text[at + len(ln.entry.patch) :])
+    return "".join(text + "\n" for text in out).encode("utf-8", "surrogateescape")
 
 
 def quilt_patch(data: bytes) -> bytes:

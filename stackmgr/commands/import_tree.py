@@ -206,7 +206,8 @@ class Workspace:
         except StackmgrError:
             subject, body = item.name, item.body
         return patchfile.render(tree=self.tree, base=base, subject=subject, body=body, name=who, email=mail[:-1],
-                                date=date, stat_and_diff=stat_and_diff, original=item.header)  # fmt: skip
+                                date=date, stat_and_diff=stat_and_diff, original=item.header,
+                                original_name=item.quilt_name)  # fmt: skip
 
     def _verify(self, data: bytes, start: str, result: str) -> str | None:
         """The written bytes, applied to where they start, must give exactly the result."""

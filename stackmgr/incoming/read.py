@@ -42,6 +42,7 @@ class Incoming:
         self.mtime = 0.0
         self.original = b""  # the whole message, kept byte for byte when it already is a normalised patch
         self.header: bytes | None = None  # everything above the diff, kept for export --quilt; None: a stackmgr patch
+        self.quilt_name = ""  # its name in the quilt series it was listed in (`debian/x.diff`), kept for export
         self.trailer_tree: str | None = None
         self.trailer_base: str | None = None
 
@@ -142,6 +143,8 @@ def read_quilt_dir(path: str) -> QuiltDir:
                 pending.append(f"# {line.strip()}  (empty in the quilt series)")
             else:
                 read = read_file(target, strip=strip)
+                if len(read) == 1 and isinstance(read[0], Incoming):
+                    read[0].quilt_name = words[0]
                 found.items.extend(read)
                 found.above[id(read[0])], pending = pending, []
                 rest = line.lstrip()[len(words[0]) :]
@@ -208,6 +211,7 @@ def _read_patch(source: str, data: bytes, name: str | None, strip: int | None) -
         return Refused(source, problem)
     kept = patchfile.original_header(data)  # an export of an imported patch: the header it came with
     item.header = kept if kept is not None else None if item.trailer_tree or item.trailer_base else head
+    item.quilt_name = patchfile.original_name(data)
     if not item.name:
         item.name = _slug(item.subject) or "imported"
     return item

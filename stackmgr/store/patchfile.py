@@ -91,9 +91,10 @@ def render(
     date: str,
     stat_and_diff: bytes,
     original: bytes | None = None,
+    original_name: str = "",
 ) -> bytes:
     """The patch file bytes; `stat_and_diff` is git's own output, copied untouched. `original`: the header an
-    imported file came with, kept below `---` (see `original_block`)."""
+    imported file came with, kept below `---` with the name it had in its quilt series (see `original_block`)."""
     eight_bit = not (subject.isascii() and body.isascii() and name.isascii())
     head = [f"From: {_mime_word(name)} <{email}>", f"Date: {date}", f"Subject: [PATCH] {_mime_word(subject)}"]
     if eight_bit:
@@ -104,29 +105,34 @@ def render(
         ]
     text = "\n".join(head) + "\n\n" + (body + "\n\n" if body else "")
     text += f"Stackmgr-Tree: {tree}\nStackmgr-Base: {base}\n---\n"
-    block = original_block(original) if original is not None else b""
+    block = original_block(original, original_name) if original is not None else b""
     return FROM_LINE + text.encode("utf-8") + block + stat_and_diff
 
 
-ORIGINAL = b"Stackmgr-Original-Header:\n"
+ORIGINAL = b"Stackmgr-Original-Header:"
 
 
-def original_block(header: bytes) -> bytes:
+def original_block(header: bytes, name: str = "") -> bytes:
     """An imported file's own header (everything above its diff, byte for byte), as it is kept below `---`:
-    a label line, then each line behind `| ` (`|` alone for an empty one), so that no line of it can start a
-    mail, a diff or a diffstat; `git am` and `git apply` skip it, `export --quilt` writes it back."""
+    a label line (with the file's name in its quilt series, if it came from one), then each line behind `| `
+    (`|` alone for an empty one), so that no line of it can start a mail, a diff or a diffstat; `git am` and
+    `git apply` skip it, `export --quilt` writes it back."""
     lines = header.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
-    return ORIGINAL + b"".join(b"| " + ln + b"\n" if ln else b"|\n" for ln in lines)
+    label = ORIGINAL + (b" " + name.encode("utf-8", "surrogateescape") if name else b"") + b"\n"
+    return label + b"".join(b"| " + ln + b"\n" if ln else b"|\n" for ln in lines)
 
 
 def original_block_of(data: bytes) -> bytes:
     """The `original_block` of a patch file, as it stands there; b"" when it has none."""
     start = data.find(b"\n---\n" + ORIGINAL)
-    if start < 0 or 0 <= data.find(b"\n---\n") < start:
+    label_end = data.find(b"\n", start + 5)
+    if start < 0 or 0 <= data.find(b"\n---\n") < start or label_end < 0:
         return b""
-    at = start + 5 + len(ORIGINAL)
+    if data[start + 5 + len(ORIGINAL) : label_end + 1][:1] not in (b" ", b"\n"):
+        return b""
+    at = label_end + 1
     while data.startswith((b"| ", b"|\n"), at) and data.find(b"\n", at) >= 0:
         at = data.find(b"\n", at) + 1
     return data[start + 5 : at]
@@ -137,8 +143,14 @@ def original_header(data: bytes) -> bytes | None:
     block = original_block_of(data)
     if not block:
         return None
-    lines = block[len(ORIGINAL) :].split(b"\n")[:-1]
+    lines = block.split(b"\n")[1:-1]
     return b"".join(ln[2:] + b"\n" if ln.startswith(b"| ") else b"\n" for ln in lines)
+
+
+def original_name(data: bytes) -> str:
+    """The name an imported patch had in its quilt series (on its `original_block`'s label line); "" if none."""
+    block = original_block_of(data)
+    return block[len(ORIGINAL) : block.find(b"\n")].strip().decode("utf-8", "surrogateescape") if block else ""
 
 
 def stat_part(data: bytes) -> bytes:
