@@ -279,7 +279,8 @@ def test_quilt_directory_with_a_p0_patch(shop: Lab, tmp_path: Path) -> None:
     (quilt / "series").write_text("# from the vendor\none.patch\ntwo.patch -p0\n")
     result = imp(shop, str(quilt))
     assert result.code == 0, result.err
-    assert (shop.store / "series" / "kernel-work").read_text().split() == ["one.patch", "two.patch"]
+    # the comment stays; `-p0` goes (stored patches are all -p1)
+    assert (shop.store / "series" / "kernel-work").read_text() == "# from the vendor\none.patch\ntwo.patch\n"
     assert shop.sm("apply", "kernel-work").code == 0
     assert shop.worktree_id() == tree_of(work)
 
@@ -821,7 +822,7 @@ def test_a_stack_whose_first_patch_applies_nowhere_says_why(lab: Lab, tmp_path: 
     assert result.code == 3
     first, second = result.err.strip().splitlines()
     assert "1-stale.diff: does not apply to tree vllm at HEAD or the 1000 commits before it" in first
-    assert "(at HEAD: error: patch failed: README:1)" in first
+    assert "(at HEAD: error: patch failed: README:1 (hunk 1 of 1, @@ -1 +1 @@))" in first
     assert second.endswith("2-good.diff: not imported: an earlier patch of the stack was refused")
 
 

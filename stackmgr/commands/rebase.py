@@ -365,13 +365,15 @@ def _write_rewritten(store: Store, state: State, rewritten: dict[str, bytes]) ->
 
 
 def _rebased_bytes(old: bytes, onto: str, stat_and_diff: bytes) -> bytes:
-    """The old header, byte for byte, with the new base; then the new diff."""
+    """The old header, byte for byte (an imported file's own header below `---` too), with the new base; then
+    the new diff."""
     import re
 
     m = re.search(rb"\nStackmgr-Base: *[0-9a-f]{40,64} *\n---\n", old)  # whatever base it was saved at
     if m is None:
         raise StackmgrError("a patch's header has no `Stackmgr-Base: … ---` line", "save it again, then rebase")
-    return old[: m.start()] + f"\nStackmgr-Base: {onto}\n---\n".encode() + stat_and_diff
+    kept = patchfile.original_block_of(old)
+    return old[: m.start()] + f"\nStackmgr-Base: {onto}\n---\n".encode() + kept + stat_and_diff
 
 
 def _refuse_changed_since(store: Store, state: State) -> None:

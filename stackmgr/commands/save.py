@@ -234,14 +234,18 @@ def _build(
     date = patchfile.rfc2822(stamp, tz)
     existing = read_or_none(os.path.join(store.patches_dir, name + ".patch"))
     kept = _existing_header(existing) if existing is not None else None
+    original, original_name = None, ""
     if req.message is None and kept is not None and kept.subject:  # `save --update` without -m keeps it
         subject, body = kept.subject, kept.body
+        if existing is not None:  # as `quilt refresh` keeps a header
+            original, original_name = patchfile.original_header(existing), patchfile.original_name(existing)
     else:
         subject, body = patchfile.check_message(req.message or name)
     if kept is not None:
         date, author, email = _keep_identity(kept, date, author, email)
     data = patchfile.render(tree=tree, base=base, subject=subject, body=body, name=author, email=email,
-                            date=date, stat_and_diff=stat_and_diff)  # fmt: skip
+                            date=date, stat_and_diff=stat_and_diff, original=original,
+                            original_name=original_name)  # fmt: skip
     return data, expected
 
 

@@ -180,6 +180,14 @@ class SeriesFile:
     def append(self, filename: str) -> None:
         self.insert(filename, len(self.entries))
 
+    def append_line(self, text: str) -> None:
+        """A line at the end, kept as written: a comment, a blank line, or an entry with its `-p1`, guards and
+        comment (import keeps a quilt series' layout so). A line the grammar refuses raises SeriesError."""
+        entry = parse_entry(os.path.relpath(self.path, self.store.root), len(self.lines) + 1, text)
+        if entry is not None and entry.patch in (e.patch for e in self.entries):
+            raise UsageProblem(f"'{entry.patch}' is already in series {self.name}", "each patch appears once")
+        self._place(Line(text, self._newline(), entry), len(self.entries))
+
     def insert(self, filename: str, position: int) -> None:
         """Insert `filename` so that it becomes entry number `position` (0-based); past the end appends."""
         if filename in (e.patch for e in self.entries):
