@@ -73,8 +73,9 @@ def render_status(report: TreeReport) -> None:
         out("  " + paint(f"note: {warning}", "yellow"))
     if report.applied:
         a = report.applied
-        n = len(a["patches"])
-        head = f"  {a['series']} applied ({n} patch{'es' if n != 1 else ''} on {a['base'][:12]})"
+        top = f", top {a['top']}" if a.get("top") else ""
+        head = f"  {a['series']}: {len(a['patches'])} of {a.get('total', len(a['patches']))} applied{top} " \
+               f"(on {a['base'][:12]})"
         edited = a.get("series_edited") or []
         if a["drift"]:
             shown = ", ".join(a["drift"][:5]) + (" …" if len(a["drift"]) > 5 else "")

@@ -295,7 +295,8 @@ def test_apply_b_while_a_is_applied_then_again_then_reset_twice(lab: Lab) -> Non
     assert applied is not None and applied["series"] == "B" and applied["matches"] is True
     assert lab.sm("reset").out == f"vllm: reset to {base[:12]}\n"
     assert lab.sm("reset").out == f"vllm: already at {base[:12]}\n"
-    assert porcelain(lab.tree) == b"" and applied_state(lab) is None
+    current = applied_state(lab)  # reset to the series' base: B stays current, none of it applied (push goes on)
+    assert porcelain(lab.tree) == b"" and current is not None and (current["series"], current["patches"]) == ("B", [])
 
 
 @pytest.mark.regression("edge case: a linked worktree as the only tree")

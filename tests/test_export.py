@@ -70,3 +70,23 @@ def test_export_needs_exactly_one_target(lab: Lab, tmp_path: Path) -> None:
     for args in ((), ("--mbox", str(tmp_path / "a"), "--git", "b"), ("--quilt", str(tmp_path / "afile"))):
         result = lab.sm("export", "S", *args)
         assert result.code == 2 and len(result.err.strip().splitlines()) == 1
+
+
+@pytest.mark.regression("export --quilt into someone's quilt directory overwrote its series file")
+def test_quilt_export_refuses_a_quilt_directory_it_did_not_write(lab: Lab, tmp_path: Path) -> None:
+    save_three_patch_series(lab)
+    theirs = tmp_path / "debian" / "patches"
+    theirs.mkdir(parents=True)
+    (theirs / "series").write_text("their-fix.patch\n")
+    (theirs / "their-fix.patch").write_text("--- a/x\n+++ b/x\n")
+    refused = lab.sm("export", "S", "--quilt", str(theirs))
+    assert refused.code == 2 and "their-fix.patch" in refused.err, refused.err
+    assert (theirs / "series").read_text() == "their-fix.patch\n"
+    (theirs / "their-fix.patch").unlink()
+    refused = lab.sm("export", "S", "--quilt", str(theirs))  # a series listing a patch this export does not write
+    assert refused.code == 2 and "series (it lists their-fix.patch)" in refused.err, refused.err
+    out = tmp_path / "out"
+    assert lab.sm("export", "S", "--quilt", str(out)).code == 0
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert lab.sm("export", "S", "--quilt", str(out)).code == 0  # an earlier export of this series: written again
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first

@@ -279,7 +279,8 @@ def test_quilt_directory_with_a_p0_patch(shop: Lab, tmp_path: Path) -> None:
     (quilt / "series").write_text("# from the vendor\none.patch\ntwo.patch -p0\n")
     result = imp(shop, str(quilt))
     assert result.code == 0, result.err
-    assert (shop.store / "series" / "kernel-work").read_text().split() == ["one.patch", "two.patch"]
+    # the comment stays; `-p0` goes (stored patches are all -p1)
+    assert (shop.store / "series" / "kernel-work").read_text() == "# from the vendor\none.patch\ntwo.patch\n"
     assert shop.sm("apply", "kernel-work").code == 0
     assert shop.worktree_id() == tree_of(work)
 
@@ -821,7 +822,7 @@ def test_a_stack_whose_first_patch_applies_nowhere_says_why(lab: Lab, tmp_path: 
     assert result.code == 3
     first, second = result.err.strip().splitlines()
     assert "1-stale.diff: does not apply to tree vllm at HEAD or the 1000 commits before it" in first
-    assert "(at HEAD: error: patch failed: README:1)" in first
+    assert "(at HEAD: error: patch failed: README:1 (hunk 1 of 1, @@ -1 +1 @@))" in first
     assert second.endswith("2-good.diff: not imported: an earlier patch of the stack was refused")
 
 
@@ -862,3 +863,20 @@ def test_an_import_records_its_patches_as_a_fresh_read_of_them_would(shop: Lab, 
     assert {name: fresh.records[name] for name in recorded} == recorded
     assert shop.sm("apply", "S").code == 0
     assert shop.worktree_id() == tree_of(work)
+
+
+@pytest.mark.regression("a mode-only patch of a file an earlier patch created was falsely 'not preserved'")
+def test_a_mode_change_of_a_file_an_earlier_patch_created_is_preserved(lab: Lab, tmp_path: Path) -> None:
+    work = clone(lab, tmp_path / "work")
+    commit(work, {"tools/run.sh": "#!/bin/sh\necho hi\n"}, "add a script")
+    (work / "tools" / "run.sh").chmod(0o755)
+    git(work, "commit", "-q", "-am", "make it executable")
+    mails = git_text(work, "format-patch", "-2", "-o", str(tmp_path / "mails")).split()
+    assert b"index " not in Path(mails[1]).read_bytes()  # git writes no blob ids for a mode-only change
+    assert imp(lab, "--series", "S", *mails).code == 0
+    assert lab.sm("apply", "S").code == 0
+    assert lab.worktree_id() == tree_of(work)
+    check = lab.sm("check", "-v")
+    assert check.code == 0, check.out + check.err
+    assert lab.sm("reset").code == 0
+    assert lab.worktree_id() == tree_of(lab.tree)

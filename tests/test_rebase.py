@@ -5,11 +5,14 @@ classification must be exactly right, the user's tree untouched, and the result 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from stackmgr.store import patchfile
 from tests.conftest import Lab, commit, git, git_text, link_id, run_stackmgr, show_json
 from tests.conftest import stackmgr_process as stackmgr
 
@@ -448,7 +451,51 @@ def test_a_patch_shared_with_another_series_is_not_rewritten_under_it(lab: Lab) 
     result = lab.sm("rebase", "S", "--onto", "HEAD")
     assert result.code == 2
     assert "patch shared.patch is also in series T: rebasing S would change what T builds" in result.err
+    assert "--own-copy" in result.err
     assert _fingerprint(lab) == before
+
+
+@pytest.mark.regression("rebasing one series rewrote a patch another series also uses")
+def test_own_copy_gives_the_rebased_series_its_own_copy_of_a_shared_patch(lab: Lab) -> None:
+    one_patch_series(lab, {"README": "hello\nshared\n"}, "shared")
+    one_patch_series(lab, {"src/model.py": "def f():\n    return 2\n"}, "mine")
+    (lab.store / "series" / "T").write_text("# the other lane\nshared.patch\n")
+    shared = (lab.store / "patches" / "shared.patch").read_bytes()
+    old_t = tree_of_series(lab, "T")
+    onto = commit(lab.tree, {"NEWS": "upstream\n"}, "upstream")
+    git(lab.tree, "branch", "upstream")
+    result = lab.sm("rebase", "S", "--onto", "HEAD", "--own-copy")
+    assert result.code == 0, result.err
+    assert "series S now lists its own copy shared--S.patch" in result.out
+    assert (lab.store / "series" / "S").read_text() == "shared--S.patch\nmine.patch\n"
+    assert (lab.store / "series" / "T").read_text() == "# the other lane\nshared.patch\n"
+    assert (lab.store / "patches" / "shared.patch").read_bytes() == shared, "T builds what it built"
+    assert tree_of_series(lab, "T") == old_t
+    copy = (lab.store / "patches" / "shared--S.patch").read_bytes()
+    assert f"Stackmgr-Base: {onto}".encode() in copy
+    assert lab.sm("undo").code == 0  # the rewrite is one operation
+    assert (lab.store / "series" / "S").read_text() == "shared.patch\nmine.patch\n"
+    assert not (lab.store / "patches" / "shared--S.patch").exists()
+    assert lab.sm("undo").code == 0  # and again: redone
+    assert lab.sm("apply", "S").code == 0
+    assert (lab.tree / "NEWS").exists() and (lab.tree / "README").read_text() == "hello\nshared\n"
+    assert lab.sm("lint").code == 0, lab.sm("lint").out
+
+
+def tree_of_series(lab: Lab, series: str) -> str:
+    """The tree id series `series` builds, applied by plain git to its recorded base in a scratch index."""
+    import tempfile
+
+    names = [ln for ln in (lab.store / "series" / series).read_text().splitlines() if ln and not ln.startswith("#")]
+    base = patchfile.parse_header((lab.store / "patches" / names[0]).read_bytes(), names[0]).base
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, GIT_INDEX_FILE=os.path.join(tmp, "index"))
+        subprocess.run(["git", "read-tree", base], cwd=lab.tree, env=env, check=True)
+        for name in names:
+            subprocess.run(["git", "apply", "--cached", str(lab.store / "patches" / name)], cwd=lab.tree, env=env,
+                           check=True)  # fmt: skip
+        return subprocess.run(["git", "write-tree"], cwd=lab.tree, env=env, check=True, capture_output=True,
+                              text=True).stdout.strip()  # fmt: skip
 
 
 @pytest.mark.regression("a backport upstream later changed again conflicted where git rebase drops it")
@@ -486,3 +533,61 @@ def test_a_rebase_starts_a_few_git_processes_per_patch(stacked: Lab, tmp_path: P
         f"p{i:02d}": "context drift" if i == 3 else "unchanged" for i in range(N)}  # fmt: skip
     started = trace.read_text().count("trace: built-in: git")
     assert started <= 4 * N + 25, started  # apply --3way, write-tree, commit-tree, diff-tree a patch (was 12)
+
+
+@pytest.mark.regression("a squash-merged stack conflicted where StGit finds it merged upstream")
+def test_a_stack_upstream_took_as_one_squashed_commit_is_upstream(lab: Lab) -> None:
+    """Upstream squash-merged the branch: neither patch has an upstream commit's patch-id, and carrying the first
+    alone conflicts (upstream's line is the second patch's). StGit's test (reverse the stack from the top on the new
+    base) finds both merged; the series is left empty and the tree moves to the new base."""
+    one_patch_series(lab, {"README": "hello\none\n"}, "p1")
+    one_patch_series(lab, {"README": "hello\ntwo\n"}, "p2")
+    onto = commit(lab.tree, {"README": "hello\ntwo\n", "NEWS": "squashed\n"}, "upstream: the branch, squashed")
+    git(lab.tree, "branch", "upstream")
+    code, state, err = rebase_json(lab, "S", "--onto", "upstream")
+    assert code == 0, err
+    assert [p["outcome"] for p in state["patches"]] == ["already upstream", "already upstream"]  # type: ignore[index]
+    assert lab.sm("reset", "--to", onto).code == 0 and lab.sm("check").code == 0
+    assert lab.sm("lint").code == 0, lab.sm("lint").out
+
+
+@pytest.mark.regression("a squash-merged stack conflicted where StGit finds it merged upstream")
+def test_a_conflict_that_is_not_upstream_still_stops(lab: Lab) -> None:
+    one_patch_series(lab, {"README": "hello\none\n"}, "p1")
+    commit(lab.tree, {"README": "hello\nsomething else\n"}, "upstream: its own line")
+    git(lab.tree, "branch", "upstream")
+    code, _state, err = rebase_json(lab, "S", "--onto", "upstream")
+    assert code == 3 and "conflict" in err
+    assert lab.sm("rebase", "S", "--abort").code == 0
+
+
+@pytest.mark.regression("rebase stopped where git rebase follows upstream's rename of the patched file")
+def test_a_patch_of_a_file_upstream_moved_is_carried_to_the_new_path_as_git_rebase_does(lab: Lab) -> None:
+    """Found on real PyPI histories (tomli 2.0.1 moved its modules under src/): git rebase's merge follows the
+    rename; carrying by the blobs finds no old path and would stop."""
+    lines = "".join(f"{n}\n" for n in range(1, 21))
+    commit(lab.tree, {"old.txt": lines}, "a file")
+    one_patch_series(lab, {"old.txt": lines.replace("5\n", "five\n", 1)}, "fix")
+    git(lab.tree, "mv", "old.txt", "new.txt")
+    git(lab.tree, "commit", "-qm", "upstream: move old.txt to new.txt")
+    git(lab.tree, "branch", "upstream")
+    code, state, err = rebase_json(lab, "S", "--onto", "upstream")
+    assert code == 0, err
+    assert [p["outcome"] for p in state["patches"]] == ["merged (3-way)"]  # type: ignore[index]
+    assert lab.sm("apply", "S").code == 0
+    assert (lab.tree / "new.txt").read_text() == lines.replace("5\n", "five\n", 1)
+    assert not (lab.tree / "old.txt").exists()
+
+
+@pytest.mark.regression("rebase stopped where git rebase follows upstream's rename of the patched file")
+def test_a_patch_upstream_took_under_a_new_path_is_upstream(lab: Lab) -> None:
+    lines = "".join(f"{n}\n" for n in range(1, 21))
+    commit(lab.tree, {"old.txt": lines}, "a file")
+    one_patch_series(lab, {"old.txt": lines.replace("5\n", "five\n", 1)}, "fix")
+    git(lab.tree, "mv", "old.txt", "new.txt")
+    (lab.tree / "new.txt").write_text(lines.replace("5\n", "five\n", 1))
+    git(lab.tree, "commit", "-qam", "upstream: moved, with the fix")
+    git(lab.tree, "branch", "upstream")
+    code, state, err = rebase_json(lab, "S", "--onto", "upstream")
+    assert code == 0, err
+    assert [p["outcome"] for p in state["patches"]] == ["already upstream"]  # type: ignore[index]

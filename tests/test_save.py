@@ -355,3 +355,20 @@ def test_update_without_a_message_keeps_the_description(lab: Lab) -> None:
     (lab.tree / "README").write_text("third\n")
     assert lab.sm("save", "fix", "--update", "-m", "a new subject").code == 0
     assert parse_header((lab.store / "patches" / "fix.patch").read_bytes(), "fix").subject == "a new subject"
+
+
+@pytest.mark.regression("a mode-only patch of a file an earlier patch created was falsely 'not preserved'")
+def test_saving_only_a_mode_change_on_top_of_a_series_preserves_it(lab: Lab) -> None:
+    (lab.tree / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    assert lab.sm("save", "script", "--series", "S", "-m", "a script").code == 0
+    (lab.tree / "run.sh").chmod(0o755)
+    saved = lab.sm("save", "exec", "--series", "S", "-m", "make it executable")
+    assert saved.code == 0, saved.err
+    assert b"index " not in (lab.store / "patches" / "exec.patch").read_bytes().split(b"diff --git", 1)[1]
+    want = lab.worktree_id()
+    shutil.rmtree(lab.store / ".stackmgr" / "cache")  # what check then reads from the patch files alone
+    check = lab.sm("check", "-v")
+    assert check.code == 0, check.out + check.err
+    assert lab.sm("reset").code == 0
+    assert lab.sm("apply", "S").code == 0
+    assert lab.worktree_id() == want

@@ -24,6 +24,7 @@ from stackmgr.cli.import_ import import_cmd
 from stackmgr.cli.interdiff import interdiff_cmd
 from stackmgr.cli.links import link_cmd, links_cmd, show_cmd, verify_cmd
 from stackmgr.cli.lint import lint_cmd
+from stackmgr.cli.navigate import drop_cmd, pop_cmd, push_cmd, refresh_cmd, rename_cmd, top_cmd
 from stackmgr.cli.rebase import rebase_cmd
 from stackmgr.cli.recover import recover_cmd
 from stackmgr.cli.report import report_cmd
@@ -102,7 +103,8 @@ def demo(keep: bool) -> None:
 # Every command of `stackmgr`, once (click lists them sorted by name).
 COMMANDS: tuple[click.Command, ...] = (
     init, trees_cmd, tree_group, status, check, save, apply_cmd, reset_cmd, recover_cmd, series_group, export_cmd,
-    import_cmd, rebase_cmd, interdiff_cmd, link_cmd, show_cmd, links_cmd, verify_cmd, report_cmd, lint_cmd,
+    import_cmd, rebase_cmd, push_cmd, pop_cmd, refresh_cmd, top_cmd, rename_cmd, drop_cmd, interdiff_cmd,
+    link_cmd, show_cmd, links_cmd, verify_cmd, report_cmd, lint_cmd,
     log_cmd, undo_cmd, gc_cmd, shell_init_cmd, guard_cmd, demo,
 )  # fmt: skip
 

@@ -32,7 +32,8 @@ def import_cmd(ctx: Context, files: tuple[str, ...], tree: str | None, series: s
         output.emit_json({"schema": 1, "series": report.series if report.imported else None,
                           "imported": [{"name": i.name, "source": i.source, "tree": i.tree, "base": i.base,
                                         "found_at": i.found_at, "outcome": i.outcome} for i in report.imported],
-                          "refused": [{"source": r.source, "reason": r.reason} for r in report.refused]})  # fmt: skip
+                          "refused": [{"source": r.source, "reason": r.reason} for r in report.refused],
+                          "skipped": [{"source": r.source, "reason": r.reason} for r in report.skipped]})  # fmt: skip
     else:
         for i in report.imported:
             files_n, plus, minus = i.stat
@@ -42,6 +43,8 @@ def import_cmd(ctx: Context, files: tuple[str, ...], tree: str | None, series: s
         if report.imported and report.series:
             output.out(f"series {report.series}: {len(report.imported)} patch"
                        f"{'es' if len(report.imported) != 1 else ''} appended")  # fmt: skip
+        for r in report.skipped:
+            output.err(f"stackmgr: skipped {r.source}: {r.reason}")
         for r in report.refused:
             output.err(f"stackmgr: refused {r.source}: {r.reason}")
     if report.refused:

@@ -16,10 +16,12 @@ from stackmgr.store.config import open_store
 @click.option("--exec", "exec_cmd", metavar="CMD", help="Run CMD (a shell command) in the worktree after each patch.")
 @click.option("--continue", "go_on", is_flag=True, help="Go on after resolving a conflict in the worktree.")
 @click.option("--abort", is_flag=True, help="Give up: remove the worktree; nothing was changed.")
+@click.option("--own-copy", is_flag=True,
+              help="A patch other series also list is written as this series' own copy (NAME--SERIES).")
 @json_option()
 @pass_context
 def rebase_cmd(ctx: Context, series: str | None, onto: str | None, tree: str | None, exec_cmd: str | None,
-               go_on: bool, abort: bool) -> None:  # fmt: skip
+               go_on: bool, abort: bool, own_copy: bool) -> None:  # fmt: skip
     """Carry a series to a new upstream base in a scratch worktree, classifying every patch: unchanged, context
     drift, merged (3-way), conflict resolved, already upstream. Your working tree is not touched; the patches
     and the series are rewritten only once all of them are carried (`stackmgr undo` reverts that)."""
@@ -32,13 +34,17 @@ def rebase_cmd(ctx: Context, series: str | None, onto: str | None, tree: str | N
         raise UsageProblem("give --onto REV, --continue or --abort", "e.g. `stackmgr rebase S --onto origin/main`")
     if onto is not None and series is None:
         raise UsageProblem("which series?", "`stackmgr rebase SERIES --onto REV`")
-    if onto is None and (tree is not None or exec_cmd is not None):
-        raise UsageProblem("-t and --exec go with --onto", "--continue goes on with the tree and --exec given then")
+    if onto is None and (tree is not None or exec_cmd is not None or own_copy):
+        raise UsageProblem("-t, --exec and --own-copy go with --onto",
+                           "--continue goes on with what was given then")  # fmt: skip
     if abort:
         output.out(f"rebase of series {rebase.abort(store, series)} aborted; nothing was changed")
         return
     with output.activity("rebasing"):
-        result = rebase.resume(store, series) if go_on else rebase.start(store, str(series), str(onto), tree, exec_cmd)
+        if go_on:
+            result = rebase.resume(store, series)
+        else:
+            result = rebase.start(store, str(series), str(onto), tree, exec_cmd, own_copy)
     if ctx.json:
         output.emit_json(result.to_json())
     else:
@@ -52,6 +58,11 @@ def rebase_cmd(ctx: Context, series: str | None, onto: str | None, tree: str | N
             if upstream:
                 output.out(f"already upstream, commented out in series/{s['series']}: {', '.join(upstream)} "
                            "(delete those lines, or keep them as a record)")  # fmt: skip
+            carried = {st["file"] for st in s["steps"] if st["outcome"] != "already upstream"}
+            for old, new in s.get("copies", {}).items():
+                if old in carried:
+                    output.out(f"{old} is also in other series, which keep it: series {s['series']} now lists its "
+                               f"own copy {new}")  # fmt: skip
             if old_series_applied(store, s):
                 if len(upstream) == len(s["steps"]):  # nothing left to apply: the tree goes to the new base
                     output.out(f"tree {s['tree']} still holds the old series; every patch is upstream now: "

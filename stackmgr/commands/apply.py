@@ -24,7 +24,7 @@ from stackmgr.store.applied import Applied, record_applied
 from stackmgr.store.config import Store
 from stackmgr.store.fs import sha256_hex
 from stackmgr.store.names import inside
-from stackmgr.store.series import Entry, SeriesFile
+from stackmgr.store.series import Entry, SeriesFile, active
 from stackmgr.types import TreeId
 
 MAX_PATCH_BYTES = 1 << 30  # git apply refuses input of 1 GiB or more
@@ -62,14 +62,6 @@ class TreeOutcome:
         self.patches = [p.name for p in plan.patches]
         self.result = plan.result
         self.changed = changed
-
-
-def active(entry: Entry, guards: tuple[str, ...]) -> bool:
-    """MQ's guard rule: a negative guard that is active skips the patch; positive guards need one active."""
-    if any(g[1:] in guards for g in entry.guards if g.startswith("-")):
-        return False
-    positive = [g[1:] for g in entry.guards if g.startswith("+")]
-    return not positive or any(g in guards for g in positive)
 
 
 def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[str, ...]) -> list[TreePlan]:
@@ -133,6 +125,12 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
         try:
             for plan in plans:
                 built[plan.tree] = compute_result(plan, three_way, store.root)
+        except StackmgrError as exc:
+            stale = made_on_older(plan) if "as it records" in exc.message else []
+            failed.append(StackmgrError(f"tree {plan.tree}: patch {stale[0]} was made on an older version of a "
+                                        "patch below it (refreshed since); nothing was changed",
+                                        "`stackmgr push` up to it (by its context, as quilt does), then `stackmgr "
+                                        "refresh`") if stale else exc)  # fmt: skip
         except BaseException as exc:  # re-raised on the main thread
             failed.append(exc)
 
@@ -149,9 +147,11 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
         plan.result = built[plan.tree]
 
 
-def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
+def compute_result(plan: TreePlan, three_way: bool, store_root: str, loose: bool = False) -> TreeId:
     """Apply the tree's patches in order to its base in a scratch index; name the first that fails. The result
-    must be what the patches record (claims.py); what they record is read while git applies them."""
+    must be what the patches record (claims.py); what they record is read while git applies them. `loose`: the
+    contents may differ from what they record (a patch made on an older version of one below), files and modes
+    not."""
     repo = open_repo(plan.path)
     claimed: list[claims.Claims] = []
     index = TempIndex.scratch(repo, "apply")
@@ -161,7 +161,7 @@ def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
         ok, _err = index.apply(*(p.path for p in plan.patches), three_way=three_way, meanwhile=read_claims)
         if ok:
             result = _result_tree(index, plan)
-            claims.check_result(repo, plan.base, result, claimed[0], plan.tree, merged=three_way)
+            claims.check_result(repo, plan.base, result, claimed[0], plan.tree, merged=three_way or loose)
             return result
         index.read_tree(plan.base)  # one call refused the series: find the first patch that fails, one by one
         for n, patch in enumerate(plan.patches, start=1):
@@ -175,10 +175,24 @@ def compute_result(plan: TreePlan, three_way: bool, store_root: str) -> TreeId:
                     "refresh the patch (`stackmgr save NAME --update` on a tree where it applies)",
                 )
         result = _result_tree(index, plan)
-        claims.check_result(repo, plan.base, result, claimed[0], plan.tree, merged=three_way)
+        claims.check_result(repo, plan.base, result, claimed[0], plan.tree, merged=three_way or loose)
         return result
     finally:
         index.discard()
+
+
+def made_on_older(plan: TreePlan) -> list[str]:
+    """Patches whose recorded pre-image of a file is not what the patches below them leave there: made on an older
+    version of one below (refreshed since)."""
+    state: dict[bytes, str | None] = {}
+    stale = []
+    for ref in plan.patches:
+        images = patchfile.post_images(patchfile.diff_part(ref.data), ref.name)
+        if any(im.path in state and im.old_blob is not None and state[im.path] not in (None, im.old_blob)
+               for im in images):  # fmt: skip
+            stale.append(ref.name)
+        state.update((im.path, im.blob) for im in images)
+    return stale
 
 
 def _result_tree(index: TempIndex, plan: TreePlan) -> TreeId:
@@ -231,7 +245,7 @@ def apply_series(
             _preflight_while_computing(store, plans, three_way)
             outcomes = [TreeOutcome(p, p.snap is not None and p.snap.tree_id() != p.result) for p in plans]
             if not dry_run:
-                _switch_all(store, name, plans)
+                _switch_all(store, name, plans, guards)
             return outcomes
         finally:
             for plan in plans:
@@ -253,7 +267,7 @@ def _refuse_revivals(store: Store, plans: list[TreePlan], override: str | None) 
         sys.stderr.write(f"stackmgr: {warning}\n")
 
 
-def _switch_all(store: Store, name: str, plans: list[TreePlan]) -> None:
+def _switch_all(store: Store, name: str, plans: list[TreePlan], guards: tuple[str, ...]) -> None:
     """Switch every tree; if one refuses, put the ones already switched back as they were."""
     done: list[tree_move.Moved] = []
     try:
@@ -268,4 +282,4 @@ def _switch_all(store: Store, name: str, plans: list[TreePlan]) -> None:
     for plan in plans:
         assert plan.result is not None
         record_applied(store, plan.tree, Applied(name, plan.base, [(p.name, p.sha256) for p in plan.patches],
-                                                 plan.result))  # fmt: skip
+                                                 plan.result, guards=list(guards)))  # fmt: skip

@@ -15,26 +15,85 @@ from stackmgr.safety import claims
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import atomic_write
+from stackmgr.store.series import SeriesFile
 
 
 def export_quilt(store: Store, series: str, directory: str, guards: tuple[str, ...] = ()) -> list[str]:
-    """DIR/<patch files> and DIR/series: `quilt push -a` (QUILT_PATCHES=DIR) applies them. Refuses to write into
-    a directory that holds anything but an earlier export of this kind (a `series` file and `*.patch`)."""
+    """DIR/<patch files> and DIR/series: `quilt push -a` (QUILT_PATCHES=DIR) applies them. A patch imported from a
+    quilt series gets back the name it had there (`fix.diff`, `debian/x`), the others their store name. Refuses
+    to write into a directory that holds anything but an earlier export of this series (only the files this
+    export writes, and a `series` listing nothing else): nothing of someone's own quilt directory is lost."""
     plans = _single_tree(store, series, guards)
+    names = _quilt_names(plans[0])
     if os.path.exists(directory):
         if not os.path.isdir(directory):
             raise UsageProblem(f"{directory} is a file", "export into a new directory")
-        stray = [n for n in os.listdir(directory) if n != "series" and not n.endswith(".patch")]
+        stray = _not_ours(directory, set(names.values()))
         if stray:
-            raise UsageProblem(f"{directory} is not empty (holds {stray[0]})", "export into a new directory")
+            raise UsageProblem(f"{directory} holds {stray}, which this export would not write",
+                               "export into a new directory (or empty that one)")  # fmt: skip
     os.makedirs(directory, exist_ok=True)
-    names = []
     for p in plans[0].patches:
-        filename = os.path.basename(p.path)
-        atomic_write(os.path.join(directory, filename), p.data)
-        names.append(filename)
-    atomic_write(os.path.join(directory, "series"), "".join(n + "\n" for n in names).encode())
+        target = os.path.join(directory, *names[os.path.basename(p.path)].split("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        atomic_write(target, quilt_patch(p.data))
+    atomic_write(os.path.join(directory, "series"), _quilt_series(store, series, names))
+    return list(names.values())
+
+
+def _not_ours(directory: str, names: set[str]) -> str:
+    """The first thing in `directory` an export writing `names` (and `series`) would not write, or ""."""
+    for root, dirs, files in os.walk(directory):
+        for filename in sorted(files):
+            rel = os.path.relpath(os.path.join(root, filename), directory).replace(os.sep, "/")
+            if rel != "series" and rel not in names:
+                return rel
+        dirs[:] = [d for d in sorted(dirs) if any(n.startswith(os.path.relpath(os.path.join(root, d), directory)
+                                                             .replace(os.sep, "/") + "/") for n in names)]  # fmt: skip
+        for d in sorted(set(os.listdir(root)) - set(files) - set(dirs)):
+            return os.path.relpath(os.path.join(root, d), directory).replace(os.sep, "/")
+    try:
+        with open(os.path.join(directory, "series"), "rb") as f:
+            listed = [ln.split()[0].decode("utf-8", "replace") for ln in f.read().splitlines()
+                      if ln.strip() and not ln.startswith(b"#")]  # fmt: skip
+    except OSError:
+        return ""
+    return next((f"series (it lists {n})" for n in listed if n not in names), "")
+
+
+def _quilt_names(plan: TreePlan) -> dict[str, str]:
+    """Each patch file's name in the exported directory: the one its quilt series gave it, when that is a plain
+    relative path and no other patch takes it; else its store name."""
+    files = [os.path.basename(p.path) for p in plan.patches]
+    names: dict[str, str] = {}
+    for filename, p in zip(files, plan.patches, strict=True):
+        wanted = patchfile.original_name(p.data)
+        plain = wanted and all(c and c not in (".", "..") and c != ".pc" for c in wanted.split("/"))
+        free = wanted not in names.values() and (wanted == filename or wanted not in files)
+        names[filename] = wanted if plain and free and wanted != "series" else filename
     return names
+
+
+def _quilt_series(store: Store, series: str, names: dict[str, str]) -> bytes:
+    """The series file quilt reads: the store's series line for line (comments, blank lines, `-p1` and trailing
+    comments as written; quilt reads ` #+guard` as a comment), less the entries guards left out, each entry under
+    its exported name."""
+    sf = SeriesFile.load(store, series)
+    out = []
+    for ln in sf.lines:
+        if ln.entry is None:
+            out.append(ln.text)
+        elif ln.entry.patch in names:
+            at = ln.text.find(ln.entry.patch)
+            out.append(ln.text[:at] + names[ln.entry.patch] + ln.text[at + len(ln.entry.patch) :])
+    return "".join(text + "\n" for text in out).encode("utf-8", "surrogateescape")
+
+
+def quilt_patch(data: bytes) -> bytes:
+    """A patch as quilt gets it: an imported one with the header it came with (byte for byte) above the stored
+    diff; any other as it is (a `git format-patch` mail, which quilt reads too)."""
+    header = patchfile.original_header(data)
+    return data if header is None else header + patchfile.diff_part(data)
 
 
 def export_mbox(store: Store, series: str, path: str, guards: tuple[str, ...] = ()) -> list[str]:

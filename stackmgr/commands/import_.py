@@ -16,12 +16,12 @@ import os
 
 from stackmgr.commands.import_tree import SEARCH_DEPTH, ImportReport, Workspace
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.incoming.read import Incoming, Refused, read_inputs
+from stackmgr.incoming.read import Incoming, QuiltDir, Refused, read_inputs
 from stackmgr.journal.operation import operation
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.names import patch_name, valid_name
-from stackmgr.store.series import SeriesFile
+from stackmgr.store.series import SeriesError, SeriesFile
 
 
 def import_patches(
@@ -36,6 +36,7 @@ def import_patches(
     if not store.trees:
         raise UsageProblem("this store has no trees", "register one with `stackmgr tree add NAME PATH`")
     items, quilt = read_inputs(paths)
+    report.skipped = quilt.empty if quilt is not None else []
     if name is not None and len(items) != 1:
         raise UsageProblem(f"--name names one patch, and {len(items)} were given", "drop --name")
     report.series = series or (quilt.suggested_series if quilt else None)
@@ -51,7 +52,7 @@ def import_patches(
     output.progress_total(len(good))
     with operation(store, f"import {' '.join(os.path.basename(p) for p in paths)}"[:200]):
         if report.series is not None:
-            _import_stack(store, good, tree, report.series, base, report)
+            _import_stack(store, good, tree, report.series, base, report, quilt)
         else:
             for item in good:
                 _import_alone(store, item, tree, base, report)
@@ -116,7 +117,7 @@ def _import_alone(store: Store, item: Incoming, wanted: str | None, base: str | 
     if not found:
         where = f"tree {trees[0]}" if len(trees) == 1 else f"any of the trees ({', '.join(trees)})"
         at = f"commit {base}" if base else f"HEAD or the {SEARCH_DEPTH} commits before it"
-        said = f"{why}; a patch for another tree?" if len(trees) == 1 else "a patch for another tree?"
+        said = why if "(hunk " in why else f"{why}; a patch for another tree?" if why else "a patch for another tree?"
         report.refused.append(Refused(item.source, f"does not apply to {where} at {at} ({said})"))
         return
     if len(found) > 1:
@@ -129,7 +130,13 @@ def _import_alone(store: Store, item: Incoming, wanted: str | None, base: str | 
 
 
 def _import_stack(
-    store: Store, items: list[Incoming], wanted: str | None, series: str, base: str | None, report: ImportReport
+    store: Store,
+    items: list[Incoming],
+    wanted: str | None,
+    series: str,
+    base: str | None,
+    report: ImportReport,
+    quilt: QuiltDir | None,
 ) -> None:
     trees = _trees_for(store, items[0], wanted)
     if isinstance(trees, Refused):
@@ -156,7 +163,7 @@ def _import_stack(
                 return
             commit, label = hit
             current = ws.repo.tree_of(commit)
-        added = []
+        added: list[tuple[str, Incoming]] = []
         names = [os.path.basename(p) for p, _ in below]
         refused_before = len(report.refused)
         for n, item in enumerate(items):
@@ -172,11 +179,28 @@ def _import_stack(
             result = ws.add(item, commit, current, label, report)
             if result is not None:
                 current = result
-                added.append(filename)
+                added.append((filename, item))
     if added:
-        for filename in added:
-            sf.append(filename)
+        for filename, item in added:
+            _append(sf, filename, item, quilt)
+        if quilt is not None and added[-1][1] is items[-1]:  # the whole stack is in: the series' last comments
+            for text in quilt.trailing:
+                sf.append_line(text)
         sf.write()
+
+
+def _append(sf: SeriesFile, filename: str, item: Incoming, quilt: QuiltDir | None) -> None:
+    """The patch's series line; from a quilt series, with the comments above it and its own line's `-p1` and
+    comment as written there."""
+    if quilt is None or id(item) not in quilt.suffix:
+        sf.append(filename)
+        return
+    for text in quilt.above[id(item)]:
+        sf.append_line(text)
+    try:
+        sf.append_line(filename + quilt.suffix[id(item)])
+    except SeriesError:  # a trailing comment stackmgr would read as a bad guard (`#+`): the name alone
+        sf.append(filename)
 
 
 def _rebuilt(ws: Workspace, series: str, base: str, patch_files: list[str]) -> str:

@@ -10,6 +10,7 @@ import shutil
 from stackmgr.errors import StackmgrError
 from stackmgr.git.repo import author_ident, open_repo
 from stackmgr.git.tempindex import TempIndex
+from stackmgr.incoming.names import failing_hunk
 from stackmgr.incoming.read import Incoming, Refused
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
@@ -35,6 +36,7 @@ class ImportReport:
     def __init__(self) -> None:
         self.imported: list[Imported] = []
         self.refused: list[Refused] = []
+        self.skipped: list[Refused] = []  # nothing to import, and no refusal (an empty quilt patch)
         self.series: str | None = None
 
 
@@ -159,8 +161,7 @@ class Workspace:
         return (best[1], best[2]) if best else None
 
     def _paths(self, item: Incoming) -> list[bytes]:
-        strip = self.strip(item)
-        return [b"/".join(n.split(b"/")[strip:]) for n in item.paths_raw() if n.count(b"/") >= strip]
+        return item.paths(self.strip(item))
 
     def _candidates(self, paths: list[bytes]) -> list[tuple[str, str]]:
         """HEAD, and the parent of every first-parent commit that changed one of `paths`: each the newest commit
@@ -217,10 +218,11 @@ class Workspace:
         return result
 
     def why_not(self, start: str, item: Incoming) -> tuple[bool, str]:
-        """Whether `item` applies to tree-ish `start`, and git's own first line when it does not (file, line)."""
+        """Whether `item` applies to tree-ish `start`, and git's own first line when it does not (file, line, and
+        the hunk that is)."""
         self.index.read_tree(start)
         ok, err = self.index.apply(self.file(item), strip=self.strip(item))
-        return ok, (err.splitlines()[0] if err else "does not apply")
+        return ok, failing_hunk(item.diff, self.strip(item), err)
 
     def _render(self, item: Incoming, base: str, stat_and_diff: bytes, existing: bytes | None) -> bytes:
         """The patch file; an input that already is this very patch (an export) is kept byte for byte. Where the
@@ -250,7 +252,8 @@ class Workspace:
         except StackmgrError:
             subject, body = item.name, item.body
         return patchfile.render(tree=self.tree, base=base, subject=subject, body=body, name=who, email=mail[:-1],
-                                date=date, stat_and_diff=stat_and_diff)  # fmt: skip
+                                date=date, stat_and_diff=stat_and_diff, original=item.header,
+                                original_name=item.quilt_name)  # fmt: skip
 
     def _verify(self, data: bytes, start: str, result: str) -> str | None:
         """The written bytes, applied to where they start, must give exactly the result (in the second index: in

@@ -9,6 +9,7 @@ from typing import Any
 from stackmgr.errors import UsageProblem
 from stackmgr.evidence.records import Link, load_links
 from stackmgr.evidence.states import Evidence, effective, patch_status
+from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.names import patch_name
 from stackmgr.store.patchfile import PatchHeader, parse_header
@@ -44,7 +45,7 @@ class PatchView:
             data = f.read()
         self.name = name
         self.header: PatchHeader = parse_header(data, f"patches/{name}.patch")
-        self.stat = data[data.find(b"\n---\n") + 5 : data.find(b"\ndiff --git ")].decode("utf-8", "replace").rstrip()
+        self.stat = patchfile.stat_part(data).decode("utf-8", "replace").rstrip()
         self.ev = ev = Evidence.gather(store)
         self.links = links = load_links(store, name)
         # other patches' records are read only when a baseline points at them

@@ -153,7 +153,7 @@ def _lint_links(store: Store, patches: set[str], findings: list[Finding]) -> Non
         directory = os.path.join(store.links_dir, name)
         if not os.path.isdir(directory):
             continue
-        if f"{name}.patch" not in patches:
+        if f"{name}.patch" not in patches and not os.path.isfile(os.path.join(directory, "dropped")):
             findings.append(Finding("link", f"links/{name}/", f"evidence for patch {name}, which does not exist"))
         for filename in sorted(os.listdir(directory)):
             if filename.endswith(".toml"):

@@ -27,11 +27,14 @@ import shutil
 from typing import TYPE_CHECKING
 
 from stackmgr.commands.apply import plan_series
+from stackmgr.commands.rebase_merge import carry_by_merge
+from stackmgr.commands.rebase_shared import own_copies, refuse_shared
 from stackmgr.commands.rebase_state import Carried, claim, in_progress, load_state, save_state, state_path, where
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.repo import open_repo, patch_id
 from stackmgr.git.worktree import ScratchWorktree, add_worktree, remove_worktree
 from stackmgr.journal.operation import operation
+from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none, sha256_hex
 
@@ -51,10 +54,12 @@ class Outcome:
         s = self.state
         return {"schema": 1, "series": s["series"], "tree": s["tree"], "onto": s["onto"], "done": self.done,
                 "stopped": self.stop or None, "worktree": None if self.done else s["worktree"],
-                "patches": [{"name": st["name"], "outcome": st["outcome"]} for st in s["steps"]]}  # fmt: skip
+                "patches": [{"name": st["name"], "outcome": st["outcome"]} for st in s["steps"]],
+                "own_copies": s.get("copies", {})}  # fmt: skip
 
 
-def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str | None) -> Outcome:
+def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str | None,
+          own_copy: bool = False) -> Outcome:  # fmt: skip
     if os.path.exists(state_path(store, series)):
         raise UsageProblem(f"a rebase of series {series} is in progress",
                            f"`stackmgr rebase {series} --continue` or `--abort`")  # fmt: skip
@@ -69,7 +74,10 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
         raise UsageProblem(f"series {series} has patches for several trees ({', '.join(p.tree for p in plans)})",
                            "rebase one tree's patches at a time with -t TREE")  # fmt: skip
     plan = plans[0]
-    _refuse_shared(store, series, [os.path.basename(p.path) for p in plan.patches])
+    files = [os.path.basename(p.path) for p in plan.patches]
+    copies = own_copies(store, series, files) if own_copy else {}
+    if not own_copy:
+        refuse_shared(store, series, files)
     repo = open_repo(store.tree(plan.tree).path)
     if not repo.has_commit(plan.base):
         raise StackmgrError(f"the base {plan.base[:12]} of series {series} is not a commit of tree {plan.tree}",
@@ -89,33 +97,13 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
         raise
     state = {
         "series": series, "tree": plan.tree, "top": top, "onto": new_base, "old_base": plan.base,
-        "worktree": worktree, "exec": exec_cmd, "position": 0, "stopped": None,
+        "worktree": worktree, "exec": exec_cmd, "position": 0, "stopped": None, "copies": copies,
         "series_sha256": sha256_hex(read_or_none(os.path.join(store.series_dir, series)) or b""),
         "steps": [{"name": p.name, "file": os.path.basename(p.path), "sha256": sha256_hex(p.data),
                    "outcome": None, "commit": None} for p in plan.patches],
     }  # fmt: skip
     save_state(store, state)
     return _run(store, state)
-
-
-def _refuse_shared(store: Store, series: str, files: list[str]) -> None:
-    """A patch file another series also lists would change under that series when rewritten: refuse, naming it."""
-    from stackmgr.store.series import SeriesFile, list_series
-
-    mine = set(files)
-    for other in list_series(store):
-        if other == series:
-            continue
-        try:
-            shared = [e.patch for e in SeriesFile.load(store, other).entries if e.patch in mine]
-        except StackmgrError:
-            continue  # an unreadable series is lint's to report; it lists nothing this rebase could change
-        if shared:
-            raise UsageProblem(
-                f"patch {shared[0]} is also in series {other}: rebasing {series} would change what {other} builds",
-                f"give one series its own copy (copy patches/{shared[0]} under a new name and list that in "
-                f"series/{series}), then rebase",
-            )
 
 
 def resume(store: Store, series: str | None) -> Outcome:
@@ -130,7 +118,7 @@ def resume(store: Store, series: str | None) -> Outcome:
         return _run(store, state)
     step = state["steps"][state["position"]]
     expected = step["commit"] if state["stopped"] == "exec" else step["parent"]
-    work = ScratchWorktree(wt)
+    work, carried = ScratchWorktree(wt), Carried(store, state)
     if work.head() != expected:  # the user committed the resolution there, as with git rebase: keep its content
         if not work.head_descends_from(expected):
             raise StackmgrError(f"the worktree's HEAD moved away from {expected[:12]}",
@@ -146,7 +134,7 @@ def resume(store: Store, series: str | None) -> Outcome:
                 work.go_to(below)
             else:
                 step["commit"] = work.commit(tree, below, step["name"] + "\n")
-                step["outcome"] = _classify(store, state, step, below, step["commit"], "changed by hand")
+                step["outcome"] = _classify(store, state, step, below, step["commit"], "changed by hand", carried)
         state["position"] += 1
     else:
         markers = _conflict_markers(wt, parent)
@@ -156,7 +144,7 @@ def resume(store: Store, series: str | None) -> Outcome:
             step["outcome"] = "already upstream"
         else:
             commit = work.commit(tree, parent, step["name"] + "\n")
-            step["outcome"] = _classify(store, state, step, parent, commit, "conflict resolved")
+            step["outcome"] = _classify(store, state, step, parent, commit, "conflict resolved", carried)
         step["parent"], step["commit"] = parent, work.head()
         stop = _exec(state, step)
         state["position"] += 1
@@ -208,6 +196,11 @@ def _run(store: Store, state: State) -> Outcome:
         path = os.path.join(store.patches_dir, step["file"])
         parent = step["parent"] = head
         how = "already upstream" if upstream and carried.old_patch_id(step) in upstream else _carry(wt, path)
+        if how == "conflict" and _squash_merged(work, store, steps, state["position"]):
+            work.go_to(parent)  # StGit's rule: the stack from here up is in upstream already (a squash merge)
+            how = "already upstream"
+        if (how == "conflict" or how.startswith("no merge")) and carry_by_merge(store, state, work, parent):
+            how = "applied"  # git's merge, renames followed, carried it
         if how == "conflict" or how.startswith("no merge"):
             if at != parent:  # the user resolves on top of it
                 work.set_head(parent)
@@ -241,6 +234,13 @@ def _run(store: Store, state: State) -> Outcome:
     return Outcome(state, True)
 
 
+def _squash_merged(work: ScratchWorktree, store: Store, steps: list[State], position: int) -> bool:
+    """Whether the conflicting patch is merged by StGit's test: its change, and that of every patch above it that
+    is merged too, reverses on the state it was carried onto."""
+    files = [os.path.join(store.patches_dir, s["file"]) for s in steps[position:]]
+    return 0 in work.merged_from_top(steps[position]["parent"], files)
+
+
 def _carry(wt: str, patch: str) -> str:
     """Carry one patch onto the worktree's HEAD as `git rebase` does: a 3-way merge of the change between the
     full blob ids the patch records, tried first, so a change that is already there merges to no change (git's
@@ -259,9 +259,7 @@ def _carry(wt: str, patch: str) -> str:
     return "no merge: " + (lines[-1][7:] if lines else "git apply --3way could not merge it")
 
 
-def _classify(store: Store, state: State, step: State, parent: str, commit: str, how: str,
-              carried: Carried | None = None) -> str:  # fmt: skip
-    carried = carried or Carried(store, state)
+def _classify(store: Store, state: State, step: State, parent: str, commit: str, how: str, carried: Carried) -> str:
     with open(os.path.join(store.patches_dir, step["file"]), "rb") as f:
         old = f.read()
     new = carried.stat_and_diff(parent, commit)
@@ -334,7 +332,8 @@ def _finish(store: Store, state: State, carried: Carried) -> None:
     if result != expected:
         raise StackmgrError(f"the rewritten series does not rebuild the worktree's result ({failure or 'other tree'})",
                             "nothing was written; please report this")  # fmt: skip
-    written = all(read_or_none(os.path.join(store.patches_dir, n)) == d for n, d in rewritten.items())
+    copies = state.get("copies", {})
+    written = all(read_or_none(os.path.join(store.patches_dir, copies.get(n, n))) == d for n, d in rewritten.items())
     with operation(store, f"rebase {state['series']} --onto {onto[:12]}"):
         if not (written and rewritten):  # else a run killed after its write: only the clean-up is left
             _write_rewritten(store, state, rewritten)
@@ -348,28 +347,35 @@ def _write_rewritten(store: Store, state: State, rewritten: dict[str, bytes]) ->
     from stackmgr.store.series import SeriesFile
 
     _refuse_changed_since(store, state)
+    copies = {old: new for old, new in state.get("copies", {}).items() if old in rewritten}
     for name, data in rewritten.items():
-        path = os.path.join(store.patches_dir, name)
+        path = os.path.join(store.patches_dir, copies.get(name, name))
         before = read_or_none(path)
-        if before is not None and before != data:
+        if name in copies:  # the series' own copy; the other series keep the original
+            store.write_file(path, data)
+        elif before is not None and before != data:
             keep_previous(store, name, before)
             store.write_file(path, data)
     upstream = [s["file"] for s in state["steps"] if s["outcome"] == "already upstream"]
-    if upstream:
+    if upstream or copies:
         sf = SeriesFile.load(store, state["series"])
         for filename in upstream:
             sf.comment_out(filename, f"already upstream in {state['onto'][:12]}")
+        for old, new in copies.items():
+            sf.rename(old, new)
         sf.write()
 
 
 def _rebased_bytes(old: bytes, onto: str, stat_and_diff: bytes) -> bytes:
-    """The old header, byte for byte, with the new base; then the new diff."""
+    """The old header, byte for byte (an imported file's own header below `---` too), with the new base; then
+    the new diff."""
     import re
 
     m = re.search(rb"\nStackmgr-Base: *[0-9a-f]{40,64} *\n---\n", old)  # whatever base it was saved at
     if m is None:
         raise StackmgrError("a patch's header has no `Stackmgr-Base: … ---` line", "save it again, then rebase")
-    return old[: m.start()] + f"\nStackmgr-Base: {onto}\n---\n".encode() + stat_and_diff
+    kept = patchfile.original_block_of(old)
+    return old[: m.start()] + f"\nStackmgr-Base: {onto}\n---\n".encode() + kept + stat_and_diff
 
 
 def _refuse_changed_since(store: Store, state: State) -> None:

@@ -18,7 +18,7 @@ from stackmgr.safety.assessment import describe
 from stackmgr.safety.preserved import assess
 from stackmgr.safety.recovery import drop_recovery, store_recovery
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
-from stackmgr.store.applied import clear_applied, load_applied
+from stackmgr.store.applied import Applied, clear_applied, load_applied, record_applied
 from stackmgr.store.config import Store, TreeConfig
 from stackmgr.types import CommitId
 
@@ -114,5 +114,10 @@ def _reset_one(store: Store, p: _Planned, force: bool) -> ResetOutcome:
         if recovery is not None:  # the tree was not changed (or was put back): the snapshot is not needed
             drop_recovery(snap, recovery)
         raise
-    clear_applied(store, p.config.name)
+    if applied is not None and p.target == applied.base:  # it stays current, none of it applied: push goes on
+        pending = [*applied.names, *applied.pending]
+        record_applied(store, p.config.name, Applied(applied.series, applied.base, [], target_tree, pending=pending,
+                                                        guards=applied.guards))
+    else:
+        clear_applied(store, p.config.name)
     return ResetOutcome(p.config.name, p.target, moved, recovery, len(snap.changes))

@@ -43,7 +43,7 @@ class SaveRequest:
     def __init__(
         self, name: str, tree: str | None = None, message: str | None = None, series: str | None = None,
         base: str | None = None, paths: tuple[str, ...] = (), update: bool = False,
-        allow_conflict_markers: bool = False,
+        allow_conflict_markers: bool = False, keep_paths: tuple[bytes, ...] = (), command: str = "",
     ) -> None:  # fmt: skip
         self.name = name
         self.tree = tree
@@ -53,6 +53,8 @@ class SaveRequest:
         self.paths = paths
         self.update = update
         self.allow_conflict_markers = allow_conflict_markers
+        self.keep_paths = keep_paths  # with `paths`: also these (the files a refreshed patch already holds)
+        self.command = command  # how the journal names the operation (default `save NAME`)
 
 
 def pick_tree(store: Store, wanted: str | None, index: PatchIndex, series: str | None = None) -> tuple[str, Snapshot]:
@@ -128,7 +130,10 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
     filename = name + ".patch"
     os.makedirs(store.patches_dir, exist_ok=True)
     target = inside(store.patches_dir, filename)
-    with operation(store, f"save {name}") as op:
+    if not os.path.lexists(target) and os.path.isfile(os.path.join(store.links_dir, name, "dropped")):
+        raise StackmgrError(f"the name {name} was a dropped patch's, whose evidence links/{name}/ keeps",
+                            f"pick another name, or `stackmgr drop {name} --with-links` to let the evidence go")
+    with operation(store, req.command or f"save {name}") as op:
         index = PatchIndex.load(store)
         tree, snap = pick_tree(store, req.tree, index, req.series)
         output.progress_total(3)  # snapshot taken; the diff; the round trip and the write
@@ -146,6 +151,9 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
             # What there is to save: the changes since the series' result (or --base), not only since HEAD.
             candidates = snap.changes if diff_from == snap.head else snap.index.changes_against(diff_from)
             changes = _select(snap, candidates, req.paths)
+            if req.paths and req.keep_paths:
+                chosen = {c.path for c in changes}
+                changes += [c for c in candidates if c.path in set(req.keep_paths) and c.path not in chosen]
             if not changes:
                 raise StackmgrError(f"tree {tree} has no changes to save", "edit something first")
             _refuse_gitlinks(tree, changes)
@@ -226,14 +234,18 @@ def _build(
     date = patchfile.rfc2822(stamp, tz)
     existing = read_or_none(os.path.join(store.patches_dir, name + ".patch"))
     kept = _existing_header(existing) if existing is not None else None
+    original, original_name = None, ""
     if req.message is None and kept is not None and kept.subject:  # `save --update` without -m keeps it
         subject, body = kept.subject, kept.body
+        if existing is not None:  # as `quilt refresh` keeps a header
+            original, original_name = patchfile.original_header(existing), patchfile.original_name(existing)
     else:
         subject, body = patchfile.check_message(req.message or name)
     if kept is not None:
         date, author, email = _keep_identity(kept, date, author, email)
     data = patchfile.render(tree=tree, base=base, subject=subject, body=body, name=author, email=email,
-                            date=date, stat_and_diff=stat_and_diff)  # fmt: skip
+                            date=date, stat_and_diff=stat_and_diff, original=original,
+                            original_name=original_name)  # fmt: skip
     return data, expected
 
 

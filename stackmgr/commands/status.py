@@ -119,26 +119,29 @@ def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
             drift = [show_path(c.path) for c in moved]
         else:
             drift = ["(the series' result is no longer in the repository)"]
-    edited = _series_edits(store, applied, snap.tree)
+    edited, total = _series_edits(store, applied, snap.tree)
     return {"series": applied.series, "base": applied.base, "patches": applied.names,
+            "top": applied.names[-1] if applied.names else None, "total": total,
             "result_tree": applied.result_tree, "matches": not drift and not edited, "drift": drift,
             "series_edited": edited}  # fmt: skip
 
 
-def _series_edits(store: Store, applied: Applied, tree: str) -> list[str]:
+def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str], int]:
     """How the series file and its patches differ from the stack that was applied (quilt: "The series file no
-    longer matches the applied patches"): entries gone, reordered, appended for this tree, or files rewritten."""
-    from stackmgr.store.series import SeriesFile
+    longer matches the applied patches"): entries gone, reordered, appended for this tree, or files rewritten.
+    Also how many patches the series now has for the tree."""
+    from stackmgr.store.series import SeriesFile, active
 
     try:
         entries = SeriesFile.load(store, applied.series).entries
     except StackmgrError:
-        return [f"series {applied.series} is missing or unreadable"]
+        return [f"series {applied.series} is missing or unreadable"], len(applied.patches)
     names = [e.name for e in entries]
+    mine = [e for e in entries if active(e, applied.guards) and _patch_tree(store, e.patch) == tree]
     edits = [f"{n} no longer in the series" for n in applied.names if n not in names]
     last = max((names.index(n) for n in applied.names if n in names), default=-1)
-    for entry in entries[last + 1 :]:  # after the last applied one, unguarded, for this tree: appended since
-        if not entry.guards and _patch_tree(store, entry.patch) == tree:
+    for entry in entries[last + 1 :]:  # after the last applied one, for this tree, not left to push: appended since
+        if entry in mine and entry.name not in applied.pending:
             edits.append(f"{entry.name} appended")
     kept = [n for n in names if n in set(applied.names)]
     if kept != [n for n in applied.names if n in set(names)]:
@@ -147,7 +150,7 @@ def _series_edits(store: Store, applied: Applied, tree: str) -> list[str]:
         data = read_or_none(os.path.join(store.patches_dir, name + ".patch"))
         if data is not None and sha256_hex(data) != digest:
             edits.append(f"{name}.patch rewritten")
-    return edits
+    return edits, len(mine)
 
 
 def _patch_tree(store: Store, filename: str) -> str | None:

@@ -159,7 +159,8 @@ def read_link(path: str) -> Link:
         patch, verdict = doc["patch"], doc.get("verdict", {})
         _trustworthy(path, patch["name"], doc.get("artifact", []))
         return Link(
-            id=doc["id"], created=str(doc["created"]), author=doc.get("author", ""), patch=patch["name"],
+            id=doc["id"], created=str(doc["created"]), author=doc.get("author", ""),
+            patch=os.path.basename(os.path.dirname(path)),  # the name it is read by (after a rename, the new one)
             tree=patch["tree"], sha256=patch["sha256"], patch_id=patch.get("patch_id", ""),
             stack=[StackEntry(s["tree"], s["base"], [(p["name"], p["sha256"]) for p in s.get("patches", [])],
                               s.get("series", ""), bool(s.get("residue", False))) for s in doc.get("stack", [])],
@@ -198,7 +199,8 @@ def _trustworthy(path: str, patch: str, artifacts: list[dict[str, Any]]) -> None
     from stackmgr.store.names import check_name
 
     check_name("patch", patch)
-    if os.path.basename(os.path.dirname(path)) != patch:
+    folder = os.path.dirname(path)  # a record written before a rename sits in links/NEW/ beside the rename record
+    if os.path.basename(folder) != patch and not os.path.isfile(os.path.join(folder, "renamed-from-" + patch)):
         raise ValueError(f"it names patch {patch!r} but sits in links/{os.path.basename(os.path.dirname(path))}/")
     for artifact in artifacts:
         if ".." in str(artifact.get("path", "")).replace("\\", "/").split("/"):

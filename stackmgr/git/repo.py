@@ -96,6 +96,10 @@ class Repo:
     def has_object(self, oid: str) -> bool:
         return bool(oid) and run_rc(self.top, ["cat-file", "-e", oid])[0] == 0
 
+    def write_blob(self, data: bytes) -> str:
+        """Store `data` as a blob in the tree's object store; its id."""
+        return run(self.top, ["hash-object", "-w", "--stdin"], stdin=data).decode().strip()
+
     def has_commit(self, commit: str) -> bool:
         return run_rc(self.top, ["cat-file", "-e", commit + "^{commit}"])[0] == 0
 

@@ -72,6 +72,41 @@ class ScratchWorktree:
         run(self.path, ["update-ref", "--no-deref", "HEAD", commit])
         run(self.path, ["read-tree", "--reset", "-u", commit])
 
+    def merge_change(self, before: str, after: str) -> str | None:
+        """git's own merge (ort, renames followed, as `git rebase` carries a commit) of the change from tree
+        `before` to tree `after` onto HEAD: the index and files set to the merged tree, which is returned; None
+        (nothing touched) when it conflicts. The merge base is made explicit: both sides are committed on a root
+        commit of `before` (git 2.39's merge-tree has no --merge-base)."""
+        env = dict(_BOT, GIT_AUTHOR_NAME="stackmgr", GIT_AUTHOR_EMAIL="stackmgr@localhost")
+
+        def commit(tree: str, *parents: str) -> str:
+            args = ["commit-tree", tree, *(a for p in parents for a in ("-p", p))]
+            return finish(start(self.path, args, stdin=True, extra_env=env), b"carry\n")[1].decode().strip()
+
+        root = commit(before)
+        ours, theirs = commit(self.tree_of("HEAD"), root), commit(after, root)
+        rc, out, _ = run_rc(self.path, ["merge-tree", "--write-tree", "--no-messages", ours, theirs])
+        if rc != 0:
+            return None
+        merged = out.split(b"\n", 1)[0].decode().strip()
+        run(self.path, ["read-tree", "--reset", "-u", merged])
+        return merged
+
+    def merged_from_top(self, commit: str, patches: list[str]) -> set[int]:
+        """StGit's test for patches merged upstream: from the top of the stack down, each patch whose change can be
+        reversed (strict `git apply -R --cached`) on `commit`, as the reversals above it left it, is merged. The
+        positions in `patches` of those."""
+        import tempfile
+
+        merged: set[int] = set()
+        with tempfile.TemporaryDirectory(prefix="stackmgr-merged-") as tmp:
+            index = os.path.join(tmp, "index")
+            run(self.path, ["read-tree", commit], index=index)
+            for n in reversed(range(len(patches))):
+                if run_rc(self.path, ["apply", "--cached", "-R", "-p1", patches[n]], index=index)[0] == 0:
+                    merged.add(n)
+        return merged
+
     def reverse_applies(self, patch: str) -> bool:
         return run_rc(self.path, ["apply", "--index", "--check", "-R", "-p1", patch])[0] == 0
 

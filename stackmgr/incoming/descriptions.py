@@ -1,6 +1,12 @@
 """The description of a patch being imported: subject, body, author and date from a mail header (git
 format-patch, a mail client's saved message, `--attach`), a DEP-3 header (kept verbatim in the body) or free
-text. Text only: the diff bytes are never decoded here (incoming/read.py)."""
+text. Text only: the diff bytes are never decoded here (incoming/read.py).
+
+A mail's description is what `git am` makes the commit message (git's mailinfo, then stripspace): the subject
+without `Re:` and `[…]` prefixes, in-body `From:`/`Subject:`/`Date:` lines overriding the mail's own, the body
+up to the `---` line, trailing blanks and repeated blank lines dropped. What git am drops (other header lines
+such as `Origin:` or `Bug-Debian:`, the text below `---`) is not lost: the whole header is kept byte for byte
+beside the description (docs/FORMATS.md#imported-patches)."""
 
 from __future__ import annotations
 
@@ -78,30 +84,84 @@ def _describe_mail(item: Incoming, head: bytes) -> str | None:
         charset = "utf-8"
     if charset != "utf-8" and not headers.isascii():  # raw 8-bit headers in the declared charset
         msg = email.message_from_string(headers.decode(charset, "replace") + "\n\n", policy=email.policy.default)
-    subject = " ".join(str(msg.get("subject", "")).split())
-    item.subject = re.sub(r"^(\[[^\]]*\]\s*)+", "", subject)
-    item.author = _address(" ".join(str(msg.get("from", "")).split()))
+    fields = {key: " ".join(str(msg.get(key, "")).split()) for key in ("subject", "from", "date")}
+    body = rest.decode(charset, "replace")
+    if msg.get_content_maintype() == "multipart":  # format-patch --attach/--inline: the message is the first part
+        whole = email.message_from_bytes(raw.replace(b"\r\n", b"\n"), policy=email.policy.default)
+        text = next((p for p in whole.walk() if p.get_content_type() == "text/plain"), None)
+        body = str(text.get_content()) if text is not None else ""
+    body = _inbody_headers(body, fields)
+    cut = next((m for m in re.finditer(r"(?m)^(?:---.*|diff -.*|Index: .*)$", body) if _patchbreak(m.group(0))), None)
+    body = body[: cut.start()] if cut else body  # where git am's mailinfo stops reading the message
+    body = re.sub(r"(?m)^Stackmgr-(Tree|Base):.*\n?", "", body)
+    trailers = dict(re.findall(r"^(Stackmgr-Tree|Stackmgr-Base): *(\S+) *$", rest.decode("utf-8", "replace"), re.M))
+    item.trailer_tree = trailers.get("Stackmgr-Tree")
+    item.trailer_base = trailers.get("Stackmgr-Base")
+    item.subject = _clean_subject(fields["subject"])
+    item.author = _address(fields["from"])
     try:
-        when = parsedate_to_datetime(str(msg.get("date", "")))
+        when = parsedate_to_datetime(fields["date"])
         offset = when.utcoffset()
         minutes = int(offset.total_seconds() // 60) if offset is not None else 0
         tz = f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
         item.date = patchfile.rfc2822(int(when.timestamp()), tz)
     except (TypeError, ValueError, IndexError, OverflowError):
         item.date = ""  # unreadable: the date of an earlier import of it, or the file's time
-    body = rest.decode(charset, "replace")
-    if msg.get_content_maintype() == "multipart":  # format-patch --attach/--inline: the message is the first part
-        whole = email.message_from_bytes(raw.replace(b"\r\n", b"\n"), policy=email.policy.default)
-        text = next((p for p in whole.walk() if p.get_content_type() == "text/plain"), None)
-        body = str(text.get_content()) if text is not None else ""
-    cut = re.search(r"(?m)^---[ \t]*$", body)  # where git am's mailinfo stops reading the message
-    body = body[: cut.start()] if cut else body
-    body = re.sub(r"(?m)^Stackmgr-(Tree|Base):.*\n?", "", body)
-    trailers = dict(re.findall(r"^(Stackmgr-Tree|Stackmgr-Base): *(\S+) *$", rest.decode("utf-8", "replace"), re.M))
-    item.trailer_tree = trailers.get("Stackmgr-Tree")
-    item.trailer_base = trailers.get("Stackmgr-Base")
-    item.body = _mail_safe(body.strip("\n"))
+    item.body = _mail_safe(_stripspace(body))
     return None
+
+
+def _inbody_headers(body: str, fields: dict[str, str]) -> str:
+    """git mailinfo's in-body headers: `From:`, `Subject:`, `Date:` lines (and their continuations) at the top
+    of the body, after blank lines, override the mail's own; the body goes on after them."""
+    lines = body.split("\n")
+    at = 0
+    while at < len(lines) and not lines[at].strip():
+        at += 1
+    found, last = False, ""
+    while at < len(lines):
+        m = re.match(r"(From|Subject|Date):[ \t]*(.*)$", lines[at], re.I)
+        if m:
+            last = m.group(1).lower()
+            fields[last], found = m.group(2).strip(), True
+        elif last and lines[at][:1] in (" ", "\t"):
+            fields[last] += " " + lines[at].strip()
+        else:
+            break
+        at += 1
+    if not found:
+        return body
+    if at < len(lines) and not lines[at].strip():
+        at += 1
+    return "\n".join(lines[at:])
+
+
+def _patchbreak(line: str) -> bool:
+    """A line where git mailinfo's message ends and the patch begins."""
+    if line.startswith(("diff -", "Index: ")):
+        return True
+    return line.startswith("---") and ((line[3:4] == " " and line[4:5] not in ("", " ", "\t")) or not line[3:].strip())
+
+
+def _clean_subject(subject: str) -> str:
+    """git mailinfo's `cleanup_subject`: leading blanks, `:`, `Re:` and `[…]` groups go, again and again."""
+    while True:
+        stripped = re.sub(r"^(?:[ \t:]+|[Rr][Ee]:|\[[^\]]*\])", "", subject, count=1)
+        if stripped == subject:
+            return subject.strip()
+        subject = stripped
+
+
+def _stripspace(text: str) -> str:
+    """git stripspace, as git am cleans a message: trailing blanks and repeated or outer blank lines removed."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        line = line.rstrip()
+        if line or (out and out[-1]):
+            out.append(line)
+    while out and not out[-1]:
+        out.pop()
+    return "\n".join(out)
 
 
 def _dep3(lines: list[str]) -> tuple[dict[str, str], list[str]]:

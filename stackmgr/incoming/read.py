@@ -13,6 +13,7 @@ import re
 
 from stackmgr.errors import StackmgrError
 from stackmgr.incoming.descriptions import describe
+from stackmgr.incoming.names import file_name, git_header_names, header_strip
 from stackmgr.store import patchfile
 
 # A message separator of an mbox: git format-patch's magic line, or a classic `From sender date` line.
@@ -40,12 +41,20 @@ class Incoming:
         self.date = ""
         self.mtime = 0.0
         self.original = b""  # the whole message, kept byte for byte when it already is a normalised patch
+        self.header: bytes | None = None  # everything above the diff, kept for export --quilt; None: a stackmgr patch
+        self.quilt_name = ""  # its name in the quilt series it was listed in (`debian/x.diff`), kept for export
         self.trailer_tree: str | None = None
         self.trailer_base: str | None = None
 
     def paths_raw(self) -> list[bytes]:
-        """Every file name the diff's headers carry, as written (before -p stripping)."""
+        """Every file name the diff's `diff --git`, `---`, `+++` and `Index:` lines carry, as written (before -p
+        stripping)."""
         return sorted(set(_scan(self.diff)[0]))
+
+    def paths(self, strip: int) -> list[bytes]:
+        """The tree paths the diff names under -p`strip`; a rename's or copy's own lines are never prefixed."""
+        names, moved, _, _ = _scan(self.diff)
+        return sorted({b"/".join(n.split(b"/")[strip:]) for n in names if n.count(b"/") >= strip} | set(moved))
 
 
 class Refused:
@@ -55,14 +64,24 @@ class Refused:
 
 
 class QuiltDir:
-    """A directory with a quilt `series` file: its patches in order, and the series name it suggests."""
+    """A directory with a quilt `series` file: its patches in order, the series name it suggests, and the series'
+    layout (docs/FORMATS.md#series-file): the comment and blank lines above each patch's line (`above`, by the
+    id of the patch's first item), what follows the name on that line (`suffix`: `-p1`, a trailing comment, as
+    written), and the lines after the last patch (`trailing`). An indented comment line is moved to column 0
+    (stackmgr's series grammar refuses it, quilt reads it as a patch named `#`); an empty patch file, which
+    quilt applies as nothing, becomes a comment line in its place (`empty`)."""
 
-    def __init__(self, path: str, items: list[Incoming | Refused]) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
-        self.items = items
-        base = os.path.basename(os.path.normpath(path))
-        parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
-        self.suggested_series = parent if base in ("patches", "debian") and parent else base
+        self.items: list[Incoming | Refused] = []
+        self.above: dict[int, list[str]] = {}
+        self.suffix: dict[int, str] = {}
+        self.trailing: list[str] = []
+        self.empty: list[Refused] = []  # empty patch files: nothing to import, the stack goes on
+        here = os.path.abspath(path)
+        while os.path.basename(here) in ("patches", "debian") and os.path.dirname(here) != here:
+            here = os.path.dirname(here)  # PKG/debian/patches: the series is PKG's
+        self.suggested_series = os.path.basename(here) or os.path.basename(os.path.abspath(path))
 
 
 def read_inputs(paths: list[str]) -> tuple[list[Incoming | Refused], QuiltDir | None]:
@@ -71,7 +90,7 @@ def read_inputs(paths: list[str]) -> tuple[list[Incoming | Refused], QuiltDir | 
     quilt = None
     for path in paths:
         if os.path.isdir(path):
-            found = QuiltDir(path, read_quilt_dir(path))
+            found = read_quilt_dir(path)
             items.extend(found.items)
             if os.path.isfile(os.path.join(path, "series")):
                 quilt = found
@@ -80,16 +99,25 @@ def read_inputs(paths: list[str]) -> tuple[list[Incoming | Refused], QuiltDir | 
     return items, quilt
 
 
-def read_quilt_dir(path: str) -> list[Incoming | Refused]:
+_SERIES_COMMENT = re.compile(r"(?:^|[ \t]+)#")  # quilt: a `#` after a blank (or in column 0) starts a comment
+
+
+def read_quilt_dir(path: str) -> QuiltDir:
+    found = QuiltDir(path)
     series = os.path.join(path, "series")
     if not os.path.isfile(series):
-        return [Refused(path, "a directory without a quilt `series` file")]
-    items: list[Incoming | Refused] = []
+        found.items.append(Refused(path, "a directory without a quilt `series` file"))
+        return found
     with open(series, "rb") as f:
-        lines = f.read().decode("utf-8", "replace").splitlines()
+        lines = [ln.removesuffix("\r") for ln in f.read().decode("utf-8", "surrogateescape").split("\n")]
+    if lines and not lines[-1]:
+        lines.pop()
+    pending: list[str] = []
     for lineno, line in enumerate(lines, start=1):
-        text = line.split("#", 1)[0].strip() if not line.startswith("#") else ""
+        cut = _SERIES_COMMENT.search(line)
+        text = (line[: cut.start()] if cut else line).strip()
         if not text:
+            pending.append(line.lstrip() if cut else "")
             continue
         words = text.split()
         where = f"{series}:{lineno}"
@@ -98,20 +126,32 @@ def read_quilt_dir(path: str) -> list[Incoming | Refused]:
             if re.fullmatch(r"-p\d", opt):
                 strip = int(opt[2:])
             elif opt not in ("-R",):
-                items.append(Refused(where, f"unknown option {opt}"))
+                found.items.append(Refused(where, f"unknown option {opt}"))
                 break
         else:
             if "-R" in words[1:]:
-                items.append(Refused(where, "reversed patches (-R) are not imported"))
+                found.items.append(Refused(where, "reversed patches (-R) are not imported"))
                 continue
             target = os.path.join(path, words[0])
             if ".." in words[0].split("/") or words[0].startswith("/"):
-                items.append(Refused(where, f"{words[0]} points outside the quilt directory"))
+                found.items.append(Refused(where, f"{words[0]} points outside the quilt directory"))
             elif not os.path.isfile(target):
-                items.append(Refused(where, f"{words[0]} is listed but missing"))
+                found.items.append(Refused(where, f"{words[0]} is listed but missing"))
+            elif os.path.getsize(target) == 0:  # quilt applies it as an empty patch: a comment keeps its place
+                said = "empty (quilt applies it as nothing); kept as a comment in the series"
+                found.empty.append(Refused(target, said))
+                pending.append(f"# {line.strip()}  (empty in the quilt series)")
             else:
-                items.extend(read_file(target, strip=strip))
-    return items
+                read = read_file(target, strip=strip)
+                if len(read) == 1 and isinstance(read[0], Incoming):
+                    read[0].quilt_name = words[0]
+                found.items.extend(read)
+                found.above[id(read[0])], pending = pending, []
+                rest = line.lstrip()[len(words[0]) :]
+                found.suffix[id(read[0])] = rest if words[1:] in ([], ["-p1"]) else (
+                    " " + line[cut.start() :].lstrip() if cut else "")  # fmt: skip
+    found.trailing = pending
+    return found
 
 
 def read_file(path: str, strip: int | None = None) -> list[Incoming | Refused]:
@@ -160,8 +200,8 @@ def _read_patch(source: str, data: bytes, name: str | None, strip: int | None) -
     item = Incoming(source, name or "", diff, -1)  # -1: guessed against the tree
     item.original = data
     if git_style:
-        first = _git_header_names(diff[diff.find(b"diff --git ") + 11 :].split(b"\n", 1)[0])
-        item.strip = 1 if _prefixed(first) else 0  # `diff.noprefix`: `diff --git src/x.py src/x.py`
+        section = diff[diff.find(b"diff --git ") + 11 :].split(b"\ndiff --git ", 1)[0]
+        item.strip = header_strip(section.split(b"\n", 1)[0], _moved(section))  # 0: `diff.noprefix`
         if strip is not None and strip != item.strip:
             return Refused(source, f"listed with -p{strip}, but its git diff headers need -p{item.strip}")
     elif strip is not None:
@@ -169,9 +209,20 @@ def _read_patch(source: str, data: bytes, name: str | None, strip: int | None) -
     problem = describe(item, head)
     if problem:
         return Refused(source, problem)
+    kept = patchfile.original_header(data)  # an export of an imported patch: the header it came with
+    item.header = kept if kept is not None else None if item.trailer_tree or item.trailer_base else head
+    item.quilt_name = patchfile.original_name(data)
     if not item.name:
         item.name = _slug(item.subject) or "imported"
     return item
+
+
+def _moved(section: bytes) -> tuple[bytes, bytes] | None:
+    """The (from, to) names of a git diff section's rename or copy, unprefixed as git writes them."""
+    head = section.split(b"\n@@ ", 1)[0]
+    old = re.search(rb"^(?:rename|copy) from (.*)$", head, re.M)
+    new = re.search(rb"^(?:rename|copy) to (.*)$", head, re.M)
+    return (file_name(old.group(1), False), file_name(new.group(1), False)) if old and new else None
 
 
 def _diff_start(data: bytes) -> int:
@@ -182,8 +233,8 @@ def _diff_start(data: bytes) -> int:
 def _check_diff(diff: bytes) -> str | None:
     """Hunks cut short (a truncated file), absolute paths, `..` and `.git` components; git apply refuses some
     of these itself, but `--- /etc/x` stripped by -p1 would quietly become `etc/x`."""
-    names, hunks, problem = _scan(diff)
-    for raw in names:
+    names, moved, hunks, problem = _scan(diff)
+    for raw in names + moved:
         if raw.startswith(b"/"):
             return f"absolute path {_show(raw)}"
         parts = raw.split(b"/")
@@ -196,7 +247,7 @@ def _check_diff(diff: bytes) -> str | None:
     for section in re.split(rb"\n(?=diff --git )", diff):
         if section.startswith(b"diff --git ") and not _SECTION_BODY.search(section):
             end = section.find(b"\n")
-            name = _git_header_names(section[11 : end if end >= 0 else len(section)])[-1]
+            name = git_header_names(section[11 : end if end >= 0 else len(section)])[-1]
             return f"truncated (the diff of {_show(name)} stops after its header)"
     if (
         not hunks
@@ -210,22 +261,28 @@ def _check_diff(diff: bytes) -> str | None:
 
 
 def _check_stat(head: bytes, diff: bytes) -> str | None:
-    """A mail's diffstat says how many files follow; fewer is a truncated file."""
+    """A mail's diffstat says how many files follow; fewer is a truncated file. A diffstat that does not agree
+    with itself (a hand-trimmed patch whose stat lines and total differ, as in glibc's Debian series) says
+    nothing: quilt and git am never read it."""
     sep = head.rfind(b"\n---\n")
-    m = _STAT_FILES.search(head[sep:]) if sep >= 0 else None
+    m = _STAT_FILES.search(head, sep) if sep >= 0 else None
     if m is None:
         return None
     listed, present = int(m.group(1)), len(re.findall(rb"^diff --git ", diff, re.M))
-    if present and present < listed:
+    lines = len(re.findall(rb"^ .*\S.* \| +(?:\d+|Bin)", head[sep : m.start() + 1], re.M))
+    if present and present < listed and lines == listed:
         return f"truncated (its diffstat lists {listed} files, the diff has {present})"
     return None
 
 
-def _scan(diff: bytes) -> tuple[list[bytes], int, str | None]:
+def _scan(diff: bytes) -> tuple[list[bytes], list[bytes], int, str | None]:
     """One walk over the diff, hunk-aware: the raw (unstripped, unquoted) file names its headers carry outside
-    hunks, the number of hunks, and what is wrong when a hunk is cut short."""
+    hunks, the names of its `rename`/`copy` lines, the number of hunks, and what is wrong when a hunk is cut
+    short."""
     names: list[bytes] = []
+    moved: list[bytes] = []
     old = new = hunks = 0
+    traditional = True  # the `---`/`+++` names of a git diff end at a tab; a traditional diff's may hold one
     for line in diff.split(b"\n")[:-1] if diff.endswith(b"\n") else diff.split(b"\n"):
         if old > 0 or new > 0:
             tag = line[:1]
@@ -236,7 +293,7 @@ def _scan(diff: bytes) -> tuple[list[bytes], int, str | None]:
             elif tag == b"+":
                 new -= 1
             elif tag != b"\\":
-                return names, hunks, "truncated or corrupt (a hunk ends early)"
+                return names, moved, hunks, "truncated or corrupt (a hunk ends early)"
             continue
         m = _HUNK.match(line)
         if m:
@@ -244,52 +301,18 @@ def _scan(diff: bytes) -> tuple[list[bytes], int, str | None]:
             old = int(m.group(1)) if m.group(1) is not None else 1
             new = int(m.group(2)) if m.group(2) is not None else 1
         elif line.startswith(b"diff --git "):
-            names.extend(_git_header_names(line[11:]))
+            names.extend(git_header_names(line[11:]))
+            traditional = False
         elif line.startswith((b"--- ", b"+++ ")):
-            names.append(_file_name(line[4:]))
+            names.append(file_name(line[4:], traditional))
         elif line.startswith((b"rename from ", b"rename to ", b"copy from ", b"copy to ")):
-            names.append(b"x/" + _file_name(line.split(b" ", 2)[2]))  # no a/ b/ prefix here: give one to strip
-        elif line.startswith(b"Index: "):
-            names.append(_file_name(line[7:]))
+            moved.append(file_name(line.split(b" ", 2)[2], False))
+        elif line.startswith((b"Index: ", b"diff -")):
+            traditional = True
+            if line.startswith(b"Index: "):
+                names.append(file_name(line[7:], False))
     names = [n for n in names if n and n != b"/dev/null"]
-    return names, hunks, ("truncated (its last hunk ends early)" if old > 0 or new > 0 else None)
-
-
-def _git_header_names(rest: bytes) -> list[bytes]:
-    if rest.startswith(b'"'):
-        first, tail = patchfile.unquote_c(rest)
-        tail = tail.lstrip(b" ")
-        second = patchfile.unquote_c(tail)[0] if tail.startswith(b'"') else tail
-        return [first, second]
-    half = rest.find(b" b/")
-    if half > 0 and rest.startswith(b"a/"):
-        return [rest[:half], rest[half + 1 :]]
-    for at in range(rest.find(b" "), len(rest)):  # `i/x w/x`, `c/x w/x`, --src-prefix/--dst-prefix forms
-        if rest[at : at + 1] == b" " and _prefixed([rest[:at], rest[at + 1 :]]):
-            return [rest[:at], rest[at + 1 :]]
-    middle = len(rest) // 2  # without prefixes: the same name twice (git's own guess for such headers)
-    if len(rest) % 2 and rest[middle : middle + 1] == b" " and rest[:middle] == rest[middle + 1 :]:
-        return [rest[:middle], rest[middle + 1 :]]
-    return [rest]
-
-
-def _prefixed(names: list[bytes]) -> bool:
-    """`diff --git` names with a prefix to strip (-p1): git's `a/ b/`, its mnemonic `i/ w/ c/ o/` (one path
-    component each, different, around the same name), or any `--src-prefix`/`--dst-prefix` pair of that shape.
-    The same name twice is a `--no-prefix` diff."""
-    if len(names) != 2:
-        return False
-    if names[0].startswith(b"a/") and names[1].startswith(b"b/"):
-        return True
-    (src, _, left), (dst, _, right) = names[0].partition(b"/"), names[1].partition(b"/")
-    return bool(left) and left == right and src != dst and b" " not in src + dst
-
-
-def _file_name(text: bytes) -> bytes:
-    text = text.rstrip(b"\r")
-    if text.startswith(b'"'):
-        return patchfile.unquote_c(text)[0]
-    return text.split(b"\t", 1)[0].rstrip(b" ")
+    return names, moved, hunks, ("truncated (its last hunk ends early)" if old > 0 or new > 0 else None)
 
 
 def _stem(path: str) -> str:
@@ -303,8 +326,11 @@ def _stem(path: str) -> str:
 def _slug(text: str, keep_case: bool = False, limit: int = 52) -> str:
     """A patch name from a subject (cut to 52 characters, as git format-patch cuts them) or a file name (kept
     whole, so a quilt series keeps its names), kept to docs/FORMATS.md#names."""
-    s = re.sub(r"[^A-Za-z0-9._+-]+", "-", text if keep_case else text.lower()).strip("-.")
-    s = re.sub(r"\.{2,}", ".", s)[:limit].rstrip("-.")
+    s = re.sub(r"[^A-Za-z0-9._+-]+", "-", text if keep_case else text.lower())
+    if keep_case:  # a file name: changed only where the rule forbids (`fix-.patch` stays `fix-`)
+        s = re.sub(r"\.{2,}", ".", s.lstrip("._+-"))[:limit]
+    else:
+        s = re.sub(r"\.{2,}", ".", s.strip("-."))[:limit].rstrip("-.")
     while s.endswith(".lock"):
         s = s[:-5].rstrip("-.")
     return s

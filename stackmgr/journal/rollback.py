@@ -32,6 +32,7 @@ from stackmgr.safety import tree_move
 from stackmgr.safety.snapshot import take_snapshot
 from stackmgr.store.config import Store
 from stackmgr.store.fs import atomic_write, locked, read_or_none
+from stackmgr.store.names import VERSIONS
 from stackmgr.types import TreeId, show_path
 
 
@@ -114,13 +115,15 @@ def file_back(store: Store, rel: str, existed: bool, directory: str) -> None:
         if data is None:
             raise StackmgrError(f"the saved copy of {rel} is missing from {directory}")
         if read_or_none(path) != data:
+            os.makedirs(os.path.dirname(path), exist_ok=True)  # a removed file's folder may have gone with it
             store.write_file(path, data)
     elif os.path.lexists(path):
         if store.journal is not None:
             store.journal.file_replacing(path)
         os.unlink(path)
         folder = os.path.dirname(path)
-        if os.path.dirname(folder) == store.links_dir:  # links/<patch>/ made for this record alone
+        versions = os.path.join(store.patches_dir, VERSIONS)
+        if os.path.dirname(folder) in (store.links_dir, versions):  # links/<patch>/, a version folder: made for it
             try:
                 os.rmdir(folder)
             except OSError:

@@ -8,6 +8,11 @@ from stackmgr.store.names import VERSIONS
 
 TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any, TypeVar
+
+    Entry = TypeVar("Entry", bound=tuple[Any, ...])  # (mode, blob, patch file, …)
+
     from stackmgr.safety.snapshot import Snapshot
     from stackmgr.types import Change
 
@@ -33,6 +38,20 @@ class Assessment:
             out.append((b"HEAD", f"{n} local commit{'s' if n > 1 else ''} on no branch, "
                                  f"{snap.local_commits[0][:12]}: keep with `git branch NAME`"))  # fmt: skip
         return out
+
+
+def owners(entries: Iterable[Entry], mode: str, blob: str | None) -> list[Entry]:
+    """The patch entries (mode, blob, patch file, …) of one path that preserve its state (mode, blob): one with
+    both, or else a mode-only entry (blob None: a patch that changes only the mode of a file an earlier patch
+    created, so neither its base nor its index lines know the content) together with one that has the content
+    under another mode. Both are then needed to put the state back, and both are named."""
+    entries = list(entries)
+    whole = [e for e in entries if e[0] == mode and e[1] == blob]
+    if whole:
+        return whole
+    moded = [e for e in entries if e[0] == mode and e[1] is None]
+    content = [e for e in entries if e[1] == blob and e[1] is not None]
+    return moded + content if moded and content else []
 
 
 def shown_name(filename: str) -> str:

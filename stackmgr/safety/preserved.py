@@ -17,10 +17,10 @@ from stackmgr.errors import StackmgrError
 from stackmgr.git import scratch
 from stackmgr.git.repo import Repo, open_repo
 from stackmgr.safety import shards
-from stackmgr.safety.assessment import Assessment, file_name, shown_name
+from stackmgr.safety.assessment import Assessment, file_name, owners, shown_name
 from stackmgr.store.fs import read_cache, sha256_hex, write_cache
 from stackmgr.store.names import VERSIONS, valid_name
-from stackmgr.types import GITLINK_MODE
+from stackmgr.types import GITLINK_MODE, show_path
 
 TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
 if TYPE_CHECKING:
@@ -182,8 +182,14 @@ class PatchIndex:
             unknown = [im.path for im in images if im.old_blob is None or not im.old_mode]
             at_base = repo.blob_entries(header.base, unknown) if unknown else {}
             kept = {p: blob for p, (_m, blob) in at_base.items()}
+            # a mode change (git writes no index line for one) of a file an earlier patch created: neither the
+            # base nor the patch knows its content, so it is checked on the empty blob and preserves the mode only
+            standins = {im.path for im in images if im.old_blob is None and im.old_mode not in ("", "000000")
+                        and im.path not in at_base}  # fmt: skip
+            empty = repo.write_blob(b"") if standins else ""
             # a pure rename (hand-made `git diff -M`) states neither mode nor blob: the base has them
-            before = [(im.old_mode or at_base.get(im.path, ("", ""))[0], im.old_blob or kept.get(im.path, ""), im.path)
+            before = [(im.old_mode or at_base.get(im.path, ("", ""))[0],
+                       im.old_blob or kept.get(im.path, empty if im.path in standins else ""), im.path)
                       for im in images]  # fmt: skip
             result, failure = scratch.apply_to_entries(repo, [b for b in before if b[0] != "000000"],
                                                    os.path.join(self.store.patches_dir, filename))  # fmt: skip
@@ -191,8 +197,15 @@ class PatchIndex:
             raise _Unverifiable(f"{filename}: cannot be checked against tree {header.tree} ({exc.message})") from None
         if result is None:
             raise _Unverifiable(f"{filename}: does not apply to the files it names ({failure})")
+        made: dict[bytes, tuple[str, str | None]] = dict(result)
+        for path in standins:
+            mode, blob = result.get(path, ("000000", ""))
+            if blob != empty:
+                raise _Unverifiable(f"{filename}: changes {show_path(path)}, which its base does not have, without "
+                                    "naming the blob it changes (no index line)")  # fmt: skip
+            made[path] = (mode, None)
         zeros = "0" * len(header.base)
-        entries: list[list[object]] = [[im.path, *result.get(im.path, ("000000", zeros))] for im in images]
+        entries: list[list[object]] = [[im.path, *made.get(im.path, ("000000", zeros))] for im in images]
         claimed = [[im.path, im.mode or entry[1], im.blob if im.blob is not None else kept.get(im.path, entry[2])]
                    for im, entry in zip(images, entries, strict=True)]  # fmt: skip
         lie = None if entries == claimed else f"{filename}: its index lines do not match what its hunks produce"
@@ -237,12 +250,9 @@ def _match(idx: PatchIndex, snap: Snapshot) -> Assessment:
     result = Assessment()
     for change in snap.changes:
         gitlink = GITLINK_MODE in (change.old_mode, change.new_mode)
-        owners = [
-            f for mode, blob, f in table.get(change.path, ())
-            if (mode, blob) == (change.new_mode, change.new_blob) and not gitlink
-        ]  # fmt: skip
-        if owners:
-            result.preserved[change.path] = sorted(shown_name(f) for f in owners)
+        found = [] if gitlink else owners(table.get(change.path, ()), change.new_mode, change.new_blob)
+        if found:
+            result.preserved[change.path] = sorted({shown_name(e[2]) for e in found})
         else:
             result.unpreserved.append(change)
     return result
@@ -291,6 +301,7 @@ def _presence(idx: PatchIndex, snap: Snapshot) -> dict[str, tuple[int, int]]:
     for filename, rec in idx.records.items():
         if rec["tree"] != snap.tree or not rec["entries"] or filename.startswith(VERSIONS):
             continue
-        hits = sum(1 for p, mode, blob in rec["entries"] if state.get(p) == (mode, blob))
+        hits = sum(1 for p, mode, blob in rec["entries"]
+                   if (now := state.get(p)) is not None and now[0] == mode and blob in (None, now[1]))  # fmt: skip
         presence[filename[: -len(".patch")]] = (hits, len(rec["entries"]))
     return presence

@@ -23,7 +23,7 @@ import os
 import time
 from binascii import crc32
 
-from stackmgr.safety.assessment import Assessment, shown_name
+from stackmgr.safety.assessment import Assessment, owners, shown_name
 from stackmgr.store.fs import read_cache, write_cache
 from stackmgr.store.names import VERSIONS
 from stackmgr.types import GITLINK_MODE
@@ -120,17 +120,16 @@ def quick_assess(store: Store, snap: Snapshot, objects: object) -> Assessment | 
                 return None
             loaded[n] = shard["entries"]
         gitlink = GITLINK_MODE in (change.old_mode, change.new_mode)
-        owners = [] if gitlink else [
-            (filename, sig) for mode, blob, filename, sig in loaded[n].get((snap.tree, change.path), ())
-            if (mode, blob) == (change.new_mode, change.new_blob)
-        ]  # fmt: skip
-        for filename, sig in owners:
+        found = [] if gitlink else owners(loaded[n].get((snap.tree, change.path), ()), change.new_mode,
+                                           change.new_blob)  # fmt: skip
+        owned = [(e[2], e[3]) for e in found]
+        for filename, sig in owned:
             if filename not in owners_seen:
                 owners_seen[filename] = _unchanged(store, filename, sig)
             if not owners_seen[filename]:
                 return None
-        if owners:
-            result.preserved[change.path] = sorted(shown_name(f) for f, _ in owners)
+        if owned:
+            result.preserved[change.path] = sorted({shown_name(f) for f, _ in owned})
         else:
             result.unpreserved.append(change)
     if result.unpreserved and (meta["retry"] or meta["dirs"] is None or meta["dirs"] != dirs_signature(store)):

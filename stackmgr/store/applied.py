@@ -18,19 +18,22 @@ STATE_FILE = "applied.json"
 class Applied:
     """The series applied to a tree (plain class: `apply` starts without dataclasses/inspect)."""
 
-    __slots__ = ("at", "base", "patches", "result_tree", "series")
+    __slots__ = ("at", "base", "guards", "patches", "pending", "result_tree", "series")
 
     def __init__(self, series: str, base: str, patches: list[tuple[str, str]] | None = None, result_tree: str = "",
-                 at: int = 0) -> None:  # fmt: skip
+                 at: int = 0, pending: list[str] | None = None, guards: list[str] | None = None) -> None:  # fmt: skip
         self.series = series
         self.base = base
         self.patches = patches if patches is not None else []  # (patch name, sha256) in order
         self.result_tree = result_tree
         self.at = at
+        self.pending = pending if pending is not None else []  # the tree's patches of the series not pushed yet
+        self.guards = guards if guards is not None else []  # the MQ guards `apply --guard` was given
 
     def as_dict(self) -> dict[str, object]:
         return {"series": self.series, "base": self.base, "patches": [list(p) for p in self.patches],
-                "result_tree": self.result_tree, "at": self.at}  # fmt: skip
+                "result_tree": self.result_tree, "at": self.at, "pending": self.pending,
+                **({"guards": self.guards} if self.guards else {})}  # fmt: skip
 
     @property
     def names(self) -> list[str]:
@@ -47,7 +50,8 @@ def load_applied(store: Store) -> dict[str, Applied]:
         with open(_path(store), "rb") as f:
             data = json.loads(f.read())
         return {
-            tree: Applied(s["series"], s["base"], [(n, h) for n, h in s["patches"]], s["result_tree"], s["at"])
+            tree: Applied(s["series"], s["base"], [(n, h) for n, h in s["patches"]], s["result_tree"], s["at"],
+                          [str(n) for n in s.get("pending", [])], [str(g) for g in s.get("guards", [])])
             for tree, s in data["trees"].items()
         }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # unreadable or of another shape

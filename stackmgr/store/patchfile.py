@@ -90,8 +90,11 @@ def render(
     email: str,
     date: str,
     stat_and_diff: bytes,
+    original: bytes | None = None,
+    original_name: str = "",
 ) -> bytes:
-    """The patch file bytes; `stat_and_diff` is git's own output, copied untouched."""
+    """The patch file bytes; `stat_and_diff` is git's own output, copied untouched. `original`: the header an
+    imported file came with, kept below `---` with the name it had in its quilt series (see `original_block`)."""
     eight_bit = not (subject.isascii() and body.isascii() and name.isascii())
     head = [f"From: {_mime_word(name)} <{email}>", f"Date: {date}", f"Subject: [PATCH] {_mime_word(subject)}"]
     if eight_bit:
@@ -102,7 +105,59 @@ def render(
         ]
     text = "\n".join(head) + "\n\n" + (body + "\n\n" if body else "")
     text += f"Stackmgr-Tree: {tree}\nStackmgr-Base: {base}\n---\n"
-    return FROM_LINE + text.encode("utf-8") + stat_and_diff
+    block = original_block(original, original_name) if original is not None else b""
+    return FROM_LINE + text.encode("utf-8") + block + stat_and_diff
+
+
+ORIGINAL = b"Stackmgr-Original-Header:"
+
+
+def original_block(header: bytes, name: str = "") -> bytes:
+    """An imported file's own header (everything above its diff, byte for byte), as it is kept below `---`:
+    a label line (with the file's name in its quilt series, if it came from one), then each line behind `| `
+    (`|` alone for an empty one), so that no line of it can start a mail, a diff or a diffstat; `git am` and
+    `git apply` skip it, `export --quilt` writes it back."""
+    lines = header.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    label = ORIGINAL + (b" " + name.encode("utf-8", "surrogateescape") if name else b"") + b"\n"
+    return label + b"".join(b"| " + ln + b"\n" if ln else b"|\n" for ln in lines)
+
+
+def original_block_of(data: bytes) -> bytes:
+    """The `original_block` of a patch file, as it stands there; b"" when it has none."""
+    start = data.find(b"\n---\n" + ORIGINAL)
+    label_end = data.find(b"\n", start + 5)
+    if start < 0 or 0 <= data.find(b"\n---\n") < start or label_end < 0:
+        return b""
+    if data[start + 5 + len(ORIGINAL) : label_end + 1][:1] not in (b" ", b"\n"):
+        return b""
+    at = label_end + 1
+    while data.startswith((b"| ", b"|\n"), at) and data.find(b"\n", at) >= 0:
+        at = data.find(b"\n", at) + 1
+    return data[start + 5 : at]
+
+
+def original_header(data: bytes) -> bytes | None:
+    """The header an imported patch file came with (its `original_block`), or None."""
+    block = original_block_of(data)
+    if not block:
+        return None
+    lines = block.split(b"\n")[1:-1]
+    return b"".join(ln[2:] + b"\n" if ln.startswith(b"| ") else b"\n" for ln in lines)
+
+
+def original_name(data: bytes) -> str:
+    """The name an imported patch had in its quilt series (on its `original_block`'s label line); "" if none."""
+    block = original_block_of(data)
+    return block[len(ORIGINAL) : block.find(b"\n")].strip().decode("utf-8", "surrogateescape") if block else ""
+
+
+def stat_part(data: bytes) -> bytes:
+    """The diffstat and summary between `---` (and an `original_block`) and the diff."""
+    start = data.find(b"\n---\n") + 5 + len(original_block_of(data))
+    end = data.find(b"\ndiff --git ")
+    return data[start:end] if start >= 5 and end >= start else b""
 
 
 def diff_part(data: bytes) -> bytes:

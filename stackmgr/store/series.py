@@ -49,6 +49,14 @@ class Entry:
         return " ".join(parts + ([self.comment] if self.comment else []))
 
 
+def active(entry: Entry, guards: tuple[str, ...] | list[str]) -> bool:
+    """MQ's guard rule: a negative guard that is active skips the patch; positive guards need one active."""
+    if any(g[1:] in guards for g in entry.guards if g.startswith("-")):
+        return False
+    positive = [g[1:] for g in entry.guards if g.startswith("+")]
+    return not positive or any(g in guards for g in positive)
+
+
 class Line:
     __slots__ = ("ending", "entry", "text")
 
@@ -172,6 +180,14 @@ class SeriesFile:
     def append(self, filename: str) -> None:
         self.insert(filename, len(self.entries))
 
+    def append_line(self, text: str) -> None:
+        """A line at the end, kept as written: a comment, a blank line, or an entry with its `-p1`, guards and
+        comment (import keeps a quilt series' layout so). A line the grammar refuses raises SeriesError."""
+        entry = parse_entry(os.path.relpath(self.path, self.store.root), len(self.lines) + 1, text)
+        if entry is not None and entry.patch in (e.patch for e in self.entries):
+            raise UsageProblem(f"'{entry.patch}' is already in series {self.name}", "each patch appears once")
+        self._place(Line(text, self._newline(), entry), len(self.entries))
+
     def insert(self, filename: str, position: int) -> None:
         """Insert `filename` so that it becomes entry number `position` (0-based); past the end appends."""
         if filename in (e.patch for e in self.entries):
@@ -207,6 +223,21 @@ class SeriesFile:
         """Keep the entry's line, as a comment saying why (`# fix.patch  (already upstream in 4b1e…)`)."""
         line = self.lines[self._find(patch)]
         line.text, line.entry = f"# {line.text}  ({why})", None
+
+    def rename(self, old: str, new: str) -> bool:
+        """Point the entry (and a history comment) of patch file `old` at `new`, keeping the rest of each line as
+        written; whether the series named it."""
+        found = False
+        for line in self.lines:
+            if line.entry is not None and line.entry.patch == old:
+                lead = len(line.text) - len(line.text.lstrip(_BLANKS))  # the grammar allows leading blanks
+                assert line.text[lead:].startswith(old)
+                line.entry.patch, line.text = new, line.text[:lead] + new + line.text[lead + len(old) :]
+                found = True
+            elif line.entry is None and line.text.startswith(f"# {old} "):
+                line.text = f"# {new}" + line.text[len(old) + 2 :]
+                found = True
+        return found
 
     def kept_as_history(self) -> list[str]:
         """Patches whose lines `comment_out` turned into comments (a rebase found them upstream): the series'

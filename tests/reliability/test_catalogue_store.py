@@ -72,7 +72,7 @@ def _status_json(lab: Lab) -> dict[str, object]:
 
 def _applied_line(lab: Lab, series: str) -> str:
     out = _ok(lab.sm("status")).out
-    return next(ln for ln in out.splitlines() if ln.strip().startswith(f"{series} applied"))
+    return next(ln for ln in out.splitlines() if ln.strip().startswith(f"{series}: "))
 
 
 def _snap(lab: Lab) -> dict[str, tuple[int, bytes]]:

@@ -1,0 +1,140 @@
+"""`stackmgr push`, `pop`, `refresh`, `top` (quilt-style moves along a tree's current series), `rename`, `drop`.
+The rules are in commands/navigate.py, commands/refresh.py and commands/rename.py."""
+
+from __future__ import annotations
+
+import click
+
+from stackmgr import output
+from stackmgr.cli.context import Context, json_option, pass_context, tree_names
+from stackmgr.errors import UsageProblem
+from stackmgr.store.config import open_store
+
+TREE = click.option("-t", "--tree", metavar="TREE", shell_complete=tree_names,
+                    help="The tree (default: the only tree with a current series).")  # fmt: skip
+
+
+def _target(patch: str | None, every: bool, verb: str) -> None:
+    if patch is not None and every:
+        raise UsageProblem("give PATCH or -a, not both", f"`stackmgr {verb} -a` or `stackmgr {verb} PATCH`")
+
+
+def _report(ctx: Context, moved: object, verb: str) -> None:
+    from stackmgr.commands.navigate import Moved
+
+    assert isinstance(moved, Moved)
+    if moved.stale:
+        names = ", ".join(moved.stale)
+        output.err(f"stackmgr: {names}: made on an older version of a patch below it, applied by its context as "
+                   "quilt would; `stackmgr refresh` with it on top records what it now builds (until then `check` "
+                   "says those files are not preserved)")  # fmt: skip
+    if ctx.json:
+        output.emit_json({"schema": 1, "tree": moved.tree, "series": moved.series, "before": moved.before,
+                          "applied": moved.after, "total": moved.total, "top": moved.top,
+                          "changed": moved.changed, "carried": moved.carried, "stale": moved.stale})  # fmt: skip
+        return
+    n = moved.carried
+    carried = f"; {n} changed file{'s' if n != 1 else ''} carried along" if n else ""
+    output.out(f"{moved.tree}: {moved.summary}{carried}")
+
+
+@click.command("push")
+@click.argument("patch", required=False)
+@click.option("-a", "--all", "every", is_flag=True, help="Apply every remaining patch.")
+@TREE
+@json_option()
+@pass_context
+def push_cmd(ctx: Context, patch: str | None, every: bool, tree: str | None) -> None:
+    """Apply the next patch of the tree's current series (or up to PATCH, or all with -a), carrying changes on
+    top along; refused, with nothing changed, when such a change touches a file the push changes."""
+    from stackmgr.commands.navigate import push
+
+    _target(patch, every, "push")
+    with output.activity("pushing"):
+        moved = push(open_store(ctx.store), tree, patch, every)
+    _report(ctx, moved, "push")
+
+
+@click.command("pop")
+@click.argument("patch", required=False)
+@click.option("-a", "--all", "every", is_flag=True, help="Take every patch off (back to the series' base).")
+@TREE
+@json_option()
+@pass_context
+def pop_cmd(ctx: Context, patch: str | None, every: bool, tree: str | None) -> None:
+    """Take the top patch off the tree (or the ones above PATCH, which stays on top; or all with -a), carrying
+    changes on top along; refused, with nothing changed, when such a change touches a file the pop changes."""
+    from stackmgr.commands.navigate import pop
+
+    _target(patch, every, "pop")
+    with output.activity("popping"):
+        moved = pop(open_store(ctx.store), tree, patch, every)
+    _report(ctx, moved, "pop")
+
+
+@click.command("refresh")
+@click.argument("paths", nargs=-1)
+@TREE
+@json_option()
+@pass_context
+def refresh_cmd(ctx: Context, paths: tuple[str, ...], tree: str | None) -> None:
+    """Fold the tree's changes (or only those under PATHs) into the top patch of its current series, keeping its
+    description; the previous version is kept for `stackmgr interdiff`."""
+    from stackmgr.commands.refresh import refresh
+
+    with output.activity("refreshing"):
+        result = refresh(open_store(ctx.store), tree, paths)
+    if ctx.json:
+        output.emit_json({"schema": 1, "patch": result.name, "tree": result.tree, "outcome": result.outcome,
+                          "files": result.files, "insertions": result.insertions,
+                          "deletions": result.deletions})  # fmt: skip
+        return
+    words = {"updated": "refreshed", "unchanged": "unchanged (the tree adds nothing to it)"}
+    what = words.get(result.outcome, result.outcome)
+    output.out(f"{result.tree}: patch {result.name} {what}: {result.files} file{'s' if result.files != 1 else ''}, "
+               f"+{result.insertions} -{result.deletions}")  # fmt: skip
+
+
+@click.command("top")
+@TREE
+@json_option()
+@pass_context
+def top_cmd(ctx: Context, tree: str | None) -> None:
+    """Print the top applied patch of the tree's current series (exit 1 when none is applied)."""
+    from stackmgr.commands.navigate import top
+
+    where = top(open_store(ctx.store), tree)
+    if ctx.json:
+        output.emit_json({"schema": 1, "tree": where.tree, "series": where.series, "top": where.top,
+                          "applied": where.count, "total": len(where.names)})  # fmt: skip
+    elif where.top is not None:
+        output.out(where.top)
+    else:
+        output.err(f"stackmgr: tree {where.tree}: {where.summary()}; no patch applied")
+    if where.top is None:
+        raise SystemExit(1)
+
+
+@click.command("rename")
+@click.argument("old")
+@click.argument("new")
+@pass_context
+def rename_cmd(ctx: Context, old: str, new: str) -> None:
+    """Rename a patch: its file, kept versions and links move, every series line and the applied state follow."""
+    from stackmgr.commands.rename import rename_patch
+
+    changed = rename_patch(open_store(ctx.store), old, new)
+    where = f"; series {', '.join(changed)} updated" if changed else ""
+    output.out(f"renamed {old} to {new}{where}")
+
+
+@click.command("drop")
+@click.argument("patch")
+@click.option("--with-links", is_flag=True, help="Remove its link records too (default: kept as evidence).")
+@pass_context
+def drop_cmd(ctx: Context, patch: str, with_links: bool) -> None:
+    """Remove a patch that no series lists; its bytes are kept under patches/.versions/, its links as evidence."""
+    from stackmgr.commands.rename import drop_patch
+
+    kept = drop_patch(open_store(ctx.store), patch, with_links)
+    output.out(f"dropped {patch}; its bytes are kept in {kept} (`stackmgr undo` brings it back)")

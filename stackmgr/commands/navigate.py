@@ -1,0 +1,269 @@
+"""`stackmgr push`, `pop` and `top`: quilt-style moves along a tree's current series
+(docs/FORMATS.md#applied-state).
+
+A tree's current series is the one `apply` (or `save --series`) recorded for it; `push` and `pop` change how
+many of its patches (the tree's entries, in series order) are applied, from the series' base. Every move goes
+through the guarded switch (safety/tree_move.py): the target is built in a scratch index and checked against
+what the patches record, then the working tree moves in one step. Changes on top of the applied patches are
+carried along, as quilt carries them; a move that would change a file such a change touches is refused with
+nothing changed, as is one that would overwrite a change no patch preserves.
+"""
+
+from __future__ import annotations
+
+from stackmgr.commands.apply import TreePlan, compute_result, made_on_older, plan_series
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.git.repo import read_changes
+from stackmgr.git.scratch import tree_with_entries
+from stackmgr.git.tempindex import start_tree_diff
+from stackmgr.journal.operation import operation
+from stackmgr.safety import tree_move
+from stackmgr.safety.assessment import describe
+from stackmgr.safety.preserved import assess
+from stackmgr.safety.snapshot import Snapshot, take_snapshot
+from stackmgr.store.applied import Applied, load_applied, record_applied
+from stackmgr.store.config import Store
+from stackmgr.types import Change, TreeId
+
+
+class Position:
+    """Where a tree stands in its current series: the tree's patches of the series, and how many are applied."""
+
+    def __init__(self, tree: str, applied: Applied, plan: TreePlan) -> None:
+        self.tree = tree
+        self.applied = applied
+        self.plan = plan
+
+    @property
+    def series(self) -> str:
+        return self.applied.series
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.plan.patches]
+
+    @property
+    def count(self) -> int:
+        return len(self.applied.patches)
+
+    @property
+    def top(self) -> str | None:
+        return self.applied.names[-1] if self.applied.patches else None
+
+    def summary(self) -> str:
+        top = f", top {self.top}" if self.top else ""
+        return f"{self.series}: {self.count} of {len(self.names)} applied{top}"
+
+
+class Moved:
+    """What a push or pop did, for the command line."""
+
+    def __init__(self, position: Position, before: int, changed: bool, carried: int, stale: list[str]) -> None:
+        self.tree = position.tree
+        self.series = position.series
+        self.before = before
+        self.after = position.count
+        self.total = len(position.names)
+        self.top = position.top
+        self.changed = changed
+        self.carried = carried  # paths of changes on top of the series, carried along
+        self.stale = stale  # patches made on an older version of one below: built by their context
+
+    @property
+    def summary(self) -> str:
+        top = f", top {self.top}" if self.top else ""
+        return f"{self.series}: {self.after} of {self.total} applied{top}"
+
+
+def pick_tree(store: Store, wanted: str | None, patch: str | None = None) -> str:
+    """The tree to move: the one named, else the one whose current series lists PATCH, else the only tree with a
+    current series."""
+    if wanted is not None:
+        store.tree(wanted)
+        return wanted
+    current = load_applied(store)
+    if patch is not None:
+        holding = [t for t, a in current.items() if t in store.trees and _lists(store, a.series, t, patch)]
+        if len(holding) == 1:
+            return holding[0]
+    trees = [t for t in sorted(current) if t in store.trees]
+    if len(trees) == 1:
+        return trees[0]
+    if not trees:
+        raise UsageProblem("no tree has a current series", "`stackmgr apply SERIES` first")
+    raise UsageProblem(f"more than one tree has a current series ({', '.join(trees)})", "say which with -t TREE")
+
+
+def _lists(store: Store, series: str, tree: str, patch: str) -> bool:
+    try:
+        return patch in [p.name for p in plan_series(store, series, tree, ())[0].patches]
+    except StackmgrError:
+        return False
+
+
+def position(store: Store, tree: str) -> Position:
+    """The tree's current series and how far it is applied; refused when the series no longer starts with the
+    patches that are applied (removed or reordered since): `apply` rebuilds it then."""
+    applied = load_applied(store).get(tree)
+    if applied is None:
+        raise StackmgrError(f"tree {tree} has no current series", "`stackmgr apply SERIES` makes one current")
+    try:
+        plan = plan_series(store, applied.series, tree, tuple(applied.guards))[0]
+    except StackmgrError as exc:
+        raise StackmgrError(f"the current series of tree {tree}, {applied.series}, cannot be read: {exc.message}",
+                            exc.hint) from None  # fmt: skip
+    where = Position(tree, applied, plan)
+    if where.names[: where.count] != applied.names:
+        raise StackmgrError(f"series {applied.series} no longer starts with the {where.count} patches applied to "
+                            f"tree {tree} ({', '.join(applied.names)})",
+                            f"`stackmgr apply {applied.series}` rebuilds the tree from it")  # fmt: skip
+    return where
+
+
+def _bare(patch: str | None) -> str | None:
+    """A patch named as the user may type it: NAME or NAME.patch (quilt takes file names)."""
+    return patch[: -len(".patch")] if patch is not None and patch.endswith(".patch") else patch
+
+
+def push(store: Store, tree: str | None, patch: str | None, every: bool) -> Moved:
+    patch = _bare(patch)
+    what = "-a" if every else (patch or "")
+    with operation(store, " ".join(filter(None, ("push", what)))):
+        where = position(store, pick_tree(store, tree, patch))
+        n, names = where.count, where.names
+        if patch is not None:
+            if patch not in names:
+                raise UsageProblem(f"patch {patch} is not in series {where.series} for tree {where.tree}",
+                                   f"see `stackmgr series {where.series}`")  # fmt: skip
+            if names.index(patch) < n:
+                raise StackmgrError(f"patch {patch} is already applied on tree {where.tree} ({where.summary()})",
+                                    f"`stackmgr pop {patch}` goes back to it")  # fmt: skip
+        if n == len(names):
+            raise StackmgrError(f"tree {where.tree}: {where.summary()}; nothing to push",
+                                f"`stackmgr save NAME --series {where.series}` adds a patch on top")  # fmt: skip
+        wanted = len(names) if every else names.index(patch) + 1 if patch is not None else n + 1
+        return _move(store, where, wanted, "push")
+
+
+def pop(store: Store, tree: str | None, patch: str | None, every: bool) -> Moved:
+    patch = _bare(patch)
+    what = "-a" if every else (patch or "")
+    with operation(store, " ".join(filter(None, ("pop", what)))):
+        where = position(store, pick_tree(store, tree, patch))
+        n = where.count
+        if n == 0:
+            raise StackmgrError(f"tree {where.tree}: {where.summary()}; nothing to pop",
+                                f"`stackmgr push` applies the next patch of {where.series}")  # fmt: skip
+        if patch is not None:
+            if patch not in where.applied.names:
+                raise UsageProblem(f"patch {patch} is not applied on tree {where.tree} ({where.summary()})",
+                                   "name an applied patch: pop leaves it on top")  # fmt: skip
+            if patch == where.top:
+                raise StackmgrError(f"patch {patch} is already on top of tree {where.tree}; nothing to pop")
+        wanted = 0 if every else where.applied.names.index(patch) + 1 if patch is not None else n - 1
+        return _move(store, where, wanted, "pop")
+
+
+def _move(store: Store, where: Position, wanted: int, verb: str) -> Moved:
+    """Move the tree to the series' first `wanted` patches, carrying the changes made on top of the applied ones."""
+    config = store.tree(where.tree)
+    applied = where.applied
+    snap = take_snapshot(where.tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True)
+    try:
+        _refuse_off_base(snap, applied)
+        prefix = TreePlan(where.tree, config.path)
+        prefix.patches = where.plan.patches[:wanted]
+        target, stale = _build(prefix, store.root) if wanted else (snap.repo.tree_of(applied.base), [])
+        carried = _carried(snap, applied)
+        moving = read_changes(start_tree_diff(snap.repo, applied.result_tree, target))
+        _refuse_in_the_way(store, snap, where, verb, carried, moving)
+        final = target
+        if carried:
+            final = tree_with_entries(snap.repo, target, {c.path: None if c.new_mode == "000000" else
+                                                          (c.new_mode, c.new_blob) for c in carried})  # fmt: skip
+        before = where.count
+        changed = final != snap.tree_id()
+        if changed:
+            tree_move.move_tree(snap, final, index_tree=applied.base, head=applied.base,
+                                reason=f"stackmgr {verb} {where.series}", op=store.journal)  # fmt: skip
+        kept = [(p.name, p.sha256) for p in where.plan.patches[:wanted]]
+        where.applied = Applied(applied.series, applied.base, kept, target,
+                                pending=[p.name for p in where.plan.patches[wanted:]], guards=applied.guards)
+        record_applied(store, where.tree, where.applied)
+        return Moved(where, before, changed, len(carried), stale)
+    finally:
+        snap.release()
+
+
+def _build(plan: TreePlan, store_root: str) -> tuple[TreeId, list[str]]:
+    """The tree the patches build, checked against what they record. A patch made on an older version of one
+    below it (refreshed since, as quilt users do) records contents its hunks no longer give: built by its context
+    as quilt would (files and modes still checked), and named, so it can be refreshed to record the new state."""
+    try:
+        return compute_result(plan, False, store_root), []
+    except StackmgrError as exc:
+        stale = made_on_older(plan)
+        if not stale or "as it records" not in exc.message:
+            raise
+    return compute_result(plan, False, store_root, loose=True), stale
+
+
+def _refuse_off_base(snap: Snapshot, applied: Applied) -> None:
+    if snap.operation:
+        raise StackmgrError(f"tree {snap.tree} is in the middle of {snap.operation}", "finish or abort it first")
+    if snap.head != applied.base:
+        raise StackmgrError(f"tree {snap.tree}: HEAD {snap.head[:12]} is not the base {applied.base[:12]} of series "
+                            f"{applied.series}", f"`stackmgr apply {applied.series}` rebuilds it there")  # fmt: skip
+    if not snap.repo.has_object(applied.result_tree):
+        raise StackmgrError(f"the state series {applied.series} left in tree {snap.tree} is gone",
+                            f"`stackmgr apply {applied.series}` rebuilds it")  # fmt: skip
+
+
+def _carried(snap: Snapshot, applied: Applied) -> list[Change]:
+    """The changes on top of the applied patches: what the working tree holds beyond the state they made."""
+    if snap.tree_id() == applied.result_tree:
+        return []
+    return read_changes(snap.index.start_diff_raw(applied.result_tree))
+
+
+def _refuse_in_the_way(store: Store, snap: Snapshot, where: Position, verb: str, carried: list[Change],
+                       moving: list[Change]) -> None:  # fmt: skip
+    """Nothing changed when a change on top touches a file the move changes (quilt: "does not remove cleanly"),
+    or when the move would change a file whose state no patch preserves."""
+    index = [(p, "staged and unstaged versions differ") for p in snap.staged_differs]
+    index += [(p, "unmerged") for p in snap.unmerged]
+    if index:  # the switch sets the index to the base: git's view of these would be lost
+        raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} has index state a {verb} would "
+                            f"lose: {describe(index)}", "resolve or `git add` them (then save), and retry")  # fmt: skip
+    paths = {c.path for c in moving}
+    dirs = {p[: i] for p in paths for i in range(len(p)) if p[i : i + 1] == b"/"}
+    touched = [(c.path, c.kind) for c in carried if c.path in paths or c.path in dirs
+               or any(c.path.startswith(d + b"/") for d in paths)]  # fmt: skip
+    if touched:
+        raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} has changes on top of "
+                            f"{where.top or 'the base'} in files the {verb} would change: {describe(touched)}",
+                            "`stackmgr refresh PATH…` folds them into the top patch, or `stackmgr save NAME "
+                            "PATH…` them and reset, then retry")  # fmt: skip
+    lost = [(p, why) for p, why in assess(store, snap).blockers(snap) if p in paths]
+    if lost and _rebuilds(store, where):
+        lost = []  # what the move takes away, the series' patch files build again (`push` brings it back)
+    if lost:
+        raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} holds changes no patch preserves "
+                            f"in files the {verb} would change: {describe(lost)}",
+                            "save them (`stackmgr save NAME`) first")  # fmt: skip
+
+
+def _rebuilds(store: Store, where: Position) -> bool:
+    """Whether the applied patches, as their files are now, still build the state they left in the tree."""
+    if not where.count:
+        return True
+    applied = TreePlan(where.tree, store.tree(where.tree).path)
+    applied.patches = where.plan.patches[: where.count]
+    try:
+        return _build(applied, store.root)[0] == where.applied.result_tree
+    except StackmgrError:
+        return False
+
+
+def top(store: Store, tree: str | None) -> Position:
+    return position(store, pick_tree(store, tree))

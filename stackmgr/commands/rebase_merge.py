@@ -1,0 +1,33 @@
+"""A patch that does not carry by its recorded blobs, carried as `git rebase` carries a commit: the change it made
+to the old series' state (the old base and the patches below it), merged by git onto the new state, following
+the renames git sees. Tried only where carrying by the blobs would stop (a conflict, or no merge possible)."""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.git.repo import open_repo
+from stackmgr.git.scratch import tree_from_patches
+from stackmgr.git.worktree import ScratchWorktree
+from stackmgr.store.config import Store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.commands.rebase_state import State
+
+
+def carry_by_merge(store: Store, state: State, work: ScratchWorktree, parent: str) -> bool:
+    """Whether git's merge carried the patch at `state["position"]` onto `parent` (the worktree then holds the
+    result); when it did not, the worktree is left as carrying by the blobs left it (the conflict to resolve)."""
+    position = state["position"]
+    files = [os.path.join(store.patches_dir, s["file"]) for s in state["steps"]]
+    repo = open_repo(state["top"])
+    before, _ = tree_from_patches(repo, state["old_base"], files[:position])
+    after, _ = tree_from_patches(repo, state["old_base"], files[: position + 1]) if before else (None, "")
+    if before is None or after is None:
+        return False
+    work.go_to(parent)  # the attempt by the blobs, undone
+    if work.merge_change(before, after) is not None:
+        return True
+    work.apply_3way(files[position])  # its conflict back in the worktree, for the user to resolve
+    return False

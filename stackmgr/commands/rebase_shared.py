@@ -1,0 +1,63 @@
+"""Patches a rebase would rewrite under another series: refused, or (`rebase --own-copy`) given to the rebased series
+as copies of its own, so every other series that lists a patch keeps building exactly what it built before."""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.store.config import Store
+from stackmgr.store.names import valid_name
+
+
+def shared_with(store: Store, series: str, files: list[str]) -> dict[str, list[str]]:
+    """patch file -> the other series that also list it."""
+    from stackmgr.store.series import SeriesFile, list_series
+
+    mine = set(files)
+    found: dict[str, list[str]] = {}
+    for other in list_series(store):
+        if other == series:
+            continue
+        try:
+            entries = SeriesFile.load(store, other).entries
+        except StackmgrError:
+            continue  # an unreadable series is lint's to report; it lists nothing this rebase could change
+        for entry in entries:
+            if entry.patch in mine:
+                found.setdefault(entry.patch, []).append(other)
+    return found
+
+
+def refuse_shared(store: Store, series: str, files: list[str]) -> None:
+    shared = shared_with(store, series, files)
+    if shared:
+        first, users = next(iter(shared.items()))
+        raise UsageProblem(
+            f"patch {first} is also in series {', '.join(users)}: rebasing {series} would change what "
+            f"{users[0]} builds",
+            f"`--own-copy` gives series {series} its own copies (`{copy_name(store, series, first)}`) and leaves "
+            f"{users[0]} as it is",
+        )
+
+
+def own_copies(store: Store, series: str, files: list[str]) -> dict[str, str]:
+    """shared patch file -> the name of the rebased series' own copy (`NAME--SERIES.patch`, or with -2, -3…)."""
+    taken: set[str] = set()
+    copies = {}
+    for filename in shared_with(store, series, files):
+        copies[filename] = copy_name(store, series, filename, taken)
+        taken.add(copies[filename])
+    return copies
+
+
+def copy_name(store: Store, series: str, filename: str, taken: set[str] | None = None) -> str:
+    stem = filename[: -len(".patch")] if filename.endswith(".patch") else filename
+    for n in range(1, 1000):
+        name = f"{stem[:150]}--{series[:40]}" + (f"-{n}" if n > 1 else "")
+        if not valid_name(name):
+            name = f"{series[:40]}-copy" + (f"-{n}" if n > 1 else "")
+        candidate = name + ".patch"
+        if candidate not in (taken or set()) and not os.path.lexists(os.path.join(store.patches_dir, candidate)):
+            return candidate
+    raise StackmgrError(f"no free name for series {series}'s copy of {filename}", "rename some patches first")
