@@ -329,8 +329,9 @@ def test_a_file_where_the_patch_makes_a_directory_refuses_the_push(lab: Lab, sta
     one_line_error(lab.sm("pop"), 3)
 
 
-@pytest.mark.regression("pop, edit, refresh, push failed when a later patch touches the same file")
-def test_push_after_refreshing_a_lower_patch_builds_what_quilt_builds(lab: Lab) -> None:
+def refreshed_below(lab: Lab) -> str:
+    """Series Q (q1: line 2, q2: line 18 of f) with q2 popped and line 3 edited, ready to `refresh` q1 under q2;
+    f's lines before the series."""
     lines = "".join(f"{n}\n" for n in range(1, 21))
     (lab.tree / "f").write_text(lines)
     git(lab.tree, "add", "f")
@@ -341,6 +342,12 @@ def test_push_after_refreshing_a_lower_patch_builds_what_quilt_builds(lab: Lab) 
     assert lab.sm("save", "q2", "--series", "Q", "-m", "q2").code == 0
     assert lab.sm("pop").code == 0
     (lab.tree / "f").write_text(lines.replace("2\n", "two\n", 1).replace("3\n", "three\n", 1))
+    return lines
+
+
+@pytest.mark.regression("pop, edit, refresh, push failed when a later patch touches the same file")
+def test_push_after_refreshing_a_lower_patch_builds_what_quilt_builds(lab: Lab) -> None:
+    lines = refreshed_below(lab)
     assert lab.sm("refresh").code == 0
     pushed = lab.sm("push")
     assert pushed.code == 0, pushed.err
@@ -418,16 +425,7 @@ def test_push_takes_a_patch_file_name_and_names_an_unknown_patch(lab: Lab, stack
 
 @pytest.mark.regression("apply of a series whose lower patch was refreshed blamed a hand-edited patch")
 def test_apply_names_a_patch_made_on_an_older_version_of_one_below(lab: Lab) -> None:
-    lines = "".join(f"{n}\n" for n in range(1, 21))
-    (lab.tree / "f").write_text(lines)
-    git(lab.tree, "add", "f")
-    git(lab.tree, "commit", "-qm", "f")
-    (lab.tree / "f").write_text(lines.replace("2\n", "two\n", 1))
-    assert lab.sm("save", "q1", "--series", "Q", "-m", "q1").code == 0
-    (lab.tree / "f").write_text(lines.replace("2\n", "two\n", 1).replace("18\n", "e\n"))
-    assert lab.sm("save", "q2", "--series", "Q", "-m", "q2").code == 0
-    assert lab.sm("pop").code == 0
-    (lab.tree / "f").write_text(lines.replace("2\n", "two\n", 1).replace("3\n", "three\n", 1))
+    refreshed_below(lab)
     assert lab.sm("refresh").code == 0 and lab.sm("reset").code == 0
     refused = lab.sm("apply", "Q")
     one_line_error(refused, 3)
