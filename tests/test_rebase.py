@@ -591,3 +591,20 @@ def test_a_patch_upstream_took_under_a_new_path_is_upstream(lab: Lab) -> None:
     code, state, err = rebase_json(lab, "S", "--onto", "upstream")
     assert code == 0, err
     assert [p["outcome"] for p in state["patches"]] == ["already upstream"]  # type: ignore[index]
+
+
+@pytest.mark.regression("rebase called a patch upstream when upstream made the same edit to an identical block")
+def test_the_same_edit_upstream_in_another_identical_block_is_a_conflict(lab: Lab) -> None:
+    """Two identical blocks; the patch edits the first, upstream the second (and a line beside the first): git
+    rebase conflicts. The patch's change reverses only at an offset, in the wrong block: not upstream."""
+    block = "c1\nc2\nc3\nx = 1\nc4\nc5\nc6\n"
+    head = "".join(f"head {n}\n" for n in range(1, 6))
+    mid = "".join(f"mid {n}\n" for n in range(1, 9))
+    commit(lab.tree, {"f": head + block + mid + block + "tail\n"}, "two blocks")
+    one_patch_series(lab, {"f": head + block.replace("x = 1", "x = 2") + mid + block + "tail\n"}, "p1")
+    commit(lab.tree, {"f": head + block.replace("c3", "c3 changed upstream") + mid
+                      + block.replace("x = 1", "x = 2") + "tail\n"}, "upstream")  # fmt: skip
+    git(lab.tree, "branch", "upstream")
+    code, _state, err = rebase_json(lab, "S", "--onto", "upstream")
+    assert code == 3 and "conflict" in err, err
+    assert lab.sm("rebase", "S", "--abort").code == 0

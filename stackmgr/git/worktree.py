@@ -95,7 +95,8 @@ class ScratchWorktree:
     def merged_from_top(self, commit: str, patches: list[str]) -> set[int]:
         """StGit's test for patches merged upstream: from the top of the stack down, each patch whose change can be
         reversed (strict `git apply -R --cached`) on `commit`, as the reversals above it left it, is merged. The
-        positions in `patches` of those."""
+        positions in `patches` of those. Stricter than StGit: a hunk must reverse where the patch put it, not at
+        an offset, so an identical block elsewhere that upstream changed the same way does not count."""
         import tempfile
 
         merged: set[int] = set()
@@ -103,7 +104,9 @@ class ScratchWorktree:
             index = os.path.join(tmp, "index")
             run(self.path, ["read-tree", commit], index=index)
             for n in reversed(range(len(patches))):
-                if run_rc(self.path, ["apply", "--cached", "-R", "-p1", patches[n]], index=index)[0] == 0:
+                args = ["apply", "--cached", "-R", "-p1", patches[n]]
+                rc, _, err = run_rc(self.path, [*args[:1], "--check", "-v", *args[1:]], index=index)
+                if rc == 0 and b"(offset " not in err and run_rc(self.path, args, index=index)[0] == 0:
                     merged.add(n)
         return merged
 
