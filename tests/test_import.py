@@ -392,6 +392,7 @@ def test_importing_the_same_mbox_series_again_changes_nothing(lab: Lab, tmp_path
     assert (patches(other), (other / "series" / "S").read_bytes()) == before
     assert again.code == 0, again.err
     assert again.out.count("already there: ") == 3
+    assert "series S: already holds them; nothing appended" in again.out  # was "3 patches appended"
 
 
 def test_importing_the_same_file_again_changes_nothing(shop: Lab, tmp_path: Path) -> None:

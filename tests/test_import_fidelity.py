@@ -329,3 +329,21 @@ def test_export_gives_quilt_patches_back_their_file_names(lab: Lab, tmp_path: Pa
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
         "free", "locale/dep3.diff", "mixed.diff", "series"]  # fmt: skip
     assert (out / "locale" / "dep3.diff").read_bytes().startswith(DEP3[: diff_start(DEP3)] + b"diff --git ")
+
+
+@pytest.mark.regression("a mail whose maintainer took one file out (Debian's sed CVE patch) was 'truncated'")
+def test_a_signed_mail_missing_a_file_its_diffstat_lists_imports(lab: Lab, tmp_path: Path) -> None:
+    commit(lab.tree, {"a.txt": "a\n", "NEWS": "news\n"}, "two files")
+    (lab.tree / "a.txt").write_text("A\n")
+    (lab.tree / "NEWS").write_text("news\nmore\n")
+    git(lab.tree, "commit", "-q", "-am", "edit both")
+    mail = git(lab.tree, "format-patch", "--stdout", "-1")
+    git(lab.tree, "reset", "-q", "--hard", "HEAD~1")
+    start, end = mail.index(b"diff --git a/NEWS"), mail.index(b"diff --git a/a.txt")
+    trimmed = mail[:start] + mail[end:]  # NEWS's diff gone, its stat line and the signature kept
+    assert trimmed.rstrip().endswith(b"\n-- \n" + trimmed.rstrip().rsplit(b"\n", 1)[1])
+    (tmp_path / "cve.patch").write_bytes(trimmed)
+    result = imp(lab, str(tmp_path / "cve.patch"))
+    assert result.code == 0, result.err
+    assert applied_at_base(lab.tree, patches(lab.store)["cve.patch"], tmp=tmp_path) == git_apply_tree(
+        lab.tree, "HEAD", trimmed, tmp_path).stdout.decode().strip()  # fmt: skip

@@ -449,7 +449,7 @@ def test_a_patch_shared_with_another_series_is_not_rewritten_under_it(lab: Lab) 
     commit(lab.tree, {"NEWS": "upstream\n"}, "upstream")
     before = _fingerprint(lab)
     result = lab.sm("rebase", "S", "--onto", "HEAD")
-    assert result.code == 2
+    assert result.code == 3  # refused, nothing changed: exit 3
     assert "patch shared.patch is also in series T: rebasing S would change what T builds" in result.err
     assert "--own-copy" in result.err
     assert _fingerprint(lab) == before
@@ -608,3 +608,23 @@ def test_the_same_edit_upstream_in_another_identical_block_is_a_conflict(lab: La
     code, _state, err = rebase_json(lab, "S", "--onto", "upstream")
     assert code == 3 and "conflict" in err, err
     assert lab.sm("rebase", "S", "--abort").code == 0
+
+
+@pytest.mark.regression("rebase --abort after a kill mid-rewrite said 'nothing was changed' and left patches rewritten")
+def test_abort_after_a_rebase_killed_while_writing_puts_the_patches_back(lab: Lab, tmp_path: Path) -> None:
+    one_patch_series(lab, {"README": "hello\none\n"}, "p1")
+    one_patch_series(lab, {"src/model.py": "def f():\n    return 2\n"}, "p2")
+    commit(lab.tree, {"NEWS": "upstream\n"}, "upstream")
+    git(lab.tree, "branch", "upstream")
+    before = {p.name: p.read_bytes() for p in (lab.store / "patches").glob("*.patch")}
+    trace = tmp_path / "steps"
+    killed = stackmgr(lab.store, "rebase", "S", "--onto", "upstream", STACKMGR_TRACE_STEPS=str(trace),
+                      STACKMGR_CRASH_AT="rebase:3")  # fmt: skip
+    assert killed.returncode == -9, killed.stderr
+    assert trace.read_text().splitlines()[1] == "rebase:2:write patches/p1.patch"  # p1 rewritten, p2 not yet
+    lint = lab.sm("lint")
+    assert lint.code == 1 and "interrupted" in lint.out, lint.out
+    aborted = lab.sm("rebase", "S", "--abort")
+    assert aborted.code == 0, aborted.err
+    assert {p.name: p.read_bytes() for p in (lab.store / "patches").glob("*.patch")} == before
+    assert lab.sm("lint").code == 0

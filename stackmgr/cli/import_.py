@@ -41,8 +41,9 @@ def import_cmd(ctx: Context, files: tuple[str, ...], tree: str | None, series: s
             output.out(f"{verb} {i.name} ({i.source}): tree {i.tree}, base {i.base[:12]} ({i.found_at}), "
                        f"{files_n} file{'s' if files_n != 1 else ''} +{plus} -{minus}")  # fmt: skip
         if report.imported and report.series:
-            output.out(f"series {report.series}: {len(report.imported)} patch"
-                       f"{'es' if len(report.imported) != 1 else ''} appended")  # fmt: skip
+            n = report.appended
+            output.out(f"series {report.series}: {n} patch{'es' if n != 1 else ''} appended" if n else
+                       f"series {report.series}: already holds them; nothing appended")  # fmt: skip
         for r in report.skipped:
             output.err(f"stackmgr: skipped {r.source}: {r.reason}")
         for r in report.refused:

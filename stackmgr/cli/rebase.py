@@ -26,6 +26,7 @@ def rebase_cmd(ctx: Context, series: str | None, onto: str | None, tree: str | N
     drift, merged (3-way), conflict resolved, already upstream. Your working tree is not touched; the patches
     and the series are rewritten only once all of them are carried (`stackmgr undo` reverts that)."""
     from stackmgr.commands import rebase
+    from stackmgr.commands.rebase_state import abort as abort_rebase
     from stackmgr.commands.rebase_state import old_series_applied
     from stackmgr.errors import UsageProblem
 
@@ -38,7 +39,7 @@ def rebase_cmd(ctx: Context, series: str | None, onto: str | None, tree: str | N
         raise UsageProblem("-t, --exec and --own-copy go with --onto",
                            "--continue goes on with what was given then")  # fmt: skip
     if abort:
-        output.out(f"rebase of series {rebase.abort(store, series)} aborted; nothing was changed")
+        output.out(f"rebase of series {abort_rebase(store, series)} aborted; nothing was changed")
         return
     with output.activity("rebasing"):
         if go_on:

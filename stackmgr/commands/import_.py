@@ -180,6 +180,7 @@ def _import_stack(
             if result is not None:
                 current = result
                 added.append((filename, item))
+    report.appended = len(added)
     if added:
         for filename, item in added:
             _append(sf, filename, item, quilt)

@@ -38,6 +38,7 @@ class ImportReport:
         self.refused: list[Refused] = []
         self.skipped: list[Refused] = []  # nothing to import, and no refusal (an empty quilt patch)
         self.series: str | None = None
+        self.appended = 0  # how many of the imported patches the series got (a re-import appends none)
 
 
 class ScratchIndex:

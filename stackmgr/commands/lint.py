@@ -34,6 +34,11 @@ class Finding:
 def lint_store(store: Store) -> list[Finding]:
     patches = _listdir(store.patches_dir, ".patch")
     findings: list[Finding] = []
+    from stackmgr.journal.operation import pending_message
+
+    pending = pending_message(store)
+    if pending:  # what the store holds now is half of something: every finding below may be about that
+        findings.append(Finding("store", ".stackmgr/ops/", pending))
     listed: set[str] = set()
     series_entries: dict[str, list[str]] = {}
     for filename in _listdir(store.series_dir, ""):

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from stackmgr.commands.apply import plan_series
 from stackmgr.commands.rebase_merge import carry_by_merge
 from stackmgr.commands.rebase_shared import own_copies, refuse_shared
-from stackmgr.commands.rebase_state import Carried, claim, in_progress, load_state, save_state, state_path, where
+from stackmgr.commands.rebase_state import Carried, claim, load_state, save_state, state_path, where
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.repo import open_repo, patch_id
 from stackmgr.git.worktree import ScratchWorktree, add_worktree, remove_worktree
@@ -156,27 +156,6 @@ def resume(store: Store, series: str | None) -> Outcome:
     state["stopped"] = None
     save_state(store, state)
     return _run(store, state)
-
-
-def abort(store: Store, series: str | None) -> str:
-    """Remove the worktree and the state; a damaged state is removed too (its worktree found from the name)."""
-    try:
-        state = load_state(store, series)
-    except UsageProblem:
-        raise
-    except StackmgrError:
-        assert series is not None or len(in_progress(store)) == 1
-        name = series or in_progress(store)[0]
-        for tree in store.trees:
-            try:
-                remove_worktree(*where(store, tree, name))
-            except StackmgrError:
-                continue
-        os.unlink(state_path(store, name))
-        return name
-    remove_worktree(state["top"], state["worktree"])
-    os.unlink(state_path(store, state["series"]))
-    return str(state["series"])
 
 
 def _run(store: Store, state: State) -> Outcome:

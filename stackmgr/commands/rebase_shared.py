@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.errors import StackmgrError
 from stackmgr.store.config import Store
 from stackmgr.store.names import valid_name
 
@@ -33,9 +33,10 @@ def refuse_shared(store: Store, series: str, files: list[str]) -> None:
     shared = shared_with(store, series, files)
     if shared:
         first, users = next(iter(shared.items()))
-        raise UsageProblem(
-            f"patch {first} is also in series {', '.join(users)}: rebasing {series} would change what "
-            f"{users[0]} builds",
+        more = f" (and {', '.join(list(shared)[1:])})" if len(shared) > 1 else ""
+        raise StackmgrError(
+            f"patch {first}{more} is also in series {', '.join(users)}: rebasing {series} would change what "
+            f"{users[0]} builds; nothing changed",
             f"`--own-copy` gives series {series} its own copies (`{copy_name(store, series, first)}`) and leaves "
             f"{users[0]} as it is",
         )

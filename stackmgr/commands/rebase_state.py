@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.repo import open_repo, patch_ids
-from stackmgr.git.worktree import ScratchWorktree
+from stackmgr.git.worktree import ScratchWorktree, remove_worktree
+from stackmgr.journal.operation import operation
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import atomic_write, read_or_none, sha256_hex
@@ -140,3 +141,31 @@ class Carried:
         if (parent, commit) not in self.diffs:
             self.diffs[parent, commit] = ScratchWorktree(self.wt).stat_and_diff(parent, commit)
         return self.diffs[parent, commit]
+
+
+def abort(store: Store, series: str | None) -> str:
+    """Remove the worktree and the state; a damaged state is removed too (its worktree found from the name). A
+    rewrite of the patches that was killed half-way is rolled back first (the operation does that on entry), so
+    "nothing was changed" is true."""
+    with operation(store, f"rebase {series or ''} --abort".replace("  ", " ")):
+        return _abort(store, series)
+
+
+def _abort(store: Store, series: str | None) -> str:
+    try:
+        state = load_state(store, series)
+    except UsageProblem:
+        raise
+    except StackmgrError:
+        assert series is not None or len(in_progress(store)) == 1
+        name = series or in_progress(store)[0]
+        for tree in store.trees:
+            try:
+                remove_worktree(*where(store, tree, name))
+            except StackmgrError:
+                continue
+        os.unlink(state_path(store, name))
+        return name
+    remove_worktree(state["top"], state["worktree"])
+    os.unlink(state_path(store, state["series"]))
+    return str(state["series"])
