@@ -558,7 +558,9 @@ def test_a_conflict_that_is_not_upstream_still_stops(lab: Lab) -> None:
     git(lab.tree, "branch", "upstream")
     code, _state, err = rebase_json(lab, "S", "--onto", "upstream")
     assert code == 3 and "conflict" in err
+    assert "a rebase of series S is in progress" in lab.sm("status").err  # as `git status` says it
     assert lab.sm("rebase", "S", "--abort").code == 0
+    assert "rebase" not in lab.sm("status").err
 
 
 @pytest.mark.regression("rebase stopped where git rebase follows upstream's rename of the patched file")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stackmgr import output
-from stackmgr.commands.status import interrupted, status_json, status_reports
+from stackmgr.commands.status import interrupted, rebases_in_progress, status_json, status_reports
 from stackmgr.store.config import open_store
 
 
@@ -12,6 +12,9 @@ def run(store_dir: str | None, trees: tuple[str, ...], *, as_json: bool) -> int:
     pending = interrupted(store)
     if pending is not None:  # said before the trees are looked at, which may fail
         output.err(f"stackmgr: warning: {pending}")
+    for series in rebases_in_progress(store):  # as `git status` says "rebase in progress"
+        output.err(f"stackmgr: note: a rebase of series {series} is in progress: `stackmgr rebase {series} "
+                   "--continue` or `--abort`")  # fmt: skip
     reports = status_reports(store, trees)
     if as_json:
         output.emit_json(status_json(reports))

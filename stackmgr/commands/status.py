@@ -171,6 +171,15 @@ def status_json(reports: list[TreeReport]) -> dict[str, Any]:
     return {"schema": JSON_SCHEMA, "trees": [r.to_json() for r in reports]}
 
 
+def rebases_in_progress(store: Store) -> list[str]:
+    """The series a rebase has stopped (or is running) on: their state files (docs/FORMATS.md#rebase-state)."""
+    try:
+        names = os.listdir(os.path.join(store.state_dir, "rebase"))
+    except OSError:
+        return []
+    return sorted(n[: -len(".json")] for n in names if n.endswith(".json"))
+
+
 def interrupted(store: Store) -> str | None:
     """For `check` and `status`: the line about an interrupted operation, if one stands (journal.operation)."""
     from stackmgr.journal.operation import pending_message
