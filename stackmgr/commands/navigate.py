@@ -68,11 +68,7 @@ class Moved:
         self.changed = changed
         self.carried = carried  # paths of changes on top of the series, carried along
         self.stale = stale  # patches made on an older version of one below: built by their context
-
-    @property
-    def summary(self) -> str:
-        top = f", top {self.top}" if self.top else ""
-        return f"{self.series}: {self.after} of {self.total} applied{top}"
+        self.summary = position.summary()
 
 
 def pick_tree(store: Store, wanted: str | None, patch: str | None = None) -> str:
@@ -236,9 +232,9 @@ def _refuse_in_the_way(store: Store, snap: Snapshot, where: Position, verb: str,
         raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} has index state a {verb} would "
                             f"lose: {describe(index)}", "resolve or `git add` them (then save), and retry")  # fmt: skip
     paths = {c.path for c in moving}
-    dirs = {p[: i] for p in paths for i in range(len(p)) if p[i : i + 1] == b"/"}
+    dirs = {p[:i] for p in paths for i in range(len(p)) if p[i : i + 1] == b"/"}  # a file where the move makes a dir
     touched = [(c.path, c.kind) for c in carried if c.path in paths or c.path in dirs
-               or any(c.path.startswith(d + b"/") for d in paths)]  # fmt: skip
+               or any(c.path[:i] in paths for i in range(len(c.path)) if c.path[i : i + 1] == b"/")]  # fmt: skip
     if touched:
         raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} has changes on top of "
                             f"{where.top or 'the base'} in files the {verb} would change: {describe(touched)}",
