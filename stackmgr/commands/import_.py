@@ -162,14 +162,21 @@ def _import_stack(
                                       for i in items[1:])  # fmt: skip
                 return
             commit, label = hit
-            current = ws.repo.tree_of(commit)
+            current = ws.tree_of(commit)
         added: list[tuple[str, Incoming]] = []
         names = [os.path.basename(p) for p, _ in below]
         refused_before = len(report.refused)
-        for n, item in enumerate(items):
+        fresh = all(i.name + ".patch" not in names for i in items)
+        stacked = ws.add_stack(items, commit, current, label, report) if fresh and len(items) > 1 else None
+        rest = items
+        if stacked is not None:  # the stack's first patches, built together
+            kept, dealt, current = stacked
+            added.extend((i.name + ".patch", i) for i in kept)
+            rest = items[dealt:]
+        for n, item in enumerate(rest):
             if len(report.refused) > refused_before:  # like git am: nothing goes on top of a refused patch
                 report.refused.extend(Refused(i.source, "not imported: an earlier patch of the stack was refused")
-                                      for i in items[n:])  # fmt: skip
+                                      for i in rest[n:])  # fmt: skip
                 break
             filename = item.name + ".patch"
             if filename in names:  # already in the series: compared where it stands there (a re-import)

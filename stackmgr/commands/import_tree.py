@@ -48,15 +48,17 @@ class ScratchIndex:
     def __init__(self, index: TempIndex) -> None:
         self.index = index
         self.holds: str | None = None
+        self.stacked: tuple[str, list[int], int] | None = None  # (start, ids of the items, how many applied)
 
     def read_tree(self, treeish: str) -> None:
+        self.stacked = None
         if treeish != self.holds:
             self.holds = None
             self.index.read_tree(treeish)
             self.holds = treeish
 
     def apply(self, *patch_paths: str, strip: int = 1) -> tuple[bool, str]:
-        self.holds = None
+        self.holds = self.stacked = None
         return self.index.apply(*patch_paths, strip=strip)
 
     def write_tree(self) -> str:
@@ -77,6 +79,7 @@ class Workspace:
         self.check_index = ScratchIndex(TempIndex(self.repo, f"import.{os.getpid()}/check-index"))
         self.files: dict[int, str] = {}
         self._ident: tuple[str, str] | None = None
+        self._trees: dict[str, str] = {}  # commit -> its tree, for those asked
         self._written: list[tuple[str, bytes]] = []  # patch files this import wrote, each verified
 
     def __enter__(self) -> Workspace:
@@ -132,6 +135,23 @@ class Workspace:
     def applies(self, start: str, items: list[Incoming]) -> int:
         """How many of `items` apply in order, strictly, to tree-ish `start` (all of them when the result is
         len(items)); the index then holds the result of that many."""
+        ids, key = [id(i) for i in items], self._trees.get(start, start)  # a commit and its tree: one start
+        if self.index.stacked is not None and self.index.stacked[:2] == (key, ids):
+            return self.index.stacked[2]  # asked just before: the index holds the answer already
+        applying = self._applies(start, items)
+        self.index.stacked = (key, ids, applying)
+        return applying
+
+    def tree_of(self, commit: str) -> str:
+        """The commit's tree (remembered: `applies` then knows the commit and its tree for one start)."""
+        tree = self.repo.tree_of(commit)
+        self._trees[commit] = tree
+        held = self.index.stacked
+        if held is not None and held[0] == commit:
+            self.index.stacked = (tree, held[1], held[2])
+        return tree
+
+    def _applies(self, start: str, items: list[Incoming]) -> int:
         self.index.read_tree(start)
         strips = {self.strip(i) for i in items}
         if len(strips) == 1 and len(items) > 1:
@@ -150,7 +170,7 @@ class Workspace:
         most of them apply in order; None when not even the first applies anywhere."""
         if explicit is not None:
             commit = self.repo.resolve_commit(explicit)
-            return (commit, "--base") if self.applies(commit, items[:1]) else None
+            return (commit, "--base") if self.applies(commit, items) else None  # the first one must apply
         paths = sorted({p for i in items for p in self._paths(i)})
         best: tuple[int, str, str] | None = None
         for candidate, label in self._candidates(paths):
@@ -191,7 +211,53 @@ class Workspace:
             report.refused.append(Refused(item.source, f"does not apply on {label}: {err}"))
             return None
         result = self.index.write_tree()
-        stat_and_diff = self.repo.diff_trees_with_stat(start, result)
+        ready = self._prepare(item, base, start, result, self.repo.diff_trees_with_stat(start, result), label, report)
+        if ready is None:
+            return None
+        problem = self._verify(ready.data, start, result)
+        if problem:
+            report.refused.append(Refused(item.source, problem))
+            return None
+        return self._keep(ready, report)
+
+    def add_stack(self, items: list[Incoming], base: str, start: str, label: str, report: ImportReport
+                  ) -> tuple[list[Incoming], int, str] | None:  # fmt: skip
+        """`add` the first of `items` in order from `start`, with a few git calls for the whole stack
+        (git/layers.py) instead of several each: (the items kept, how many were dealt with, the tree after the
+        last one kept). A refused one is the last dealt with; one that does not apply is left to `add`, which
+        says why. None, with nothing done, when the stack cannot be built that way: the caller then adds them
+        one by one."""
+        from stackmgr import output
+        from stackmgr.git.layers import LayerPatch, apply_in_layers
+
+        applying = self.applies(start, items)
+        if applying == 0:
+            return None
+        final = self.index.write_tree()  # git's own answer for the stack, patch after patch in one call
+        todo = items[:applying]
+        built = apply_in_layers(self.repo, start, [LayerPatch(self.file(i), self.strip(i), self._paths(i))
+                                                   for i in todo])  # fmt: skip
+        if built is None or built.trees[-1] != final:
+            return None
+        readies: list[Ready] = []
+        refused_before, below = len(report.refused), start
+        for item, result, stat_and_diff in zip(todo, built.trees, built.diffs, strict=True):
+            ready = self._prepare(item, base, below, result, stat_and_diff, label, report)
+            if ready is None:
+                break
+            readies.append(ready)
+            below = result
+        if readies and self._verify_all([r.data for r in readies], start, below) is not None:
+            del report.refused[refused_before:]
+            return None  # one of them does not reproduce: the one-by-one way names it
+        for ready in readies:
+            output.tick()
+            self._keep(ready, report)
+        return [r.item for r in readies], len(readies) + (len(report.refused) > refused_before), below
+
+    def _prepare(self, item: Incoming, base: str, start: str, result: str, stat_and_diff: bytes, label: str,
+                 report: ImportReport) -> Ready | None:  # fmt: skip
+        """The patch file `item` becomes (not yet verified or written), or None with its refusal reported."""
         moved = _submodules_moved(stat_and_diff, item.source)
         if moved:  # what `apply` would refuse, refused here with its words
             report.refused.append(Refused(item.source, f"moves submodule {moved}: stackmgr does not move submodules"))
@@ -202,21 +268,21 @@ class Workspace:
         target = inside(self.store.patches_dir, item.name + ".patch")
         existing = read_or_none(target)
         data = self._render(item, base, stat_and_diff, existing)
-        problem = self._verify(data, start, result)
-        if problem:
-            report.refused.append(Refused(item.source, problem))
-            return None
         if existing is not None and existing != data:
             report.refused.append(Refused(item.source, f"patches/{item.name}.patch already exists (pass --name, "
                                                        "or import it under another name)"))  # fmt: skip
             return None
-        if existing is None:
+        return Ready(item, base, label, target, data, existing is None, result)
+
+    def _keep(self, ready: Ready, report: ImportReport) -> str:
+        """Write a verified patch file (unless it is there already, byte for byte); its result tree."""
+        if ready.new:
             os.makedirs(self.store.patches_dir, exist_ok=True)
-            self.store.write_file(target, data)
-            self._written.append((item.name + ".patch", data))
-        report.imported.append(Imported(item, self.tree, base, label, "imported" if existing is None else "unchanged",
-                                        data))  # fmt: skip
-        return result
+            self.store.write_file(ready.target, ready.data)
+            self._written.append((ready.item.name + ".patch", ready.data))
+        report.imported.append(Imported(ready.item, self.tree, ready.base, ready.label,
+                                        "imported" if ready.new else "unchanged", ready.data))  # fmt: skip
+        return ready.result
 
     def why_not(self, start: str, item: Incoming) -> tuple[bool, str]:
         """Whether `item` applies to tree-ish `start`, and git's own first line when it does not (file, line, and
@@ -259,14 +325,30 @@ class Workspace:
     def _verify(self, data: bytes, start: str, result: str) -> str | None:
         """The written bytes, applied to where they start, must give exactly the result (in the second index: in
         a stack it holds `start` already, the result of the patch below)."""
-        path = os.path.join(self.dir, "normalised.patch")
-        with open(path, "wb") as f:
-            f.write(data)
+        return self._verify_all([data], start, result)
+
+    def _verify_all(self, datas: list[bytes], start: str, result: str) -> str | None:
+        """Patch files applied in order to `start`, in one git call, must give exactly `result`. Each one's diff
+        is git's own between the trees below and above it, so this checks what the rendering added."""
+        paths = []
+        for n, data in enumerate(datas):
+            paths.append(os.path.join(self.dir, f"normalised.{n}.patch"))
+            with open(paths[-1], "wb") as f:
+                f.write(data)
         self.check_index.read_tree(start)
-        ok, err = self.check_index.apply(path)
+        ok, err = self.check_index.apply(*paths)
         if not ok or self.check_index.write_tree() != result:
             return f"the normalised patch does not reproduce the result ({err or 'different tree'}); please report this"
         return None
+
+
+class Ready:
+    """A patch file made from an incoming patch, waiting to be verified and written."""
+
+    def __init__(self, item: Incoming, base: str, label: str, target: str, data: bytes, new: bool, result: str
+                 ) -> None:  # fmt: skip
+        self.item, self.base, self.label, self.target, self.data, self.new = item, base, label, target, data, new
+        self.result = result
 
 
 def _submodules_moved(stat_and_diff: bytes, source: str) -> str:

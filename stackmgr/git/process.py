@@ -12,6 +12,7 @@ import os
 import select
 
 _CHUNK = 1 << 16
+_PIPE_SAFE = 1 << 14  # what `send` may write at once: well inside Linux's (64 KiB) and macOS's (16 KiB) pipes
 
 
 class Process:
@@ -77,6 +78,16 @@ class Process:
         self._out = self._err = -1
         self.wait()
         return out, err
+
+    def send(self, data: bytes) -> None:
+        """Give the child all of its (small) input now and close its stdin, so it works while another child is
+        being read; `communicate()` then collects the output. Only for input that fits a pipe's buffer."""
+        assert self._in >= 0 and len(data) <= _PIPE_SAFE
+        pending = memoryview(data)
+        while pending:
+            pending = self._feed(pending)
+        os.close(self._in)
+        self._in = -1
 
     def _feed(self, pending: memoryview) -> memoryview:
         try:
