@@ -95,3 +95,29 @@ def test_a_fast_command_loads_only_its_allowed_modules(measured: dict[str, tuple
     extra = sorted(loaded - ALLOWED[command])
     assert extra == [], f"{command} loads more than it may: {extra}"
     assert sorted(ALLOWED[command] - loaded) == [], f"{command} no longer loads these: shrink its set"
+
+
+HEAVY = {"click", "rich", "git", "subprocess", "unidiff"}  # what the plain `import` and `rebase` never load
+
+
+def test_plain_import_and_rebase_start_without_click(tmp_path: Path) -> None:
+    """`import` and `rebase` are held to `git am` and `git rebase` times: their plain forms skip click too."""
+    for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        os.environ.setdefault(name, "Jane Doe" if name.endswith("NAME") else "jane@example.com")
+    tree = make_repo(tmp_path / "vllm", {"README": "hello\n"})
+    base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True).stdout.strip()
+    (tree / "README").write_text("hello, patched\n")
+    patch = tmp_path / "fix.patch"
+    patch.write_bytes(subprocess.run(["git", "diff"], cwd=tree, capture_output=True, check=True).stdout)
+    subprocess.run(["git", "checkout", "-q", "README"], cwd=tree, check=True)
+    (tree / "NEWS").write_text("upstream news\n")
+    subprocess.run(["git", "add", "NEWS"], cwd=tree, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "upstream"], cwd=tree, check=True)
+    store = tmp_path / "store"
+    sm = ("--store", str(store))
+    assert loaded_by("init", str(store), cwd=tmp_path, site=True)[0] == 0
+    assert loaded_by(*sm, "tree", "add", "vllm", str(tree), cwd=tmp_path, site=True)[0] == 0
+    code, loaded = loaded_by(*sm, "import", "--series", "s", "--base", base, str(patch), cwd=tmp_path)
+    assert code == 0 and sorted(loaded & HEAVY) == []
+    code, loaded = loaded_by(*sm, "rebase", "s", "--onto", "HEAD", cwd=tmp_path)
+    assert code == 0 and sorted(loaded & HEAVY) == []

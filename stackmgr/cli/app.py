@@ -1,7 +1,8 @@
 """The command line: parse, call the core, render. No git calls and no business rules here.
 
 This module holds the `stackmgr` group, the click side of the commands whose bodies must start without click
-(`check`, `status`, `save`, `apply`: bodies in check.py, status.py, save.py, apply.py), `init` and `demo`, and
+(`check`, `status`, `save`, `apply`, `import`, `rebase`: bodies in check.py, status.py, save.py, apply.py,
+import_.py, rebase.py), `init` and `demo`, and
 COMMANDS: every other command, registered once, at the end. Each lives in the module named after it (`series
 …` in series.py, `log`/`undo`/`gc` in undo.py, `trees`/`tree add` in trees.py, `reset` in reset.py, …).
 """
@@ -16,16 +17,16 @@ from stackmgr import __version__, output
 from stackmgr.cli import apply as apply_body
 from stackmgr.cli import argspec
 from stackmgr.cli import check as check_body
+from stackmgr.cli import import_ as import_body
+from stackmgr.cli import rebase as rebase_body
 from stackmgr.cli import save as save_body
 from stackmgr.cli import status as status_body
 from stackmgr.cli.context import Context, json_option, options, pass_context, tree_names
 from stackmgr.cli.export import export_cmd
-from stackmgr.cli.import_ import import_cmd
 from stackmgr.cli.interdiff import interdiff_cmd
 from stackmgr.cli.links import link_cmd, links_cmd, show_cmd, verify_cmd
 from stackmgr.cli.lint import lint_cmd
 from stackmgr.cli.navigate import drop_cmd, pop_cmd, push_cmd, refresh_cmd, rename_cmd, top_cmd
-from stackmgr.cli.rebase import rebase_cmd
 from stackmgr.cli.recover import recover_cmd
 from stackmgr.cli.report import report_cmd
 from stackmgr.cli.reset import reset_cmd
@@ -89,6 +90,30 @@ def save(ctx: Context, /, name: str, paths: tuple[str, ...], **values: Any) -> N
 def apply_cmd(ctx: Context, /, series: str, **values: Any) -> None:
     """Rebuild the tree state a series describes: HEAD detached at its base, the patches as working-tree changes."""
     raise SystemExit(apply_body.run(apply_body.ApplyArgs.from_values(ctx.store, ctx.json, series, values)))
+
+
+@click.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@options(argspec.IMPORT)
+@pass_context
+def import_cmd(ctx: Context, /, files: tuple[str, ...], **values: Any) -> None:
+    """Adopt patches: git format-patch files or an mbox, quilt patches (DEP-3 or free text), plain diff -u /
+    diff -ruN output, or a quilt directory (its `series` gives the order). Each is applied in a scratch index and
+    saved in stackmgr's format; files that are not patches, truncated or for another tree are refused one by
+    one. Exit 0 when all were imported, 1 when some were refused, 3 when none could be."""
+    raise SystemExit(import_body.run(ctx.store, ctx.json, files, values))
+
+
+@click.command("rebase")
+@click.argument("series", required=False)
+@options(argspec.REBASE)
+@pass_context
+def rebase_cmd(ctx: Context, /, series: str | None, **values: Any) -> None:
+    """Carry a series to a new upstream base, classifying every patch: unchanged, context drift, merged (3-way),
+    conflict resolved, already upstream. A series that carries cleanly needs no worktree; one that conflicts is
+    carried in a scratch worktree, where you resolve it. Your working tree is not touched; the patches and the
+    series are rewritten only once all of them are carried (`stackmgr undo` reverts that)."""
+    raise SystemExit(rebase_body.run(ctx.store, ctx.json, series, values))
 
 
 @click.command()

@@ -1,4 +1,5 @@
-"""Options of the commands that must start fast (`check`, `save`, `apply`), and `--json`, declared once.
+"""Options of the commands that must start fast (`check`, `save`, `apply`, `import`, `rebase`), and `--json`,
+declared once.
 
 context.py turns these into click options (help, completion, errors); entry.py parses the same declarations
 directly, without importing click, for the plain forms people type and scripts run. Anything unusual
@@ -64,7 +65,26 @@ APPLY = (
     JSON,
 )
 
-FAST_COMMANDS = {"check": CHECK, "save": SAVE, "apply": APPLY}
+IMPORT = (
+    Opt(("-t", "--tree"), "tree", True, "The tree the patches are for (needed when several could be).", "TREE"),
+    Opt(("--series",), "series", True, "Import the files as a stack, in order, appended to series S.", "S"),
+    Opt(("--name",), "name", True, "The patch name (one file only); else from the file name or subject.", "N"),
+    Opt(("--base",), "base", True, "The commit the patches apply to; else the newest one they apply to.", "REV"),
+    JSON,
+)
+
+REBASE = (
+    Opt(("--onto",), "onto", True, "The new base commit (a commit of the series' tree).", "REV"),
+    Opt(("-t", "--tree"), "tree", True, "Which tree's patches to carry, when the series mixes trees.", "TREE"),
+    Opt(("--exec",), "exec_cmd", True, "Run CMD (a shell command) in the worktree after each patch.", "CMD"),
+    Opt(("--continue",), "go_on", False, "Go on after resolving a conflict in the worktree."),
+    Opt(("--abort",), "abort", False, "Give up: remove the worktree; nothing was changed."),
+    Opt(("--own-copy",), "own_copy", False,
+        "A patch other series also list is written as this series' own copy (NAME--SERIES)."),
+    JSON,
+)
+
+FAST_COMMANDS = {"check": CHECK, "save": SAVE, "apply": APPLY, "import": IMPORT, "rebase": REBASE}
 
 Values = dict[str, object]
 

@@ -1,9 +1,10 @@
 """The console-script entry point: error mapping (docs/FORMATS.md#exit-codes) and a start-up fast path.
 
-`check` runs in shell prompts and `save` many times a day, so their plain forms are dispatched here without
-importing click (about 30 ms, more than the git work of a typical `check`); anything else, `--help` included,
-goes through the full CLI. Both paths parse the same option declarations (argspec.py) into the same typed
-arguments (CheckArgs, SaveArgs, ApplyArgs) and run the same click-free bodies (check.py, save.py, apply.py).
+`check` runs in shell prompts and `save` many times a day, so their plain forms (and those of `apply`, `import`
+and `rebase`, held to git's own times) are dispatched here without importing click (about 30 ms, more than the
+git work of a typical `check`); anything else, `--help` included, goes through the full CLI. Both paths parse
+the same option declarations (argspec.py) into the same arguments (CheckArgs, SaveArgs, ApplyArgs, or the
+values themselves) and run the same click-free bodies (check.py, save.py, apply.py, import_.py, rebase.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from stackmgr.errors import StackmgrError
 
 
 def _fast(argv: list[str]) -> int | None:
-    """Run a plain `check`, `save` or `apply` without importing click; None when argv needs the full CLI."""
+    """Run a plain `check`, `save`, `apply`, `import` or `rebase` without importing click; None when argv needs
+    the full CLI."""
     from stackmgr.cli.argspec import flag, parse_fast, text
 
     parsed = parse_fast(argv)
@@ -28,6 +30,18 @@ def _fast(argv: list[str]) -> int | None:
         from stackmgr.cli import check
 
         return check.run(check.CheckArgs.from_values(store, as_json, tuple(positionals), values))
+    if command == "import":
+        if not positionals:
+            return None  # let click say FILES are missing
+        from stackmgr.cli import import_
+
+        return import_.run(store, as_json, tuple(positionals), values)
+    if command == "rebase":
+        if len(positionals) > 1:
+            return None
+        from stackmgr.cli import rebase
+
+        return rebase.run(store, as_json, positionals[0] if positionals else None, values)
     if command == "apply":
         if len(positionals) != 1:
             return None  # let click say what is missing or extra

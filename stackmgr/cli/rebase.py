@@ -1,36 +1,27 @@
-"""`stackmgr rebase SERIES --onto REV | --continue | --abort`: carry a series to a new upstream base."""
+"""`stackmgr rebase SERIES --onto REV | --continue | --abort`: carry a series to a new upstream base. No click:
+the plain form starts on entry.py's fast path; the click command (app.py) calls the same `run`."""
 
 from __future__ import annotations
 
-import click
-
 from stackmgr import output
-from stackmgr.cli.context import Context, json_option, pass_context
+from stackmgr.cli.argspec import Values, flag, text
 from stackmgr.store.config import open_store
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.commands.rebase import Outcome
+    from stackmgr.store.config import Store
 
-@click.command("rebase")
-@click.argument("series", required=False)
-@click.option("--onto", metavar="REV", help="The new base commit (a commit of the series' tree).")
-@click.option("-t", "--tree", metavar="TREE", help="Which tree's patches to carry, when the series mixes trees.")
-@click.option("--exec", "exec_cmd", metavar="CMD", help="Run CMD (a shell command) in the worktree after each patch.")
-@click.option("--continue", "go_on", is_flag=True, help="Go on after resolving a conflict in the worktree.")
-@click.option("--abort", is_flag=True, help="Give up: remove the worktree; nothing was changed.")
-@click.option("--own-copy", is_flag=True,
-              help="A patch other series also list is written as this series' own copy (NAME--SERIES).")
-@json_option()
-@pass_context
-def rebase_cmd(ctx: Context, series: str | None, onto: str | None, tree: str | None, exec_cmd: str | None,
-               go_on: bool, abort: bool, own_copy: bool) -> None:  # fmt: skip
-    """Carry a series to a new upstream base in a scratch worktree, classifying every patch: unchanged, context
-    drift, merged (3-way), conflict resolved, already upstream. Your working tree is not touched; the patches
-    and the series are rewritten only once all of them are carried (`stackmgr undo` reverts that)."""
+
+def run(store_dir: str | None, as_json: bool, series: str | None, values: Values) -> int:
+    """Start, go on with or abort a rebase and print each patch's outcome; exit 3 when it stopped."""
     from stackmgr.commands import rebase
     from stackmgr.commands.rebase_state import abort as abort_rebase
-    from stackmgr.commands.rebase_state import old_series_applied
     from stackmgr.errors import UsageProblem
 
-    store = open_store(ctx.store)
+    onto, tree, exec_cmd = text(values, "onto"), text(values, "tree"), text(values, "exec_cmd")
+    go_on, abort, own_copy = flag(values, "go_on"), flag(values, "abort"), flag(values, "own_copy")
+    store = open_store(store_dir)
     if sum((onto is not None, go_on, abort)) != 1:
         raise UsageProblem("give --onto REV, --continue or --abort", "e.g. `stackmgr rebase S --onto origin/main`")
     if onto is not None and series is None:
@@ -40,36 +31,44 @@ def rebase_cmd(ctx: Context, series: str | None, onto: str | None, tree: str | N
                            "--continue goes on with what was given then")  # fmt: skip
     if abort:
         output.out(f"rebase of series {abort_rebase(store, series)} aborted; nothing was changed")
-        return
+        return 0
     with output.activity("rebasing"):
         if go_on:
             result = rebase.resume(store, series)
         else:
             result = rebase.start(store, str(series), str(onto), tree, exec_cmd, own_copy)
-    if ctx.json:
+    if as_json:
         output.emit_json(result.to_json())
     else:
-        for step in result.state["steps"]:
-            if step["outcome"]:
-                output.out(f"{step['outcome']:<18} {step['name']}")
-        s = result.state
-        if result.done:
-            upstream = [st["name"] for st in s["steps"] if st["outcome"] == "already upstream"]
-            output.out(f"series {s['series']} now applies to {s['onto'][:12]} (tree {s['tree']})")
-            if upstream:
-                output.out(f"already upstream, commented out in series/{s['series']}: {', '.join(upstream)} "
-                           "(delete those lines, or keep them as a record)")  # fmt: skip
-            carried = {st["file"] for st in s["steps"] if st["outcome"] != "already upstream"}
-            for old, new in s.get("copies", {}).items():
-                if old in carried:
-                    output.out(f"{old} is also in other series, which keep it: series {s['series']} now lists its "
-                               f"own copy {new}")  # fmt: skip
-            if old_series_applied(store, s):
-                if len(upstream) == len(s["steps"]):  # nothing left to apply: the tree goes to the new base
-                    output.out(f"tree {s['tree']} still holds the old series; every patch is upstream now: "
-                               f"`stackmgr reset {s['tree']} --to {s['onto'][:12]}` moves it there")  # fmt: skip
-                else:
-                    output.out(f"tree {s['tree']} still holds the old series; `stackmgr apply {s['series']}` moves it")
+        _say(store, result)
     if not result.done:
         output.err(f"stackmgr: {result.stop}")
-        raise SystemExit(3)
+        return 3
+    return 0
+
+
+def _say(store: Store, result: Outcome) -> None:
+    from stackmgr.commands.rebase_state import old_series_applied
+
+    s = result.state
+    for step in s["steps"]:
+        if step["outcome"]:
+            output.out(f"{step['outcome']:<18} {step['name']}")
+    if not result.done:
+        return
+    upstream = [st["name"] for st in s["steps"] if st["outcome"] == "already upstream"]
+    output.out(f"series {s['series']} now applies to {s['onto'][:12]} (tree {s['tree']})")
+    if upstream:
+        output.out(f"already upstream, commented out in series/{s['series']}: {', '.join(upstream)} "
+                   "(delete those lines, or keep them as a record)")  # fmt: skip
+    carried = {st["file"] for st in s["steps"] if st["outcome"] != "already upstream"}
+    for old, new in s.get("copies", {}).items():
+        if old in carried:
+            output.out(f"{old} is also in other series, which keep it: series {s['series']} now lists its "
+                       f"own copy {new}")  # fmt: skip
+    if old_series_applied(store, s):
+        if len(upstream) == len(s["steps"]):  # nothing left to apply: the tree goes to the new base
+            output.out(f"tree {s['tree']} still holds the old series; every patch is upstream now: "
+                       f"`stackmgr reset {s['tree']} --to {s['onto'][:12]}` moves it there")  # fmt: skip
+        else:
+            output.out(f"tree {s['tree']} still holds the old series; `stackmgr apply {s['series']}` moves it")

@@ -218,7 +218,7 @@ class Workspace:
         if problem:
             report.refused.append(Refused(item.source, problem))
             return None
-        return self._keep(ready, report)
+        return self._keep([ready], report)
 
     def add_stack(self, items: list[Incoming], base: str, start: str, label: str, report: ImportReport
                   ) -> tuple[list[Incoming], int, str] | None:  # fmt: skip
@@ -250,9 +250,9 @@ class Workspace:
         if readies and self._verify_all([r.data for r in readies], start, below) is not None:
             del report.refused[refused_before:]
             return None  # one of them does not reproduce: the one-by-one way names it
-        for ready in readies:
-            output.tick()
-            self._keep(ready, report)
+        if readies:
+            output.tick(len(readies))
+            self._keep(readies, report)
         return [r.item for r in readies], len(readies) + (len(report.refused) > refused_before), below
 
     def _prepare(self, item: Incoming, base: str, start: str, result: str, stat_and_diff: bytes, label: str,
@@ -274,15 +274,18 @@ class Workspace:
             return None
         return Ready(item, base, label, target, data, existing is None, result)
 
-    def _keep(self, ready: Ready, report: ImportReport) -> str:
-        """Write a verified patch file (unless it is there already, byte for byte); its result tree."""
-        if ready.new:
+    def _keep(self, readies: list[Ready], report: ImportReport) -> str:
+        """Write verified patch files (those not there already, byte for byte) in one journaled write; the
+        result tree of the last."""
+        new = [r for r in readies if r.new]
+        if new:
             os.makedirs(self.store.patches_dir, exist_ok=True)
-            self.store.write_file(ready.target, ready.data)
-            self._written.append((ready.item.name + ".patch", ready.data))
-        report.imported.append(Imported(ready.item, self.tree, ready.base, ready.label,
-                                        "imported" if ready.new else "unchanged", ready.data))  # fmt: skip
-        return ready.result
+            self.store.write_files([(r.target, r.data) for r in new])
+            self._written.extend((r.item.name + ".patch", r.data) for r in new)
+        for ready in readies:
+            report.imported.append(Imported(ready.item, self.tree, ready.base, ready.label,
+                                            "imported" if ready.new else "unchanged", ready.data))  # fmt: skip
+        return readies[-1].result
 
     def why_not(self, start: str, item: Incoming) -> tuple[bool, str]:
         """Whether `item` applies to tree-ish `start`, and git's own first line when it does not (file, line, and

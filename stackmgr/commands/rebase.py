@@ -27,6 +27,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from stackmgr.commands.apply import plan_series
+from stackmgr.commands.rebase_fast import carry_at_once
 from stackmgr.commands.rebase_merge import carry_by_merge
 from stackmgr.commands.rebase_shared import own_copies, refuse_shared
 from stackmgr.commands.rebase_state import Carried, claim, load_state, save_state, state_path, where
@@ -88,13 +89,6 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
         raise UsageProblem(f"{onto} is not a commit of tree {plan.tree}", "fetch it, or name another") from None
     top, worktree = where(store, plan.tree, series)
     claim(store, series)
-    try:
-        remove_worktree(top, worktree)
-        os.makedirs(os.path.dirname(worktree), exist_ok=True)
-        add_worktree(top, worktree, new_base)
-    except BaseException:
-        os.unlink(state_path(store, series))
-        raise
     state = {
         "series": series, "tree": plan.tree, "top": top, "onto": new_base, "old_base": plan.base,
         "worktree": worktree, "exec": exec_cmd, "position": 0, "stopped": None, "copies": copies,
@@ -102,6 +96,18 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
         "steps": [{"name": p.name, "file": os.path.basename(p.path), "sha256": sha256_hex(p.data),
                    "outcome": None, "commit": None} for p in plan.patches],
     }  # fmt: skip
+    try:
+        carried = carry_at_once(store, state) if exec_cmd is None else None
+        if carried is not None:  # every patch carried cleanly: no worktree needed
+            _finish(store, state, carried, scratch=False)
+            return Outcome(state, True)
+        remove_worktree(top, worktree)
+        os.makedirs(os.path.dirname(worktree), exist_ok=True)
+        add_worktree(top, worktree, new_base)
+    except BaseException:
+        if os.path.exists(state_path(store, series)):
+            os.unlink(state_path(store, series))
+        raise
     save_state(store, state)
     return _run(store, state)
 
@@ -277,8 +283,9 @@ def _stop_line(state: State, step: State, how: str) -> str:
             f"`stackmgr rebase {state['series']} --continue`, or --abort")  # fmt: skip
 
 
-def _finish(store: Store, state: State, carried: Carried) -> None:
-    """Every patch was carried: verify the rewritten series, then write the patches and the series at once."""
+def _finish(store: Store, state: State, carried: Carried, scratch: bool = True) -> None:
+    """Every patch was carried: verify the rewritten series, then write the patches and the series at once; the
+    scratch worktree (when one was made) and the state go."""
     from stackmgr.git.scratch import tree_from_patches
 
     wt, onto = state["worktree"], state["onto"]
@@ -316,7 +323,8 @@ def _finish(store: Store, state: State, carried: Carried) -> None:
     with operation(store, f"rebase {state['series']} --onto {onto[:12]}"):
         if not (written and rewritten):  # else a run killed after its write: only the clean-up is left
             _write_rewritten(store, state, rewritten)
-    remove_worktree(state["top"], wt)
+    if scratch:
+        remove_worktree(state["top"], wt)
     os.unlink(state_path(store, state["series"]))
 
 

@@ -14,7 +14,7 @@ caller goes patch by patch as before. A cost: `layers` calls, not `patches`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import shutil
 
 from stackmgr.git.runner import DIFF_FLAGS, finish, run, run_rc, start, zsplit
 from stackmgr.git.tempindex import TempIndex
@@ -28,23 +28,28 @@ if TYPE_CHECKING:
     Entry = tuple[str, str] | None  # (mode, blob), or None: not there
 
 
-@dataclass(frozen=True)
+_SIDE_BY_SIDE = 8  # git checks run at once when a layer is sorted out patch by patch
+
+
 class LayerPatch:
     """One patch of the stack: its file, its -p level, and every tree path its text names (a superset of what
     git will touch is fine: it only puts the patch in a later layer)."""
 
-    file: str
-    strip: int
-    paths: Collection[bytes]
+    __slots__ = ("file", "paths", "strip")
+
+    def __init__(self, file: str, strip: int, paths: Collection[bytes]) -> None:
+        self.file, self.strip, self.paths = file, strip, paths
 
 
-@dataclass(frozen=True)
 class Stacked:
-    """The tree after each patch, and each patch's diff from the tree below it (diffstat, summary and the
-    full-index patch, as `Repo.diff_trees_with_stat` gives it)."""
+    """The tree after each patch, a commit of it (a chain from a root commit of the start tree, stackmgr's, on
+    no branch), and each patch's diff from the tree below it (diffstat, summary and the full-index patch, as
+    `Repo.diff_trees_with_stat` gives it)."""
 
-    trees: list[str]
-    diffs: list[bytes]
+    __slots__ = ("commits", "diffs", "trees")
+
+    def __init__(self, trees: list[str], commits: list[str], diffs: list[bytes]) -> None:
+        self.trees, self.commits, self.diffs = trees, commits, diffs
 
 
 def layers_of(paths: Sequence[Collection[bytes]]) -> list[int]:
@@ -72,13 +77,18 @@ def _parents(path: bytes) -> list[bytes]:
     return [b"/".join(parts[:n]) for n in range(1, len(parts))]
 
 
-def apply_in_layers(repo: Repo, start_tree: str, patches: Sequence[LayerPatch]) -> Stacked | None:
-    """Apply `patches` in order to tree `start_tree` (strictly, as `TempIndex.apply`); the tree after each and
-    its diff, or None when the layered way cannot vouch for the answer (the caller then goes one by one)."""
+def apply_in_layers(
+    repo: Repo, start_tree: str, patches: Sequence[LayerPatch], three_way: bool = False, skip_applied: bool = False
+) -> Stacked | None:
+    """Apply `patches` in order to tree `start_tree` (strictly, as `TempIndex.apply`; `three_way`: a 3-way
+    merge between the blobs each patch records first, as `rebase` carries a patch); the tree after each and its
+    diff, or None when the layered way cannot vouch for the answer (the caller then goes one by one).
+    `skip_applied`: a patch that does not apply but whose reverse does is there already and changes nothing
+    (its diff is empty) instead of failing the stack."""
     if not patches:
-        return Stacked([], [])
+        return Stacked([], [], [])
     layer_of = layers_of([p.paths for p in patches])
-    states = _states(repo, start_tree, patches, layer_of)
+    states = _states(repo, start_tree, patches, layer_of, three_way, skip_applied)
     if states is None:
         return None
     commits = _commit_chain(repo, start_tree, states)
@@ -86,12 +96,13 @@ def apply_in_layers(repo: Repo, start_tree: str, patches: Sequence[LayerPatch]) 
     diffs = _chain_diffs(repo, [c[0] for c in commits])
     if diffs is None:
         return None
-    return Stacked(trees, diffs)
+    return Stacked(trees, [c[0] for c in commits], diffs)
 
 
 def _states(
-    repo: Repo, start_tree: str, patches: Sequence[LayerPatch], layer_of: list[int]
-) -> list[dict[bytes, Entry]] | None:
+    repo: Repo, start_tree: str, patches: Sequence[LayerPatch], layer_of: list[int], three_way: bool,
+    skip_applied: bool,
+) -> list[dict[bytes, Entry]] | None:  # fmt: skip
     """What each patch changes: path -> its entry after the patch."""
     changed: list[dict[bytes, Entry]] = [{} for _ in patches]
     with TempIndex.scratch(repo, "layers") as index:
@@ -99,14 +110,19 @@ def _states(
         held: dict[bytes, tuple[str, str]] = index.entries()
         for layer in range(1, max(layer_of) + 1):
             members = [n for n, lay in enumerate(layer_of) if lay == layer]
-            owner = {p: n for n in members for p in patches[n].paths}
-            named: list[bytes] = []
-            for strip in sorted({patches[n].strip for n in members}):
-                files = [patches[n].file for n in members if patches[n].strip == strip]
-                said = _apply_numstat(repo, index.path, files, strip)
-                if said is None:
+            if skip_applied:
+                shutil.copyfile(index.path, index.path + ".below")
+            named = _apply_layer(repo, index.path, patches, members, three_way)
+            if named is None and skip_applied:
+                applying = _not_applied_yet(repo, index.path + ".below", patches, members, three_way)
+                if applying is None:
                     return None
-                named.extend(said)
+                shutil.copyfile(index.path + ".below", index.path)
+                members = applying
+                named = _apply_layer(repo, index.path, patches, members, three_way) if members else []
+            if named is None:
+                return None
+            owner = {p: n for n in members for p in patches[n].paths}
             if len(set(named)) != len(named) or any(name not in owner for name in named):
                 return None  # git saw a path twice, or one the reading missed: not layered
             now = index.entries()
@@ -117,13 +133,56 @@ def _states(
                         return None
                     changed[owner[path]][path] = after
             held = now
+        if os.path.exists(index.path + ".below"):
+            os.unlink(index.path + ".below")
     return changed
 
 
-def _apply_numstat(repo: Repo, index: str, files: list[str], strip: int) -> list[bytes] | None:
+def _apply_layer(repo: Repo, index: str, patches: Sequence[LayerPatch], members: list[int], three_way: bool
+                 ) -> list[bytes] | None:  # fmt: skip
+    """Apply a layer's patches (one git call per -p level); git's --numstat names, or None if one fails."""
+    named: list[bytes] = []
+    for strip in sorted({patches[n].strip for n in members}):
+        said = _apply_numstat(repo, index, [patches[n].file for n in members if patches[n].strip == strip], strip,
+                              three_way)  # fmt: skip
+        if said is None:
+            return None
+        named.extend(said)
+    return named
+
+
+def _not_applied_yet(repo: Repo, below: str, patches: Sequence[LayerPatch], members: list[int], three_way: bool
+                     ) -> list[int] | None:  # fmt: skip
+    """The members of a layer that failed as a whole which apply alone to the index `below` it; the others must
+    be there already (their reverse applies: they change nothing, as `git rebase` drops a change already
+    applied), else None (a conflict, or a patch that fits nowhere). Every check only reads `below`: they run
+    side by side, a few at a time."""
+    checks = []
+    for n in members:
+        file, strip = os.path.abspath(patches[n].file), f"-p{patches[n].strip}"
+        checks.append(["apply", "--cached", "--check", *(["--3way"] if three_way else []), strip, file])
+        checks.append(["apply", "--cached", "--check", "-R", strip, file])
+    said: list[tuple[int, bytes]] = []
+    for at in range(0, len(checks), _SIDE_BY_SIDE):
+        procs = [start(repo.top, args, index=below) for args in checks[at : at + _SIDE_BY_SIDE]]
+        for proc in procs:
+            out, err = proc.communicate()
+            said.append((proc.wait(), out + err))
+    keep = []
+    for k, n in enumerate(members):
+        (forward, message), (reverse, _) = said[2 * k], said[2 * k + 1]
+        if forward == 0 and b"with conflicts" not in message:
+            keep.append(n)
+        elif forward == 0 or reverse != 0:
+            return None  # a conflict, or neither way fits
+    return keep
+
+
+def _apply_numstat(repo: Repo, index: str, files: list[str], strip: int, three_way: bool) -> list[bytes] | None:
     """Apply `files` in order to `index` as `TempIndex.apply` does, and the file names git's --numstat gives
     for them (the new name of each file section; the old one for a deletion); None when they do not apply."""
-    args = ["apply", "--cached", "--whitespace=nowarn", f"-p{strip}", "--numstat", "-z", "--apply"]
+    args = ["apply", "--cached", *(["--3way"] if three_way else []), "--whitespace=nowarn", f"-p{strip}", "--numstat",
+            "-z", "--apply"]  # fmt: skip
     rc, out, _ = run_rc(repo.top, [*args, *(os.path.abspath(f) for f in files)], index=index)
     if rc != 0:
         return None

@@ -247,6 +247,15 @@ def patch_id(cwd: str, patch: bytes) -> str:
     return out.decode().split()[0] if out.strip() else ""
 
 
+def upstream_patch_ids(cwd: str, old: str, new: str) -> set[str]:
+    """`git patch-id --stable` of every non-merge commit in old..new (what `git cherry` compares)."""
+    log = run(cwd, ["log", "--no-merges", "-p", "--format=commit %H", *DIFF_FLAGS, f"{old}..{new}"])
+    if not log.strip():
+        return set()
+    out = run(cwd, ["patch-id", "--stable"], stdin=log)
+    return {line.split()[0] for line in out.decode().splitlines() if line.strip()}
+
+
 def patch_ids(cwd: str, patches: Sequence[bytes]) -> list[str]:
     """`patch_id` of each patch, in one git process: each goes in after a `commit <n>` line of its own (git's
     own separator, as in `git log -p | git patch-id`), and its id comes back beside that number."""

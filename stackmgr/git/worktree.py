@@ -132,12 +132,9 @@ class ScratchWorktree:
         return run(self.path, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, old, new])
 
     def patch_ids(self, old: str, new: str) -> set[str]:
-        """`git patch-id --stable` of every non-merge commit in old..new (what `git cherry` compares)."""
-        log = run(self.path, ["log", "--no-merges", "-p", "--format=commit %H", *DIFF_FLAGS, f"{old}..{new}"])
-        if not log.strip():
-            return set()
-        out = run(self.path, ["patch-id", "--stable"], stdin=log)
-        return {line.split()[0] for line in out.decode().splitlines() if line.strip()}
+        from stackmgr.git.repo import upstream_patch_ids
+
+        return upstream_patch_ids(self.path, old, new)
 
     def staged_diff(self, parent: str) -> bytes:
         return run(self.path, ["diff", "--cached", "--no-color", "--no-ext-diff", parent])

@@ -146,34 +146,51 @@ class Operation:
 
     def file_replacing(self, path: str) -> None:
         """Before a store file is replaced or removed: keep what is there now (once per operation)."""
-        rel = os.path.relpath(os.path.realpath(path), os.path.realpath(self.store.root))
-        if rel.startswith((".stackmgr" + os.sep + "cache", ".stackmgr" + os.sep + OPS_DIR, "..")) or rel == ".":
-            return
-        record = self.begin()
-        if any(f.path == rel for f in record.files):
-            return
-        existed = os.path.lexists(path)
-        if existed:
-            backup = os.path.join(self.dir, "files", rel)
-            os.makedirs(os.path.dirname(backup), exist_ok=True)
-            try:
-                os.link(path, backup, follow_symlinks=False)
-            except OSError:  # another filesystem, or links not allowed: a copy does the same
-                with open(path, "rb") as src:
-                    atomic_write(backup, src.read())
-        record.files.append(FileChange(rel, existed, "?"))  # "?": not replaced yet
-        self._announce(durable=False)
-        self.step(f"write {rel}")
+        self.files_replacing([path])
+
+    def files_replacing(self, paths: list[str]) -> None:
+        """Before several store files are replaced or removed: keep what is there now, recorded in one write."""
+        root = os.path.realpath(self.store.root)
+        new = []
+        for path in paths:
+            rel = os.path.relpath(os.path.realpath(path), root)
+            if rel.startswith((".stackmgr" + os.sep + "cache", ".stackmgr" + os.sep + OPS_DIR, "..")) or rel == ".":
+                continue
+            record = self.begin()
+            if any(f.path == rel for f in record.files) or rel in new:
+                continue
+            existed = os.path.lexists(path)
+            if existed:
+                backup = os.path.join(self.dir, "files", rel)
+                os.makedirs(os.path.dirname(backup), exist_ok=True)
+                try:
+                    os.link(path, backup, follow_symlinks=False)
+                except OSError:  # another filesystem, or links not allowed: a copy does the same
+                    with open(path, "rb") as src:
+                        atomic_write(backup, src.read())
+            record.files.append(FileChange(rel, existed, "?"))  # "?": not replaced yet
+            new.append(rel)
+        if new:
+            self._announce(durable=False)
+            for rel in new:
+                self.step(f"write {rel}")
 
     def file_replaced(self, path: str) -> None:
         """After the rename: what the operation left there, so a rollback can tell a later edit from it."""
+        self.files_replaced([path])
+
+    def files_replaced(self, paths: list[str]) -> None:
         if self.record is None:
             return
-        rel = os.path.relpath(os.path.realpath(path), os.path.realpath(self.store.root))
+        root = os.path.realpath(self.store.root)
+        wanted = {os.path.relpath(os.path.realpath(p), root): p for p in paths}
+        changed = False
         for f in self.record.files:
-            if f.path == rel and f.after == "?":
-                f.after = stat_key(path)
-                self.save()
+            if f.path in wanted and f.after == "?":
+                f.after = stat_key(wanted[f.path])
+                changed = True
+        if changed:
+            self.save()
 
     def tree_moving(self, snap: Snapshot, target: str, head: str | None, branch: str | None,
                     real_index: bytes | None, lock_fd: int) -> TreeMove:  # fmt: skip

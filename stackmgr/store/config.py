@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.store.fs import atomic_write, publish, read_cache, write_cache
+from stackmgr.store.fs import atomic_write, atomic_write_all, publish, read_cache, write_cache
 from stackmgr.store.names import check_name
 
 TYPE_CHECKING = False
@@ -46,6 +46,10 @@ class Store:
     def write_file(self, path: str, data: bytes, *, durable: bool = True) -> None:
         """Replace a file of the store atomically, recorded by the operation in progress."""
         atomic_write(path, data, durable=durable, journal=self.journal)
+
+    def write_files(self, files: list[tuple[str, bytes]]) -> None:
+        """`write_file` of several files, recorded by the operation in progress in one go."""
+        atomic_write_all(files, journal=self.journal)
 
     def publish(self, tmp: str, path: str) -> None:
         """Rename a written temp file over a file of the store, recorded by the operation in progress."""

@@ -1,0 +1,66 @@
+"""The common case of `rebase` (rebase.py) without a scratch worktree: every patch carries by the blobs it
+records with no conflict. The patches are classified as the worktree way classifies them, with a few git calls
+for the whole series instead of several per patch: one `git cherry`-style patch-id pass over the upstream
+commits and one over the patches, the survivors merged 3-way in layers (git/layers.py: one `git apply --cached
+--3way` per layer of patches that share no path), one re-diff of the chain, one patch-id pass over the new
+diffs. A conflict, a patch that cannot be merged, or anything the layers cannot vouch for answers None, and the
+worktree way runs from the first patch (where StGit's merged test and git's own merge take over)."""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.commands.rebase_state import Carried
+from stackmgr.git.layers import LayerPatch, apply_in_layers
+from stackmgr.git.repo import open_repo, patch_ids, upstream_patch_ids
+from stackmgr.store import patchfile
+from stackmgr.store.config import Store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.commands.rebase_state import State
+
+
+def carry_at_once(store: Store, state: State) -> Carried | None:
+    """Carry every step of a rebase that has carried none yet, filling each step's outcome, parent and commit as
+    `rebase._run` does; what was learnt (trees, re-diffs) for `_finish`. None, with the state as it was, when
+    the series does not carry cleanly this way."""
+    repo = open_repo(state["top"])
+    steps, onto = state["steps"], state["onto"]
+    datas = []
+    for step in steps:
+        with open(os.path.join(store.patches_dir, step["file"]), "rb") as f:
+            datas.append(f.read())
+    diffs = [patchfile.diff_part(d) for d in datas]
+    old_ids = patch_ids(repo.top, diffs)
+    upstream = upstream_patch_ids(repo.top, state["old_base"], onto)  # as `git cherry` sees them
+    kept = [n for n in range(len(steps)) if not (upstream and old_ids[n] in upstream)]
+    onto_tree = repo.tree_of(onto)
+    built = apply_in_layers(repo, onto_tree, [
+        LayerPatch(os.path.join(store.patches_dir, steps[n]["file"]), 1,
+                   [im.path for im in patchfile.post_images(diffs[n], steps[n]["file"])])
+        for n in kept], three_way=True, skip_applied=True)  # fmt: skip
+    if built is None:
+        return None
+    carried = Carried(store, state)
+    carried.trees[onto] = onto_tree
+    new_diffs = dict(zip(kept, built.diffs, strict=True))
+    new_ids = dict(zip(kept, patch_ids(repo.top, [built.diffs[k] for k in range(len(kept))]), strict=True))
+    commits = dict(zip(kept, built.commits, strict=True))
+    parent = onto
+    for n, step in enumerate(steps):
+        step["parent"] = parent
+        if n not in new_diffs or not new_diffs[n]:
+            step["outcome"], step["commit"] = "already upstream", parent
+            continue
+        step["commit"] = commits[n]
+        carried.trees[step["commit"]] = built.trees[kept.index(n)]
+        carried.diffs[parent, step["commit"]] = new_diffs[n]
+        if datas[n].endswith(new_diffs[n]):
+            step["outcome"] = "unchanged"
+        else:
+            step["outcome"] = "context drift" if new_ids[n] == old_ids[n] else "merged (3-way)"
+        parent = step["commit"]
+    state["position"] = len(steps)
+    return carried
+
