@@ -18,6 +18,10 @@ from stackmgr.store.fs import read_or_none
 from stackmgr.store.names import inside
 from stackmgr.types import GITLINK_MODE, Change, show_path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 SEARCH_DEPTH = 1000
 
 
@@ -57,9 +61,10 @@ class ScratchIndex:
             self.index.read_tree(treeish)
             self.holds = treeish
 
-    def apply(self, *patch_paths: str, strip: int = 1) -> tuple[bool, str]:
+    def apply(self, *patch_paths: str, strip: int = 1, meanwhile: Callable[[], object] | None = None
+              ) -> tuple[bool, str]:  # fmt: skip
         self.holds = self.stacked = None
-        return self.index.apply(*patch_paths, strip=strip)
+        return self.index.apply(*patch_paths, strip=strip, meanwhile=meanwhile)
 
     def write_tree(self) -> str:
         self.holds = self.index.write_tree()
@@ -170,7 +175,7 @@ class Workspace:
         most of them apply in order; None when not even the first applies anywhere."""
         if explicit is not None:
             commit = self.repo.resolve_commit(explicit)
-            return (commit, "--base") if self.applies(commit, items) else None  # the first one must apply
+            return (commit, "--base") if self.applies(commit, items[:1]) else None
         paths = sorted({p for i in items for p in self._paths(i)})
         best: tuple[int, str, str] | None = None
         for candidate, label in self._candidates(paths):
@@ -228,20 +233,33 @@ class Workspace:
         says why. None, with nothing done, when the stack cannot be built that way: the caller then adds them
         one by one."""
         from stackmgr import output
-        from stackmgr.git.layers import LayerPatch, apply_in_layers
+        from stackmgr.git.layers import LayerPatch, Stacked, apply_in_layers
 
+        def layered(todo: list[Incoming]) -> Stacked | None:
+            return apply_in_layers(self.repo, start, [LayerPatch(self.file(i), self.strip(i), self._paths(i))
+                                                      for i in todo])  # fmt: skip
+
+        built: list[Stacked | None] = []
+        strips = {self.strip(i) for i in items}
+        key = (self._trees.get(start, start), [id(i) for i in items])
+        if len(strips) == 1 and (self.index.stacked is None or self.index.stacked[:2] != key):
+            self.index.read_tree(start)  # git's own answer for the whole stack, while the layers are built
+            ok, _ = self.index.apply(*map(self.file, items), strip=strips.pop(),
+                                     meanwhile=lambda: built.append(layered(items)))  # fmt: skip
+            self.index.stacked = (*key, len(items)) if ok else None
         applying = self.applies(start, items)
         if applying == 0:
             return None
-        final = self.index.write_tree()  # git's own answer for the stack, patch after patch in one call
+        final = self.index.write_tree()  # patch after patch, in one git call
         todo = items[:applying]
-        built = apply_in_layers(self.repo, start, [LayerPatch(self.file(i), self.strip(i), self._paths(i))
-                                                   for i in todo])  # fmt: skip
-        if built is None or built.trees[-1] != final:
+        if applying < len(items) or not built:
+            built = [layered(todo)]
+        stack = built[0]
+        if stack is None or stack.trees[-1] != final:
             return None
         readies: list[Ready] = []
         refused_before, below = len(report.refused), start
-        for item, result, stat_and_diff in zip(todo, built.trees, built.diffs, strict=True):
+        for item, result, stat_and_diff in zip(todo, stack.trees, stack.diffs, strict=True):
             ready = self._prepare(item, base, below, result, stat_and_diff, label, report)
             if ready is None:
                 break

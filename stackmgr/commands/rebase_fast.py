@@ -32,8 +32,9 @@ def carry_at_once(store: Store, state: State) -> Carried | None:
         with open(os.path.join(store.patches_dir, step["file"]), "rb") as f:
             datas.append(f.read())
     diffs = [patchfile.diff_part(d) for d in datas]
-    old_ids = patch_ids(repo.top, diffs)
-    upstream = upstream_patch_ids(repo.top, state["old_base"], onto)  # as `git cherry` sees them
+    old_ids: list[str] = []
+    upstream = upstream_patch_ids(repo.top, state["old_base"], onto,  # as `git cherry` sees them
+                                  meanwhile=lambda: old_ids.extend(patch_ids(repo.top, diffs)))  # fmt: skip
     kept = [n for n in range(len(steps)) if not (upstream and old_ids[n] in upstream)]
     onto_tree = repo.tree_of(onto)
     built = apply_in_layers(repo, onto_tree, [

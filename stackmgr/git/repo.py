@@ -26,13 +26,13 @@ from stackmgr.types import CommitId, TreeId
 
 TYPE_CHECKING = False  # mypy treats this as true; `collections.abc`/`typing` stay out of `check`'s start-up
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from stackmgr.git.process import Process
 
 __all__ = [
     "Repo", "author_ident", "discover_toplevel", "init_repo", "open_repo", "output", "parse_raw", "patch_id",
-    "patch_ids", "read_changes", "start_author_ident",
+    "patch_ids", "read_changes", "start_author_ident", "upstream_patch_ids",
 ]  # fmt: skip
 
 
@@ -247,9 +247,17 @@ def patch_id(cwd: str, patch: bytes) -> str:
     return out.decode().split()[0] if out.strip() else ""
 
 
-def upstream_patch_ids(cwd: str, old: str, new: str) -> set[str]:
-    """`git patch-id --stable` of every non-merge commit in old..new (what `git cherry` compares)."""
-    log = run(cwd, ["log", "--no-merges", "-p", "--format=commit %H", *DIFF_FLAGS, f"{old}..{new}"])
+def upstream_patch_ids(cwd: str, old: str, new: str, meanwhile: Callable[[], object] | None = None) -> set[str]:
+    """`git patch-id --stable` of every non-merge commit in old..new (what `git cherry` compares); `meanwhile`
+    runs while git reads the history."""
+    proc = start(cwd, ["log", "--no-merges", "-p", "--format=commit %H", *DIFF_FLAGS, f"{old}..{new}"])
+    if meanwhile is not None:
+        try:
+            meanwhile()
+        except BaseException:
+            proc.communicate()
+            raise
+    log = finish(proc)[1]
     if not log.strip():
         return set()
     out = run(cwd, ["patch-id", "--stable"], stdin=log)
