@@ -595,6 +595,31 @@ def test_a_patch_upstream_took_under_a_new_path_is_upstream(lab: Lab) -> None:
     assert [p["outcome"] for p in state["patches"]] == ["already upstream"]  # type: ignore[index]
 
 
+@pytest.mark.regression("a rebase stopped on a file upstream moved left no conflict markers to resolve")
+def test_a_conflict_in_a_file_upstream_moved_is_left_at_the_new_path_as_git_rebase_leaves_it(lab: Lab) -> None:
+    """Upstream moves old.txt to new.txt and rewrites the line the patch rewrites: git rebase stops with markers
+    in new.txt. So must stackmgr, for the user to resolve there and go on."""
+    lines = "".join(f"{n}\n" for n in range(1, 21))
+    commit(lab.tree, {"old.txt": lines}, "a file")
+    one_patch_series(lab, {"old.txt": lines.replace("5\n", "five\n", 1)}, "fix")
+    git(lab.tree, "mv", "old.txt", "new.txt")
+    (lab.tree / "new.txt").write_text(lines.replace("5\n", "FIVE upstream\n", 1))
+    git(lab.tree, "commit", "-qam", "upstream: moved, and line 5 rewritten")
+    git(lab.tree, "branch", "upstream")
+    code, state, err = rebase_json(lab, "S", "--onto", "upstream")
+    assert code == 3 and "fix (1 of 1) conflicts in new.txt" in err, err
+    worktree = Path(str(state["worktree"]))
+    assert "<<<<<<<" in (worktree / "new.txt").read_text() and not (worktree / "old.txt").exists()
+    assert git(worktree, "ls-files", "-u", "new.txt").count(b"\n") >= 2  # unmerged, as git leaves it
+    (worktree / "new.txt").write_text(lines.replace("5\n", "five, after upstream's FIVE\n", 1))
+    git(worktree, "add", "new.txt")
+    done = lab.sm("rebase", "--continue", "--json")
+    assert done.code == 0, done.err
+    assert [p["outcome"] for p in json.loads(done.out)["patches"]] == ["conflict resolved"]
+    assert lab.sm("apply", "S").code == 0
+    assert (lab.tree / "new.txt").read_text() == lines.replace("5\n", "five, after upstream's FIVE\n", 1)
+
+
 @pytest.mark.regression("rebase called a patch upstream when upstream made the same edit to an identical block")
 def test_the_same_edit_upstream_in_another_identical_block_is_a_conflict(lab: Lab) -> None:
     """Two identical blocks; the patch edits the first, upstream the second (and a line beside the first): git

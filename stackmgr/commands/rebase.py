@@ -186,6 +186,8 @@ def _run(store: Store, state: State) -> Outcome:
             how = "already upstream"
         if (how == "conflict" or how.startswith("no merge")) and carry_by_merge(store, state, work, parent):
             how = "applied"  # git's merge, renames followed, carried it
+        if how.startswith("no merge") and work.has_unmerged():
+            how = "conflict"  # git's merge left one to resolve (in a file upstream moved)
         if how == "conflict" or how.startswith("no merge"):
             if at != parent:  # the user resolves on top of it
                 work.set_head(parent)

@@ -30,4 +30,7 @@ def carry_by_merge(store: Store, state: State, work: ScratchWorktree, parent: st
     if work.merge_change(before, after) is not None:
         return True
     work.apply_3way(files[position])  # its conflict back in the worktree, for the user to resolve
+    if not work.has_unmerged():  # the blobs gave no conflict to resolve (a file upstream moved): git's merge's
+        work.go_to(parent)
+        work.merge_change(before, after, keep_conflict=True)
     return False

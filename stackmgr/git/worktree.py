@@ -72,11 +72,13 @@ class ScratchWorktree:
         run(self.path, ["update-ref", "--no-deref", "HEAD", commit])
         run(self.path, ["read-tree", "--reset", "-u", commit])
 
-    def merge_change(self, before: str, after: str) -> str | None:
+    def merge_change(self, before: str, after: str, keep_conflict: bool = False) -> str | None:
         """git's own merge (ort, renames followed, as `git rebase` carries a commit) of the change from tree
         `before` to tree `after` onto HEAD: the index and files set to the merged tree, which is returned; None
-        (nothing touched) when it conflicts. The merge base is made explicit: both sides are committed on a root
-        commit of `before` (git 2.39's merge-tree has no --merge-base)."""
+        when it conflicts (nothing touched, or with `keep_conflict` the conflict left as `git rebase` leaves it:
+        files with markers where the merge put them, renamed paths included, and unmerged index entries). The
+        merge base is made explicit: both sides are committed on a root commit of `before` (git 2.39's
+        merge-tree has no --merge-base)."""
         env = dict(_BOT, GIT_AUTHOR_NAME="stackmgr", GIT_AUTHOR_EMAIL="stackmgr@localhost")
 
         def commit(tree: str, *parents: str) -> str:
@@ -85,12 +87,28 @@ class ScratchWorktree:
 
         root = commit(before)
         ours, theirs = commit(self.tree_of("HEAD"), root), commit(after, root)
-        rc, out, _ = run_rc(self.path, ["merge-tree", "--write-tree", "--no-messages", ours, theirs])
+        rc, out, _ = run_rc(self.path, ["merge-tree", "--write-tree", "--no-messages", "-z", ours, theirs])
         if rc != 0:
+            if rc == 1 and keep_conflict:
+                self._leave_conflict(out)
             return None
-        merged = out.split(b"\n", 1)[0].decode().strip()
+        merged = out.split(b"\0", 1)[0].decode().strip()
         run(self.path, ["read-tree", "--reset", "-u", merged])
         return merged
+
+    def _leave_conflict(self, out: bytes) -> None:
+        """merge-tree's conflicted result (`-z`: the tree, then `mode oid stage<TAB>path` records, then an empty
+        one) into the files and the index: each conflicted path's stages replace its entry."""
+        records = out.split(b"\0")
+        run(self.path, ["read-tree", "--reset", "-u", records[0].decode().strip()])
+        stages = []
+        for rec in records[1:]:
+            if not rec:
+                break
+            stages.append(rec)
+        paths = sorted({rec.split(b"\t", 1)[1] for rec in stages})
+        info = b"".join(b"0 " + b"0" * 40 + b"\t" + p + b"\0" for p in paths) + b"".join(r + b"\0" for r in stages)
+        run(self.path, ["update-index", "-z", "--index-info"], stdin=info)
 
     def merged_from_top(self, commit: str, patches: list[str]) -> set[int]:
         """StGit's test for patches merged upstream: from the top of the stack down, each patch whose change can be
