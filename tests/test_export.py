@@ -90,3 +90,15 @@ def test_quilt_export_refuses_a_quilt_directory_it_did_not_write(lab: Lab, tmp_p
     first = {p.name: p.read_bytes() for p in out.iterdir()}
     assert lab.sm("export", "S", "--quilt", str(out)).code == 0  # an earlier export of this series: written again
     assert {p.name: p.read_bytes() for p in out.iterdir()} == first
+
+
+@pytest.mark.regression("export --quilt of a binary patch advised `quilt push -a`, which refuses binary patches")
+def test_quilt_export_of_a_binary_patch_says_quilt_cannot_apply_it(lab: Lab, tmp_path: Path) -> None:
+    (lab.tree / "logo.png").write_bytes(bytes(range(256)) * 4)
+    assert lab.sm("save", "logo", "--series", "S", "-m", "a logo").code == 0
+    (lab.tree / "README").write_text("hello\nworld\n")
+    assert lab.sm("save", "readme", "--series", "S", "-m", "readme").code == 0
+    result = lab.sm("export", "S", "--quilt", str(tmp_path / "q"))
+    assert result.code == 0, result.err
+    assert "logo.patch holds a binary change, which quilt (GNU patch) cannot apply" in result.out
+    assert "quilt push -a" not in result.out and "--mbox" in result.out

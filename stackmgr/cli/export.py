@@ -28,8 +28,13 @@ def export_cmd(ctx: Context, series: str, quilt_dir: str | None, mbox: str | Non
                            f"e.g. `stackmgr export {series} --mbox {series}.mbox`")  # fmt: skip
     store = open_store(ctx.store)
     if quilt_dir is not None:
-        names = export_quilt(store, series, quilt_dir, guards)
+        names, binary = export_quilt(store, series, quilt_dir, guards)
         where = f"{quilt_dir} (QUILT_PATCHES={quilt_dir} quilt push -a)"
+        if binary:  # GNU patch refuses them: say so rather than hand out a command that fails
+            shown = ", ".join(binary[:3]) + (" …" if len(binary) > 3 else "")
+            where = (f"{quilt_dir}; {shown} hold{'s' if len(binary) == 1 else ''} a binary change, which quilt "
+                     f"(GNU patch) cannot apply: use `stackmgr export {series} --mbox FILE` and `git am` for "
+                     "those")  # fmt: skip
     elif mbox is not None:
         names = export_mbox(store, series, mbox, guards)
         where = f"{mbox} (git am --keep-cr {mbox})"

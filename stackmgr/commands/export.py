@@ -18,9 +18,11 @@ from stackmgr.store.fs import atomic_write
 from stackmgr.store.series import SeriesFile
 
 
-def export_quilt(store: Store, series: str, directory: str, guards: tuple[str, ...] = ()) -> list[str]:
+def export_quilt(store: Store, series: str, directory: str, guards: tuple[str, ...] = ()) -> tuple[list[str],
+                                                                                                    list[str]]:
     """DIR/<patch files> and DIR/series: `quilt push -a` (QUILT_PATCHES=DIR) applies them. A patch imported from a
-    quilt series gets back the name it had there (`fix.diff`, `debian/x`), the others their store name. Refuses
+    quilt series gets back the name it had there (`fix.diff`, `debian/x`), the others their store name. Returns
+    the names written, and those holding a binary change (GNU patch, and so quilt, cannot apply those). Refuses
     to write into a directory that holds anything but an earlier export of this series (only the files this
     export writes, and a `series` listing nothing else): nothing of someone's own quilt directory is lost."""
     plans = _single_tree(store, series, guards)
@@ -38,7 +40,8 @@ def export_quilt(store: Store, series: str, directory: str, guards: tuple[str, .
         os.makedirs(os.path.dirname(target), exist_ok=True)
         atomic_write(target, quilt_patch(p.data))
     atomic_write(os.path.join(directory, "series"), _quilt_series(store, series, names))
-    return list(names.values())
+    binary = [names[os.path.basename(p.path)] for p in plans[0].patches if b"\nGIT binary patch\n" in p.data]
+    return list(names.values()), binary
 
 
 def _not_ours(directory: str, names: set[str]) -> str:
