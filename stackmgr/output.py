@@ -91,7 +91,8 @@ def render_status(report: TreeReport) -> None:
     if not snap.changes:
         out("  no changes against HEAD")
     else:
-        verdict = paint(f"{len(blockers)} not preserved", "red") if blockers else paint("all preserved", "green")
+        unpreserved = len({path for path, _why in blockers})  # a path with two findings is one path
+        verdict = paint(f"{unpreserved} not preserved", "red") if blockers else paint("all preserved", "green")
         out(f"  {len(snap.changes)} changed, {verdict}")
         width = min(60, max(len(show_path(c.path)) for c in snap.changes))
         for c in snap.changes:

@@ -121,6 +121,17 @@ def test_staged_and_unstaged_versions_of_one_file_are_not_flattened(lab: Lab) ->
     assert lab.sm("check").code == 0
 
 
+@pytest.mark.regression("status counted a file with staged and unstaged versions twice in 'N not preserved'")
+def test_status_counts_a_file_with_two_findings_once(lab: Lab) -> None:
+    (lab.tree / "README").write_text("staged version\n")
+    git(lab.tree, "add", "README")
+    (lab.tree / "README").write_text("working version\n")
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 3\n")
+    status = lab.sm("status")
+    assert "2 changed, 2 not preserved" in status.out, status.out
+    assert "README  staged and unstaged versions differ" in status.out
+
+
 def test_intent_to_add_is_an_ordinary_new_file(lab: Lab) -> None:
     (lab.tree / "ita.txt").write_text("content\n")
     git(lab.tree, "add", "-N", "ita.txt")
