@@ -33,10 +33,15 @@ def carry_at_once(store: Store, state: State) -> Carried | None:
             datas.append(f.read())
     diffs = [patchfile.diff_part(d) for d in datas]
     old_ids: list[str] = []
-    upstream = upstream_patch_ids(repo.top, state["old_base"], onto,  # as `git cherry` sees them
-                                  meanwhile=lambda: old_ids.extend(patch_ids(repo.top, diffs)))  # fmt: skip
+    trees: list[str] = []
+
+    def meanwhile() -> None:  # while git reads upstream's history
+        old_ids.extend(patch_ids(repo.top, diffs))
+        trees.append(repo.tree_of(onto))
+
+    upstream = upstream_patch_ids(repo.top, state["old_base"], onto, meanwhile)  # as `git cherry` sees them
     kept = [n for n in range(len(steps)) if not (upstream and old_ids[n] in upstream)]
-    onto_tree = repo.tree_of(onto)
+    onto_tree = trees[0]
     built = apply_in_layers(repo, onto_tree, [
         LayerPatch(os.path.join(store.patches_dir, steps[n]["file"]), 1,
                    [im.path for im in patchfile.post_images(diffs[n], steps[n]["file"])])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from stackmgr.git.runner import DIFF_FLAGS, finish, run, run_rc, start, zsplit
+from stackmgr.git.runner import DIFF_FLAGS, finish, run_rc, start, zsplit
 from stackmgr.git.tempindex import TempIndex
 
 TYPE_CHECKING = False
@@ -191,9 +191,9 @@ def _apply_numstat(repo: Repo, index: str, files: list[str], strip: int, three_w
 
 def _commit_chain(repo: Repo, start_tree: str, states: list[dict[bytes, Entry]]) -> list[tuple[str, str]]:
     """(commit, tree) after each patch: one `git fast-import` commits `start_tree` as a root, then each patch's
-    changes on the one before, and leaves no ref behind."""
+    changes on the one before, answers each commit's id (`get-mark`) and tree (`ls`), and leaves no ref."""
     ref = f"refs/stackmgr/layers-{os.getpid()}"
-    stream = [b"feature done\n"]
+    stream = [b"feature done\nfeature get-mark\n"]
     for n, change in enumerate([{}, *states]):
         stream.append(f"commit {ref}\nmark :{n + 1}\ncommitter stackmgr <stackmgr@localhost> 0 +0000\ndata 0\n"
                       .encode())  # fmt: skip
@@ -204,19 +204,12 @@ def _commit_chain(repo: Repo, start_tree: str, states: list[dict[bytes, Entry]])
             stream.extend(b"D " + _quoted(p) + b"\n" for p, e in sorted(change.items()) if e is None)
             stream.extend(f"M {e[0]} {e[1]} ".encode() + _quoted(p) + b"\n" for p, e in sorted(change.items()) if e)
         stream.append(b"\n")
+        if n:
+            stream.append(f'get-mark :{n + 1}\nls :{n + 1} ""\n'.encode())
     stream.append(f"reset {ref}\n\ndone\n".encode())  # the ref is deleted at the end
-    marks = os.path.join(repo.stackmgr_dir, f"layers.{os.getpid()}.marks")
-    try:
-        finish(start(repo.top, ["fast-import", "--quiet", "--date-format=raw", f"--export-marks={marks}"],
-                     stdin=True), b"".join(stream))  # fmt: skip
-        with open(marks, "rb") as f:
-            ids = dict(line.split() for line in f.read().splitlines() if line.strip())
-    finally:
-        if os.path.exists(marks):
-            os.unlink(marks)
-    commits = [ids[f":{n + 2}".encode()].decode() for n in range(len(states))]
-    listing = run(repo.top, ["rev-parse", *(c + "^{tree}" for c in commits)]).decode().split()
-    return list(zip(commits, listing, strict=True))
+    out = finish(start(repo.top, ["fast-import", "--quiet", "--date-format=raw"], stdin=True), b"".join(stream))[1]
+    lines = out.decode().splitlines()
+    return [(lines[2 * n].strip(), lines[2 * n + 1].split()[2]) for n in range(len(states))]
 
 
 def _quoted(path: bytes) -> bytes:
