@@ -850,18 +850,20 @@ def test_an_import_records_its_patches_as_a_fresh_read_of_them_would(shop: Lab, 
     work = clone(shop, tmp_path / "work")
     mails = [format_patch(work, tmp_path / "m1", {"src/model.py": MODEL.replace("x7 = 7", "x7 = 70")}, "x7"),
              format_patch(work, tmp_path / "m2", {"data/new.bin": BLOB[::-1], "tools/run.sh": None}, "swap")]
-    (work / "src" / "model.py").chmod(0o755)  # a mode-only change: left for the refresh to read
+    (work / "src" / "model.py").chmod(0o755)  # a mode-only change: its blob, from the result tree
     git(work, "commit", "-q", "-am", "executable")
     mails.append(tmp_path / "m3" / git_text(work, "format-patch", "-1", "-o", str(tmp_path / "m3"), "HEAD")
                  .rsplit("/", 1)[-1])  # fmt: skip
     assert imp(shop, "--series", "S", *map(str, mails)).code == 0
     cache = shop.store / ".stackmgr" / "cache" / "patch-index.marshal"
     recorded = PatchIndex.load(open_store(str(shop.store))).records
-    assert sorted(recorded) == ["0001-swap.patch", "0001-x7.patch"]  # not 0001-executable.patch
+    assert sorted(recorded) == ["0001-executable.patch", "0001-swap.patch", "0001-x7.patch"]
     cache.unlink()
     fresh = PatchIndex.load(open_store(str(shop.store)))
     fresh.refresh()
-    assert {name: fresh.records[name] for name in recorded} == recorded
+    for name in recorded:
+        for key in recorded[name]:
+            assert fresh.records[name][key] == recorded[name][key], (name, key)
     assert shop.sm("apply", "S").code == 0
     assert shop.worktree_id() == tree_of(work)
 
@@ -881,3 +883,65 @@ def test_a_mode_change_of_a_file_an_earlier_patch_created_is_preserved(lab: Lab,
     assert check.code == 0, check.out + check.err
     assert lab.sm("reset").code == 0
     assert lab.worktree_id() == tree_of(lab.tree)
+
+
+@pytest.mark.regression("a mode-only patch above an edit of the same tracked file was never counted as preserved")
+def test_a_mode_change_above_an_edit_of_a_tracked_file_is_preserved(lab: Lab, tmp_path: Path) -> None:
+    """Found on attrs (chmod src/attr/converters.py): the file exists at the base; one mail edits it, the next
+    makes it executable. `check` refused right after `import` + `apply`."""
+    work = clone(lab, tmp_path / "work")
+    commit(work, {"src/model.py": "def f():\n    return 42\n"}, "edit")
+    (work / "src" / "model.py").chmod(0o755)
+    git(work, "commit", "-q", "-am", "make it executable")
+    mails = git_text(work, "format-patch", "-2", "-o", str(tmp_path / "mails")).split()
+    assert imp(lab, "--series", "S", *mails).code == 0
+    assert lab.sm("apply", "S").code == 0
+    assert lab.worktree_id() == tree_of(work)
+    check = lab.sm("check", "-v")
+    assert check.code == 0, check.out + check.err
+    assert lab.sm("reset").code == 0
+
+
+@pytest.mark.regression("one symlink that a later patch turns into a directory sent a whole stack one by one")
+def test_a_stack_with_a_symlink_later_made_a_directory_is_built_together(
+    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git refuses, in one `git apply` of several files, a path below a symlink an earlier file made, even when
+    a later one replaced the link: the verification then goes patch by patch, the stack is still built once."""
+    from stackmgr.commands import import_tree
+
+    work = clone(lab, tmp_path / "work")
+    (work / "assets").mkdir()
+    os.symlink("../README", work / "assets" / "link")
+    git(work, "add", "assets")
+    git(work, "commit", "-q", "-m", "a symlink")
+    (work / "assets" / "link").unlink()
+    commit(work, {"assets/link/inside.txt": "now a directory\n"}, "the link becomes a directory")
+    commit(work, {"README": "hello\nagain\n"}, "readme")
+    mails = git_text(work, "format-patch", "-3", "-o", str(tmp_path / "mails")).split()
+
+    def one_by_one(*_args: object) -> None:
+        raise AssertionError("the stack was imported patch by patch")
+
+    monkeypatch.setattr(import_tree.Workspace, "add", one_by_one)
+    assert imp(lab, "--series", "S", *mails).code == 0
+    assert lab.sm("apply", "S").code == 0
+    assert lab.worktree_id() == tree_of(work)
+
+
+@pytest.mark.regression("a format-patch file name cut after a dot (cmd_status..patch) became a patch no series takes")
+def test_a_mail_whose_file_name_git_cut_after_a_dot_gets_a_name_a_series_takes(lab: Lab, tmp_path: Path) -> None:
+    """Found on click 8.1.5 -> 8.1.7: git format-patch cuts a long subject to 52 characters, here just after the
+    dot of a Python file's name (`0001-remove-…-cmd_status..patch`); imported as `…cmd_status.`, its series line
+    was invalid."""
+    base = commit(lab.tree, {"examples/complex/complex/commands/cmd_status.py": "x = 1\n"}, "add it")
+    work = clone(lab, tmp_path / "work")
+    git(work, "rm", "-q", "examples/complex/complex/commands/cmd_status.py")
+    git(work, "commit", "-q", "-m", "remove examples/complex/complex/commands/cmd_status.py")
+    mail = Path(git_text(work, "format-patch", "-1", "-o", str(tmp_path / "mails")).split()[0])
+    assert mail.name.endswith("cmd_status..patch")
+    result = imp(lab, "--series", "S", "--base", base, str(mail))
+    assert result.code == 0, result.err
+    listed = (lab.store / "series" / "S").read_text().split()
+    assert listed == ["0001-remove-examples-complex-complex-commands-cmd_status.patch"]
+    assert lab.sm("lint").code == 0 and lab.sm("apply", "S").code == 0

@@ -620,6 +620,39 @@ def test_a_conflict_in_a_file_upstream_moved_is_left_at_the_new_path_as_git_reba
     assert (lab.tree / "new.txt").read_text() == lines.replace("5\n", "five, after upstream's FIVE\n", 1)
 
 
+@pytest.mark.regression("rebase called a deletion of a file upstream moved 'already upstream': it was lost")
+def test_a_deletion_of_a_file_upstream_moved_stops_as_git_rebase_does(lab: Lab) -> None:
+    """Found on requests 2.30 -> 2.32 (upstream moved the package under src/): the deletion's reverse applies on
+    the new base (the old path is gone), but git rebase stops with a rename/delete conflict."""
+    commit(lab.tree, {"pkg/hooks.py": "".join(f"hook {n}\n" for n in range(10)), "other.txt": "o\n"}, "a package")
+    one_patch_series(lab, {"pkg/hooks.py": None}, "delete-hooks")
+    one_patch_series(lab, {"other.txt": "o\nmore\n"}, "other")
+    git(lab.tree, "mv", "pkg", "src")  # src/ exists: pkg/ goes to src/pkg/
+    git(lab.tree, "commit", "-qm", "upstream: move pkg under src/")
+    git(lab.tree, "branch", "moved")
+    code, state, err = rebase_json(lab, "S", "--onto", "moved")
+    assert code == 3 and "delete-hooks (1 of 2) conflicts in src/pkg/hooks.py" in err, err
+    worktree = Path(str(state["worktree"]))
+    git(worktree, "rm", "-q", "src/pkg/hooks.py")  # the resolution: the deletion, at the new path
+    done = lab.sm("rebase", "--continue", "--json")
+    assert done.code == 0, done.err
+    assert [p["outcome"] for p in json.loads(done.out)["patches"]] == ["conflict resolved", "unchanged"]
+    assert lab.sm("apply", "S").code == 0
+    assert not (lab.tree / "src" / "pkg" / "hooks.py").exists()
+    assert (lab.tree / "other.txt").read_text() == "o\nmore\n"
+
+
+@pytest.mark.regression("rebase called a deletion of a file upstream moved 'already upstream': it was lost")
+def test_a_deletion_upstream_made_too_is_already_upstream(lab: Lab) -> None:
+    commit(lab.tree, {"pkg/hooks.py": "".join(f"hook {n}\n" for n in range(10)), "other.txt": "o\n"}, "a package")
+    one_patch_series(lab, {"pkg/hooks.py": None}, "delete-hooks")
+    one_patch_series(lab, {"other.txt": "o\nmore\n"}, "other")
+    commit(lab.tree, {"pkg/hooks.py": None, "NEWS": "hooks are gone\n"}, "upstream: hooks go")
+    code, state, err = rebase_json(lab, "S", "--onto", "HEAD")
+    assert code == 0, err
+    assert [p["outcome"] for p in state["patches"]] == ["already upstream", "unchanged"]  # type: ignore[index]
+
+
 @pytest.mark.regression("rebase called a patch upstream when upstream made the same edit to an identical block")
 def test_the_same_edit_upstream_in_another_identical_block_is_a_conflict(lab: Lab) -> None:
     """Two identical blocks; the patch edits the first, upstream the second (and a line beside the first): git

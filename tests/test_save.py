@@ -372,3 +372,33 @@ def test_saving_only_a_mode_change_on_top_of_a_series_preserves_it(lab: Lab) -> 
     assert lab.sm("reset").code == 0
     assert lab.sm("apply", "S").code == 0
     assert lab.worktree_id() == want
+
+
+@pytest.mark.regression("a mode-only patch above an edit of the same tracked file was never counted as preserved")
+@pytest.mark.parametrize("cache", ["kept", "deleted"])
+def test_a_mode_change_of_a_tracked_file_is_preserved_alone_and_above_an_edit(lab: Lab, cache: str) -> None:
+    """Alone (the content is HEAD's) and stacked on an edit of the file (the content is the edit's): the
+    mode-only patch names no content, so it preserves the mode with whatever holds the content; the same
+    from the cache `save` wrote and from the patch files read afresh."""
+    (lab.tree / "src" / "model.py").chmod(0o755)
+    assert lab.sm("save", "exec-alone", "-m", "executable").code == 0
+    if cache == "deleted":
+        shutil.rmtree(lab.store / ".stackmgr" / "cache")
+    assert lab.sm("check").code == 0
+    assert lab.sm("reset").code == 0
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 42\n")
+    assert lab.sm("save", "edit", "--series", "S", "-m", "an edit").code == 0
+    (lab.tree / "src" / "model.py").chmod(0o755)
+    assert lab.sm("save", "exec", "--series", "S", "-m", "make it executable").code == 0
+    want = lab.worktree_id()
+    if cache == "deleted":
+        shutil.rmtree(lab.store / ".stackmgr" / "cache")
+    check = lab.sm("check", "-v")
+    assert check.code == 0, check.out + check.err
+    assert lab.sm("reset").code == 0 and lab.sm("apply", "S").code == 0
+    assert lab.worktree_id() == want
+    (lab.tree / "src" / "model.py").chmod(0o644)  # the edit without the mode: preserved by `edit` alone
+    assert lab.sm("check").code == 0
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 7\n")  # content no patch holds
+    (lab.tree / "src" / "model.py").chmod(0o755)
+    assert lab.sm("check").code == 1

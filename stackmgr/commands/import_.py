@@ -67,7 +67,7 @@ def _named(items: list[Incoming | Refused], name: str | None, report: ImportRepo
             continue
         if name is not None:
             item.name = patch_name(name)
-        if not valid_name(item.name):
+        if not valid_name(item.name) or item.name.endswith("."):  # NAME..patch would be no series entry
             report.refused.append(Refused(item.source, f"'{item.name}' is not a usable patch name (pass --name)"))
             continue
         stem, n = item.name, 2

@@ -106,9 +106,10 @@ class Workspace:
         index = PatchIndex.load(self.store)
         for filename, data in self._written:
             images = patchfile.post_images(patchfile.diff_part(data), filename)
-            changes = [Change(im.path, im.old_mode, im.mode, im.old_blob or "", im.blob)
-                       for im in images if im.blob is not None and im.mode]  # fmt: skip
-            if len(changes) == len(images):  # else a mode-only change, whose blob is the base's: refresh reads it
+            mode_only = patchfile.mode_only(images)
+            changes = [Change(im.path, im.old_mode, im.mode, im.old_blob or "", im.blob or "")
+                       for im in images if im.mode and (im.blob is not None or im.path in mode_only)]  # fmt: skip
+            if len(changes) == len(images):  # a mode-only change is recorded as such (no blob: see record_saved)
                 index.record_saved(filename, data, changes, self.repo)
 
     def file(self, item: Incoming) -> str:
@@ -258,14 +259,16 @@ class Workspace:
         if stack is None or stack.trees[-1] != final:
             return None
         readies: list[Ready] = []
-        refused_before, below = len(report.refused), start
+        refused_before, below, belows = len(report.refused), start, []
         for item, result, stat_and_diff in zip(todo, stack.trees, stack.diffs, strict=True):
             ready = self._prepare(item, base, below, result, stat_and_diff, label, report)
             if ready is None:
                 break
             readies.append(ready)
+            belows.append(below)
             below = result
-        if readies and self._verify_all([r.data for r in readies], start, below) is not None:
+        if readies and self._verify_all([r.data for r in readies], start, below) is not None and any(
+                self._verify(r.data, under, r.result) for r, under in zip(readies, belows, strict=True)):  # fmt: skip
             del report.refused[refused_before:]
             return None  # one of them does not reproduce: the one-by-one way names it
         if readies:
@@ -350,7 +353,9 @@ class Workspace:
 
     def _verify_all(self, datas: list[bytes], start: str, result: str) -> str | None:
         """Patch files applied in order to `start`, in one git call, must give exactly `result`. Each one's diff
-        is git's own between the trees below and above it, so this checks what the rendering added."""
+        is git's own between the trees below and above it, so this checks what the rendering added. (One call
+        is not always patch after patch: git refuses a path below a symlink an earlier file of the call made,
+        though a later one replaced it; `add_stack` then checks them one by one.)"""
         paths = []
         for n, data in enumerate(datas):
             paths.append(os.path.join(self.dir, f"normalised.{n}.patch"))

@@ -241,7 +241,11 @@ def _carry(wt: str, patch: str) -> str:
     if work.has_unmerged():
         return "conflict"
     if work.reverse_applies(patch):
-        return "already upstream"
+        with open(patch, "rb") as f:
+            deletes = b"\ndeleted file mode " in f.read()
+        if not deletes:
+            return "already upstream"
+        return "no merge: a file it deletes is not on the new base (moved there?)"  # git's merge decides
     lines = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.startswith("error:")]
     return "no merge: " + (lines[-1][7:] if lines else "git apply --3way could not merge it")
 

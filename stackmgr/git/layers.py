@@ -103,38 +103,48 @@ def _states(
     repo: Repo, start_tree: str, patches: Sequence[LayerPatch], layer_of: list[int], three_way: bool,
     skip_applied: bool,
 ) -> list[dict[bytes, Entry]] | None:  # fmt: skip
-    """What each patch changes: path -> its entry after the patch."""
+    """What each patch changes: path -> its entry after the patch; None when the layers cannot vouch for it."""
     changed: list[dict[bytes, Entry]] = [{} for _ in patches]
     with TempIndex.scratch(repo, "layers") as index:
-        index.read_tree(start_tree)
-        held: dict[bytes, tuple[str, str]] = index.entries()
-        for layer in range(1, max(layer_of) + 1):
-            members = [n for n, lay in enumerate(layer_of) if lay == layer]
-            if skip_applied:
-                shutil.copyfile(index.path, index.path + ".below")
-            named = _apply_layer(repo, index.path, patches, members, three_way)
-            if named is None and skip_applied:
-                applying = _not_applied_yet(repo, index.path + ".below", patches, members, three_way)
-                if applying is None:
-                    return None
-                shutil.copyfile(index.path + ".below", index.path)
-                members = applying
-                named = _apply_layer(repo, index.path, patches, members, three_way) if members else []
-            if named is None:
+        try:
+            return _layered_states(repo, index, start_tree, patches, layer_of, three_way, skip_applied, changed)
+        finally:
+            if os.path.exists(index.path + ".below"):
+                os.unlink(index.path + ".below")
+
+
+def _layered_states(
+    repo: Repo, index: TempIndex, start_tree: str, patches: Sequence[LayerPatch], layer_of: list[int],
+    three_way: bool, skip_applied: bool, changed: list[dict[bytes, Entry]],
+) -> list[dict[bytes, Entry]] | None:  # fmt: skip
+    """`_states` in its scratch index (which `.below`, a copy of it before a layer, sits beside)."""
+    index.read_tree(start_tree)
+    held: dict[bytes, tuple[str, str]] = index.entries()
+    for layer in range(1, max(layer_of) + 1):
+        members = [n for n, lay in enumerate(layer_of) if lay == layer]
+        if skip_applied:
+            shutil.copyfile(index.path, index.path + ".below")
+        named = _apply_layer(repo, index.path, patches, members, three_way)
+        if named is None and skip_applied:
+            applying = _not_applied_yet(repo, index.path + ".below", patches, members, three_way)
+            if applying is None:
                 return None
-            owner = {p: n for n in members for p in patches[n].paths}
-            if len(set(named)) != len(named) or any(name not in owner for name in named):
-                return None  # git saw a path twice, or one the reading missed: not layered
-            now = index.entries()
-            for path in held.keys() | now.keys():
-                before, after = held.get(path), now.get(path)
-                if before != after:
-                    if path not in owner:
-                        return None
-                    changed[owner[path]][path] = after
-            held = now
-        if os.path.exists(index.path + ".below"):
-            os.unlink(index.path + ".below")
+            shutil.copyfile(index.path + ".below", index.path)
+            members = applying
+            named = _apply_layer(repo, index.path, patches, members, three_way) if members else []
+        if named is None:
+            return None
+        owner = {p: n for n in members for p in patches[n].paths}
+        if len(set(named)) != len(named) or any(name not in owner for name in named):
+            return None  # git saw a path twice, or one the reading missed: not layered
+        now = index.entries()
+        for path in held.keys() | now.keys():
+            before, after = held.get(path), now.get(path)
+            if before != after:
+                if path not in owner:
+                    return None
+                changed[owner[path]][path] = after
+        held = now
     return changed
 
 
@@ -155,7 +165,8 @@ def _not_applied_yet(repo: Repo, below: str, patches: Sequence[LayerPatch], memb
                      ) -> list[int] | None:  # fmt: skip
     """The members of a layer that failed as a whole which apply alone to the index `below` it; the others must
     be there already (their reverse applies: they change nothing, as `git rebase` drops a change already
-    applied), else None (a conflict, or a patch that fits nowhere). Every check only reads `below`: they run
+    applied), else None (a conflict, a patch that fits nowhere, or one deleting a file, whose reverse applies
+    as well where upstream moved the file). Every check only reads `below`: they run
     side by side, a few at a time."""
     checks = []
     for n in members:
@@ -173,9 +184,16 @@ def _not_applied_yet(repo: Repo, below: str, patches: Sequence[LayerPatch], memb
         (forward, message), (reverse, _) = said[2 * k], said[2 * k + 1]
         if forward == 0 and b"with conflicts" not in message:
             keep.append(n)
-        elif forward == 0 or reverse != 0:
-            return None  # a conflict, or neither way fits
+        elif forward == 0 or reverse != 0 or _deletes(patches[n].file):
+            return None  # a conflict, neither way fits, or a file it deletes may have moved (git's merge decides)
     return keep
+
+
+def _deletes(file: str) -> bool:
+    """Whether the patch deletes a file: its reverse then applies wherever the file is gone, moved included."""
+    with open(file, "rb") as f:
+        data = f.read()
+    return data.startswith(b"deleted file mode ") or b"\ndeleted file mode " in data
 
 
 def _apply_numstat(repo: Repo, index: str, files: list[str], strip: int, three_way: bool) -> list[bytes] | None:

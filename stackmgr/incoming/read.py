@@ -334,8 +334,9 @@ def _slug(text: str, keep_case: bool = False, limit: int = 52) -> str:
     """A patch name from a subject (cut to 52 characters, as git format-patch cuts them) or a file name (kept
     whole, so a quilt series keeps its names), kept to docs/FORMATS.md#names."""
     s = re.sub(r"[^A-Za-z0-9._+-]+", "-", text if keep_case else text.lower())
-    if keep_case:  # a file name: changed only where the rule forbids (`fix-.patch` stays `fix-`)
-        s = re.sub(r"\.{2,}", ".", s.lstrip("._+-"))[:limit]
+    if keep_case:  # a file name: changed only where the rule forbids (`fix-.patch` stays `fix-`; a trailing dot
+        # goes, as `NAME..patch` is no series entry: format-patch cuts a long subject just after a dot)
+        s = re.sub(r"\.{2,}", ".", s.lstrip("._+-"))[:limit].rstrip(".")
     else:
         s = re.sub(r"\.{2,}", ".", s.strip("-."))[:limit].rstrip("-.")
     while s.endswith(".lock"):

@@ -40,17 +40,20 @@ class Assessment:
         return out
 
 
-def owners(entries: Iterable[Entry], mode: str, blob: str | None) -> list[Entry]:
+def owners(entries: Iterable[Entry], mode: str, blob: str | None, head_blob: str | None = None) -> list[Entry]:
     """The patch entries (mode, blob, patch file, …) of one path that preserve its state (mode, blob): one with
-    both, or else a mode-only entry (blob None: a patch that changes only the mode of a file an earlier patch
-    created, so neither its base nor its index lines know the content) together with one that has the content
-    under another mode. Both are then needed to put the state back, and both are named."""
+    both, or else a mode-only entry (blob None: a patch that changes only the mode, so its index lines name no
+    content) together with one that has the content under another mode, or with the content HEAD has already
+    (`head_blob`, committed: the mode-only patch applies to any content). What is needed to put the state back
+    is named."""
     entries = list(entries)
     whole = [e for e in entries if e[0] == mode and e[1] == blob]
     if whole:
         return whole
     moded = [e for e in entries if e[0] == mode and e[1] is None]
     content = [e for e in entries if e[1] == blob and e[1] is not None]
+    if moded and not content and blob is not None and blob == head_blob:
+        return moded
     return moded + content if moded and content else []
 
 

@@ -122,12 +122,15 @@ class PatchIndex:
 
         st = os.stat(os.path.join(self.store.patches_dir, filename))
         header = patchfile.parse_header(data, filename)
+        images = patchfile.post_images(patchfile.diff_part(data), filename) if b"\nold mode " in data else []
+        modes = patchfile.mode_only(images)  # no blob recorded for those, as a fresh read records them
         objects = object_store(repo)
         self.forget_other_stores(header.tree, objects)
         self.records[filename] = {
             "sha256": sha256_hex(data), "tree": header.tree, "base": header.base,
             "subject": header.subject, "stat": patchfile.stat_totals(data), "error": None,
-            "entries": [[c.path, c.new_mode, c.new_blob] for c in changes], "objects": objects,
+            "entries": [[c.path, c.new_mode, None if c.path in modes else c.new_blob] for c in changes],
+            "objects": objects,
             "sig": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino],
         }  # fmt: skip
         self.dirty = True
@@ -182,8 +185,12 @@ class PatchIndex:
             unknown = [im.path for im in images if im.old_blob is None or not im.old_mode]
             at_base = repo.blob_entries(header.base, unknown) if unknown else {}
             kept = {p: blob for p, (_m, blob) in at_base.items()}
-            # a mode change (git writes no index line for one) of a file an earlier patch created: neither the
-            # base nor the patch knows its content, so it is checked on the empty blob and preserves the mode only
+            # a mode change (git writes no index line for one) names no content: it preserves the mode only (as
+            # `record_saved` records it); of a file an earlier patch created, neither the base nor the patch knows
+            # the content, so it is checked on the empty blob
+            from stackmgr.store.patchfile import mode_only
+
+            modes = mode_only(images)
             standins = {im.path for im in images if im.old_blob is None and im.old_mode not in ("", "000000")
                         and im.path not in at_base}  # fmt: skip
             empty = repo.write_blob(b"") if standins else ""
@@ -199,15 +206,15 @@ class PatchIndex:
             raise _Unverifiable(f"{filename}: does not apply to the files it names ({failure})")
         made: dict[bytes, tuple[str, str | None]] = dict(result)
         for path in standins:
-            mode, blob = result.get(path, ("000000", ""))
-            if blob != empty:
+            if result.get(path, ("000000", ""))[1] != empty:
                 raise _Unverifiable(f"{filename}: changes {show_path(path)}, which its base does not have, without "
                                     "naming the blob it changes (no index line)")  # fmt: skip
-            made[path] = (mode, None)
+        for path in modes:
+            made[path] = (result.get(path, ("000000", ""))[0], None)
         zeros = "0" * len(header.base)
         entries: list[list[object]] = [[im.path, *made.get(im.path, ("000000", zeros))] for im in images]
-        claimed = [[im.path, im.mode or entry[1], im.blob if im.blob is not None else kept.get(im.path, entry[2])]
-                   for im, entry in zip(images, entries, strict=True)]  # fmt: skip
+        claimed = [[im.path, im.mode or entry[1], None if im.path in modes else im.blob if im.blob is not None
+                    else kept.get(im.path, entry[2])] for im, entry in zip(images, entries, strict=True)]  # fmt: skip
         lie = None if entries == claimed else f"{filename}: its index lines do not match what its hunks produce"
         return entries, lie, objects
 
@@ -250,7 +257,8 @@ def _match(idx: PatchIndex, snap: Snapshot) -> Assessment:
     result = Assessment()
     for change in snap.changes:
         gitlink = GITLINK_MODE in (change.old_mode, change.new_mode)
-        found = [] if gitlink else owners(table.get(change.path, ()), change.new_mode, change.new_blob)
+        found = [] if gitlink else owners(table.get(change.path, ()), change.new_mode, change.new_blob,
+                                          change.old_blob)  # fmt: skip
         if found:
             result.preserved[change.path] = sorted({shown_name(e[2]) for e in found})
         else:

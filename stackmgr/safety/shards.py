@@ -121,7 +121,7 @@ def quick_assess(store: Store, snap: Snapshot, objects: object) -> Assessment | 
             loaded[n] = shard["entries"]
         gitlink = GITLINK_MODE in (change.old_mode, change.new_mode)
         found = [] if gitlink else owners(loaded[n].get((snap.tree, change.path), ()), change.new_mode,
-                                           change.new_blob)  # fmt: skip
+                                           change.new_blob, change.old_blob)  # fmt: skip
         owned = [(e[2], e[3]) for e in found]
         for filename, sig in owned:
             if filename not in owners_seen:

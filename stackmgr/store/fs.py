@@ -101,24 +101,17 @@ def publish(tmp: str, path: str, *, durable: bool = True, journal: Journal | Non
 
 
 def atomic_write_all(files: list[tuple[str, bytes]], *, journal: Journal | None = None) -> None:
-    """`atomic_write` of several files, each synced; the journal told once before the renames and once after,
-    and each directory synced once."""
-    temps: list[str] = []
-    try:
-        for path, data in files:
-            temps.append(write_temp(path, data))
-        if journal is not None:
-            journal.files_replacing([path for path, _ in files])
-    except BaseException:
-        for tmp in temps:
-            discard(tmp)
-        raise
-    for n, (tmp, (path, _)) in enumerate(zip(temps, files, strict=True)):
+    """`atomic_write` of several files, each synced; the journal told once before the first rename (so a kill
+    at any point is rolled back) and once after the last, each directory synced once. Each temp file is renamed
+    as soon as it is written: a kill leaves at most one behind, as `atomic_write` does."""
+    if journal is not None:
+        journal.files_replacing([path for path, _ in files])
+    for path, data in files:
+        tmp = write_temp(path, data)
         try:
             os.replace(tmp, path)
         except OSError as exc:
-            for rest in temps[n:]:
-                discard(rest)
+            discard(tmp)
             raise _write_error(os.path.dirname(os.path.abspath(path)), exc) from None
     for directory in sorted({os.path.dirname(os.path.abspath(path)) for path, _ in files}):
         fsync_dir(directory)

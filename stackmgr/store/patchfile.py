@@ -232,6 +232,12 @@ def post_images(diff: bytes, source: str) -> list[PostImage]:
     return list(images.values())
 
 
+def mode_only(images: list[PostImage]) -> set[bytes]:
+    """The paths whose section only changes the mode (git writes no index line: no blob named on either side)."""
+    return {im.path for im in images if im.old_blob is None and im.blob is None
+            and im.old_mode not in ("", "000000") and im.mode not in ("", "000000")}  # fmt: skip
+
+
 def _rename_or_copy(rest: bytes) -> tuple[str, bytes, bytes] | None:
     found: dict[bytes, bytes] = {}
     for line in rest.split(b"\n"):
