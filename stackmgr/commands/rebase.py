@@ -180,7 +180,7 @@ def _run(store: Store, state: State) -> Outcome:
         step = steps[state["position"]]
         path = os.path.join(store.patches_dir, step["file"])
         parent = step["parent"] = head
-        how = "already upstream" if upstream and carried.old_patch_id(step) in upstream else _carry(wt, path)
+        how = "already upstream" if upstream and carried.old_patch_id(step) in upstream else _carry(wt, path, carried)
         if how == "conflict" and _squash_merged(work, store, steps, state["position"]):
             work.go_to(parent)  # StGit's rule: the stack from here up is in upstream already (a squash merge)
             how = "already upstream"
@@ -228,7 +228,7 @@ def _squash_merged(work: ScratchWorktree, store: Store, steps: list[State], posi
     return 0 in work.merged_from_top(steps[position]["parent"], files)
 
 
-def _carry(wt: str, patch: str) -> str:
+def _carry(wt: str, patch: str, carried: Carried) -> str:
     """Carry one patch onto the worktree's HEAD as `git rebase` does: a 3-way merge of the change between the
     full blob ids the patch records, tried first, so a change that is already there merges to no change (git's
     "already applied upstream") instead of an offset carrying its hunk onto a copy of itself; git applies the
@@ -242,10 +242,10 @@ def _carry(wt: str, patch: str) -> str:
         return "conflict"
     if work.reverse_applies(patch):
         with open(patch, "rb") as f:
-            deletes = b"\ndeleted file mode " in f.read()
-        if not deletes:
+            images = patchfile.post_images(patchfile.diff_part(f.read()), os.path.basename(patch))
+        if not any(im.mode == "000000" and im.path in carried.moved() for im in images):
             return "already upstream"
-        return "no merge: a file it deletes is not on the new base (moved there?)"  # git's merge decides
+        return "no merge: a file it deletes was moved upstream"  # git's merge decides (a rename/delete conflict)
     lines = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.startswith("error:")]
     return "no merge: " + (lines[-1][7:] if lines else "git apply --3way could not merge it")
 

@@ -12,7 +12,7 @@ import os
 
 from stackmgr.commands.rebase_state import Carried
 from stackmgr.git.layers import LayerPatch, apply_in_layers
-from stackmgr.git.repo import open_repo, patch_ids, upstream_patch_ids
+from stackmgr.git.repo import open_repo, patch_ids, upstream_moves, upstream_patch_ids
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 
@@ -35,17 +35,22 @@ def carry_at_once(store: Store, state: State) -> Carried | None:
     old_ids: list[str] = []
     trees: list[str] = []
 
+    moved: set[bytes] = set()
+
     def meanwhile() -> None:  # while git reads upstream's history
         old_ids.extend(patch_ids(repo.top, diffs))
         trees.append(repo.tree_of(onto))
+        if any(b"\ndeleted file mode " in d for d in diffs):
+            moved.update(upstream_moves(repo.top, state["old_base"], onto))
 
     upstream = upstream_patch_ids(repo.top, state["old_base"], onto, meanwhile)  # as `git cherry` sees them
     kept = [n for n in range(len(steps)) if not (upstream and old_ids[n] in upstream)]
     onto_tree = trees[0]
+    images = {n: patchfile.post_images(diffs[n], steps[n]["file"]) for n in kept}
     built = apply_in_layers(repo, onto_tree, [
-        LayerPatch(os.path.join(store.patches_dir, steps[n]["file"]), 1,
-                   [im.path for im in patchfile.post_images(diffs[n], steps[n]["file"])])
-        for n in kept], three_way=True, skip_applied=True)  # fmt: skip
+        LayerPatch(os.path.join(store.patches_dir, steps[n]["file"]), 1, [im.path for im in images[n]],
+                   [im.path for im in images[n] if im.mode == "000000"])
+        for n in kept], three_way=True, skip_applied=True, moved=moved)  # fmt: skip
     if built is None:
         return None
     carried = Carried(store, state)

@@ -10,7 +10,7 @@ import os
 from typing import TYPE_CHECKING
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git.repo import open_repo, patch_ids
+from stackmgr.git.repo import open_repo, patch_ids, upstream_moves
 from stackmgr.git.worktree import ScratchWorktree, remove_worktree
 from stackmgr.journal.operation import operation
 from stackmgr.store import patchfile
@@ -120,6 +120,8 @@ class Carried:
         self.trees: dict[str, str] = {}
         self.diffs: dict[tuple[str, str], bytes] = {}
         self._old_ids: dict[str, str] | None = None
+        self._moved: set[bytes] | None = None
+        self.old_base, self.onto = state["old_base"], state["onto"]
 
     def old_patch_id(self, step: State) -> str:
         """The patch-id of a patch file as it is now; the first call reads this step's and the later ones'."""
@@ -131,6 +133,12 @@ class Carried:
                     diffs.append(patchfile.diff_part(f.read()))
             self._old_ids = dict(zip(files, patch_ids(self.wt, diffs), strict=True))
         return self._old_ids[step["file"]]
+
+    def moved(self) -> set[bytes]:
+        """The paths git's rename detection finds moved between the old base and the new one (asked once)."""
+        if self._moved is None:
+            self._moved = upstream_moves(self.wt, self.old_base, self.onto)
+        return self._moved
 
     def tree_of(self, commit: str) -> str:
         if commit not in self.trees:

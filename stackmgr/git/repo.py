@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Repo", "author_ident", "discover_toplevel", "init_repo", "open_repo", "output", "parse_raw", "patch_id",
-    "patch_ids", "read_changes", "start_author_ident", "upstream_patch_ids",
+    "patch_ids", "read_changes", "start_author_ident", "upstream_moves", "upstream_patch_ids",
 ]  # fmt: skip
 
 
@@ -262,6 +262,14 @@ def upstream_patch_ids(cwd: str, old: str, new: str, meanwhile: Callable[[], obj
         return set()
     out = run(cwd, ["patch-id", "--stable"], stdin=log)
     return {line.split()[0] for line in out.decode().splitlines() if line.strip()}
+
+
+def upstream_moves(cwd: str, old: str, new: str) -> set[bytes]:
+    """The paths of `old` that git's rename detection finds moved in `new` (the sources of `diff -M` renames):
+    where a patch deleting one stops with a rename/delete conflict in `git rebase`."""
+    out = run(cwd, ["diff-tree", "-r", "-z", "-M", "--diff-filter=R", "--name-status", "--no-ext-diff", old, new])
+    fields = out.split(b"\0")
+    return {fields[n + 1] for n in range(len(fields) - 2) if fields[n].startswith(b"R") and n % 3 == 0}
 
 
 def patch_ids(cwd: str, patches: Sequence[bytes]) -> list[str]:
