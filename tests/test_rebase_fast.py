@@ -85,3 +85,30 @@ def test_a_series_that_conflicts_anywhere_is_carried_the_worktree_way_from_its_f
     state = json.loads(stopped.out)
     assert [p["outcome"] for p in state["patches"][:5]] == [OUTCOMES[f"p{i:02d}"] for i in range(5)]
     assert lab.sm("rebase", "--abort").code == 0
+
+
+@pytest.mark.regression("a series upstream took whole, moves included, went the worktree way patch by patch")
+def test_a_move_upstream_took_as_a_creation_and_a_deletion_below_it_carries_without_a_worktree(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found on tomli 2.0.0 -> 2.0.1 (modules moved under src/), carried as per-file patches: the creation of the
+    new path comes first, so git's merge sees no rename and both deletions agree. A deletion of a moved file
+    with no such creation below it is still git's merge's to decide (a rename/delete conflict)."""
+    body = "".join(f"line {n}\n" for n in range(30))
+    commit(lab.tree, {"pkg/mod.py": body}, "a module")
+    (lab.tree / "pkg" / "mod.py").unlink()
+    (lab.tree / "src" / "pkg").mkdir(parents=True)
+    (lab.tree / "src" / "pkg" / "mod.py").write_text(body)
+    assert lab.sm("save", "move", "--series", "S", "src/pkg/mod.py", "-m", "the new path").code == 0
+    assert lab.sm("save", "gone", "--series", "S", "-m", "the old path goes").code == 0
+    assert lab.sm("reset").code == 0
+    (lab.tree / "src" / "pkg").mkdir(parents=True)
+    git(lab.tree, "mv", "pkg/mod.py", "src/pkg/mod.py")
+    git(lab.tree, "commit", "-q", "-m", "upstream moves the module")
+    assert git_text(lab.tree, "diff", "-M", "--name-status", "HEAD~1", "HEAD").startswith("R100")
+    made: list[str] = []
+    monkeypatch.setattr(rebase, "add_worktree", lambda *a: made.append(a[1]))
+    done = lab.sm("rebase", "S", "--onto", "HEAD", "--json")
+    assert done.code == 0, done.err
+    assert [p["outcome"] for p in json.loads(done.out)["patches"]] == ["already upstream", "already upstream"]
+    assert made == []

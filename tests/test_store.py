@@ -19,18 +19,18 @@ def test_init_creates_the_layout_and_is_idempotent(tmp_path: Path) -> None:
     assert first.code == 0 and "created store" in first.out
     for sub in ("patches", "series", "links", ".stackmgr"):
         assert (store / sub).is_dir()
-    assert (store / ".gitignore").read_bytes() == b".stackmgr/\n"
+    assert (store / ".gitignore").read_bytes() == b".stackmgr/\nstackmgr.local.toml\n"
     config = (store / "stackmgr.toml").read_bytes()
     again = run_stackmgr("init", str(store))
     assert again.code == 0 and "already a store" in again.out
     assert (store / "stackmgr.toml").read_bytes() == config
-    assert (store / ".gitignore").read_bytes() == b".stackmgr/\n"
+    assert (store / ".gitignore").read_bytes() == b".stackmgr/\nstackmgr.local.toml\n"
 
 
 def test_init_keeps_an_existing_gitignore(tmp_path: Path) -> None:
     (tmp_path / ".gitignore").write_bytes(b"*.pyc")
     run_stackmgr("init", str(tmp_path))
-    assert (tmp_path / ".gitignore").read_bytes() == b"*.pyc\n.stackmgr/\n"
+    assert (tmp_path / ".gitignore").read_bytes() == b"*.pyc\n.stackmgr/\nstackmgr.local.toml\n"
 
 
 def test_store_is_found_by_flag_then_env_then_walking_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,7 +63,8 @@ def test_a_pyproject_table_is_a_store(tmp_path: Path, monkeypatch: pytest.Monkey
     added = run_stackmgr("tree", "add", "vllm", str(tree))
     assert added.code == 0, added.err
     text = (tmp_path / "pyproject.toml").read_text()
-    assert text.endswith(f'\n[tool.stackmgr.trees.vllm]\npath = "{tree}"\n')
+    assert text.endswith("\n[tool.stackmgr.trees.vllm]\n")  # the name is shared; the path is this machine's
+    assert f'path = "{tree}"' in (tmp_path / "stackmgr.local.toml").read_text()
     assert '[project]\nname = "x"' in text
     (tree / "big.txt").write_text("eleven bytes")
     status = json.loads(run_stackmgr("status", "--json").out)
@@ -83,7 +84,8 @@ def test_tree_add_records_the_top_level_and_odd_names_are_quoted(tmp_path: Path)
     tree = make_repo(tmp_path / "my tree", {"sub/a.txt": "a\n"})
     added = run_stackmgr("--store", str(store), "tree", "add", "kernels.v2", str(tree / "sub"))
     assert added.code == 0, added.err
-    assert f'[trees."kernels.v2"]\npath = "{tree}"' in (store / "stackmgr.toml").read_text()
+    assert '\n[trees."kernels.v2"]\n' in (store / "stackmgr.toml").read_text()
+    assert f'[trees."kernels.v2"]\npath = "{tree}"' in (store / "stackmgr.local.toml").read_text()
     trees = json.loads(run_stackmgr("--store", str(store), "--json", "trees").out)["trees"]
     assert trees[0]["name"] == "kernels.v2" and trees[0]["path"] == str(tree)
     assert trees[0]["state"] == "ok" and trees[0]["changes"] == 0

@@ -47,7 +47,7 @@ def tree_names(ctx: click.Context, _param: click.Parameter, incomplete: str) -> 
         store = open_store(ctx.find_root().params.get("store"))
     except Exception:
         return []
-    return [n for n in store.trees if n.startswith(incomplete)]
+    return [n for n in [*store.trees, *store.unplaced] if n.startswith(incomplete)]
 
 
 def options(specs: tuple[argspec.Opt, ...]) -> Callable[[F], F]:

@@ -1,11 +1,11 @@
-"""`stackmgr trees` and `tree add`: the registered trees."""
+"""`stackmgr trees`, `tree add`, `tree set`, `tree rm`: the registered trees and where they live here."""
 
 from __future__ import annotations
 
 import click
 
 from stackmgr import output
-from stackmgr.cli.context import Context, json_option, pass_context
+from stackmgr.cli.context import Context, json_option, pass_context, tree_names
 from stackmgr.store.config import open_store
 
 
@@ -40,8 +40,32 @@ def tree_group() -> None:
 @click.argument("path", type=click.Path())
 @pass_context
 def tree_add(ctx: Context, name: str, path: str) -> None:
-    """Register the git working tree at PATH as NAME."""
+    """Register the git working tree at PATH as NAME (the name is shared with the store; the path is this
+    machine's, in stackmgr.local.toml). A tree a teammate registered gets its path here."""
     from stackmgr.commands.trees import register_tree
 
     top = register_tree(open_store(ctx.store), name, path)
     output.out(f"registered tree {name}: {top}")
+
+
+@tree_group.command("set")
+@click.argument("name", shell_complete=tree_names)
+@click.argument("path", type=click.Path())
+@pass_context
+def tree_set(ctx: Context, name: str, path: str) -> None:
+    """Say where tree NAME lives on this machine (stackmgr.local.toml, never shared)."""
+    from stackmgr.commands.trees import set_tree
+
+    top = set_tree(open_store(ctx.store), name, path)
+    output.out(f"tree {name} is at {top} on this machine")
+
+
+@tree_group.command("rm")
+@click.argument("name", shell_complete=tree_names)
+@pass_context
+def tree_rm(ctx: Context, name: str) -> None:
+    """Forget tree NAME (refused while patches of the store belong to it). The tree itself is not touched."""
+    from stackmgr.commands.trees import forget_tree
+
+    forget_tree(open_store(ctx.store), name)
+    output.out(f"tree {name} is no longer registered (its checkout is untouched)")

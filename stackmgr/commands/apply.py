@@ -86,9 +86,11 @@ def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[st
         with open(path, "rb") as f:
             data = f.read()
         header = patchfile.parse_header(data, f"patches/{entry.patch}")
-        if header.tree not in store.trees:
+        if not store.knows(header.tree):
             raise StackmgrError(f"patches/{entry.patch} belongs to tree {header.tree}, which this store does not know",
                                 f"register it with `stackmgr tree add {header.tree} PATH`")  # fmt: skip
+        if only_tree in (None, header.tree):
+            store.tree(header.tree)  # a tree with no path on this machine says so
         if only_tree is not None and header.tree != only_tree:
             continue
         plan = plans.setdefault(header.tree, TreePlan(header.tree, store.trees[header.tree].path))

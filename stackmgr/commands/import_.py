@@ -262,6 +262,9 @@ def _trees_for(store: Store, item: Incoming, wanted: str | None) -> list[str] | 
             return Refused(item.source, f"a patch for tree {named} (its Stackmgr-Tree), not {wanted}")
         return [wanted]
     if named:
+        if named in store.unplaced:
+            return Refused(item.source, f"a patch for tree {named}, which has no path on this machine "
+                                        f"(`stackmgr tree set {named} PATH`)")  # fmt: skip
         if named not in store.trees:
             return Refused(item.source, f"a patch for tree {named}, which this store does not know (pass -t TREE)")
         return [named]

@@ -99,7 +99,7 @@ def _lint_patch(store: Store, filename: str, findings: list[Finding]) -> patchfi
         return None
     if not header.subject.strip():
         findings.append(Finding("patch", where, "no description (empty Subject)"))
-    if header.tree not in store.trees:
+    if not store.knows(header.tree):
         findings.append(Finding("patch", where, f"its tree {header.tree} is not registered in this store"))
     diff = patchfile.diff_part(data)
     if any(marker in b"\n" + diff for marker in CONFLICT_MARKERS):

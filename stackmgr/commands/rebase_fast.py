@@ -35,7 +35,7 @@ def carry_at_once(store: Store, state: State) -> Carried | None:
     old_ids: list[str] = []
     trees: list[str] = []
 
-    moved: set[bytes] = set()
+    moved: dict[bytes, bytes] = {}
 
     def meanwhile() -> None:  # while git reads upstream's history
         old_ids.extend(patch_ids(repo.top, diffs))
@@ -49,7 +49,7 @@ def carry_at_once(store: Store, state: State) -> Carried | None:
     images = {n: patchfile.post_images(diffs[n], steps[n]["file"]) for n in kept}
     built = apply_in_layers(repo, onto_tree, [
         LayerPatch(os.path.join(store.patches_dir, steps[n]["file"]), 1, [im.path for im in images[n]],
-                   [im.path for im in images[n] if im.mode == "000000"])
+                   _moved_deletions(images, kept, n, moved))
         for n in kept], three_way=True, skip_applied=True, moved=moved)  # fmt: skip
     if built is None:
         return None
@@ -75,3 +75,15 @@ def carry_at_once(store: Store, state: State) -> Carried | None:
     state["position"] = len(steps)
     return carried
 
+
+
+def _moved_deletions(images: dict[int, list[patchfile.PostImage]], kept: list[int], n: int,
+                     moved: dict[bytes, bytes]) -> list[bytes]:  # fmt: skip
+    """The files patch `n` deletes that upstream moved, as git's merge would see it: unless a patch below it
+    created the file where upstream moved it (the merge base then holds both, and git finds no rename: both
+    sides deleted the old path, a clean merge)."""
+    gone = [im.path for im in images[n] if im.mode == "000000" and im.path in moved]
+    if not gone:
+        return []
+    created = {im.path for k in kept if k < n for im in images[k] if im.old_mode == "000000"}
+    return [p for p in gone if moved[p] not in created]

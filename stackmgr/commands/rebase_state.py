@@ -120,7 +120,7 @@ class Carried:
         self.trees: dict[str, str] = {}
         self.diffs: dict[tuple[str, str], bytes] = {}
         self._old_ids: dict[str, str] | None = None
-        self._moved: set[bytes] | None = None
+        self._moved: dict[bytes, bytes] | None = None
         self.old_base, self.onto = state["old_base"], state["onto"]
 
     def old_patch_id(self, step: State) -> str:
@@ -134,7 +134,7 @@ class Carried:
             self._old_ids = dict(zip(files, patch_ids(self.wt, diffs), strict=True))
         return self._old_ids[step["file"]]
 
-    def moved(self) -> set[bytes]:
+    def moved(self) -> dict[bytes, bytes]:
         """The paths git's rename detection finds moved between the old base and the new one (asked once)."""
         if self._moved is None:
             self._moved = upstream_moves(self.wt, self.old_base, self.onto)

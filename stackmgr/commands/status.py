@@ -28,7 +28,7 @@ class TreeReport:
         self,
         name: str,
         path: str,
-        state: str,  # "ok" | "missing" | "error"
+        state: str,  # "ok" | "missing" | "error" | "no path" (none on this machine)
         error: str | None = None,
         snapshot: Snapshot | None = None,
         assessment: Assessment | None = None,
@@ -164,7 +164,13 @@ def _patch_tree(store: Store, filename: str) -> str | None:
 
 
 def status_reports(store: Store, names: tuple[str, ...], *, full: bool = True) -> list[TreeReport]:
-    return [report_tree(store, cfg, full=full, explicit=bool(names)) for cfg in select_trees(store, names)]
+    """A report per tree (those named, else all); a tree with no path on this machine is one that says so."""
+    reports = [report_tree(store, cfg, full=full, explicit=bool(names)) for cfg in select_trees(store, names)]
+    if not names:
+        reports += [TreeReport(name, "", "no path", f"no path on this machine: `stackmgr tree set {name} PATH`")
+                    for name in store.unplaced]  # fmt: skip
+        reports.sort(key=lambda r: r.name)
+    return reports
 
 
 def status_json(reports: list[TreeReport]) -> dict[str, Any]:

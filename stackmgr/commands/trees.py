@@ -1,4 +1,5 @@
-"""`trees` (the registered trees, one row each) and `tree add NAME PATH` (register one)."""
+"""`trees` (the registered trees, one row each), `tree add NAME PATH` (register one), `tree set NAME PATH` (where it
+lives on this machine) and `tree rm NAME` (forget it)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from stackmgr.commands.status import status_reports
 from stackmgr.errors import UsageProblem
 from stackmgr.git.repo import discover_toplevel
 from stackmgr.journal.operation import operation
-from stackmgr.store.config import Store, add_tree
+from stackmgr.store.config import Store, add_tree, remove_tree, set_tree_path
 from stackmgr.store.names import check_name
 
 
@@ -28,12 +29,45 @@ def tree_rows(store: Store) -> list[dict[str, Any]]:
 
 
 def register_tree(store: Store, name: str, path: str) -> str:
-    """Register the git working tree at PATH (any directory in it) as NAME; its top level, as registered."""
+    """Register the git working tree at PATH (any directory in it) as NAME, its path on this machine; its top
+    level, as registered."""
     check_name("tree", name)
-    path = os.path.abspath(path)
-    if not os.path.isdir(path):
-        raise UsageProblem(f"{path} is not a directory", "give the path of a git working tree")
-    top = discover_toplevel(path)
+    top = _top(path)
     with operation(store, f"tree add {name}"):
         add_tree(store, name, top)
     return top
+
+
+def set_tree(store: Store, name: str, path: str) -> str:
+    """`tree set NAME PATH`: where tree NAME lives on this machine; its top level."""
+    top = _top(path)
+    with operation(store, f"tree set {name}"):
+        set_tree_path(store, name, top)
+    return top
+
+
+def forget_tree(store: Store, name: str) -> None:
+    """`tree rm NAME`: refused while patches of the store belong to the tree (they would name no tree)."""
+    if not store.knows(name):
+        store.tree(name)
+    holding = []
+    for filename in sorted(os.listdir(store.patches_dir)) if os.path.isdir(store.patches_dir) else []:
+        if filename.endswith(".patch"):
+            with open(os.path.join(store.patches_dir, filename), "rb") as f:
+                head = f.read(64 * 1024)
+            if f"\nStackmgr-Tree: {name}\n".encode() in head:
+                holding.append(filename[: -len(".patch")])
+    if holding:
+        shown = ", ".join(holding[:3]) + (" …" if len(holding) > 3 else "")
+        raise UsageProblem(f"{len(holding)} patch{'es' if len(holding) > 1 else ''} of tree {name} "
+                           f"({shown}) would name a tree the store no longer knows",
+                           f"keep the tree (`stackmgr tree set {name} PATH` moves it), or drop them first")  # fmt: skip
+    with operation(store, f"tree rm {name}"):
+        remove_tree(store, name)
+
+
+def _top(path: str) -> str:
+    path = os.path.abspath(path)
+    if not os.path.isdir(path):
+        raise UsageProblem(f"{path} is not a directory", "give the path of a git working tree")
+    return discover_toplevel(path)

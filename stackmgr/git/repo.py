@@ -264,12 +264,12 @@ def upstream_patch_ids(cwd: str, old: str, new: str, meanwhile: Callable[[], obj
     return {line.split()[0] for line in out.decode().splitlines() if line.strip()}
 
 
-def upstream_moves(cwd: str, old: str, new: str) -> set[bytes]:
-    """The paths of `old` that git's rename detection finds moved in `new` (the sources of `diff -M` renames):
+def upstream_moves(cwd: str, old: str, new: str) -> dict[bytes, bytes]:
+    """The paths of `old` that git's rename detection finds moved in `new`, and where to (`diff -M` renames):
     where a patch deleting one stops with a rename/delete conflict in `git rebase`."""
     out = run(cwd, ["diff-tree", "-r", "-z", "-M", "--diff-filter=R", "--name-status", "--no-ext-diff", old, new])
     fields = out.split(b"\0")
-    return {fields[n + 1] for n in range(len(fields) - 2) if fields[n].startswith(b"R") and n % 3 == 0}
+    return {fields[n + 1]: fields[n + 2] for n in range(0, len(fields) - 2, 3) if fields[n].startswith(b"R")}
 
 
 def patch_ids(cwd: str, patches: Sequence[bytes]) -> list[str]:

@@ -13,9 +13,10 @@ if TYPE_CHECKING:
     from stackmgr.journal.operation import Operation
 
 CONFIG_FILE = "stackmgr.toml"
+LOCAL_FILE = "stackmgr.local.toml"  # where each tree lives on this machine; git-ignored, never shared
 PYPROJECT = "pyproject.toml"
 DEFAULT_MAX_UNTRACKED = 50 * 1024 * 1024
-STORE_GITIGNORE = b".stackmgr/\n"
+STORE_GITIGNORE = b".stackmgr/\nstackmgr.local.toml\n"
 Table = dict[str, object]
 
 
@@ -42,6 +43,8 @@ class Store:
         self.trees = trees
         self.max_untracked_bytes = max_untracked_bytes
         self.journal: Operation | None = None  # the operation recording this store's changes (journal.operation)
+        self.unplaced: list[str] = []  # trees the shared config names with no path on this machine
+        self.local_paths: dict[str, str] = {}  # what stackmgr.local.toml says, as written there
 
     def write_file(self, path: str, data: bytes, *, durable: bool = True) -> None:
         """Replace a file of the store atomically, recorded by the operation in progress."""
@@ -75,11 +78,22 @@ class Store:
     def lock_path(self) -> str:
         return os.path.join(self.state_dir, "lock")
 
+    @property
+    def local_path(self) -> str:
+        return os.path.join(self.root, LOCAL_FILE)
+
     def tree(self, name: str) -> TreeConfig:
+        if name in self.unplaced:
+            raise UsageProblem(f"tree {name} has no path on this machine",
+                               f"say where your checkout is: `stackmgr tree set {name} PATH`")  # fmt: skip
         if name not in self.trees:
-            known = ", ".join(sorted(self.trees)) or "none yet"
+            known = ", ".join(sorted([*self.trees, *self.unplaced])) or "none yet"
             raise UsageProblem(f"unknown tree '{name}' (known: {known})", "add it with `stackmgr tree add NAME PATH`")
         return self.trees[name]
+
+    def knows(self, name: str) -> bool:
+        """A tree of this store, whether or not it has a path on this machine."""
+        return name in self.trees or name in self.unplaced
 
 
 def _parse(path: str, data: bytes) -> Table:
@@ -91,7 +105,7 @@ def _parse(path: str, data: bytes) -> Table:
         raise StackmgrError(f"{path}: not valid TOML ({exc})", "fix the file by hand") from None
 
 
-def _stackmgr_table(path: str) -> Table | None:
+def _stackmgr_table(path: str, cache_name: str = "config.marshal") -> Table | None:
     """The stackmgr settings in `path` (a stackmgr.toml, or a pyproject.toml's [tool.stackmgr]); None if none.
 
     Parsed tables are cached in .stackmgr/cache/ keyed by the file's stat data, so `check` skips tomllib.
@@ -101,7 +115,7 @@ def _stackmgr_table(path: str) -> Table | None:
     except OSError:
         return None
     key = [path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-    cache = os.path.join(os.path.dirname(path), ".stackmgr", "cache", "config.marshal")
+    cache = os.path.join(os.path.dirname(path), ".stackmgr", "cache", cache_name)
     cached = read_cache(cache)
     if isinstance(cached, list) and len(cached) == 2 and cached[0] == key:
         return cached[1]  # type: ignore[no-any-return]
@@ -152,7 +166,20 @@ def load_store(root: str) -> Store:
     if config_path is None:
         raise UsageProblem(f"{root} is not a stackmgr store", f"create one with `stackmgr init {root}`")
     table = _stackmgr_table(config_path) or {}
-    return Store(root, config_path, _trees(config_path, root, table.get("trees", {})), _limit(config_path, table))
+    local_file = os.path.join(root, LOCAL_FILE)
+    local = _stackmgr_table(local_file, "local-config.marshal") or {}
+    shared, mine = _tree_table(config_path, table.get("trees", {})), _tree_table(local_file, local.get("trees", {}))
+    trees, unplaced = {}, []
+    for name in sorted(shared):  # a path here for a tree the shared config no longer names is stale: ignored
+        path = mine.get(name) or shared.get(name)
+        if path is None:
+            unplaced.append(name)
+        else:
+            trees[name] = TreeConfig(name, os.path.normpath(os.path.join(root, os.path.expanduser(path))))
+    store = Store(root, config_path, trees, _limit(config_path, table))
+    store.unplaced = unplaced
+    store.local_paths = {name: path for name, path in mine.items() if path is not None and name in shared}
+    return store
 
 
 def _limit(config_path: str, table: Table) -> int:
@@ -162,19 +189,20 @@ def _limit(config_path: str, table: Table) -> int:
     return value
 
 
-def _trees(config_path: str, root: str, raw: object) -> dict[str, TreeConfig]:
+def _tree_table(config_path: str, raw: object) -> dict[str, str | None]:
+    """name -> path as written (None: the tree is named with no path) of a config's [trees] table."""
     if not isinstance(raw, dict):
         raise StackmgrError(f"{config_path}: [trees] must be a table of tables")
-    trees = {}
+    trees: dict[str, str | None] = {}
     for name, entry in raw.items():
         try:
             check_name("tree", name)
         except UsageProblem as exc:
             raise StackmgrError(f"{config_path}: {exc.message}", exc.hint) from None
-        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-            raise StackmgrError(f"{config_path}: tree '{name}' needs a path = \"...\" entry")
-        path = os.path.expanduser(entry["path"])
-        trees[name] = TreeConfig(name, os.path.normpath(os.path.join(root, path)))
+        if not isinstance(entry, dict) or not isinstance(entry.get("path", ""), str):
+            raise StackmgrError(f"{config_path}: tree '{name}' needs a path = \"...\" string, or none (each "
+                                "machine's own: `stackmgr tree set`)")  # fmt: skip
+        trees[name] = entry.get("path")
     return trees
 
 
@@ -202,10 +230,12 @@ def init_store(directory: str) -> tuple[str, bool]:
     if os.path.exists(gitignore):
         with open(gitignore, "rb") as f:
             existing = f.read()
-    if b".stackmgr/" not in existing.splitlines():
+    missing = [line for line in STORE_GITIGNORE.splitlines() if line not in existing.splitlines()]
+    if missing:
         atomic_write(
             gitignore,
-            existing + (b"\n" if existing and not existing.endswith(b"\n") else b"") + STORE_GITIGNORE,
+            existing + (b"\n" if existing and not existing.endswith(b"\n") else b"")
+            + b"".join(m + b"\n" for m in missing),
         )
     return root, not already
 
@@ -224,20 +254,84 @@ def _toml_string(value: str) -> str:
 
 
 def add_tree(store: Store, name: str, path: str) -> Store:
-    """Append a [trees.NAME] table to the store config; refuse a name already taken."""
+    """Register tree NAME at `path` on this machine: its name in the shared config (appended when new, with no
+    path: each machine has its own), its path in stackmgr.local.toml. A tree the shared config names already
+    (a teammate's) only gets its path here; one with a path here already is refused."""
+    check_name("tree", name)
+    if name in store.local_paths:
+        raise UsageProblem(f"tree '{name}' is already registered here ({store.trees[name].path})",
+                           f"`stackmgr tree set {name} PATH` moves it, or pick another name")  # fmt: skip
+    if not store.knows(name):
+        with open(store.config_path, "rb") as f:
+            data = f.read()
+        if data and not data.endswith(b"\n"):
+            data += b"\n"
+        data += f"\n[{_tree_key(store, name)}]\n".encode()
+        _parse(store.config_path, data)  # never write a config that no longer parses
+        store.write_file(store.config_path, data)
+    return _write_local(store, {**store.local_paths, name: path})
+
+
+def set_tree_path(store: Store, name: str, path: str) -> Store:
+    """Where tree NAME lives on this machine (stackmgr.local.toml)."""
+    if not store.knows(name):
+        store.tree(name)  # the usual "unknown tree" refusal
+    return _write_local(store, {**store.local_paths, name: path})
+
+
+def remove_tree(store: Store, name: str) -> Store:
+    """Forget tree NAME: its table in the shared config and its path here."""
+    if not store.knows(name):
+        store.tree(name)
+    with open(store.config_path, "rb") as f:
+        lines = f.read().split(b"\n")
+    header = f"[{_tree_key(store, name)}]".encode()
+    kept, skipping = [], False
+    for line in lines:
+        if line.strip().startswith(b"["):
+            skipping = line.strip().split(b"#", 1)[0].strip() == header
+        if not skipping:
+            kept.append(line)
+    data = b"\n".join(kept)
+    table: object = _parse(store.config_path, data)
+    for key in (["tool", "stackmgr"] if store.config_path.endswith(PYPROJECT) else []) + ["trees"]:
+        table = table.get(key, {}) if isinstance(table, dict) else {}
+    if isinstance(table, dict) and name in table:
+        raise StackmgrError(f"{store.config_path}: tree {name}'s table is not one `tree rm` can find",
+                            "remove it by hand")  # fmt: skip
+    if data != b"\n".join(lines):
+        store.write_file(store.config_path, data)
+    return _write_local(store, {n: p for n, p in store.local_paths.items() if n != name})
+
+
+def _tree_key(store: Store, name: str) -> str:
     import re
 
-
-    check_name("tree", name)
-    if name in store.trees:
-        raise UsageProblem(f"tree '{name}' is already registered ({store.trees[name].path})", "pick another name")
     prefix = "tool.stackmgr.trees" if store.config_path.endswith(PYPROJECT) else "trees"
-    with open(store.config_path, "rb") as f:
-        data = f.read()
-    if data and not data.endswith(b"\n"):
-        data += b"\n"
-    key = name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _toml_string(name)
-    data += f"\n[{prefix}.{key}]\npath = {_toml_string(path)}\n".encode()
-    _parse(store.config_path, data)  # never write a config that no longer parses
-    store.write_file(store.config_path, data)
+    return f"{prefix}.{name if re.fullmatch(r'[A-Za-z0-9_-]+', name) else _toml_string(name)}"
+
+
+def _write_local(store: Store, paths: dict[str, str]) -> Store:
+    """stackmgr.local.toml with these paths (it is stackmgr's own file: written whole), and the store's
+    .gitignore listing it, so it is never shared."""
+    out = ["# Where each tree of this store lives on this machine; never shared (git-ignored).",
+           "# Change with `stackmgr tree set NAME PATH`."]  # fmt: skip
+    for name in sorted(paths):
+        out += ["", f"[trees.{_toml_string(name)}]", f"path = {_toml_string(paths[name])}"]
+    data = ("\n".join(out) + "\n").encode()
+    _parse(store.local_path, data)
+    store.write_file(store.local_path, data)
+    _ignore_local(store)
     return load_store(store.root)
+
+
+def _ignore_local(store: Store) -> None:
+    gitignore = os.path.join(store.root, ".gitignore")
+    try:
+        with open(gitignore, "rb") as f:
+            existing = f.read()
+    except FileNotFoundError:
+        existing = b""
+    if LOCAL_FILE.encode() not in existing.splitlines():
+        store.write_file(gitignore, existing + (b"\n" if existing and not existing.endswith(b"\n") else b"")
+                         + LOCAL_FILE.encode() + b"\n")  # fmt: skip

@@ -510,7 +510,7 @@ def test_a_store_config_cut_in_half_fails_clearly(stacked: Stacked) -> None:
     lab = stacked.lab
     config = lab.store / "stackmgr.toml"
     data = config.read_bytes()
-    cut = data[: data.index(b"path = ") + len(b'path = "/')]
+    cut = data[: data.index(b"[trees.") + len(b"[trees.vl")]
     config.write_bytes(cut)
     before = _before(lab)
     for args in (("status",), ("check",), ("apply", "replay"), ("series", "add", "replay", "p1"),

@@ -833,7 +833,7 @@ def test_row66_apply_into_a_shallow_clone_missing_the_base_is_refused(lab: Lab, 
     """Row 66: the series' base is not in the (shallow) tree: apply, with or without --3way, refuses in one line
     naming the base and the fix; nothing changes."""
     shallow = _shallow_setup(lab, tmp_path)
-    config = lab.store / "stackmgr.toml"
+    config = lab.store / "stackmgr.local.toml"  # where the tree is on this machine
     config.write_text(config.read_text().replace(str(lab.tree), str(shallow)))
     assert lab.sm("check").code == 0
     base = re.search(rb"Stackmgr-Base: ([0-9a-f]{12})", _patch(lab, "p")).group(1).decode()  # type: ignore[union-attr]

@@ -1,0 +1,115 @@
+"""One store, a whole team: the store is a git repository two engineers clone, each with the trees at paths of
+their own. The shared config names the trees; where each lives on this machine is in stackmgr.local.toml, which
+git never carries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import Lab, commit, git, git_text, make_repo, run_stackmgr
+
+
+def share(lab: Lab, tmp_path: Path) -> tuple[Path, Path]:
+    """The store committed and pushed to a bare remote, and a teammate's clone of it with a checkout of the
+    same tree at a path of their own."""
+    git(lab.store, "init", "-q")
+    git(lab.store, "add", "-A")
+    git(lab.store, "commit", "-q", "-m", "the lab's store")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(lab.store), str(remote))
+    theirs = tmp_path / "bob" / "store"
+    git(tmp_path, "clone", "-q", str(remote), str(theirs))
+    tree = tmp_path / "bob" / "checkouts" / "vllm"
+    git(tmp_path, "clone", "-q", str(lab.tree), str(tree))
+    return theirs, tree
+
+
+def test_tree_add_shares_the_name_and_keeps_the_path_on_this_machine(lab: Lab) -> None:
+    shared = (lab.store / "stackmgr.toml").read_text()
+    assert "[trees.vllm]" in shared and str(lab.tree) not in shared
+    local = (lab.store / "stackmgr.local.toml").read_text()
+    assert f'[trees."vllm"]\npath = "{lab.tree}"' in local
+    assert "stackmgr.local.toml" in (lab.store / ".gitignore").read_text().splitlines()
+    assert git_text(lab.tree, "rev-parse", "--show-toplevel") == str(lab.tree)
+
+
+def test_a_teammate_s_clone_names_the_tree_without_a_path_until_they_set_theirs(lab: Lab, tmp_path: Path) -> None:
+    (lab.tree / "README").write_text("hello\nfrom alice\n")
+    assert lab.sm("save", "greet", "--series", "S", "-m", "greet").code == 0
+    alice = lab.worktree_id()
+    assert lab.sm("reset").code == 0
+    theirs, tree = share(lab, tmp_path)
+    assert not (theirs / "stackmgr.local.toml").exists()  # git did not carry alice's paths
+    bob = Lab(theirs, tree)
+
+    status = bob.sm("status")
+    assert status.code == 0 and "no path on this machine: `stackmgr tree set vllm PATH`" in status.out
+    assert str(lab.tree) not in status.out  # never alice's tree
+    refused = bob.sm("apply", "S")
+    assert refused.code == 2 and "tree vllm has no path on this machine" in refused.err
+    assert "tree set vllm PATH" in refused.err and len(refused.err.strip().splitlines()) == 1
+    assert bob.sm("check").code == 0  # no tree here: nothing of bob's to lose
+
+    added = bob.sm("tree", "add", "vllm", str(tree))  # the name is taken by the store: bob's path for it
+    assert added.code == 0, added.err
+    assert bob.sm("apply", "S").code == 0
+    assert bob.worktree_id() == alice
+    assert git_text(theirs, "status", "--porcelain") == ""  # bob's path is git-ignored, the shared config unchanged
+
+
+def test_tree_set_moves_a_tree_and_tree_rm_forgets_one_without_patches(lab: Lab, tmp_path: Path) -> None:
+    moved = tmp_path / "elsewhere" / "vllm"
+    git(tmp_path, "clone", "-q", str(lab.tree), str(moved))
+    result = lab.sm("tree", "set", "vllm", str(moved))
+    assert result.code == 0 and str(moved) in result.out
+    assert lab.sm("--json", "status").out.count(str(moved)) == 1
+    assert lab.sm("tree", "set", "nope", str(moved)).code == 2
+
+    (moved / "README").write_text("moved\n")
+    assert lab.sm("save", "note", "-m", "a note").code == 0
+    refused = lab.sm("tree", "rm", "vllm")
+    assert refused.code == 2 and "1 patch of tree vllm (note)" in refused.err
+
+    other = make_repo(tmp_path / "kernels")
+    assert lab.sm("tree", "add", "kernels", str(other)).code == 0
+    assert lab.sm("tree", "rm", "kernels").code == 0
+    assert "kernels" not in (lab.store / "stackmgr.toml").read_text()
+    assert "kernels" not in (lab.store / "stackmgr.local.toml").read_text()
+    assert "kernels" not in lab.sm("trees").out
+    assert lab.sm("undo").code == 0 and "kernels" in lab.sm("trees").out  # undoable, as every store change
+
+
+def test_a_store_with_paths_in_its_shared_config_keeps_working_and_can_be_pointed_elsewhere(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """Stores made before stackmgr.local.toml: the shared config's path is the default, a local one wins."""
+    (lab.store / "stackmgr.local.toml").unlink()
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text().replace("[trees.vllm]\n", f'[trees.vllm]\npath = "{lab.tree}"\n'))
+    assert lab.sm("check").code == 0 and str(lab.tree) in lab.sm("trees").out
+    mine = tmp_path / "mine" / "vllm"
+    git(tmp_path, "clone", "-q", str(lab.tree), str(mine))
+    assert lab.sm("tree", "add", "vllm", str(mine)).code == 0  # not "already registered": this machine's path
+    assert str(mine) in lab.sm("trees").out and str(lab.tree) not in lab.sm("trees").out
+
+
+def test_a_relative_default_path_in_the_shared_config_is_the_store_s_neighbour(tmp_path: Path) -> None:
+    """A lab that keeps its trees beside the store can say so once for everyone: `path = "../vllm"`."""
+    tree = make_repo(tmp_path / "vllm")
+    store = tmp_path / "store"
+    assert run_stackmgr("init", str(store)).code == 0
+    (store / "stackmgr.toml").write_text('[trees.vllm]\npath = "../vllm"\n')
+    commit(tree, {"README": "edited\n"}, "work")
+    listed = run_stackmgr("--store", str(store), "trees")
+    assert listed.code == 0 and str(tree) in listed.out
+
+
+def test_the_lab_s_pyproject_store_registers_trees_under_tool_stackmgr(tmp_path: Path) -> None:
+    root = tmp_path / "lab"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "lab"\n\n[tool.stackmgr]\nmax_untracked_bytes = 1000\n')
+    tree = make_repo(tmp_path / "vllm")
+    assert run_stackmgr("--store", str(root), "tree", "add", "vllm", str(tree)).code == 0
+    assert "[tool.stackmgr.trees.vllm]" in (root / "pyproject.toml").read_text()
+    assert str(tree) in (root / "stackmgr.local.toml").read_text()
+    assert run_stackmgr("--store", str(root), "check").code == 0
