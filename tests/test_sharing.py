@@ -4,6 +4,7 @@ git never carries."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from tests.conftest import Lab, commit, git, git_text, make_repo, run_stackmgr
@@ -113,3 +114,57 @@ def test_the_lab_s_pyproject_store_registers_trees_under_tool_stackmgr(tmp_path:
     assert "[tool.stackmgr.trees.vllm]" in (root / "pyproject.toml").read_text()
     assert str(tree) in (root / "stackmgr.local.toml").read_text()
     assert run_stackmgr("--store", str(root), "check").code == 0
+
+
+def pull_conflicting(lab: Lab, tmp_path: Path, theirs: Path, path: str) -> None:
+    """Alice and Bob both changed `path` of the store; Bob pushed first; Alice's pull conflicts."""
+    git(theirs, "add", "-A")
+    git(theirs, "commit", "-q", "-m", f"bob's {path}")
+    git(theirs, "push", "-q", "origin", "HEAD")
+    git(lab.store, "add", "-A")
+    git(lab.store, "commit", "-q", "-m", f"alice's {path}")
+    git(lab.store, "remote", "add", "origin", str(tmp_path / "remote.git"))
+    git(lab.store, "fetch", "-q", "origin")
+    branch = git_text(lab.store, "symbolic-ref", "--short", "HEAD")
+    merged = subprocess.run(["git", "merge", "-q", f"origin/{branch}"], cwd=lab.store, capture_output=True)
+    assert merged.returncode != 0, "the pull was expected to conflict"
+
+
+def test_a_store_left_mid_merge_says_which_file_has_an_unresolved_conflict(lab: Lab, tmp_path: Path) -> None:
+    (lab.tree / "README").write_text("hello\nbase\n")
+    assert lab.sm("save", "base", "--series", "S", "-m", "base").code == 0
+    assert lab.sm("reset").code == 0
+    theirs, tree = share(lab, tmp_path)
+    bob = Lab(theirs, tree)
+    assert bob.sm("tree", "add", "vllm", str(tree)).code == 0
+    assert lab.sm("apply", "S").code == 0 and bob.sm("apply", "S").code == 0
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 'alice'\n")
+    assert lab.sm("save", "alice", "--series", "S", "-m", "alice's").code == 0
+    (tree / "src" / "model.py").write_text("def f():\n    return 'bob'\n")
+    assert bob.sm("save", "bob", "--series", "S", "-m", "bob's").code == 0
+    pull_conflicting(lab, tmp_path, theirs, "series/S")
+    assert "<<<<<<<" in (lab.store / "series" / "S").read_text()
+    for args in (("apply", "S"), ("series", "S"), ("save", "more", "--series", "S", "-m", "x"), ("status",)):
+        result = lab.sm(*args)
+        assert result.code == 3, (args, result.err)
+        assert "unresolved merge conflict in series/S (lines 2–6)" in result.err, result.err
+        assert len(result.err.strip().splitlines()) == 1
+    lint = lab.sm("lint")
+    assert lint.code == 1 and "unresolved merge conflict in series/S" in lint.out + lint.err
+
+
+def test_a_patch_both_engineers_updated_is_named_as_conflicted(lab: Lab, tmp_path: Path) -> None:
+    (lab.tree / "README").write_text("hello\nv1\n")
+    assert lab.sm("save", "fix", "--series", "S", "-m", "fix").code == 0
+    theirs, tree = share(lab, tmp_path)
+    bob = Lab(theirs, tree)
+    assert bob.sm("tree", "add", "vllm", str(tree)).code == 0
+    (lab.tree / "README").write_text("hello\nalice's v2\n")
+    assert lab.sm("save", "fix", "--update").code == 0
+    assert bob.sm("apply", "S").code == 0
+    (tree / "README").write_text("hello\nbob's v2\n")
+    assert bob.sm("save", "fix", "--update").code == 0
+    pull_conflicting(lab, tmp_path, theirs, "patches/fix.patch")
+    assert lab.sm("reset", "--force").code == 0
+    result = lab.sm("apply", "S")
+    assert result.code == 3 and "unresolved merge conflict in patches/fix.patch (lines" in result.err, result.err

@@ -134,7 +134,9 @@ def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str],
 
     try:
         entries = SeriesFile.load(store, applied.series).entries
-    except StackmgrError:
+    except StackmgrError as exc:
+        if exc.message.startswith("unresolved merge conflict"):
+            raise  # said as it is, never an `apply` to run on it
         return [f"series {applied.series} is missing or unreadable"], len(applied.patches)
     names = [e.name for e in entries]
     mine = [e for e in entries if active(e, applied.guards) and _patch_tree(store, e.patch) == tree]

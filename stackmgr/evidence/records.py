@@ -190,7 +190,12 @@ def read_link(path: str) -> Link:
 
 def parse_record(path: str) -> dict[str, Any]:
     with open(path, "rb") as f:
-        return tomllib.loads(f.read().decode("utf-8"))
+        data = f.read()
+    if b"<<<<<<<" in data:
+        from stackmgr.store.conflicts import refuse_conflicted
+
+        refuse_conflicted(data, path)
+    return tomllib.loads(data.decode("utf-8"))
 
 
 def _trustworthy(path: str, patch: str, artifacts: list[dict[str, Any]]) -> None:

@@ -99,6 +99,10 @@ class Store:
 def _parse(path: str, data: bytes) -> Table:
     import tomllib
 
+    if b"<<<<<<<" in data:
+        from stackmgr.store.conflicts import refuse_conflicted
+
+        refuse_conflicted(data, path)
     try:
         return tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -167,6 +167,10 @@ def diff_part(data: bytes) -> bytes:
 
 def parse_header(data: bytes, source: str) -> PatchHeader:
     """Read the mail header and Stackmgr trailers; a file without them is not a stackmgr patch."""
+    if b"\n<<<<<<<" in data or data.startswith(b"<<<<<<<"):
+        from stackmgr.store.conflicts import refuse_conflicted
+
+        refuse_conflicted(data, source)
     end = data.find(b"\n---\n")
     diff_at = data.find(b"\ndiff --git ")
     if end < 0 or (0 <= diff_at < end):

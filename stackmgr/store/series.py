@@ -131,8 +131,13 @@ class SeriesFile:
         if not os.path.isfile(path):
             raise StackmgrError(f"{path} is not a regular file", "replace it with a series file")
         with open(path, "rb") as f:
-            text = f.read().decode("utf-8", "surrogateescape")
+            data = f.read()
         rel = os.path.relpath(path, store.root)
+        if b"<<<<<<<" in data:
+            from stackmgr.store.conflicts import refuse_conflicted
+
+            refuse_conflicted(data, rel)
+        text = data.decode("utf-8", "surrogateescape")
         lines = []
         seen: dict[str, int] = {}
         # Only "\n" ends a line, as for quilt and editors (str.splitlines also splits on \f, \x85, \u2028).

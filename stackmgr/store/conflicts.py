@@ -1,0 +1,33 @@
+"""Unresolved git merge conflicts in store files (docs/FORMATS.md#store-layout): a `git pull` that conflicted
+leaves `<<<<<<< `, `=======` and `>>>>>>> ` lines in a series, patch, record or config. Every reader asks here
+first, so the answer is "unresolved merge conflict in FILE (lines …)" rather than a parse error about a marker.
+No `re`: series files are read on `check`'s path."""
+
+from __future__ import annotations
+
+from stackmgr.errors import StackmgrError
+
+
+def conflict_lines(data: bytes) -> list[tuple[int, int]]:
+    """(first, last) line numbers of each `<<<<<<< ` … `>>>>>>> ` block at the start of lines; [] when none. A
+    diff's own lines start with a space, `+` or `-`, so a marker at column 0 is git's, never content."""
+    if b"<<<<<<<" not in data:
+        return []
+    blocks, start = [], 0
+    for n, line in enumerate(data.split(b"\n"), start=1):
+        if line.startswith(b"<<<<<<<") and (len(line) == 7 or line[7:8] == b" "):
+            start = n
+        elif start and line.startswith(b">>>>>>>") and (len(line) == 7 or line[7:8] == b" "):
+            blocks.append((start, n))
+            start = 0
+    return blocks
+
+
+def refuse_conflicted(data: bytes, shown: str) -> None:
+    """Raise the one-line error for a store file with merge conflict markers (exit 3)."""
+    blocks = conflict_lines(data)
+    if blocks:
+        where = ", ".join(f"{a}–{b}" for a, b in blocks[:3]) + (" …" if len(blocks) > 3 else "")
+        raise StackmgrError(f"unresolved merge conflict in {shown} (lines {where})",
+                            "resolve it in the store (keep one side or both), `git add` it and commit; "
+                            "`stackmgr lint` lists every conflicted file")  # fmt: skip
