@@ -14,6 +14,7 @@ from stackmgr.git.runner import (
     DIFF_FLAGS,
     finish,
     literal,
+    meanwhile_run,
     parse_raw,
     pathspec,
     read_changes,
@@ -251,12 +252,7 @@ def upstream_patch_ids(cwd: str, old: str, new: str, meanwhile: Callable[[], obj
     """`git patch-id --stable` of every non-merge commit in old..new (what `git cherry` compares); `meanwhile`
     runs while git reads the history."""
     proc = start(cwd, ["log", "--no-merges", "-p", "--format=commit %H", *DIFF_FLAGS, f"{old}..{new}"])
-    if meanwhile is not None:
-        try:
-            meanwhile()
-        except BaseException:
-            proc.communicate()
-            raise
+    meanwhile_run(proc, meanwhile)
     log = finish(proc)[1]
     if not log.strip():
         return set()

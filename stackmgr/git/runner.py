@@ -15,7 +15,7 @@ from stackmgr.types import Change
 
 TYPE_CHECKING = False  # mypy treats this as true; `collections.abc`/`typing` stay out of `check`'s start-up
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 # Settings that change what diff/apply/status print or do; always pinned (docs/ARCHITECTURE.md#invariants, 8).
 PINNED = (
@@ -80,6 +80,17 @@ def start(
         return Process(_argv(top, args), {**_env(index), **(extra_env or {})}, stdin=stdin)
     except FileNotFoundError:
         raise StackmgrError("git is not installed or not on PATH", "install git") from None
+
+
+def meanwhile_run(proc: Process, meanwhile: Callable[[], object] | None) -> None:
+    """Run `meanwhile` while `proc` works; if it fails, `proc` is drained and reaped before the error goes on."""
+    if meanwhile is None:
+        return
+    try:
+        meanwhile()
+    except BaseException:
+        proc.communicate()
+        raise
 
 
 def finish(proc: Process, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> tuple[int, bytes]:

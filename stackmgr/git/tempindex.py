@@ -12,7 +12,7 @@ import os
 
 from stackmgr.errors import StackmgrError
 from stackmgr.git.process import Process
-from stackmgr.git.runner import DIFF_FLAGS, finish, parse_raw, pathspec, run, run_rc, start, zsplit
+from stackmgr.git.runner import DIFF_FLAGS, finish, meanwhile_run, parse_raw, pathspec, run, run_rc, start, zsplit
 from stackmgr.store.fs import read_cache, write_cache
 from stackmgr.types import GITLINK_MODE, Change, TreeId, show_path
 
@@ -239,12 +239,7 @@ def _apply(
     extra = ["--3way"] if three_way else []
     paths = [os.path.abspath(p) for p in patch_paths]
     proc = start(top, ["apply", "--cached", "--whitespace=nowarn", *extra, f"-p{strip}", *paths], index=index)
-    if meanwhile is not None:
-        try:
-            meanwhile()
-        except BaseException:
-            proc.communicate()
-            raise
+    meanwhile_run(proc, meanwhile)
     _, err = proc.communicate()
     return proc.wait() == 0, err.decode("utf-8", "replace").strip()
 
