@@ -168,3 +168,63 @@ def test_a_patch_both_engineers_updated_is_named_as_conflicted(lab: Lab, tmp_pat
     assert lab.sm("reset", "--force").code == 0
     result = lab.sm("apply", "S")
     assert result.code == 3 and "unresolved merge conflict in patches/fix.patch (lines" in result.err, result.err
+
+
+def two_engineers(lab: Lab, tmp_path: Path) -> tuple[Lab, Path]:
+    """A series S with one patch, shared; both clones set up with `git-setup` (bob's right after cloning)."""
+    (lab.tree / "README").write_text("hello\nbase\n")
+    assert lab.sm("save", "base", "--series", "S", "-m", "base").code == 0
+    assert lab.sm("reset").code == 0
+    theirs, tree = share(lab, tmp_path)
+    git(lab.store, "remote", "add", "origin", str(tmp_path / "remote.git"))
+    git(lab.store, "fetch", "-q", "origin")
+    git(lab.store, "branch", "-q", "--set-upstream-to", f"origin/{git_text(lab.store, 'branch', '--show-current')}")
+    bob = Lab(theirs, tree)
+    assert bob.sm("tree", "add", "vllm", str(tree)).code == 0
+    for who in (lab, bob):
+        done = who.sm("git-setup")
+        assert done.code == 0, done.err
+    return bob, tree
+
+
+def append(who: Lab, path: str, text: str, name: str) -> None:
+    assert who.sm("apply", "S").code == 0
+    (who.tree / path).parent.mkdir(parents=True, exist_ok=True)
+    (who.tree / path).write_text(text)
+    assert who.sm("save", name, "--series", "S", "-m", name).code == 0
+    assert who.sm("reset").code == 0
+    git(who.store, "add", "-A")
+    git(who.store, "commit", "-q", "-m", f"{name} appended")
+
+
+def test_two_engineers_appending_to_one_series_both_keep_their_patches(lab: Lab, tmp_path: Path) -> None:
+    bob, _ = two_engineers(lab, tmp_path)
+    append(lab, "alice.txt", "alice's\n", "alice")
+    append(bob, "bob.txt", "bob's\n", "bob")
+    git(bob.store, "push", "-q", "origin", "HEAD")
+    pulled = subprocess.run(["git", "pull", "-q", "--no-rebase", "--no-edit"], cwd=lab.store, capture_output=True)
+    assert pulled.returncode == 0, pulled.stderr.decode()
+    series = (lab.store / "series" / "S").read_text()
+    assert series == "base.patch\nalice.patch\nbob.patch\n"
+    assert lab.sm("lint").code == 0
+    assert lab.sm("apply", "S").code == 0
+    assert (lab.tree / "alice.txt").exists() and (lab.tree / "bob.txt").exists()
+    git(lab.store, "push", "-q", "origin", "HEAD")  # and bob's pull of the merge gives him the same file
+    assert subprocess.run(["git", "pull", "-q", "--no-rebase"], cwd=bob.store).returncode == 0
+    assert (bob.store / "series" / "S").read_text() == series
+
+
+def test_a_series_one_engineer_reordered_and_the_other_cut_is_left_as_a_conflict(lab: Lab, tmp_path: Path) -> None:
+    bob, _ = two_engineers(lab, tmp_path)
+    append(lab, "two.txt", "two\n", "two")
+    git(lab.store, "push", "-q", "origin", "HEAD")
+    assert subprocess.run(["git", "pull", "-q", "--no-rebase"], cwd=bob.store).returncode == 0
+    (lab.store / "series" / "S").write_text("two.patch\nbase.patch\n")  # alice moves base below two
+    git(lab.store, "commit", "-q", "-am", "base last")
+    (bob.store / "series" / "S").write_text("two.patch\n")  # bob drops base
+    git(bob.store, "commit", "-q", "-am", "base goes")
+    git(bob.store, "push", "-q", "origin", "HEAD")
+    pulled = subprocess.run(["git", "pull", "-q", "--no-rebase", "--no-edit"], cwd=lab.store, capture_output=True)
+    assert pulled.returncode != 0 and b"CONFLICT" in pulled.stdout + pulled.stderr
+    result = lab.sm("apply", "S")
+    assert result.code == 3 and "unresolved merge conflict in series/S" in result.err

@@ -23,6 +23,7 @@ from stackmgr.cli import save as save_body
 from stackmgr.cli import status as status_body
 from stackmgr.cli.context import Context, json_option, options, pass_context, tree_names
 from stackmgr.cli.export import export_cmd
+from stackmgr.cli.git_setup import git_setup_cmd, merge_series_cmd
 from stackmgr.cli.interdiff import interdiff_cmd
 from stackmgr.cli.links import link_cmd, links_cmd, show_cmd, verify_cmd
 from stackmgr.cli.lint import lint_cmd
@@ -53,6 +54,9 @@ def init(directory: str) -> None:
 
     root, created = init_store(directory)
     output.out(f"{'created' if created else 'already a'} store {root}")
+    from stackmgr.commands.git_setup import set_up_new_store
+
+    set_up_new_store(root)  # series files merge with stackmgr once the store is a git repository
 
 
 @click.command()
@@ -130,7 +134,7 @@ COMMANDS: tuple[click.Command, ...] = (
     init, trees_cmd, tree_group, status, check, save, apply_cmd, reset_cmd, recover_cmd, series_group, export_cmd,
     import_cmd, rebase_cmd, push_cmd, pop_cmd, refresh_cmd, top_cmd, rename_cmd, drop_cmd, interdiff_cmd,
     link_cmd, show_cmd, links_cmd, verify_cmd, report_cmd, lint_cmd,
-    log_cmd, undo_cmd, gc_cmd, shell_init_cmd, guard_cmd, demo,
+    log_cmd, undo_cmd, gc_cmd, shell_init_cmd, guard_cmd, git_setup_cmd, merge_series_cmd, demo,
 )  # fmt: skip
 
 for _command in COMMANDS:

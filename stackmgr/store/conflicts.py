@@ -28,6 +28,10 @@ def refuse_conflicted(data: bytes, shown: str) -> None:
     blocks = conflict_lines(data)
     if blocks:
         where = ", ".join(f"{a}–{b}" for a, b in blocks[:3]) + (" …" if len(blocks) > 3 else "")
-        raise StackmgrError(f"unresolved merge conflict in {shown} (lines {where})",
-                            "resolve it in the store (keep one side or both), `git add` it and commit; "
-                            "`stackmgr lint` lists every conflicted file")  # fmt: skip
+        if shown.endswith(".patch"):  # two `save --update`s of one patch: a patch is kept whole, not merged
+            hint = (f"keep one version (`git checkout --ours {shown}` or `--theirs`, then `git add` it), or both: "
+                    "keep one, then `stackmgr save NEW` the other's change from a tree where it is applied")
+        else:
+            hint = ("resolve it in the store (keep one side or both), `git add` it and commit; `stackmgr lint` "
+                    "lists every conflicted file")
+        raise StackmgrError(f"unresolved merge conflict in {shown} (lines {where})", hint)

@@ -1,0 +1,33 @@
+"""`stackmgr git-setup` (the store's git repository merges series files with stackmgr) and `merge-series`, the
+driver git runs."""
+
+from __future__ import annotations
+
+import click
+
+from stackmgr import output
+from stackmgr.cli.context import Context, pass_context
+from stackmgr.store.config import open_store
+
+
+@click.command("git-setup")
+@pass_context
+def git_setup_cmd(ctx: Context) -> None:
+    """Make git merge series files with stackmgr (appends on both sides keep both): .gitattributes, and this
+    clone's git config (git does not clone config: run this once after cloning a store)."""
+    from stackmgr.commands.git_setup import git_setup
+
+    store = open_store(ctx.store)
+    git_setup(store)
+    output.out(f"store {store.root}: series files merge with stackmgr (.gitattributes and this clone's git config)")
+
+
+@click.command("merge-series", hidden=True)
+@click.argument("base", type=click.Path(exists=True, dir_okay=False))
+@click.argument("ours", type=click.Path(exists=True, dir_okay=False))
+@click.argument("theirs", type=click.Path(exists=True, dir_okay=False))
+def merge_series_cmd(base: str, ours: str, theirs: str) -> None:
+    """git's merge driver for series files (%O %A %B): exit 0 merged, 1 a conflict left for a person."""
+    from stackmgr.commands.merge_series import merge_series
+
+    raise SystemExit(0 if merge_series(base, ours, theirs) else 1)

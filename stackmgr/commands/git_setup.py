@@ -1,0 +1,53 @@
+"""`stackmgr git-setup`: make the store's git repository merge series files with stackmgr's driver
+(commands/merge_series.py). `.gitattributes` (shared, committed) names the driver for `series/*`; each clone's
+own git config says how to run it, since git does not clone config: `init` does both in a repository, a
+teammate runs `git-setup` once after cloning."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+from stackmgr.errors import UsageProblem
+from stackmgr.git.store_repo import DRIVER, in_repository, register_merge_driver
+from stackmgr.store.config import Store
+from stackmgr.store.fs import read_or_none
+
+ATTRIBUTE = f"series/* merge={DRIVER}".encode()
+
+
+def write_attributes(store: Store) -> bool:
+    """`.gitattributes` in the store names the driver for series files; whether it had to be written."""
+    path = os.path.join(store.root, ".gitattributes")
+    existing = read_or_none(path) or b""
+    if ATTRIBUTE in existing.splitlines():
+        return False
+    store.write_file(path, existing + (b"\n" if existing and not existing.endswith(b"\n") else b"") + ATTRIBUTE
+                     + b"\n")  # fmt: skip
+    return True
+
+
+def git_setup(store: Store) -> None:
+    from stackmgr.journal.operation import operation
+
+    if not in_repository(store.root):
+        raise UsageProblem(f"{store.root} is not in a git repository",
+                           "`git init` it (or clone the team's store), then `stackmgr git-setup`")  # fmt: skip
+    with operation(store, "git-setup"):
+        write_attributes(store)
+    register_merge_driver(store.root, driver_command())
+
+
+def driver_command() -> str:
+    """How git runs the driver from this clone: this very Python and stackmgr, whatever PATH git has."""
+    return f"{shlex.quote(sys.executable)} -m stackmgr merge-series %O %A %B"
+
+
+def set_up_new_store(root: str) -> None:
+    """What `init` adds: the attribute always, this clone's driver when the store is in a repository already."""
+    from stackmgr.store.config import load_store
+
+    write_attributes(load_store(root))
+    if in_repository(root):
+        register_merge_driver(root, driver_command())

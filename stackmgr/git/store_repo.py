@@ -1,0 +1,33 @@
+"""The store's own git repository, where a team shares it (docs/FORMATS.md#store-layout): whether the store is
+in one, the merge driver's registration in its config, and `git merge-file` for the driver itself."""
+
+from __future__ import annotations
+
+from stackmgr.git.runner import run, run_rc
+
+DRIVER = "stackmgr-series"  # the name in .gitattributes (`series/* merge=stackmgr-series`) and in git config
+
+
+def in_repository(directory: str) -> bool:
+    return run_rc(directory, ["rev-parse", "--is-inside-work-tree"])[0] == 0
+
+
+def register_merge_driver(directory: str, command: str) -> None:
+    """This clone's git config names the series merge driver (git does not clone config: each clone runs it)."""
+    run(directory, ["config", f"merge.{DRIVER}.name", "stackmgr: merge appends to a series file"])
+    run(directory, ["config", f"merge.{DRIVER}.driver", command])
+
+
+def merge_file_diff3(ours: str, base: str, theirs: str) -> tuple[int, bytes]:
+    """`git merge-file -p --diff3` of three files (no repository needed): (conflicts, merged text with
+    `<<<<<<< ours` / `||||||| base` / `=======` / `>>>>>>> theirs` blocks where it could not merge)."""
+    import os
+
+    rc, out, err = run_rc(os.path.dirname(os.path.abspath(ours)) or ".",
+                          ["merge-file", "-p", "--diff3", "-L", "ours", "-L", "base", "-L", "theirs", ours, base,
+                           theirs])  # fmt: skip
+    if rc < 0 or rc > 127:
+        from stackmgr.errors import StackmgrError
+
+        raise StackmgrError(f"git merge-file failed: {err.decode('utf-8', 'replace').strip()}")
+    return rc, out
