@@ -4,10 +4,11 @@ git never carries."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
-from tests.conftest import Lab, commit, git, git_text, make_repo, run_stackmgr
+from tests.conftest import Lab, commit, git, git_text, link_id, make_repo, run_stackmgr
 
 
 def share(lab: Lab, tmp_path: Path) -> tuple[Path, Path]:
@@ -228,3 +229,31 @@ def test_a_series_one_engineer_reordered_and_the_other_cut_is_left_as_a_conflict
     assert pulled.returncode != 0 and b"CONFLICT" in pulled.stdout + pulled.stderr
     result = lab.sm("apply", "S")
     assert result.code == 3 and "unresolved merge conflict in series/S" in result.err
+
+
+def test_a_record_rewritten_with_its_size_and_mtime_put_back_is_read_again_and_flagged(ev: Lab) -> None:
+    """A teammate's edit of a record's verdict, arriving by `git pull` (or made in place, keeping size and
+    mtime): show, links and verify print the new verdict with no cache deleted; lint and verify say the record,
+    write-once, changed after it was written."""
+    import os
+
+    link = link_id(ev, "replay-fix", "results/probe.log", "--verdict", "promoted", "--lesson", "keep it")
+    assert json.loads(ev.sm("links", "--json").out)["links"][0]["verdict"]["status"] == "promoted"  # cached now
+    assert ev.sm("lint").code == 0
+    record = next((ev.store / "links" / "replay-fix").glob("*.toml"))
+    before = record.stat()
+    text = record.read_text()
+    edited = text.replace('"promoted"', '"rejected"').replace('"keep it"', '"drop it"')
+    assert len(edited) == len(text)
+    with open(record, "r+") as f:  # in place: same inode, same size
+        f.write(edited)
+    os.utime(record, ns=(before.st_atime_ns, before.st_mtime_ns))  # and the old mtime put back
+    listed = json.loads(ev.sm("links", "--json").out)["links"]
+    assert [(k["id"], k["verdict"]["status"], k["verdict"]["lesson"]) for k in listed] == [(link, "rejected",
+                                                                                            "drop it")]
+    shown = ev.sm("show", "replay-fix")
+    assert "drop it" in shown.out and "keep it" not in shown.out
+    lint = ev.sm("lint")
+    assert lint.code == 1 and "changed after it was written" in lint.out + lint.err
+    verify = ev.sm("verify")
+    assert verify.code != 0 and "changed after it was written" in verify.out + verify.err

@@ -152,7 +152,9 @@ def _lint_applies(store: Store, series: str | None, filenames: list[str], header
 
 
 def _lint_links(store: Store, patches: set[str], findings: list[Finding]) -> None:
-    from stackmgr.evidence.records import read_link
+    from stackmgr.evidence.records import WrittenOnce, read_link
+
+    findings.extend(Finding("link", rel, what) for rel, what in WrittenOnce(store).changed())
 
     for name in sorted(_listdir(store.links_dir, "")):
         directory = os.path.join(store.links_dir, name)

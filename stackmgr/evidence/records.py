@@ -137,9 +137,54 @@ def write_link(store: Store, link: Link) -> str:
     path = os.path.join(directory, f"{stamp}-{link.id}.toml")
     if os.path.exists(path):
         raise StackmgrError(f"link {link.id} already exists ({os.path.relpath(path, store.root)})")
-    store.write_file(path, render(link))
+    data = render(link)
+    store.write_file(path, data)
+    WrittenOnce(store).remember({os.path.relpath(path, store.root): sha256_hex(data)})
     link.file = path
     return path
+
+
+class WrittenOnce:
+    """What each link record held when this clone first saw it (written here, or first read by `lint` or
+    `verify`): records are write-once, so one whose bytes differ later was edited (by hand, or a teammate's
+    edit arriving with `git pull`). Kept in `.stackmgr/record-shas.marshal`, local like all of `.stackmgr/`: git
+    never carries it, so an edit cannot bring its own new sha along."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.path = os.path.join(store.state_dir, "record-shas.marshal")
+        data = read_cache(self.path)
+        self.shas: dict[str, str] = data if isinstance(data, dict) else {}
+
+    def remember(self, shas: dict[str, str]) -> None:
+        new = {rel: sha for rel, sha in shas.items() if rel not in self.shas}
+        if new:
+            self.shas.update(new)
+            write_cache(self.path, self.shas)
+
+    def changed(self) -> list[tuple[str, str]]:
+        """(record, what happened) for each record whose bytes differ from when it was first seen; records
+        never seen before are remembered as they are now."""
+        found, seen = [], {}
+        for name in sorted(os.listdir(self.store.links_dir)) if os.path.isdir(self.store.links_dir) else []:
+            directory = os.path.join(self.store.links_dir, name)
+            if not os.path.isdir(directory):
+                continue
+            for filename in sorted(os.listdir(directory)):
+                if not filename.endswith(".toml"):
+                    continue
+                rel = f"links/{name}/{filename}"
+                with open(os.path.join(directory, filename), "rb") as f:
+                    sha = sha256_hex(f.read())
+                first = self.shas.get(rel)
+                if first is None:
+                    seen[rel] = sha
+                elif first != sha:
+                    found.append((rel, f"changed after it was written (sha256 {sha[:12]}, first seen {first[:12]}): "
+                                       "records are write-once; restore it (`git log -p -- FILE`), or record "
+                                       "the correction as a new link that amends it"))  # fmt: skip
+        self.remember(seen)
+        return found
 
 
 def utc_now() -> str:
@@ -234,15 +279,16 @@ def reader(store: Store) -> _Parsed:
 
 
 class _Parsed:
-    """Link records as read before, per `links/<patch>/` directory, reused while the directory's mtime and inode
-    are unchanged: records are never rewritten (a new one is a new file, which changes the directory), and TOML
-    parsing is most of the time `links` takes over thousands of them. Kept as plain tuples (fast to unmarshal)
-    in `.stackmgr/cache/links.marshal`; always safe to delete."""
+    """Link records as read before, per `links/<patch>/` directory, each reused while its file's stat data (size,
+    mtime, ctime, inode) is unchanged: TOML parsing is most of the time `links` takes over thousands of them, and
+    a record that anything rewrote (a `git pull` of a teammate's edit, an editor, a `git checkout` of an older
+    store) is read again, even with its size and mtime put back (ctime cannot be). Kept as plain tuples (fast to
+    unmarshal) in `.stackmgr/cache/links.marshal`; always safe to delete."""
 
     def __init__(self, store: Store) -> None:
         self.path = os.path.join(store.state_dir, "cache", "links.marshal")
         data = read_cache(self.path)
-        self.dirs: dict[str, Any] = data["dirs"] if isinstance(data, dict) and data.get("v") == 3 else {}
+        self.dirs: dict[str, Any] = data["dirs"] if isinstance(data, dict) and data.get("v") == 4 else {}
         self.dirty = False
 
     def directory(self, directory: str, name: str) -> list[Link]:
@@ -254,18 +300,26 @@ class _Parsed:
             return []
         sig = (st.st_mtime_ns, st.st_ino)
         hit = self.dirs.get(name)
-        if hit is not None and hit[0] == sig:
-            return [_from_row(row, os.path.join(directory, filename)) for filename, row in hit[1]]
-        known = dict(hit[1]) if hit is not None else {}
-        rows, links = [], []
-        for filename in sorted(os.listdir(directory)):
-            if not filename.endswith(".toml"):
-                continue
+        known = {filename: (stat, row) for filename, stat, row in hit[1]} if hit is not None else {}
+        names = [row[0] for row in hit[1]] if hit is not None and hit[0] == sig else sorted(
+            f for f in os.listdir(directory) if f.endswith(".toml"))  # fmt: skip
+        rows, links, changed = [], [], hit is None or hit[0] != sig
+        for filename in names:
             path = os.path.join(directory, filename)
-            row = known.get(filename)
+            try:
+                fst = os.stat(path)
+            except OSError:  # gone since the directory was listed: read it again next time
+                changed = True
+                continue
+            stat = (fst.st_size, fst.st_mtime_ns, fst.st_ctime_ns, fst.st_ino)
+            cached = known.get(filename)
+            row = cached[1] if cached is not None and cached[0] == stat else None
             link = _from_row(row, path) if row is not None else read_link(path)
+            changed = changed or row is None
             links.append(link)
-            rows.append((filename, row if row is not None else _to_row(link)))
+            rows.append((filename, stat, row if row is not None else _to_row(link)))
+        if not changed:
+            return links
         try:
             marshal.dumps(rows)
         except ValueError:
@@ -282,7 +336,7 @@ class _Parsed:
 
     def save(self) -> None:
         if self.dirty:
-            write_cache(self.path, {"v": 3, "dirs": self.dirs})
+            write_cache(self.path, {"v": 4, "dirs": self.dirs})
 
 
 def _to_row(k: Link) -> tuple[Any, ...]:

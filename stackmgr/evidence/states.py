@@ -315,7 +315,7 @@ def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
     problems: list[tuple[str, str, str]] = []
     links = []
     from stackmgr import output
-    from stackmgr.evidence.records import reader
+    from stackmgr.evidence.records import WrittenOnce, reader
 
     parsed = reader(store)
     for directory in sorted(os.listdir(store.links_dir)) if os.path.isdir(store.links_dir) else []:
@@ -324,6 +324,7 @@ def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
         except StackmgrError as exc:  # an unreadable record is a finding, not the end of the check
             problems.append(("?", directory, exc.message))
     parsed.save()
+    problems += [("?", rel.split("/")[1], f"{rel} {what}") for rel, what in WrittenOnce(store).changed()]
     output.progress_total(len(links))
     for link in links:
         output.tick()

@@ -209,8 +209,8 @@ def _comparable(files: dict[str, bytes]) -> dict[str, bytes]:
     """Store files with what legitimately differs between two runs masked: link record names and times."""
     out = {}
     for rel, data in files.items():
-        if rel in ("stackmgr.toml", "stackmgr.local.toml"):
-            continue  # names the tree's directory, which differs between the runs
+        if rel in ("stackmgr.toml", "stackmgr.local.toml", ".stackmgr/record-shas.marshal"):
+            continue  # names the tree's directory, or link records by their names: both differ between the runs
         if rel.startswith("links/"):
             rel = rel.rsplit("/", 1)[0] + "/<record>"
             data = b"\n".join(ln for ln in data.splitlines() if not ln.startswith((b"id", b"created")))
