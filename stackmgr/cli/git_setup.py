@@ -11,15 +11,19 @@ from stackmgr.store.config import open_store
 
 
 @click.command("git-setup")
+@click.option("--lfs", is_flag=True, help="Keep the store's artifacts/ in git LFS (needs git-lfs installed).")
 @pass_context
-def git_setup_cmd(ctx: Context) -> None:
+def git_setup_cmd(ctx: Context, lfs: bool) -> None:
     """Make git merge series files with stackmgr (appends on both sides keep both): .gitattributes, and this
-    clone's git config (git does not clone config: run this once after cloning a store)."""
+    clone's git config (git does not clone config: run this once after cloning a store). With --lfs, big
+    results under artifacts/ are git LFS objects; a teammate's clone then needs `git lfs pull`."""
     from stackmgr.commands.git_setup import git_setup
 
     store = open_store(ctx.store)
-    git_setup(store)
-    output.out(f"store {store.root}: series files merge with stackmgr (.gitattributes and this clone's git config)")
+    git_setup(store, lfs=lfs)
+    output.out(f"store {store.root}: series files merge with stackmgr (.gitattributes and this clone's git config)"
+               + ("; artifacts/ goes through git LFS (a teammate runs `stackmgr git-setup --lfs` and "
+                  "`git lfs pull` after cloning)" if lfs else ""))  # fmt: skip
 
 
 @click.command("merge-series", hidden=True)

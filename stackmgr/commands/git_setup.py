@@ -10,33 +10,45 @@ import shlex
 import sys
 
 from stackmgr.errors import UsageProblem
-from stackmgr.git.store_repo import DRIVER, in_repository, register_merge_driver
+from stackmgr.git.store_repo import DRIVER, in_repository, lfs_install_here, lfs_version, register_merge_driver
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none
 
 ATTRIBUTE = f"series/* merge={DRIVER}".encode()
+LFS_ATTRIBUTE = b"artifacts/** filter=lfs diff=lfs merge=lfs -text"  # results kept in the store go through LFS
 
 
-def write_attributes(store: Store) -> bool:
-    """`.gitattributes` in the store names the driver for series files; whether it had to be written."""
+def write_attributes(store: Store, line: bytes = ATTRIBUTE) -> bool:
+    """`.gitattributes` in the store has `line` (by default: the driver for series files); whether it had to be
+    written."""
     path = os.path.join(store.root, ".gitattributes")
     existing = read_or_none(path) or b""
-    if ATTRIBUTE in existing.splitlines():
+    if line in existing.splitlines():
         return False
-    store.write_file(path, existing + (b"\n" if existing and not existing.endswith(b"\n") else b"") + ATTRIBUTE
+    store.write_file(path, existing + (b"\n" if existing and not existing.endswith(b"\n") else b"") + line
                      + b"\n")  # fmt: skip
     return True
 
 
-def git_setup(store: Store) -> None:
+def git_setup(store: Store, lfs: bool = False) -> None:
+    """The series merge driver; with `lfs`, `artifacts/` of the store through git LFS (real git-lfs, in this
+    clone: `git lfs install --local`, and the attribute, shared)."""
     from stackmgr.journal.operation import operation
 
     if not in_repository(store.root):
         raise UsageProblem(f"{store.root} is not in a git repository",
                            "`git init` it (or clone the team's store), then `stackmgr git-setup`")  # fmt: skip
+    if lfs and lfs_version(store.root) is None:
+        raise UsageProblem("git-lfs is not installed",
+                           "install it (`apt-get install git-lfs`, or https://git-lfs.com), then "
+                           "`stackmgr git-setup --lfs`")  # fmt: skip
     with operation(store, "git-setup"):
         write_attributes(store)
+        if lfs:
+            write_attributes(store, LFS_ATTRIBUTE)
     register_merge_driver(store.root, driver_command())
+    if lfs:
+        lfs_install_here(store.root)
 
 
 def driver_command() -> str:

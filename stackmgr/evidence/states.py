@@ -307,6 +307,15 @@ def _author(store: Store, tree: str) -> str:
         return os.environ.get("USER", "unknown")
 
 
+def _lfs_pointer(path: str) -> bool:
+    """Whether the file is a git LFS pointer (what a clone holds before `git lfs pull`)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(64).startswith(b"version https://git-lfs.github.com/spec/v1")
+    except OSError:
+        return False
+
+
 def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
     """Re-hash every artifact and re-derive every metric that records its source.
     Returns ([(link, patch, what is wrong)], number of links checked)."""
@@ -332,6 +341,9 @@ def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
             now = hashes.sha256(a.path)
             if now is None:
                 problems.append((link.id, link.patch, f"artifact {a.path} is missing"))
+            elif now != a.sha256 and _lfs_pointer(hashes.absolute(a.path)):
+                problems.append((link.id, link.patch, f"artifact {a.path} is a git LFS pointer here, not the file: "
+                                                      "`git lfs pull` in the store fetches it"))  # fmt: skip
             elif now != a.sha256:
                 problems.append((link.id, link.patch, f"artifact {a.path} changed (sha256 {now[:12]}, "
                                                       f"recorded {a.sha256[:12]})"))  # fmt: skip

@@ -18,6 +18,17 @@ def register_merge_driver(directory: str, command: str) -> None:
     run(directory, ["config", f"merge.{DRIVER}.driver", command])
 
 
+def lfs_version(directory: str) -> str | None:
+    """`git lfs version`, or None when git-lfs is not installed."""
+    rc, out, _ = run_rc(directory, ["lfs", "version"])
+    return out.decode("utf-8", "replace").strip() if rc == 0 else None
+
+
+def lfs_install_here(directory: str) -> None:
+    """git-lfs's hooks and filters in this clone only (`git lfs install --local`)."""
+    run(directory, ["lfs", "install", "--local"])
+
+
 def merge_file_diff3(ours: str, base: str, theirs: str) -> tuple[int, bytes]:
     """`git merge-file -p --diff3` of three files (no repository needed): (conflicts, merged text with
     `<<<<<<< ours` / `||||||| base` / `=======` / `>>>>>>> theirs` blocks where it could not merge)."""
