@@ -155,7 +155,8 @@ def test_a_store_left_mid_merge_says_which_file_has_an_unresolved_conflict(lab: 
         assert "unresolved merge conflict in series/S (lines 2–6)" in result.err, result.err
         assert len(result.err.strip().splitlines()) == 1
     lint = lab.sm("lint")
-    assert lint.code == 1 and "unresolved merge conflict in series/S" in lint.out + lint.err
+    assert lint.code == 1 and "series/S: unresolved merge conflict (lines 2–6)" in lint.out
+    assert "orphaned" not in lint.out  # what a series mid-merge lists is not known: no false orphans
 
 
 def test_a_patch_both_engineers_updated_is_named_as_conflicted(lab: Lab, tmp_path: Path) -> None:
@@ -307,4 +308,49 @@ def test_git_setup_lfs_without_git_lfs_says_what_to_install(lab: Lab, monkeypatc
     git(lab.store, "init", "-q")
     monkeypatch.setattr(git_setup, "lfs_version", lambda _top: None)
     result = lab.sm("git-setup", "--lfs")
-    assert result.code == 2 and "git-lfs is not installed" in result.err and "apt-get install git-lfs" in result.err
+    assert result.code == 3 and "git-lfs is not installed" in result.err and "apt-get install git-lfs" in result.err
+
+
+@pytest.mark.regression("the series merge driver said 'merged' on a CRLF series file and git committed the markers")
+def test_the_merge_driver_never_calls_a_file_with_markers_merged(tmp_path: Path) -> None:
+    from stackmgr.commands.merge_series import merge_series
+
+    base, ours, theirs = (tmp_path / n for n in ("base", "ours", "theirs"))
+    base.write_bytes(b"a1.patch\r\n")
+    ours.write_bytes(b"a1.patch\r\nx.patch\r\n")
+    theirs.write_bytes(b"a1.patch\r\ny.patch\r\n")
+    assert merge_series(str(base), str(ours), str(theirs))
+    assert ours.read_bytes() == b"a1.patch\r\nx.patch\r\ny.patch\r\n"
+    ours.write_bytes(b"b.patch\r\na1.patch\r\n")  # ours moved a1 below b; theirs drops a1
+    theirs.write_bytes(b"")
+    base.write_bytes(b"a1.patch\r\nb.patch\r\n")
+    assert not merge_series(str(base), str(ours), str(theirs))
+    assert b"<<<<<<<" in ours.read_bytes()
+
+
+@pytest.mark.regression("a conflicted stackmgr.toml made lint, which lists conflicts, refuse too")
+def test_lint_lists_every_conflicted_file_even_when_the_config_is_one(lab: Lab) -> None:
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + "<<<<<<< ours\n[trees.a]\n=======\n[trees.b]\n>>>>>>> theirs\n")
+    (lab.store / "series" / "S").write_text("<<<<<<< ours\nx.patch\n=======\ny.patch\n>>>>>>> theirs\n")
+    assert lab.sm("status").code == 3
+    lint = lab.sm("lint")
+    assert lint.code == 1
+    assert "stackmgr.toml: unresolved merge conflict (lines" in lint.out
+    assert "series/S: unresolved merge conflict (lines 1–5)" in lint.out
+
+
+@pytest.mark.regression("a conflicted link record was 'not a readable link record (unresolved merge conflict …)'")
+def test_a_conflicted_link_record_is_named_once_as_a_conflict(ev: Lab) -> None:
+    link_id(ev, "replay-fix", "results/probe.log", "--verdict", "promoted")
+    assert ev.sm("lint").code == 0  # seen once
+    record = next((ev.store / "links" / "replay-fix").glob("*.toml"))
+    text = record.read_text()
+    record.write_text(text.replace('status = "promoted"', '<<<<<<< ours\nstatus = "promoted"\n=======\n'
+                                   'status = "rejected"\n>>>>>>> theirs'))  # fmt: skip
+    listed = ev.sm("links")
+    assert listed.code == 3 and listed.err.startswith(f"stackmgr: unresolved merge conflict in links/replay-fix/"
+                                                      f"{record.name} (lines")  # fmt: skip
+    assert "not a readable" not in listed.err and str(ev.store) not in listed.err.split(";")[0]
+    lint = ev.sm("lint")
+    assert (lint.out + lint.err).count(record.name) == 1, lint.out

@@ -15,10 +15,16 @@ from stackmgr.store.config import open_store
 def lint_cmd(ctx: Context) -> None:
     """Check the store: series vs patches, patch headers and content, every series applying to its base,
     link records. Exit 1 when anything is found; nothing is changed."""
-    from stackmgr.commands.lint import lint_store
+    from stackmgr.commands.lint import conflicts_only, lint_store
+    from stackmgr.errors import StackmgrError
 
     with output.activity("checking the store"):
-        findings = lint_store(open_store(ctx.store))
+        try:
+            store = open_store(ctx.store)
+        except StackmgrError as exc:  # a conflicted config: still list every conflicted file
+            findings = conflicts_only(ctx.store, exc)
+        else:
+            findings = lint_store(store)
     if ctx.json:
         output.emit_json({"schema": 1, "findings": [f.to_json() for f in findings]})
     else:

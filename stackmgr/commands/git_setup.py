@@ -9,7 +9,7 @@ import os
 import shlex
 import sys
 
-from stackmgr.errors import UsageProblem
+from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.store_repo import DRIVER, in_repository, lfs_install_here, lfs_version, register_merge_driver
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none
@@ -39,7 +39,7 @@ def git_setup(store: Store, lfs: bool = False) -> None:
         raise UsageProblem(f"{store.root} is not in a git repository",
                            "`git init` it (or clone the team's store), then `stackmgr git-setup`")  # fmt: skip
     if lfs and lfs_version(store.root) is None:
-        raise UsageProblem("git-lfs is not installed",
+        raise StackmgrError("git-lfs is not installed (nothing was set up)",
                            "install it (`apt-get install git-lfs`, or https://git-lfs.com), then "
                            "`stackmgr git-setup --lfs`")  # fmt: skip
     with operation(store, "git-setup"):

@@ -33,6 +33,9 @@ def import_patches(
             raise UsageProblem(f"{path} does not exist", "give patch files or a quilt directory")
     if tree is not None:
         store.tree(tree)
+    if not store.trees and store.unplaced:
+        raise UsageProblem(f"no tree of this store has a path on this machine ({', '.join(store.unplaced)})",
+                           f"say where yours is: `stackmgr tree set {store.unplaced[0]} PATH`")  # fmt: skip
     if not store.trees:
         raise UsageProblem("this store has no trees", "register one with `stackmgr tree add NAME PATH`")
     items, quilt = read_inputs(paths)

@@ -41,6 +41,7 @@ def lint_store(store: Store) -> list[Finding]:
         findings.append(Finding("store", ".stackmgr/ops/", pending))
     listed: set[str] = set()
     series_entries: dict[str, list[str]] = {}
+    unknown_listing = False  # a series mid-merge: which patches it lists is not known, so none is an orphan
     for filename in _listdir(store.series_dir, ""):
         if filename.startswith("."):
             continue
@@ -53,6 +54,7 @@ def lint_store(store: Store) -> list[Finding]:
             where, _, what = exc.message.partition(": ") if exc.message.startswith(f"series/{filename}:") else (
                 f"series/{filename}", "", exc.message)  # fmt: skip
             findings.append(Finding("series", where, what))
+            unknown_listing = unknown_listing or what.startswith("unresolved merge conflict")
             continue
         series_entries[filename] = []
         listed.update(series.kept_as_history())  # found upstream by a rebase: history, not orphans
@@ -68,7 +70,7 @@ def lint_store(store: Store) -> list[Finding]:
         header = _lint_patch(store, filename, findings)
         if header is not None:
             headers[filename] = header
-        if filename not in listed:
+        if filename not in listed and not unknown_listing:
             findings.append(Finding("patch", f"patches/{filename}", "in no series (orphaned)"))
     for name, entries in sorted(series_entries.items()):
         _lint_applies(store, name, [e for e in entries if e in headers], headers, findings)
@@ -76,7 +78,29 @@ def lint_store(store: Store) -> list[Finding]:
         if filename in headers:
             _lint_applies(store, None, [filename], headers, findings)
     _lint_links(store, patches, findings)
+    for f in findings:  # "FILE: unresolved merge conflict in FILE (lines …)" names the file once
+        if f.message.startswith(f"unresolved merge conflict in {f.where} ("):
+            f.message = "unresolved merge conflict (" + f.message.split(" (", 1)[1]
     return findings
+
+
+def conflicts_only(store_dir: str | None, exc: StackmgrError) -> list[Finding]:
+    """When the store's config is itself conflicted (so the store cannot be opened): every conflicted file, as
+    findings; any other reason the store cannot be opened is raised as it was."""
+    from stackmgr.store.config import find_store_root
+    from stackmgr.store.conflicts import conflicted_files
+
+    if not exc.message.startswith("unresolved merge conflict"):
+        raise exc
+    return [Finding("conflict", rel, "unresolved merge conflict (lines " + ", ".join(f"{a}–{b}" for a, b in blocks)
+                    + ")") for rel, blocks in conflicted_files(find_store_root(store_dir))]  # fmt: skip
+
+
+def _conflicted(path: str) -> bool:
+    from stackmgr.store.conflicts import conflict_lines
+
+    with open(path, "rb") as f:
+        return bool(conflict_lines(f.read()))
 
 
 def _listdir(directory: str, suffix: str) -> set[str]:
@@ -154,7 +178,8 @@ def _lint_applies(store: Store, series: str | None, filenames: list[str], header
 def _lint_links(store: Store, patches: set[str], findings: list[Finding]) -> None:
     from stackmgr.evidence.records import WrittenOnce, read_link
 
-    findings.extend(Finding("link", rel, what) for rel, what in WrittenOnce(store).changed())
+    findings.extend(Finding("link", rel, what) for rel, what in WrittenOnce(store).changed()
+                    if not _conflicted(os.path.join(store.root, rel)))  # fmt: skip
 
     for name in sorted(_listdir(store.links_dir, "")):
         directory = os.path.join(store.links_dir, name)

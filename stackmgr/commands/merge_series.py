@@ -10,6 +10,7 @@ series/S"."""
 from __future__ import annotations
 
 from stackmgr.git.store_repo import merge_file_diff3
+from stackmgr.store.conflicts import conflict_lines
 from stackmgr.store.fs import atomic_write
 
 
@@ -25,7 +26,7 @@ def merge_series(base: str, ours: str, theirs: str) -> bool:
     if not conflicts and _brings_back_a_removed_patch(texts, merged):
         merged, conflicts = _whole_file_conflict(texts), 1  # one side removed what the other moved: a person's call
     atomic_write(ours, merged, durable=False)
-    return conflicts == 0
+    return conflicts == 0 and not conflict_lines(merged)  # never "merged" with a marker left in the file
 
 
 def _brings_back_a_removed_patch(texts: dict[str, bytes], merged: bytes) -> bool:
@@ -49,19 +50,20 @@ def _keep_both_appends(text: bytes) -> tuple[bytes, int]:
     out: list[bytes] = []
     left = 0
     lines = text.split(b"\n")
+    bare = [ln.removesuffix(b"\r") for ln in lines]  # a CRLF series file: git's markers end in \r too
     n = 0
     while n < len(lines):
-        if lines[n] != b"<<<<<<< ours":
+        if bare[n] != b"<<<<<<< ours":
             out.append(lines[n])
             n += 1
             continue
         parts: list[list[bytes]] = [[], [], []]
         at, start = 0, n
         n += 1
-        while n < len(lines) and lines[n] != b">>>>>>> theirs":
-            if lines[n] == b"||||||| base" and at == 0:
+        while n < len(lines) and bare[n] != b">>>>>>> theirs":
+            if bare[n] == b"||||||| base" and at == 0:
                 at = 1
-            elif lines[n] == b"=======" and at == 1:
+            elif bare[n] == b"=======" and at == 1:
                 at = 2
             else:
                 parts[at].append(lines[n])

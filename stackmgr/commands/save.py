@@ -64,6 +64,9 @@ def pick_tree(store: Store, wanted: str | None, index: PatchIndex, series: str |
     if wanted is not None:
         config = store.tree(wanted)
         return wanted, take_snapshot(wanted, config.path, store.max_untracked_bytes, find_special=False, freeze=True)
+    if not store.trees and store.unplaced:
+        raise UsageProblem(f"no tree of this store has a path on this machine ({', '.join(store.unplaced)})",
+                           f"say where yours is: `stackmgr tree set {store.unplaced[0]} PATH`")  # fmt: skip
     if not store.trees:
         raise UsageProblem("the store has no trees", "register one with `stackmgr tree add NAME PATH`")
     snaps: list[tuple[str, Snapshot]] = []

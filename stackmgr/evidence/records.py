@@ -218,6 +218,12 @@ def read_link(path: str) -> Link:
             do_not_revive=bool(verdict.get("do_not_revive", False)), amends=doc.get("amends", ""),
             baseline=doc.get("baseline", ""), file=path,
         )  # fmt: skip
+    except StackmgrError as exc:
+        if exc.message.startswith("unresolved merge conflict"):
+            raise  # said as it is: a record mid-merge is not a damaged one
+        raise StackmgrError(
+            f"{path}: not a readable link record ({exc})", "restore it from git (records are never edited)"
+        ) from None
     except (
         OSError,
         UnicodeDecodeError,
@@ -226,7 +232,6 @@ def read_link(path: str) -> Link:
         TypeError,
         ValueError,
         AttributeError,
-        StackmgrError,
     ) as exc:
         raise StackmgrError(
             f"{path}: not a readable link record ({exc})", "restore it from git (records are never edited)"
@@ -239,7 +244,8 @@ def parse_record(path: str) -> dict[str, Any]:
     if b"<<<<<<<" in data:
         from stackmgr.store.conflicts import refuse_conflicted
 
-        refuse_conflicted(data, path)
+        parts = path.replace(os.sep, "/").split("/")
+        refuse_conflicted(data, "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3] == "links" else path)
     return tomllib.loads(data.decode("utf-8"))
 
 

@@ -15,6 +15,7 @@ def conflict_lines(data: bytes) -> list[tuple[int, int]]:
         return []
     blocks, start = [], 0
     for n, line in enumerate(data.split(b"\n"), start=1):
+        line = line.removesuffix(b"\r")
         if line.startswith(b"<<<<<<<") and (len(line) == 7 or line[7:8] == b" "):
             start = n
         elif start and line.startswith(b">>>>>>>") and (len(line) == 7 or line[7:8] == b" "):
@@ -35,3 +36,27 @@ def refuse_conflicted(data: bytes, shown: str) -> None:
             hint = ("resolve it in the store (keep one side or both), `git add` it and commit; `stackmgr lint` "
                     "lists every conflicted file")
         raise StackmgrError(f"unresolved merge conflict in {shown} (lines {where})", hint)
+
+
+def conflicted_files(root: str) -> list[tuple[str, list[tuple[int, int]]]]:
+    """Every store file with merge conflict markers (the configs, series, patches, link records), for `lint`,
+    which must list them even when the config itself is conflicted."""
+    import os
+
+    found = []
+    candidates = ["stackmgr.toml", "stackmgr.local.toml", "pyproject.toml"]
+    for sub, suffix in (("series", ""), ("patches", ".patch"), ("links", ".toml")):
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, sub)):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            candidates += [os.path.relpath(os.path.join(dirpath, f), root) for f in sorted(filenames)
+                           if f.endswith(suffix) and not f.startswith(".")]  # fmt: skip
+    for rel in candidates:
+        try:
+            with open(os.path.join(root, rel), "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        blocks = conflict_lines(data)
+        if blocks:
+            found.append((rel, blocks))
+    return found
