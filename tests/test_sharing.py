@@ -354,3 +354,15 @@ def test_a_conflicted_link_record_is_named_once_as_a_conflict(ev: Lab) -> None:
     assert "not a readable" not in listed.err and str(ev.store) not in listed.err.split(";")[0]
     lint = ev.sm("lint")
     assert (lint.out + lint.err).count(record.name) == 1, lint.out
+
+
+def test_a_fresh_clone_sees_a_record_edited_before_it_was_cloned(ev: Lab, tmp_path: Path) -> None:
+    """The first-seen shas are this clone's; a record edited before another clone first read it is caught by
+    its id, which is the hash of its content."""
+    link_id(ev, "replay-fix", "results/probe.log", "--verdict", "promoted", "--lesson", "keep it")
+    record = next((ev.store / "links" / "replay-fix").glob("*.toml"))
+    record.write_text(record.read_text().replace('"keep it"', '"drop it"'))
+    (ev.store / ".stackmgr" / "record-shas.marshal").unlink()  # as a fresh clone has it: nothing seen yet
+    lint = ev.sm("lint")
+    assert lint.code == 1 and "its content no longer gives its id" in lint.out
+    assert ev.sm("lint").code == 1  # and again: remembered as it is, still not what it was written as

@@ -144,11 +144,25 @@ def write_link(store: Store, link: Link) -> str:
     return path
 
 
+def _id_matches(path: str) -> bool:
+    """Whether a record's id is still the hash of its content (`new_id`); an unreadable one is said elsewhere."""
+    import copy
+
+    try:
+        link = read_link(path)
+        written = copy.copy(link)
+        written.patch = str(parse_record(path)["patch"]["name"])  # as written (a rename reads it by the new name)
+    except (StackmgrError, KeyError, TypeError, ValueError):
+        return True
+    return new_id(written) == link.id
+
+
 class WrittenOnce:
     """What each link record held when this clone first saw it (written here, or first read by `lint` or
     `verify`): records are write-once, so one whose bytes differ later was edited (by hand, or a teammate's
     edit arriving with `git pull`). Kept in `.stackmgr/record-shas.marshal`, local like all of `.stackmgr/`: git
-    never carries it, so an edit cannot bring its own new sha along."""
+    never carries it, so an edit cannot bring its own new sha along. A record first seen here is checked against
+    its id instead, a hash of its content: a fresh clone sees an edit made before it was cloned too."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -177,8 +191,13 @@ class WrittenOnce:
                 with open(os.path.join(directory, filename), "rb") as f:
                     sha = sha256_hex(f.read())
                 first = self.shas.get(rel)
-                if first is None:
-                    seen[rel] = sha
+                if first is None:  # first seen here: its id, a hash of its content, says whether it was edited
+                    if _id_matches(os.path.join(directory, filename)):
+                        seen[rel] = sha
+                    else:  # never remembered as it is now: said every time
+                        found.append((rel, "changed after it was written (its content no longer gives its id): "
+                                           "records are write-once; restore it (`git log -p -- FILE`), or record "
+                                           "the correction as a new link that amends it"))  # fmt: skip
                 elif first != sha:
                     found.append((rel, f"changed after it was written (sha256 {sha[:12]}, first seen {first[:12]}): "
                                        "records are write-once; restore it (`git log -p -- FILE`), or record "
