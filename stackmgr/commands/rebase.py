@@ -317,7 +317,7 @@ def _finish(store: Store, state: State, carried: Carried, scratch: bool = True) 
                 f.write(data)
         expected = carried.tree_of(parent)
         result, failure = tree_from_patches(repo, onto, files, together=True)
-        if result != expected:  # the verdict is that of one `git apply` per patch, as it always was
+        if result != expected:  # the verdict is that of one apply per patch (`tree_from_patches`), as it always was
             result, failure = tree_from_patches(repo, onto, files)
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)

@@ -50,7 +50,7 @@ def carry_at_once(store: Store, state: State) -> Carried | None:
     built = apply_in_layers(repo, onto_tree, [
         LayerPatch(os.path.join(store.patches_dir, steps[n]["file"]), 1, [im.path for im in images[n]],
                    _moved_deletions(images, kept, n, moved))
-        for n in kept], three_way=True, skip_applied=True, moved=moved)  # fmt: skip
+        for n in kept], three_way=True, skip_applied=True)  # fmt: skip
     if built is None:
         return None
     carried = Carried(store, state)

@@ -111,8 +111,9 @@ def old_series_applied(store: Store, state: State) -> bool:
 
 
 class Carried:
-    """What one run learns once instead of asking git per patch: the old patches' patch-ids (one `git patch-id`
-    for all), the tree of each commit it made, and the re-diff of each carried patch (for `_finish`)."""
+    """What one run learns once instead of asking git per patch: the old patches' patch-ids (one git call for
+    all, `repo.patch_ids`), the tree of each commit it made, and the re-diff of each carried patch (for
+    `_finish`)."""
 
     def __init__(self, store: Store, state: State) -> None:
         self.store, self.wt = store, state["worktree"]

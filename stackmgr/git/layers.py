@@ -39,7 +39,7 @@ class LayerPatch:
 
     def __init__(self, file: str, strip: int, paths: Collection[bytes], deletes: Collection[bytes] = ()) -> None:
         self.file, self.strip, self.paths = file, strip, paths
-        self.deletes = deletes  # the paths it deletes (for `skip_applied`: see `moved`)
+        self.deletes = deletes  # files it deletes that upstream moved: never "there already" (see `skip_applied`)
 
 
 class Stacked:
@@ -79,19 +79,18 @@ def _parents(path: bytes) -> list[bytes]:
 
 
 def apply_in_layers(
-    repo: Repo, start_tree: str, patches: Sequence[LayerPatch], three_way: bool = False, skip_applied: bool = False,
-    moved: Collection[bytes] = (),
-) -> Stacked | None:  # fmt: skip
+    repo: Repo, start_tree: str, patches: Sequence[LayerPatch], three_way: bool = False, skip_applied: bool = False
+) -> Stacked | None:
     """Apply `patches` in order to tree `start_tree` (strictly, as `TempIndex.apply`; `three_way`: a 3-way
     merge between the blobs each patch records first, as `rebase` carries a patch); the tree after each and its
     diff, or None when the layered way cannot vouch for the answer (the caller then goes one by one).
     `skip_applied`: a patch that does not apply but whose reverse does is there already and changes nothing
-    (its diff is empty) instead of failing the stack; unless it deletes one of the paths upstream `moved` (its
-    reverse applies where the file went away, but git's merge would find a rename/delete conflict)."""
+    (its diff is empty) instead of failing the stack; unless it deletes a file upstream moved (its `deletes`:
+    its reverse applies where the file went away, but git's merge would find a rename/delete conflict)."""
     if not patches:
         return Stacked([], [], [])
     layer_of = layers_of([p.paths for p in patches])
-    states = _states(repo, start_tree, patches, layer_of, three_way, set(moved) if skip_applied else None)
+    states = _states(repo, start_tree, patches, layer_of, three_way, skip_applied)
     if states is None:
         return None
     commits = _commit_chain(repo, start_tree, states)
@@ -104,7 +103,7 @@ def apply_in_layers(
 
 def _states(
     repo: Repo, start_tree: str, patches: Sequence[LayerPatch], layer_of: list[int], three_way: bool,
-    skip_applied: set[bytes] | None,
+    skip_applied: bool,
 ) -> list[dict[bytes, Entry]] | None:  # fmt: skip
     """What each patch changes: path -> its entry after the patch; None when the layers cannot vouch for it."""
     changed: list[dict[bytes, Entry]] = [{} for _ in patches]
@@ -118,19 +117,18 @@ def _states(
 
 def _layered_states(
     repo: Repo, index: TempIndex, start_tree: str, patches: Sequence[LayerPatch], layer_of: list[int],
-    three_way: bool, skip_applied: set[bytes] | None, changed: list[dict[bytes, Entry]],
+    three_way: bool, skip_applied: bool, changed: list[dict[bytes, Entry]],
 ) -> list[dict[bytes, Entry]] | None:  # fmt: skip
-    """`_states` in its scratch index (which `.below`, a copy of it before a layer, sits beside); `skip_applied`
-    is None, or the paths upstream moved."""
+    """`_states` in its scratch index (which `.below`, a copy of it before a layer, sits beside)."""
     index.read_tree(start_tree)
     held: dict[bytes, tuple[str, str]] = index.entries()
     for layer in range(1, max(layer_of) + 1):
         members = [n for n, lay in enumerate(layer_of) if lay == layer]
-        if skip_applied is not None:
+        if skip_applied:
             shutil.copyfile(index.path, index.path + ".below")
         named = _apply_layer(repo, index.path, patches, members, three_way)
-        if named is None and skip_applied is not None:
-            applying = _not_applied_yet(repo, index.path + ".below", patches, members, three_way, skip_applied)
+        if named is None and skip_applied:
+            applying = _not_applied_yet(repo, index.path + ".below", patches, members, three_way)
             if applying is None:
                 return None
             shutil.copyfile(index.path + ".below", index.path)
@@ -166,10 +164,10 @@ def _apply_layer(repo: Repo, index: str, patches: Sequence[LayerPatch], members:
 
 
 def _not_applied_yet(repo: Repo, below: str, patches: Sequence[LayerPatch], members: list[int], three_way: bool,
-                     moved: set[bytes]) -> list[int] | None:  # fmt: skip
+                     ) -> list[int] | None:  # fmt: skip
     """The members of a layer that failed as a whole which apply alone to the index `below` it; the others must
     be there already (their reverse applies: they change nothing, as `git rebase` drops a change already
-    applied), else None (a conflict, a patch that fits nowhere, or one deleting a file upstream `moved`, whose
+    applied), else None (a conflict, a patch that fits nowhere, or one deleting a file upstream moved, whose
     reverse applies there as well). Every check only reads `below`: they run
     side by side, a few at a time."""
     checks = []
@@ -188,7 +186,7 @@ def _not_applied_yet(repo: Repo, below: str, patches: Sequence[LayerPatch], memb
         (forward, message), (reverse, _) = said[2 * k], said[2 * k + 1]
         if forward == 0 and b"with conflicts" not in message:
             keep.append(n)
-        elif forward == 0 or reverse != 0 or any(p in moved for p in patches[n].deletes):
+        elif forward == 0 or reverse != 0 or patches[n].deletes:
             return None  # a conflict, neither way fits, or a file it deletes moved (git's merge decides)
     return keep
 
