@@ -74,8 +74,8 @@ def render_status(report: TreeReport) -> None:
     if report.applied:
         a = report.applied
         top = f", top {a['top']}" if a.get("top") else ""
-        head = f"  {a['series']}: {len(a['patches'])} of {a.get('total', len(a['patches']))} applied{top} " \
-               f"(on {a['base'][:12]})"
+        count = a.get("in_series", len(a["patches"]))  # an applied patch the series lost since is said below
+        head = f"  {a['series']}: {count} of {a.get('total', len(a['patches']))} applied{top} (on {a['base'][:12]})"
         edited = a.get("series_edited") or []
         if a["drift"]:
             shown = ", ".join(a["drift"][:5]) + (" …" if len(a["drift"]) > 5 else "")
@@ -84,7 +84,7 @@ def render_status(report: TreeReport) -> None:
             shown = "; ".join(edited[:4]) + (" …" if len(edited) > 4 else "")
             lead = "  " if a["drift"] else head + " — "
             out(lead + paint(f"the series was edited since: {shown}", "yellow")
-                + f" (`stackmgr apply {a['series']}` applies it as it is now)")
+                + f" (`stackmgr apply {a['series']}` applies it as it is now)")  # fmt: skip
         if a["matches"]:
             out(head + " — tree matches")
     blockers = report.blockers

@@ -68,10 +68,20 @@ def seen(who: Lab) -> dict[str, Any]:
     verify = who.sm("verify")
     return {
         "series": (who.store / "series" / "S").read_text(),
-        "links": sorted((k["id"], k["patch"], k["verdict"]["status"], k["verdict"]["lesson"],
-                         json.dumps(k.get("metrics"), sort_keys=True)) for k in links),  # fmt: skip
-        "show": {p: (s["patch"]["name"], s["patch"].get("sha256"), sorted(k["id"] for k in s["links"]))
-                 for p, s in shown.items()},  # fmt: skip
+        "links": sorted(
+            (
+                k["id"],
+                k["patch"],
+                k["verdict"]["status"],
+                k["verdict"]["lesson"],
+                json.dumps(k.get("metrics"), sort_keys=True),
+            )
+            for k in links
+        ),
+        "show": {
+            p: (s["patch"]["name"], s["patch"].get("sha256"), sorted(k["id"] for k in s["links"]))
+            for p, s in shown.items()
+        },
         "verify": verify.code,
         "check": who.sm("check").code,
         "status": who.sm("status").code,

@@ -44,6 +44,10 @@ def run(args: CheckArgs) -> int:
     if result.pending is not None:
         output.err(f"stackmgr: {result.pending}")
         return 1
+    if not args.trees and result.reports and all(r.state == "no path" for r in result.reports):
+        names = [r.name for r in result.reports]  # nothing of this machine's to lose, and nothing looked at: said
+        output.err(f"stackmgr: nothing checked: no tree of this store has a path on this machine ({', '.join(names)}); "
+                   f"say where yours is: `stackmgr tree set {names[0]} PATH`")  # fmt: skip
     for r in result.reports:
         if r.state == "error" and not args.as_json:
             output.err(f"stackmgr: {r.name}: {r.error}")
@@ -54,6 +58,8 @@ def run(args: CheckArgs) -> int:
         for r in result.reports:
             if r.state == "missing":
                 output.out(f"{r.name}: missing ({r.error})")
+            elif r.state == "no path":
+                output.out(f"{r.name}: not checked, {r.error}")
             elif r.state == "ok" and not r.blockers:
                 output.out(f"{r.name}: all changes preserved")
             output.render_blockers(r.name, r.blockers)

@@ -52,11 +52,13 @@ def series_group(ctx: Context) -> None:
 @pass_context
 def show(ctx: Context, name: str) -> None:
     """Show a series: each patch with its tree, +/- and whether its file exists."""
-    from stackmgr.commands.series import patch_rows
+    from stackmgr.commands.series import patch_rows, refuse_conflicted_rows
 
-    rows = patch_rows(open_store(ctx.store), name)
+    store = open_store(ctx.store)
+    rows = patch_rows(store, name)
     if ctx.json:
         output.emit_json({"schema": 1, "series": name, "patches": rows})
+        refuse_conflicted_rows(store, rows)
         return
     output.out(f"series {name}: {len(rows)} patch{'es' if len(rows) != 1 else ''}")
     for row in rows:
@@ -67,6 +69,7 @@ def show(ctx: Context, name: str) -> None:
         problem = output.paint(f"  ({row['error']})", "red") if row["error"] else ""
         output.out(f"  {row['position']:>3}. {row['patch']:<44} {row['tree'] or '?':<18} "
                    f"+{row['insertions']} -{row['deletions']}{guards}{problem}")  # fmt: skip
+    refuse_conflicted_rows(store, rows)
 
 
 @series_group.command("new")

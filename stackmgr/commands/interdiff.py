@@ -20,12 +20,12 @@ from stackmgr.store.names import VERSIONS, inside, patch_name
 
 
 class Version:
-    def __init__(self, label: str, path: str) -> None:
+    def __init__(self, label: str, path: str, shown: str = "") -> None:
         self.label = label
         self.path = path
         with open(path, "rb") as f:
             self.data = f.read()
-        self.header = patchfile.parse_header(self.data, label)
+        self.header = patchfile.parse_header(self.data, shown or label)
         self.paths = [im.path for im in patchfile.post_images(patchfile.diff_part(self.data), label)]
 
 
@@ -39,7 +39,7 @@ def resolve(store: Store, spec: str) -> Version:
         path = inside(store.patches_dir, name + ".patch")
         if not os.path.isfile(path):
             raise UsageProblem(f"no patch named {name}", "see `stackmgr series`, or give a patch file's path")
-        return Version(f"{name}.patch", path)
+        return Version(f"{name}.patch", path, f"patches/{name}.patch")
     kept = os.path.join(store.patches_dir, VERSIONS, name)
     versions = sorted((os.path.join(kept, v) for v in os.listdir(kept) if v.endswith(".patch")),
                       key=os.path.getmtime) if os.path.isdir(kept) else []  # fmt: skip
@@ -47,7 +47,7 @@ def resolve(store: Store, spec: str) -> Version:
     if len(hits) != 1:
         raise UsageProblem(f"no single kept version {spec}",
                            f"`save {name} --update` keeps what it replaces in patches/.versions/{name}/")  # fmt: skip
-    return Version(f"{name}@{os.path.basename(hits[0])[:12]}", hits[0])
+    return Version(f"{name}@{os.path.basename(hits[0])[:12]}", hits[0], os.path.relpath(hits[0], store.root))
 
 
 def interdiff(store: Store, a: Version, b: Version | None, against_rev: str | None) -> bytes:

@@ -3,9 +3,9 @@
 Two engineers appending to one series is the common case: git's own 3-way merge (`git merge-file --diff3`) does
 all the rest, and where it stops on a block that both sides only added to (nothing of the common version in
 it), both additions are kept: the two blocks in a stable order (so either engineer's merge gives the same
-file), a patch both added kept once. Any other conflict (one side removed or moved what the other changed) is
-left as git leaves it, markers and all, for a person: stackmgr then says "unresolved merge conflict in
-series/S"."""
+file), a patch both added kept once (added by both with other options or guards, it is a conflict). Any
+other conflict (one side removed or moved what the other changed) is left as git leaves it, markers and all,
+for a person: stackmgr then says "unresolved merge conflict in series/S"."""
 
 from __future__ import annotations
 
@@ -74,9 +74,19 @@ def _keep_both_appends(text: bytes) -> tuple[bytes, int]:
             left += 1
         else:
             first, second = sorted([ours, theirs])
-            out.extend(first + [ln for ln in second if not (_entry(ln) and ln in first)])
+            named = {_patch(ln): ln.strip() for ln in first if _entry(ln)}
+            if any(_entry(ln) and named.get(_patch(ln), ln.strip()) != ln.strip() for ln in second):
+                out.extend(lines[start : n + 1])  # one patch added by both with other options or guards
+                left += 1
+            else:
+                out.extend(first + [ln for ln in second if not (_entry(ln) and _patch(ln) in named)])
         n += 1
     return b"\n".join(out), left
+
+
+def _patch(line: bytes) -> bytes:
+    """The patch file a series line names (its first word; options and guards follow)."""
+    return line.split()[0]
 
 
 def _entry(line: bytes) -> bool:

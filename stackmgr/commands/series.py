@@ -49,6 +49,17 @@ def patch_rows(store: Store, name: str) -> list[dict[str, Any]]:
     return rows
 
 
+def refuse_conflicted_rows(store: Store, rows: list[dict[str, Any]]) -> None:
+    """After the listing: a patch of it left mid-merge is the command's failure (exit 3), named with its hint."""
+    from stackmgr.store.conflicts import refuse_conflicted
+    from stackmgr.store.fs import read_or_none
+
+    for row in rows:
+        if row["error"] and row["error"].startswith("unresolved merge conflict"):
+            data = read_or_none(os.path.join(store.patches_dir, row["file"])) or b""
+            refuse_conflicted(data, f"patches/{row['file']}")
+
+
 def new_series(store: Store, name: str) -> None:
     """Create an empty series; refuse a name already taken (even by a file that does not parse)."""
     with operation(store, f"series new {name}"):

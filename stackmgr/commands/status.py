@@ -119,17 +119,17 @@ def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
             drift = [show_path(c.path) for c in moved]
         else:
             drift = ["(the series' result is no longer in the repository)"]
-    edited, total = _series_edits(store, applied, snap.tree)
-    return {"series": applied.series, "base": applied.base, "patches": applied.names,
+    edited, total, still = _series_edits(store, applied, snap.tree)
+    return {"series": applied.series, "base": applied.base, "patches": applied.names, "in_series": still,
             "top": applied.names[-1] if applied.names else None, "total": total,
             "result_tree": applied.result_tree, "matches": not drift and not edited, "drift": drift,
             "series_edited": edited}  # fmt: skip
 
 
-def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str], int]:
+def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str], int, int]:
     """How the series file and its patches differ from the stack that was applied (quilt: "The series file no
     longer matches the applied patches"): entries gone, reordered, appended for this tree, or files rewritten.
-    Also how many patches the series now has for the tree."""
+    Also how many patches the series now has for the tree, and how many of the applied ones it still has."""
     from stackmgr.store.series import SeriesFile, active
 
     try:
@@ -137,7 +137,7 @@ def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str],
     except StackmgrError as exc:
         if exc.message.startswith("unresolved merge conflict"):
             raise  # said as it is, never an `apply` to run on it
-        return [f"series {applied.series} is missing or unreadable"], len(applied.patches)
+        return [f"series {applied.series} is missing or unreadable"], len(applied.patches), len(applied.patches)
     names = [e.name for e in entries]
     mine = [e for e in entries if active(e, applied.guards) and _patch_tree(store, e.patch) == tree]
     edits = [f"{n} no longer in the series" for n in applied.names if n not in names]
@@ -152,7 +152,7 @@ def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str],
         data = read_or_none(os.path.join(store.patches_dir, name + ".patch"))
         if data is not None and sha256_hex(data) != digest:
             edits.append(f"{name}.patch rewritten")
-    return edits, len(mine)
+    return edits, len(mine), len([n for n in applied.names if n in names])
 
 
 def _patch_tree(store: Store, filename: str) -> str | None:
@@ -160,8 +160,10 @@ def _patch_tree(store: Store, filename: str) -> str | None:
 
     data = read_or_none(os.path.join(store.patches_dir, filename))
     try:
-        return parse_header(data, filename).tree if data is not None else None
-    except StackmgrError:
+        return parse_header(data, f"patches/{filename}").tree if data is not None else None
+    except StackmgrError as exc:
+        if exc.message.startswith("unresolved merge conflict"):
+            raise  # a patch of the applied series mid-merge: said as it is, not counted out of the series
         return None
 
 

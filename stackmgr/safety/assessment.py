@@ -24,6 +24,7 @@ class Assessment:
         self.preserved: dict[bytes, list[str]] = {}
         self.unpreserved: list[Change] = []
         self.presence: dict[str, tuple[int, int]] = {}  # patch -> (entries present, entries)
+        self.conflicted: list[str] = []  # store patches left mid-merge, which might hold an unpreserved change
 
     def blockers(self, snap: Snapshot) -> list[tuple[bytes, str]]:
         """Everything that keeps the tree from being safe to reset, as (path, why)."""
@@ -37,7 +38,17 @@ class Assessment:
             n = len(snap.local_commits)
             out.append((b"HEAD", f"{n} local commit{'s' if n > 1 else ''} on no branch, "
                                  f"{snap.local_commits[0][:12]}: keep with `git branch NAME`"))  # fmt: skip
+        if self.unpreserved and self.conflicted:  # why a change a teammate saved may not count: named, once
+            out.append((self.conflicted[0].encode(), "in the store: unresolved merge conflict; what it holds counts "
+                        "as preserved once it is resolved" + (f" (and {len(self.conflicted) - 1} more: "
+                        "`stackmgr lint`)" if len(self.conflicted) > 1 else "")))  # fmt: skip
         return out
+
+
+def conflicted_patches(records: dict[str, dict[str, object]]) -> list[str]:
+    """The store's patch files left mid-merge (`git pull`), from the patch index's records."""
+    return [f"patches/{name}" for name, rec in sorted(records.items())
+            if str(rec.get("error") or "").startswith("unresolved merge conflict")]  # fmt: skip
 
 
 def owners(entries: Iterable[Entry], mode: str, blob: str | None, head_blob: str | None = None) -> list[Entry]:

@@ -17,7 +17,7 @@ from stackmgr.errors import StackmgrError
 from stackmgr.git import scratch
 from stackmgr.git.repo import Repo, open_repo
 from stackmgr.safety import shards
-from stackmgr.safety.assessment import Assessment, file_name, owners, shown_name
+from stackmgr.safety.assessment import Assessment, conflicted_patches, file_name, owners, shown_name
 from stackmgr.store.fs import read_cache, sha256_hex, write_cache
 from stackmgr.store.names import VERSIONS, valid_name
 from stackmgr.types import GITLINK_MODE, show_path
@@ -150,7 +150,7 @@ class PatchIndex:
 
         rec: Record = {"sha256": digest, "tree": None, "base": None, "subject": "", "entries": [], "error": None}
         try:
-            header = patchfile.parse_header(data, filename)
+            header = patchfile.parse_header(data, f"patches/{filename}")
             images = patchfile.post_images(patchfile.diff_part(data), filename)
         except StackmgrError as exc:
             rec["error"] = exc.message
@@ -297,6 +297,8 @@ def assess(store: Store, snap: Snapshot, *, full: bool = False, index: PatchInde
         result = _match(idx, snap)
     if full:
         result.presence = _presence(idx, snap)
+    if result.unpreserved:
+        result.conflicted = conflicted_patches(idx.records)
     if idx.dirty or shards.needs_write(store, dirs):
         idx.save()
         shards.write(store, idx, dirs if refreshed else None)

@@ -23,7 +23,7 @@ import os
 import time
 from binascii import crc32
 
-from stackmgr.safety.assessment import Assessment, owners, shown_name
+from stackmgr.safety.assessment import Assessment, conflicted_patches, owners, shown_name
 from stackmgr.store.fs import read_cache, write_cache
 from stackmgr.store.names import VERSIONS
 from stackmgr.types import GITLINK_MODE
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from stackmgr.store.config import Store
 
 SHARDS = 64
-VERSION = 3
+VERSION = 4
 
 
 def _dir(store: Store) -> str:
@@ -92,7 +92,8 @@ def write(store: Store, idx: PatchIndex, dirs: list[object] | None) -> None:
     for n, shard in enumerate(shards):
         write_cache(os.path.join(directory, f"lookup-{n:02d}.marshal"), {"generation": generation, "entries": shard})
     write_cache(os.path.join(directory, "lookup-meta.marshal"), {"version": VERSION, "generation": generation,
-                "dirs": dirs, "objects": objects, "retry": retry})  # fmt: skip
+                "dirs": dirs, "objects": objects, "retry": retry,
+                "conflicted": conflicted_patches(idx.records)})  # fmt: skip
 
 
 def needs_write(store: Store, dirs: list[object]) -> bool:
@@ -134,6 +135,7 @@ def quick_assess(store: Store, snap: Snapshot, objects: object) -> Assessment | 
             result.unpreserved.append(change)
     if result.unpreserved and (meta["retry"] or meta["dirs"] is None or meta["dirs"] != dirs_signature(store)):
         return None
+    result.conflicted = meta.get("conflicted") or []
     return result
 
 

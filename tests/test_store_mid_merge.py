@@ -1,0 +1,101 @@
+"""A store between a `git pull` and its resolution, and a clone with no tree placed yet: every command says what
+it is looking at, never a silent pass or a count that cannot be."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Lab, git, run_stackmgr
+from tests.test_sharing import append, pull_conflicting, share, two_engineers
+
+
+def both_updated_fix(lab: Lab, tmp_path: Path) -> Lab:
+    """patches/fix.patch updated by Alice and by Bob; Alice's pull left it with conflict markers."""
+    (lab.tree / "README").write_text("hello\nv1\n")
+    assert lab.sm("save", "fix", "--series", "S", "-m", "fix").code == 0
+    assert lab.sm("reset").code == 0
+    theirs, tree = share(lab, tmp_path)
+    bob = Lab(theirs, tree)
+    assert bob.sm("tree", "add", "vllm", str(tree)).code == 0
+    assert lab.sm("apply", "S").code == 0 and bob.sm("apply", "S").code == 0
+    (lab.tree / "README").write_text("hello\nalice's v2\n")
+    assert lab.sm("save", "fix", "--update").code == 0
+    (tree / "README").write_text("hello\nbob's v2\n")
+    assert bob.sm("save", "fix", "--update").code == 0
+    pull_conflicting(lab, tmp_path, theirs, "patches/fix.patch")
+    return bob
+
+
+@pytest.mark.regression("`series S` listed a conflicted patch as '? +0 -0' and exited 0; status said '0 of 0 applied'")
+def test_a_patch_left_mid_merge_fails_every_command_that_reads_it(lab: Lab, tmp_path: Path) -> None:
+    both_updated_fix(lab, tmp_path)
+    for args in (("series", "S"), ("status",), ("interdiff", "fix", "fix"), ("show", "fix")):
+        result = lab.sm(*args)
+        assert result.code == 3, (args, result.out, result.err)
+        said = result.err.strip().splitlines()
+        assert len(said) == 1 and said[0].startswith("stackmgr: unresolved merge conflict in patches/fix.patch (lines")
+        assert "`git checkout --ours patches/fix.patch`" in said[0], said[0]
+    assert "0 of 0" not in lab.sm("status").out
+
+
+@pytest.mark.regression("check and reset said a change was 'not preserved' without naming the patch left mid-merge")
+def test_check_and_reset_name_the_conflicted_patch_that_may_hold_the_change(lab: Lab, tmp_path: Path) -> None:
+    both_updated_fix(lab, tmp_path)
+    for _ in range(2):  # the first check reads the store, the next answers from its cache: the same words
+        check = lab.sm("check", "-v")
+        assert check.code == 1
+        assert "vllm: README (modified)" in check.out
+        assert "patches/fix.patch (in the store: unresolved merge conflict" in check.out
+    reset = lab.sm("reset")
+    assert reset.code == 1 and "patches/fix.patch (in the store: unresolved merge conflict" in reset.err
+    assert (lab.tree / "README").read_text() == "hello\nalice's v2\n"
+
+
+@pytest.mark.regression("on a clone with no tree placed, `check` passed silently, having checked nothing")
+def test_check_on_a_clone_with_no_tree_placed_checks_nothing_and_says_so(lab: Lab, tmp_path: Path) -> None:
+    theirs, _ = share(lab, tmp_path)
+    result = run_stackmgr("--store", str(theirs), "check")  # nothing of this machine's to lose, and said
+    assert result.code == 0 and "nothing checked: no tree of this store has a path on this machine (vllm)" in result.err
+    assert "`stackmgr tree set vllm PATH`" in result.err
+    kernels = tmp_path / "kernels"
+    git(tmp_path, "clone", "-q", str(lab.tree), str(kernels))
+    assert run_stackmgr("--store", str(theirs), "tree", "add", "kernels", str(kernels)).code == 0
+    verbose = run_stackmgr("--store", str(theirs), "check", "-v")
+    assert verbose.code == 0
+    assert "kernels: all changes preserved" in verbose.out
+    assert "vllm: not checked, no path on this machine" in verbose.out
+
+
+@pytest.mark.regression("the merge driver kept `x.patch` and `x.patch -p0`, one patch twice")
+def test_one_patch_both_engineers_appended_with_other_options_is_a_conflict(tmp_path: Path) -> None:
+    from stackmgr.commands.merge_series import merge_series
+
+    base, ours, theirs = (tmp_path / n for n in ("base", "ours", "theirs"))
+    base.write_bytes(b"a.patch\n")
+    ours.write_bytes(b"a.patch\nx.patch\n")
+    theirs.write_bytes(b"a.patch\nx.patch -p0\n")
+    assert not merge_series(str(base), str(ours), str(theirs))
+    assert b"<<<<<<< ours\nx.patch\n" in ours.read_bytes() and b"x.patch -p0\n>>>>>>> theirs" in ours.read_bytes()
+    ours.write_bytes(b"a.patch\nx.patch #fast\ny.patch\n")
+    theirs.write_bytes(b"a.patch\nx.patch #fast\n")  # the same line on both sides: kept once
+    assert merge_series(str(base), str(ours), str(theirs))
+    assert ours.read_bytes() == b"a.patch\nx.patch #fast\ny.patch\n"
+
+
+@pytest.mark.regression("status said 'S: 3 of 2 applied' after a pull took an applied patch out of the series")
+def test_status_after_a_pull_removed_an_applied_patch_counts_what_the_series_holds(lab: Lab, tmp_path: Path) -> None:
+    bob, _ = two_engineers(lab, tmp_path)
+    append(lab, "two.txt", "two\n", "two")
+    git(lab.store, "push", "-q", "origin", "HEAD")
+    assert subprocess.run(["git", "pull", "-q", "--no-rebase"], cwd=bob.store).returncode == 0
+    assert lab.sm("apply", "S").code == 0  # base and two applied in Alice's tree
+    (bob.store / "series" / "S").write_text("base.patch\n")  # Bob takes `two` out
+    git(bob.store, "commit", "-q", "-am", "two goes")
+    git(bob.store, "push", "-q", "origin", "HEAD")
+    assert subprocess.run(["git", "pull", "-q", "--no-rebase"], cwd=lab.store).returncode == 0
+    status = lab.sm("status")
+    assert status.code == 0
+    assert "S: 1 of 1 applied" in status.out and "two no longer in the series" in status.out, status.out
