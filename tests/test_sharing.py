@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -240,7 +239,6 @@ def test_a_record_rewritten_with_its_size_and_mtime_put_back_is_read_again_and_f
     """A teammate's edit of a record's verdict, arriving by `git pull` (or made in place, keeping size and
     mtime): show, links and verify print the new verdict with no cache deleted; lint and verify say the record,
     write-once, changed after it was written."""
-    import os
 
     link = link_id(ev, "replay-fix", "results/probe.log", "--verdict", "promoted", "--lesson", "keep it")
     assert json.loads(ev.sm("links", "--json").out)["links"][0]["verdict"]["status"] == "promoted"  # cached now
@@ -262,53 +260,6 @@ def test_a_record_rewritten_with_its_size_and_mtime_put_back_is_read_again_and_f
     assert lint.code == 1 and "changed after it was written" in lint.out + lint.err
     verify = ev.sm("verify")
     assert verify.code != 0 and "changed after it was written" in verify.out + verify.err
-
-
-@pytest.mark.skipif(shutil.which("git-lfs") is None, reason="git-lfs is not installed (CI installs it)")
-def test_a_big_artifact_travels_through_git_lfs_and_verifies_on_a_teammate_s_clone(
-    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(lab.store)  # the lab works from the store: artifacts are recorded relative to it
-    git(lab.store, "init", "-q")
-    setup = lab.sm("git-setup", "--lfs")
-    assert setup.code == 0, setup.err
-    assert "artifacts/** filter=lfs" in (lab.store / ".gitattributes").read_text()
-    big = lab.store / "artifacts" / "run.log"
-    big.parent.mkdir()
-    big.write_bytes(b"".join(b"step %d tok/s 107.77\n" % n for n in range(200_000)))  # ~4 MB
-    (lab.tree / "README").write_text("hello\nmeasured\n")
-    assert lab.sm("save", "fix", "--series", "S", "-m", "fix").code == 0
-    assert lab.sm("link", "fix", "artifacts/run.log", "--verdict", "promoted").code == 0
-    git(lab.store, "add", "-A")
-    git(lab.store, "commit", "-q", "-m", "a run")
-    stored = git(lab.store, "cat-file", "-p", "HEAD:artifacts/run.log")
-    assert stored.startswith(b"version https://git-lfs.github.com/spec/v1")  # git holds the pointer only
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    git(lab.store, "remote", "add", "origin", remote.as_uri())  # git-lfs's local transfer wants a file:// URL
-    git(lab.store, "push", "-q", "origin", "HEAD:refs/heads/main")
-    theirs = tmp_path / "bob" / "store"
-    env = {"GIT_LFS_SKIP_SMUDGE": "1"}  # a teammate without LFS set up yet: pointers in the checkout
-    subprocess.run(["git", "clone", "-q", "-b", "main", remote.as_uri(), str(theirs)], check=True,
-                   env={**os.environ, **env})  # fmt: skip
-    bob = Lab(theirs, lab.tree)
-    before = bob.sm("verify")
-    said = before.out + before.err
-    assert before.code != 0 and "git LFS pointer" in said and "git lfs pull" in said
-    assert bob.sm("git-setup", "--lfs").code == 0
-    git(theirs, "lfs", "pull")
-    after = bob.sm("verify")
-    assert after.code == 0, after.out + after.err
-    assert (theirs / "artifacts" / "run.log").read_bytes() == big.read_bytes()
-
-
-def test_git_setup_lfs_without_git_lfs_says_what_to_install(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
-    from stackmgr.commands import git_setup
-
-    git(lab.store, "init", "-q")
-    monkeypatch.setattr(git_setup, "lfs_version", lambda _top: None)
-    result = lab.sm("git-setup", "--lfs")
-    assert result.code == 3 and "git-lfs is not installed" in result.err and "apt-get install git-lfs" in result.err
 
 
 @pytest.mark.regression("the series merge driver said 'merged' on a CRLF series file and git committed the markers")

@@ -11,19 +11,31 @@ from stackmgr.store.config import open_store
 
 
 @click.command("git-setup")
-@click.option("--lfs", is_flag=True, help="Keep the store's artifacts/ in git LFS (needs git-lfs installed).")
+@click.option("--lfs", is_flag=True, help="Keep the store's big artifacts/ files in git LFS (needs git-lfs installed).")
+@click.option("--lfs-above", "above", metavar="SIZE", help="With --lfs: the size from which a file is an LFS object "
+              "(default 1MiB, or what was chosen before; 0: every file).")  # fmt: skip
 @pass_context
-def git_setup_cmd(ctx: Context, lfs: bool) -> None:
+def git_setup_cmd(ctx: Context, lfs: bool, above: str | None) -> None:
     """Make git merge series files with stackmgr (appends on both sides keep both): .gitattributes, and this
-    clone's git config (git does not clone config: run this once after cloning a store). With --lfs, big
-    results under artifacts/ are git LFS objects; a teammate's clone then needs `git lfs pull`."""
+    clone's git config (git does not clone config: run this once after cloning a store). With --lfs, results
+    under artifacts/ of at least --lfs-above are git LFS objects; a teammate's clone then needs `git lfs pull`."""
     from stackmgr.commands.git_setup import git_setup
+    from stackmgr.errors import UsageProblem
+    from stackmgr.store import lfs as lfs_files
 
+    if above is not None and not lfs:
+        raise UsageProblem("--lfs-above goes with --lfs", "`stackmgr git-setup --lfs --lfs-above SIZE`")
     store = open_store(ctx.store)
-    git_setup(store, lfs=lfs)
-    output.out(f"store {store.root}: series files merge with stackmgr (.gitattributes and this clone's git config)"
-               + ("; artifacts/ goes through git LFS (a teammate runs `stackmgr git-setup --lfs` and "
-                  "`git lfs pull` after cloning)" if lfs else ""))  # fmt: skip
+    tracked = git_setup(store, lfs=lfs, above=None if above is None else lfs_files.parse_size(above))
+    output.out(f"store {store.root}: series files merge with stackmgr (.gitattributes and this clone's git config)")
+    if lfs:
+        size = output.human_size(lfs_files.threshold(store) or 0)
+        output.out(f"artifacts/: files of {size} or more are git LFS objects (artifacts/.gitattributes, commit it); "
+                   "a teammate runs `stackmgr git-setup --lfs` and `git lfs pull` after cloning")  # fmt: skip
+        if tracked:
+            output.out(f"  {len(tracked)} file(s) already there made LFS objects: {', '.join(tracked[:3])}"
+                       + (" …" if len(tracked) > 3 else "") + "; `git add --renormalize artifacts` before "
+                       "committing turns those git already holds into LFS objects")  # fmt: skip
 
 
 @click.command("merge-series", hidden=True)

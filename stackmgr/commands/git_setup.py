@@ -15,7 +15,6 @@ from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none
 
 ATTRIBUTE = f"series/* merge={DRIVER}".encode()
-LFS_ATTRIBUTE = b"artifacts/** filter=lfs diff=lfs merge=lfs -text"  # results kept in the store go through LFS
 
 
 def write_attributes(store: Store, line: bytes = ATTRIBUTE) -> bool:
@@ -30,10 +29,12 @@ def write_attributes(store: Store, line: bytes = ATTRIBUTE) -> bool:
     return True
 
 
-def git_setup(store: Store, lfs: bool = False) -> None:
-    """The series merge driver; with `lfs`, `artifacts/` of the store through git LFS (real git-lfs, in this
-    clone: `git lfs install --local`, and the attribute, shared)."""
+def git_setup(store: Store, lfs: bool = False, above: int | None = None) -> list[str]:
+    """The series merge driver; with `lfs`, the files of `artifacts/` of at least `above` bytes (or the size chosen
+    before, else 1 MiB) through git LFS (real git-lfs, in this clone: `git lfs install --local`; the attributes,
+    shared: store/lfs.py). Returns the artifacts newly made LFS objects."""
     from stackmgr.journal.operation import operation
+    from stackmgr.store import lfs as lfs_files
 
     if not in_repository(store.root):
         raise UsageProblem(f"{store.root} is not in a git repository",
@@ -42,13 +43,16 @@ def git_setup(store: Store, lfs: bool = False) -> None:
         raise StackmgrError("git-lfs is not installed (nothing was set up)",
                            "install it (`apt-get install git-lfs`, or https://git-lfs.com), then "
                            "`stackmgr git-setup --lfs`")  # fmt: skip
+    tracked: list[str] = []
     with operation(store, "git-setup"):
         write_attributes(store)
         if lfs:
-            write_attributes(store, LFS_ATTRIBUTE)
+            chosen = above if above is not None else lfs_files.threshold(store)
+            tracked = lfs_files.set_up(store, lfs_files.DEFAULT_THRESHOLD if chosen is None else chosen)
     register_merge_driver(store.root, driver_command())
     if lfs:
         lfs_install_here(store.root)
+    return tracked
 
 
 def driver_command() -> str:

@@ -18,6 +18,7 @@ from stackmgr.evidence import metrics
 from stackmgr.evidence.records import Artifact, Link, StackEntry, load_links, utc_now, write_link
 from stackmgr.git.repo import author_ident, patch_id, start_author_ident
 from stackmgr.safety.preserved import PatchIndex
+from stackmgr.store import lfs
 from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_cache, sha256_hex, write_cache
@@ -272,6 +273,7 @@ def _create_link(
         do_not_revive=do_not_revive, amends=amends, baseline=baseline,
     )  # fmt: skip
     write_link(store, link)
+    lfs.track(store, [a.path for a in found if not os.path.isabs(a.path)])  # a big result stays out of git's objects
     evidence.save()
     return link
 
