@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
@@ -196,12 +197,21 @@ def test_a_fifo_is_not_evidence(evidence_lab: Lab) -> None:
     assert result.code == 2 and "not a regular file" in result.err
 
 
-def test_an_artifact_outside_the_store_is_recorded_absolute(evidence_lab: Lab, tmp_path: Path) -> None:
+@pytest.mark.regression("artifacts outside the store were recorded by absolute path: 'missing' on every other clone")
+def test_an_artifact_outside_the_store_travels_as_a_content_addressed_copy(evidence_lab: Lab, tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere.log"
     outside.write_text("x\n")
     _link(evidence_lab, "replay-fix", str(outside))
     (record,) = (evidence_lab.store / "links" / "replay-fix").iterdir()
-    assert tomllib.loads(record.read_text())["artifact"][0]["path"] == str(outside)
+    artifact = tomllib.loads(record.read_text())["artifact"][0]
+    digest = hashlib.sha256(b"x\n").hexdigest()
+    assert artifact["path"] == f"artifacts/sha256/{digest[:2]}/{digest[2:]}" and artifact["origin"] == str(outside)
+    assert (evidence_lab.store / artifact["path"]).read_bytes() == b"x\n"
+    outside.unlink()  # the original gone (as on a teammate's machine): the copy is the evidence
+    assert evidence_lab.sm("verify").code == 0
+    (evidence_lab.store / artifact["path"]).write_bytes(b"y\n")  # the copy damaged: verify says so
+    verify = evidence_lab.sm("verify")
+    assert verify.code != 0 and artifact["path"] in verify.out + verify.err
 
 
 def test_a_hostile_link_record_is_refused_on_read(evidence_lab: Lab) -> None:

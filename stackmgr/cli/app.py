@@ -88,11 +88,12 @@ def save(ctx: Context, /, name: str, paths: tuple[str, ...], **values: Any) -> N
 
 
 @click.command("apply")
-@click.argument("series")
+@click.argument("series", required=False, default="")
 @options(argspec.APPLY)
 @pass_context
 def apply_cmd(ctx: Context, /, series: str, **values: Any) -> None:
-    """Rebuild the tree state a series describes: HEAD detached at its base, the patches as working-tree changes."""
+    """Rebuild the tree state a series describes: HEAD detached at its base, the patches as working-tree changes.
+    With --link LINK instead, the exact trees a result was measured on."""
     raise SystemExit(apply_body.run(apply_body.ApplyArgs.from_values(ctx.store, ctx.json, series, values)))
 
 

@@ -8,12 +8,13 @@ from stackmgr.store.config import open_store
 
 
 class ApplyArgs:
-    __slots__ = ("as_json", "dry_run", "guards", "only_tree", "override", "series", "store", "three_way")
+    __slots__ = ("as_json", "dry_run", "guards", "link", "only_tree", "override", "series", "store", "three_way")
 
     def __init__(
         self, store: str | None, series: str, *, only_tree: str | None, guards: tuple[str, ...], three_way: bool,
-        dry_run: bool, override: str | None, as_json: bool,
+        dry_run: bool, override: str | None, as_json: bool, link: str | None = None,
     ) -> None:  # fmt: skip
+        self.link = link
         self.store = store
         self.series = series
         self.only_tree = only_tree
@@ -28,13 +29,15 @@ class ApplyArgs:
         return cls(
             store, series, only_tree=text(values, "only_tree"), guards=texts(values, "guards"),
             three_way=flag(values, "three_way"), dry_run=flag(values, "dry_run"), override=text(values, "override"),
-            as_json=as_json,
+            as_json=as_json, link=text(values, "link"),
         )  # fmt: skip
 
 
 def run(args: ApplyArgs) -> int:
     from stackmgr.commands.apply import apply_series
 
+    if args.link is not None or not args.series:
+        return run_link(args)
     store = open_store(args.store)
     series = args.series
     with output.activity(f"applying {series}"):
@@ -53,4 +56,30 @@ def run(args: ApplyArgs) -> int:
         state = "working tree changes" if o.changed else "working tree already there"
         output.out(f"{o.tree}: {verb} {series} ({n} patch{'es' if n != 1 else ''}) on {o.base[:12]}; "
                    f"tree {o.result}; {state}")  # fmt: skip
+    return 0
+
+
+def run_link(args: ApplyArgs) -> int:
+    """`apply --link LINK`: every tree the result was measured on, rebuilt and proved by its snapshot id."""
+    from stackmgr.commands.apply_link import apply_link, describe
+    from stackmgr.errors import UsageProblem
+
+    if args.link is None or args.series:
+        raise UsageProblem("give a SERIES or --link LINK, not both" if args.series else "give a SERIES to apply",
+                           "`stackmgr apply SERIES` or `stackmgr apply --link LINK`")  # fmt: skip
+    if args.guards or args.three_way or args.override:
+        raise UsageProblem("--guard, --3way and --override are for a series", "`stackmgr apply --link LINK` alone")
+    store = open_store(args.store)
+    with output.activity(f"rebuilding the state of {args.link}"):
+        outcomes = apply_link(store, args.link, only_tree=args.only_tree, dry_run=args.dry_run)
+    if args.as_json:
+        output.emit_json({"schema": 1, "link": args.link, "dry_run": args.dry_run, "trees": [
+            {"tree": o.tree, "base": o.base, "patches": o.patches, "residue": o.residue or None,
+             "snapshot": o.snapshot, "changed": o.changed} for o in outcomes]})  # fmt: skip
+        return 0
+    for o in outcomes:
+        output.out(("would rebuild " if args.dry_run else "rebuilt ") + describe(o))
+        if o.residue and not args.dry_run:
+            output.err(f"note: {o.tree}: the residue is kept in the store but is no patch; `stackmgr save NAME` "
+                       "keeps it as one (until then, `check` counts it as not preserved)")  # fmt: skip
     return 0

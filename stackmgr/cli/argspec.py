@@ -62,6 +62,7 @@ APPLY = (
     Opt(("--3way",), "three_way", False, "Fall back to 3-way merges using the full blob ids."),
     Opt(("--dry-run",), "dry_run", False, "Check and compute everything; change nothing."),
     Opt(("--override",), "override", True, "Apply a do-not-revive lane anyway, saying why.", "REASON"),
+    Opt(("--link",), "link", True, "Rebuild the exact trees a result was measured on (instead of SERIES).", "LINK"),
     JSON,
 )
 

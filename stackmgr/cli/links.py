@@ -70,7 +70,7 @@ def _metric_text(m: Any, base: dict[str, float]) -> str:
 @pass_context
 def show_cmd(ctx: Context, patch: str) -> None:
     """One patch: header, description, diffstat, status, and every link with its state."""
-    from stackmgr.commands.links import PatchView
+    from stackmgr.commands.links import PatchView, measured_lines
 
     view = PatchView(open_store(ctx.store), patch)
     if ctx.json:
@@ -96,9 +96,12 @@ def show_cmd(ctx: Context, patch: str) -> None:
                    + f" · {link.verdict} · {view.states[link.id]}")  # fmt: skip
         if link.lesson:
             output.out(f"      lesson: {link.lesson}")
+        for line in measured_lines(view.ev, link):
+            output.out(f"      {line}")
         for a in link.artifacts:
             ok = view.artifact_ok(a.path, a.sha256)
-            output.out(f"      {a.path} ({'sha ok' if ok else output.paint('CHANGED OR MISSING', 'red')})")
+            origin = f", copied from {a.origin}" if a.origin else ""
+            output.out(f"      {a.path} ({'sha ok' if ok else output.paint('CHANGED OR MISSING', 'red')}{origin})")
     view.save()
 
 

@@ -27,6 +27,10 @@ from stackmgr.store.names import inside
 from stackmgr.store.series import Entry, SeriesFile, active
 from stackmgr.types import TreeId
 
+TYPE_CHECKING = False  # `collections.abc` stays out of `apply`'s start-up
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 MAX_PATCH_BYTES = 1 << 30  # git apply refuses input of 1 GiB or more
 
 
@@ -102,15 +106,24 @@ def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[st
 
 
 def _preflight(store: Store, plan: TreePlan) -> Snapshot:
-    snap = take_snapshot(plan.tree, plan.path, store.max_untracked_bytes, find_special=False, freeze=True)
-    plan.snap = snap
+    plan.snap = preflight(store, plan.tree, plan.base, lambda snap: setattr(plan, "snap", snap))
+    return plan.snap
+
+
+def preflight(store: Store, tree: str, base: str, taken: Callable[[Snapshot], None] = lambda _s: None) -> Snapshot:
+    """The tree's frozen snapshot, once it is known that moving it loses nothing: not mid-operation, every change
+    preserved, `base` a commit there. `taken` gets the snapshot as soon as it exists (the caller releases it)."""
+    config = store.trees[tree]
+    snap = take_snapshot(tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
+                         results=config.results)  # fmt: skip
+    taken(snap)
     if snap.operation:
-        raise StackmgrError(f"tree {plan.tree} is in the middle of {snap.operation}", "finish or abort it first")
-    refuse_unpreserved(plan.tree, assess(store, snap).blockers(snap),
+        raise StackmgrError(f"tree {tree} is in the middle of {snap.operation}", "finish or abort it first")
+    refuse_unpreserved(tree, assess(store, snap).blockers(snap),
                        "save them (`stackmgr save NAME`), or set them aside (`stackmgr reset --force`)")  # fmt: skip
-    if not snap.repo.has_commit(plan.base):
-        raise StackmgrError(f"the base {plan.base[:12]} of tree {plan.tree} is not a commit there",
-                            f"fetch it into {plan.path} (git fetch)")  # fmt: skip
+    if not snap.repo.has_commit(base):
+        raise StackmgrError(f"the base {base[:12]} of tree {tree} is not a commit there",
+                            f"fetch it into {config.path} (git fetch)")  # fmt: skip
     return snap
 
 

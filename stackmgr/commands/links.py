@@ -26,11 +26,31 @@ def link_json(ev: Evidence, link: Link, state: str, baseline: Link | None) -> di
                      "delta": (m.value - base[m.name]) if m.name in base else None} for m in link.metrics],
         "gates": [{"name": g.name, "status": g.status, "detail": g.detail} for g in link.gates],
         "verdict": {"status": link.verdict, "lesson": link.lesson, "do_not_revive": link.do_not_revive},
-        "artifacts": [{"path": a.path, "sha256": a.sha256, "size": a.size, "ok": ev.hashes.sha256(a.path) == a.sha256}
-                      for a in link.artifacts],
-        "stack": [{"tree": s.tree, "base": s.base, "series": s.series, "residue": s.residue,
-                   "patches": [{"name": n, "sha256": h} for n, h in s.patches]} for s in link.stack],
+        "artifacts": [{"path": a.path, "sha256": a.sha256, "size": a.size, "ok": ev.hashes.sha256(a.path) == a.sha256,
+                       "origin": a.origin or None} for a in link.artifacts],
+        "stack": [{"tree": s.tree, "base": s.base, "snapshot": s.snapshot or None, "series": s.series,
+                   "residue": s.residue, "residue_patch": s.residue_patch or None,
+                   "patches": [{"name": n, "sha256": h} for n, h in s.patches],
+                   "present": [{"name": n, "sha256": h} for n, h in s.present]} for s in link.stack],
+        "measured_current_version": ev.sha256_of(link.patch) == link.sha256,
+        "run": link.run or None,
     }  # fmt: skip
+
+
+def measured_lines(ev: Evidence, link: Link) -> list[str]:
+    """How `show` says what a result was measured on: per tree, its HEAD, the patches and residue that rebuild
+    it and the snapshot id; and whether the patch's current version is the one measured."""
+    lines = []
+    for s in link.stack:
+        parts = [f"{s.tree} {s.base[:12]}"] + ([", ".join(n for n, _ in s.patches)] if s.patches else [])
+        parts += ["residue"] if s.residue else []
+        proof = f" = tree {s.snapshot[:12]}" if s.snapshot else " (recorded before snapshot ids: not rebuildable)"
+        lines.append("measured on " + " + ".join(parts) + proof)
+    now = ev.sha256_of(link.patch)
+    version = "this version of the patch" if now == link.sha256 else \
+        f"an older version of the patch (sha256 {link.sha256[:12]}; now {now[:12] if now else 'gone'})"  # fmt: skip
+    rebuild = f"; `stackmgr apply --link {link.id}` rebuilds it" if any(s.snapshot for s in link.stack) else ""
+    return [*lines, f"measured {version}{rebuild}"]
 
 
 class PatchView:

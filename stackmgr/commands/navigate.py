@@ -164,7 +164,8 @@ def _move(store: Store, where: Position, wanted: int, verb: str) -> Moved:
     """Move the tree to the series' first `wanted` patches, carrying the changes made on top of the applied ones."""
     config = store.tree(where.tree)
     applied = where.applied
-    snap = take_snapshot(where.tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True)
+    snap = take_snapshot(where.tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
+                         results=config.results)
     try:
         _refuse_off_base(snap, applied)
         prefix = TreePlan(where.tree, config.path)

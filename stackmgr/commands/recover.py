@@ -24,7 +24,8 @@ def restore(store: Store, wanted: str) -> Recovery:
     rec = find(store, wanted)
     config = store.tree(rec.tree)
     with operation(store, f"recover {rec.id}"):
-        snap = take_snapshot(rec.tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True)
+        snap = take_snapshot(rec.tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
+                             results=config.results)
         try:
             if snap.operation:
                 raise StackmgrError(f"tree {rec.tree} is in the middle of {snap.operation}", "finish or abort it first")

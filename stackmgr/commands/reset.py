@@ -66,7 +66,8 @@ def _exists(config: TreeConfig) -> bool:
 
 
 def _plan(store: Store, config: TreeConfig, to: str | None) -> _Planned:
-    snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=False, freeze=True)
+    snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
+                         results=config.results)
     try:
         return _Planned(config, snap, *_target_and_blockers(store, config, snap, to))
     except BaseException:

@@ -63,7 +63,8 @@ def pick_tree(store: Store, wanted: str | None, index: PatchIndex, series: str |
     The snapshot returned is frozen: the caller releases it."""
     if wanted is not None:
         config = store.tree(wanted)
-        return wanted, take_snapshot(wanted, config.path, store.max_untracked_bytes, find_special=False, freeze=True)
+        return wanted, take_snapshot(wanted, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
+                                     results=config.results)  # fmt: skip
     if not store.trees and store.unplaced:
         raise UsageProblem(f"no tree of this store has a path on this machine ({', '.join(store.unplaced)})",
                            f"say where yours is: `stackmgr tree set {store.unplaced[0]} PATH`")  # fmt: skip
@@ -75,7 +76,7 @@ def pick_tree(store: Store, wanted: str | None, index: PatchIndex, series: str |
         for name, config in sorted(store.trees.items()):
             if os.path.isdir(config.path):
                 snaps.append((name, take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False,
-                                                  freeze=True)))  # fmt: skip
+                                                  freeze=True, results=config.results)))  # fmt: skip
         drifted = _drifted_from_series(store, series) if series else (lambda _s: False)
         chosen = _only_candidate(store, index, [(n, s) for n, s in snaps if s.changes or drifted(s)])
         return chosen

@@ -86,7 +86,8 @@ def report_tree(store: Store, config: TreeConfig, *, full: bool, explicit: bool)
     try:
         # status writes the tree id; from its own frozen copy of the index, since another stackmgr's snapshot
         # may be refreshing the shared private index by then (check needs no tree id, and no copy)
-        snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=full, freeze=full)
+        snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=full, freeze=full,
+                             results=config.results)
     except StackmgrError as exc:
         if explicit:
             raise

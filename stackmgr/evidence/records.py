@@ -16,6 +16,8 @@ from typing import Any
 
 from stackmgr.errors import StackmgrError
 from stackmgr.evidence.metrics import Gate, Metric
+from stackmgr.evidence.toml_out import table as _table
+from stackmgr.evidence.toml_out import value as _v
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_cache, sha256_hex, write_cache
 from stackmgr.store.names import inside, patch_name
@@ -29,15 +31,24 @@ class Artifact:
     sha256: str
     size: int
     anchor: str = ""
+    origin: str = ""  # where it was when linked, for a file copied in from outside the store (information only)
 
 
 @dataclass
 class StackEntry:
+    """One measured tree. `base` and `patches` (name, sha256, in order) rebuild it, with the residue patch on top
+    (a content-addressed file under artifacts/) when it had changes outside those patches; `snapshot`, the tree
+    id of the working tree then, proves the rebuild. `present`: every saved patch whose changes were all in the
+    tree, whatever series it belongs to (current versions)."""
+
     tree: str
     base: str
-    patches: list[tuple[str, str]]  # (name, sha256) as applied when measured
+    patches: list[tuple[str, str]]
     series: str = ""
-    residue: bool = False  # the tree had changes outside the stack
+    residue: bool = False  # the tree had changes outside `patches`
+    snapshot: str = ""  # empty in records written before measured states were kept: not rebuildable
+    present: list[tuple[str, str]] = field(default_factory=list)
+    residue_patch: str = ""  # store-relative path of the residue, artifacts/sha256/…
 
 
 @dataclass
@@ -58,46 +69,11 @@ class Link:
     do_not_revive: bool = False
     amends: str = ""
     baseline: str = ""  # the link this one's metrics are compared with
+    run: dict[str, Any] = field(default_factory=dict)  # what `stackmgr run` captured: command, context, config
     file: str = ""  # where it was read from (not stored)
 
 
 # --- writing ---------------------------------------------------------------------------------------------------
-
-
-def _s(value: str) -> str:
-    out = ['"']
-    for ch in value:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return "".join(out) + '"'
-
-
-def _v(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(float(value)) if isinstance(value, float) else str(value)
-    if isinstance(value, str):
-        return _s(value)
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_v(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_v(v) for v in value) + "]"
-    raise TypeError(type(value))
-
-
-def _table(name: str, fields: dict[str, Any], array: bool = False) -> str:
-    head = f"[[{name}]]" if array else f"[{name}]"
-    body = "".join(f"{k} = {_v(v)}\n" for k, v in fields.items() if v not in ("", None, [], {}))
-    return f"\n{head}\n{body}"
 
 
 def render(link: Link) -> bytes:
@@ -107,10 +83,15 @@ def render(link: Link) -> bytes:
     text += _table("patch", {"name": link.patch, "tree": link.tree, "sha256": link.sha256, "patch_id": link.patch_id})
     for s in link.stack:
         patches = [{"name": n, "sha256": h} for n, h in s.patches]
-        text += _table("stack", {"tree": s.tree, "base": s.base, "series": s.series, "residue": s.residue,
-                                 "patches": patches}, array=True)  # fmt: skip
+        present = [{"name": n, "sha256": h} for n, h in s.present]
+        text += _table("stack", {"tree": s.tree, "base": s.base, "snapshot": s.snapshot, "series": s.series,
+                                 "residue": s.residue, "residue_patch": s.residue_patch, "patches": patches,
+                                 "present": present}, array=True)  # fmt: skip
     for a in link.artifacts:
-        text += _table("artifact", {"path": a.path, "sha256": a.sha256, "size": a.size, "anchor": a.anchor}, True)
+        text += _table("artifact", {"path": a.path, "sha256": a.sha256, "size": a.size, "anchor": a.anchor,
+                                    "origin": a.origin}, True)  # fmt: skip
+    if link.run:
+        text += _table("run", link.run)
     for m in link.metrics:
         text += _table("metric", {"name": m.name, "value": m.value, "unit": m.unit, "direction": m.direction,
                                   "source": m.source}, array=True)  # fmt: skip
@@ -222,20 +203,24 @@ def read_link(path: str) -> Link:
             raise ValueError(f"schema is {doc.get('schema')!r}")
         patch, verdict = doc["patch"], doc.get("verdict", {})
         _trustworthy(path, patch["name"], doc.get("artifact", []))
+        if "verdict" not in doc:  # always written, last: a record without it was cut short
+            raise ValueError("it ends before its [verdict] table (cut short?)")
         return Link(
             id=doc["id"], created=str(doc["created"]), author=doc.get("author", ""),
             patch=os.path.basename(os.path.dirname(path)),  # the name it is read by (after a rename, the new one)
             tree=patch["tree"], sha256=patch["sha256"], patch_id=patch.get("patch_id", ""),
             stack=[StackEntry(s["tree"], s["base"], [(p["name"], p["sha256"]) for p in s.get("patches", [])],
-                              s.get("series", ""), bool(s.get("residue", False))) for s in doc.get("stack", [])],
-            artifacts=[Artifact(a["path"], a["sha256"], int(a["size"]), a.get("anchor", ""))
+                              s.get("series", ""), bool(s.get("residue", False)), str(s.get("snapshot", "")),
+                              [(p["name"], p["sha256"]) for p in s.get("present", [])],
+                              str(s.get("residue_patch", ""))) for s in doc.get("stack", [])],
+            artifacts=[Artifact(a["path"], a["sha256"], int(a["size"]), a.get("anchor", ""), a.get("origin", ""))
                        for a in doc.get("artifact", [])],
             metrics=[Metric(m["name"], float(m["value"]), m.get("unit", ""), m.get("direction", "higher"),
                             dict(m.get("source", {}))) for m in doc.get("metric", [])],
             gates=[Gate(g["name"], g["status"], g.get("detail", "")) for g in doc.get("gate", [])],
             verdict=verdict.get("status", "experimental"), lesson=verdict.get("lesson", ""),
             do_not_revive=bool(verdict.get("do_not_revive", False)), amends=doc.get("amends", ""),
-            baseline=doc.get("baseline", ""), file=path,
+            baseline=doc.get("baseline", ""), run=dict(doc.get("run", {})), file=path,
         )  # fmt: skip
     except StackmgrError as exc:
         if exc.message.startswith("unresolved merge conflict"):
@@ -313,7 +298,7 @@ class _Parsed:
     def __init__(self, store: Store) -> None:
         self.path = os.path.join(store.state_dir, "cache", "links.marshal")
         data = read_cache(self.path)
-        self.dirs: dict[str, Any] = data["dirs"] if isinstance(data, dict) and data.get("v") == 4 else {}
+        self.dirs: dict[str, Any] = data["dirs"] if isinstance(data, dict) and data.get("v") == 5 else {}
         self.dirty = False
 
     def directory(self, directory: str, name: str) -> list[Link]:
@@ -361,20 +346,22 @@ class _Parsed:
 
     def save(self) -> None:
         if self.dirty:
-            write_cache(self.path, {"v": 4, "dirs": self.dirs})
+            write_cache(self.path, {"v": 5, "dirs": self.dirs})
 
 
 def _to_row(k: Link) -> tuple[Any, ...]:
     return (k.id, k.created, k.author, k.patch, k.tree, k.sha256, k.patch_id,
-            tuple((s.tree, s.base, tuple(s.patches), s.series, s.residue) for s in k.stack),
-            tuple((a.path, a.sha256, a.size, a.anchor) for a in k.artifacts),
+            tuple((s.tree, s.base, tuple(s.patches), s.series, s.residue, s.snapshot, tuple(s.present),
+                   s.residue_patch) for s in k.stack),
+            tuple((a.path, a.sha256, a.size, a.anchor, a.origin) for a in k.artifacts),
             tuple((m.name, m.value, m.unit, m.direction, tuple(m.source.items())) for m in k.metrics),
             tuple((g.name, g.status, g.detail) for g in k.gates),
-            k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline)  # fmt: skip
+            k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline, k.run)  # fmt: skip
 
 
 def _from_row(r: tuple[Any, ...], path: str) -> Link:
     return Link(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
-                [StackEntry(s[0], s[1], [tuple(p) for p in s[2]], s[3], s[4]) for s in r[7]],
+                [StackEntry(s[0], s[1], [tuple(p) for p in s[2]], s[3], s[4], s[5], [tuple(p) for p in s[6]], s[7])
+                 for s in r[7]],
                 [Artifact(*a) for a in r[8]], [Metric(m[0], m[1], m[2], m[3], dict(m[4])) for m in r[9]],
-                [Gate(*g) for g in r[10]], r[11], r[12], r[13], r[14], r[15], path)  # fmt: skip
+                [Gate(*g) for g in r[10]], r[11], r[12], r[13], r[14], r[15], r[16], path)  # fmt: skip

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.evidence import artifacts as kept_artifacts
 from stackmgr.evidence import metrics
 from stackmgr.evidence.records import Artifact, Link, StackEntry, load_links, utc_now, write_link
 from stackmgr.git.repo import author_ident, patch_id, start_author_ident
@@ -196,26 +197,14 @@ def patch_status(links: list[Link], states: dict[str, str]) -> str:
 # --- creating a link -------------------------------------------------------------------------------------------
 
 
-def stack_now(store: Store, tree: str) -> list[StackEntry]:
-    """What each tree is measured on: its applied series (base, patches with hashes) and whether the working
-    tree has changes outside it (residue)."""
-    from stackmgr.safety.snapshot import take_snapshot
+def stack_now(store: Store, tree: str, index: PatchIndex) -> list[StackEntry]:
+    """What a result is measured on (evidence/measured.py): `tree`, and every other tree of this machine with a
+    series applied."""
+    from stackmgr.evidence.measured import measure
 
-    entries = []
     applied = load_applied(store)
-    for name, config in sorted(store.trees.items()):
-        if not os.path.isdir(config.path):
-            continue
-        a = applied.get(name)
-        try:
-            snap = take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False)
-        except StackmgrError:
-            continue
-        if a is not None:
-            entries.append(StackEntry(name, a.base, list(a.patches), a.series, snap.tree_id() != a.result_tree))
-        elif name == tree:
-            entries.append(StackEntry(name, snap.head, [], "", bool(snap.changes)))
-    return entries
+    trees = [n for n, c in sorted(store.trees.items()) if (n == tree or n in applied) and os.path.isdir(c.path)]
+    return measure(store, trees, index)
 
 
 def create_link(
@@ -252,14 +241,18 @@ def _create_link(
     resolved = [resolve_artifact(store, raw) for raw in dict.fromkeys(artifacts + from_json)]
     found: list[Artifact] = []
     data_by_path: dict[str, bytes] = {}
-    for recorded, full in resolved:
+    by_raw: dict[str, str] = {}
+    for raw, (recorded, full) in zip(dict.fromkeys(artifacts + from_json), resolved, strict=True):
         with open(full, "rb") as f:
             data = f.read()
-        data_by_path[recorded] = data
-        found.append(Artifact(recorded, sha256_hex(data), len(data)))
-    by_raw = {
-        raw: rec_path for raw, (rec_path, _full) in zip(dict.fromkeys(artifacts + from_json), resolved, strict=True)
-    }
+        digest = sha256_hex(data)
+        # Outside the store: recorded as the copy that travels with the store (kept once the link is sure), the
+        # path it had kept as information.
+        artifact = Artifact(kept_artifacts.path_of(digest), digest, len(data), origin=recorded) \
+            if os.path.isabs(recorded) else Artifact(recorded, digest, len(data))  # fmt: skip
+        found.append(artifact)
+        data_by_path[artifact.path] = data
+        by_raw[raw] = artifact.path
     measured = _metrics(metric_specs, from_json, by_raw, data_by_path)
     names = [m.name for m in measured]
     if len(set(names)) != len(names):
@@ -268,10 +261,13 @@ def _create_link(
     link = Link(
         id="", created=utc_now(), author=_author(store, rec["tree"]), patch=patch, tree=rec["tree"],
         sha256=rec["sha256"], patch_id=evidence.patch_id(patch + ".patch") or "",
-        stack=stack_now(store, rec["tree"]), artifacts=found, metrics=measured,
+        stack=stack_now(store, rec["tree"], evidence.index), artifacts=found, metrics=measured,
         gates=[metrics.parse_gate(g) for g in gate_specs], verdict=verdict, lesson=lesson,
         do_not_revive=do_not_revive, amends=amends, baseline=baseline,
     )  # fmt: skip
+    for artifact in found:
+        if artifact.origin:
+            kept_artifacts.keep(store, data_by_path[artifact.path], artifact.sha256)
     write_link(store, link)
     lfs.track(store, [a.path for a in found if not os.path.isabs(a.path)])  # a big result stays out of git's objects
     evidence.save()

@@ -46,6 +46,20 @@ def tree_from_patches(repo: Repo, base: str, patch_files: Sequence[str], togethe
         return index.write_tree(), ""
 
 
+def tree_from_what_applies(repo: Repo, base: str, patch_files: Sequence[str]) -> tuple[TreeId, list[bool]]:
+    """Apply patch files in order to `base`, each that applies on what the ones before left, skipping those that
+    do not (`git apply --cached` changes nothing when it refuses); (tree id, which applied). One call first."""
+    with TempIndex.scratch(repo, "measure") as index:
+        index.read_tree(base)
+        if not patch_files:
+            return index.write_tree(), []
+        if index.apply(*patch_files)[0]:
+            return index.write_tree(), [True] * len(patch_files)
+        index.read_tree(base)
+        applied = [index.apply(patch)[0] for patch in patch_files]
+        return index.write_tree(), applied
+
+
 def tree_with_entries(repo: Repo, base: str, entries: dict[bytes, tuple[str, str] | None]) -> TreeId:
     """Tree `base` with some paths set to (mode, blob), or removed where None (a scratch index; no file touched)."""
     with TempIndex.scratch(repo, "compose") as index:

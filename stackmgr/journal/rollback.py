@@ -153,7 +153,8 @@ def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, a
     _drop_dead_scratch_indexes(repo)
     blocked = StackmgrError if after_only else LeftAsIs
     reason = f"stackmgr: back to before {record.command}"
-    snap = take_snapshot(move.tree, move.path, store.max_untracked_bytes, find_special=False, freeze=True)
+    snap = take_snapshot(move.tree, move.path, store.max_untracked_bytes, find_special=False, freeze=True,
+                         results=store.trees[move.tree].results if move.tree in store.trees else ())
     try:
         if snap.operation:
             raise StackmgrError(f"tree {move.tree} is in the middle of {snap.operation}", "finish or abort it first")

@@ -21,11 +21,12 @@ Table = dict[str, object]
 
 
 class TreeConfig:
-    __slots__ = ("name", "path")
+    __slots__ = ("name", "path", "results")
 
-    def __init__(self, name: str, path: str) -> None:
+    def __init__(self, name: str, path: str, results: tuple[bytes, ...] = ()) -> None:
         self.name = name
         self.path = path  # absolute
+        self.results = results  # directories of results and notes in the tree: never work to preserve
 
 
 class Store:
@@ -179,7 +180,10 @@ def load_store(root: str) -> Store:
         if path is None:
             unplaced.append(name)
         else:
-            trees[name] = TreeConfig(name, os.path.normpath(os.path.join(root, os.path.expanduser(path))))
+            results = _results(config_path, table.get("trees", {}), name) + _results(
+                local_file, local.get("trees", {}), name)  # fmt: skip
+            trees[name] = TreeConfig(name, os.path.normpath(os.path.join(root, os.path.expanduser(path))),
+                                     tuple(dict.fromkeys(results)))  # fmt: skip
     store = Store(root, config_path, trees, _limit(config_path, table))
     store.unplaced = unplaced
     store.local_paths = {name: path for name, path in mine.items() if path is not None and name in shared}
@@ -208,6 +212,28 @@ def _tree_table(config_path: str, raw: object) -> dict[str, str | None]:
                                 "machine's own: `stackmgr tree set`)")  # fmt: skip
         trees[name] = entry.get("path")
     return trees
+
+
+def _results(config_path: str, raw: object, name: str) -> tuple[bytes, ...]:
+    """`results = ["results", "notes"]` of a tree's table: directories (relative to the tree) whose untracked
+    files are outputs, not work: never unpreserved, never saved, left alone by every move."""
+    entry = raw.get(name) if isinstance(raw, dict) else None
+    value = entry.get("results", []) if isinstance(entry, dict) else []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip("/") for v in value):
+        raise StackmgrError(f"{config_path}: tree '{name}': results must be a list of directories in the tree, "
+                            'e.g. results = ["results", "notes"]')  # fmt: skip
+    dirs = []
+    for v in value:
+        parts = v.strip("/").split("/")
+        if ".." in parts or v.startswith("/") or ".git" in parts:
+            raise StackmgrError(f"{config_path}: tree '{name}': results entry '{v}' must be a directory inside "
+                                "the tree (relative, no '..', not .git)")  # fmt: skip
+        inside_tree = "/".join(p for p in parts if p not in ("", "."))
+        if not inside_tree:
+            raise StackmgrError(f"{config_path}: tree '{name}': results entry '{v}' is the whole tree",
+                                "name the directories results and notes go to")  # fmt: skip
+        dirs.append(inside_tree.encode())
+    return tuple(dirs)
 
 
 def open_store(explicit: str | None) -> Store:

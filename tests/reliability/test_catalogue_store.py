@@ -553,9 +553,10 @@ def _records(lab: Lab) -> list[dict[str, object]]:
 
 
 @pytest.mark.catalogue(46)
-def test_link_to_etc_passwd_is_recorded_read_only_and_absolute(stacked: Stacked, tmp_path: Path) -> None:
+def test_link_to_etc_passwd_is_read_only_and_copied_into_the_store(stacked: Stacked, tmp_path: Path) -> None:
     """Row 46: an absolute artifact outside the store (`stackmgr link PATCH /etc/passwd`) is evidence like any
-    file: recorded by absolute path with its sha256, read only; nothing is written outside the store."""
+    file: read only, copied into the store by content (its absolute path kept as its origin) so it travels with
+    the store; nothing is written outside the store."""
     lab = stacked.lab
     outside = _outside_store(tmp_path, lab.store)
     passwd = Path("/etc/passwd").read_bytes()
@@ -564,10 +565,11 @@ def test_link_to_etc_passwd_is_recorded_read_only_and_absolute(stacked: Stacked,
     assert Path("/etc/passwd").read_bytes() == passwd
     (record,) = _records(lab)
     artifact = record["artifact"][0]  # type: ignore[index]
-    assert artifact["path"] == "/etc/passwd" and artifact["size"] == len(passwd)
+    assert artifact["origin"] == "/etc/passwd" and artifact["size"] == len(passwd)
+    assert artifact["path"].startswith("artifacts/sha256/") and (lab.store / artifact["path"]).read_bytes() == passwd
     shown = json.loads(_ok(lab.sm("show", "p1", "--json")).out)
     (shown_artifact,) = shown["links"][0]["artifacts"]
-    assert shown_artifact["path"] == "/etc/passwd" and shown_artifact["sha256"] == artifact["sha256"]
+    assert shown_artifact["origin"] == "/etc/passwd" and shown_artifact["sha256"] == artifact["sha256"]
     assert shown_artifact["ok"] is True
 
 

@@ -1,0 +1,88 @@
+"""`stackmgr apply --link LINK`: rebuild the exact state a result was measured on, every tree it names.
+
+Each tree's measured state (evidence/measured.py) is rebuilt in a scratch index from its record alone: the
+measured HEAD, the patch versions by sha256, the residue from `artifacts/`; the result must be the recorded
+snapshot id, or nothing changes. Then, as `apply` does, every tree must be preserved, and each switches in one
+step (HEAD detached at the measured HEAD); if a later tree refuses, the earlier ones are put back."""
+
+from __future__ import annotations
+
+from stackmgr.commands.apply import preflight
+from stackmgr.errors import UsageProblem
+from stackmgr.evidence.measured import rebuild
+from stackmgr.evidence.records import Link, StackEntry, load_links
+from stackmgr.git.repo import open_repo
+from stackmgr.journal.operation import operation
+from stackmgr.safety import tree_move
+from stackmgr.safety.snapshot import Snapshot
+from stackmgr.store.applied import clear_applied
+from stackmgr.store.config import Store
+from stackmgr.types import TreeId
+
+
+class Rebuilt:
+    def __init__(self, entry: StackEntry, changed: bool) -> None:
+        self.tree = entry.tree
+        self.base = entry.base
+        self.snapshot = entry.snapshot
+        self.patches = [name for name, _sha in entry.patches]
+        self.residue = entry.residue_patch
+        self.changed = changed
+
+
+def find_link(store: Store, wanted: str) -> Link:
+    """The record with id `wanted` (the `lnk-` may be left out), or a run's name (`stackmgr run --name`)."""
+    links = load_links(store)
+    ident = wanted if wanted.startswith("lnk-") else f"lnk-{wanted}"
+    hits = [k for k in links if k.id == ident] or [k for k in links if k.run.get("name") == wanted]
+    if not hits:
+        raise UsageProblem(f"no link {wanted}", "see `stackmgr links` for ids")
+    return hits[-1]  # a run name given to several runs: the latest
+
+
+def apply_link(store: Store, wanted: str, *, only_tree: str | None = None, dry_run: bool = False) -> list[Rebuilt]:
+    link = find_link(store, wanted)
+    entries = [s for s in link.stack if only_tree in (None, s.tree)]
+    if not entries:
+        raise UsageProblem(f"link {link.id} measured no tree {only_tree}" if only_tree else
+                           f"link {link.id} records no measured tree", "see `stackmgr show " + link.patch + "`")
+    with operation(store, f"apply --link {link.id}"):
+        targets = []
+        for entry in entries:
+            config = store.tree(entry.tree)
+            targets.append(TreeId(rebuild(store, entry, open_repo(config.path))))
+        snaps: list[Snapshot] = []
+        try:
+            for entry in entries:
+                preflight(store, entry.tree, entry.base, snaps.append)
+            outcomes = [Rebuilt(e, s.tree_id() != t) for e, s, t in zip(entries, snaps, targets, strict=True)]
+            if not dry_run:
+                _switch_all(store, link, entries, snaps, targets)
+            return outcomes
+        finally:
+            for snap in snaps:
+                snap.release()
+
+
+def _switch_all(store: Store, link: Link, entries: list[StackEntry], snaps: list[Snapshot],
+                targets: list[TreeId]) -> None:  # fmt: skip
+    done: list[tree_move.Moved] = []
+    reason = f"stackmgr apply --link {link.id}"
+    try:
+        for entry, snap, target in zip(entries, snaps, targets, strict=True):
+            done.append(tree_move.move_tree(snap, target, index_tree=entry.base, head=entry.base, reason=reason,
+                                            op=store.journal))  # fmt: skip
+    except BaseException:
+        for moved in reversed(done):
+            tree_move.move_back(moved, f"{reason}: rolled back")
+        raise
+    for entry in entries:  # a measured state is no series' state: nothing is recorded as applied
+        clear_applied(store, entry.tree)
+
+
+def describe(outcome: Rebuilt) -> str:
+    n = len(outcome.patches)
+    residue = f" + residue {outcome.residue}" if outcome.residue else ""
+    return (f"{outcome.tree}: {n} patch{'es' if n != 1 else ''}{residue} on {outcome.base[:12]}; tree "
+            f"{outcome.snapshot} (the measured snapshot)")
+

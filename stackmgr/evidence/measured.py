@@ -1,0 +1,120 @@
+"""The measured state of a result (docs/FORMATS.md#link-record): per tree, exactly what was measured, kept so
+that any clone of the store can rebuild it (`stackmgr apply --link`) and prove it by snapshot id.
+
+`measure` snapshots each tree (the working tree's tree id, untracked files included, declared result
+directories left out), finds every saved patch whose changes are all in it, whatever series it belongs to, and
+the chain that rebuilds it: HEAD, then the patches of its applied series and those others, in order, each that
+applies on what the ones before left; what the chain does not give (the residue) is a patch of its own, kept by
+content under `artifacts/`. `rebuild` does it again from the record, anywhere."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from stackmgr.errors import StackmgrError
+from stackmgr.evidence import artifacts
+from stackmgr.evidence.records import StackEntry
+from stackmgr.git import scratch
+from stackmgr.git.repo import Repo
+from stackmgr.safety.preserved import PatchIndex, assess
+from stackmgr.safety.snapshot import Snapshot, take_snapshot
+from stackmgr.store.applied import load_applied
+from stackmgr.store.config import Store
+from stackmgr.store.fs import sha256_hex
+from stackmgr.store.names import VERSIONS
+from stackmgr.store.series import SeriesFile, list_series
+
+
+def measure(store: Store, trees: list[str], index: PatchIndex) -> list[StackEntry]:
+    """The measured state of each of `trees` (placed on this machine) as it is now."""
+    entries = []
+    for name in trees:
+        config = store.tree(name)
+        snap = take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False,
+                             results=config.results)  # fmt: skip
+        entries.append(measure_snapshot(store, snap, index))
+    return entries
+
+
+def measure_snapshot(store: Store, snap: Snapshot, index: PatchIndex) -> StackEntry:
+    snapshot = snap.tree_id()
+    found = assess(store, snap, full=True, index=index)
+    present = {name for name, (hits, total) in found.presence.items() if total and hits == total}
+    applied = load_applied(store).get(snap.tree)
+    order = [n for n in applied.names] if applied is not None and applied.base == snap.head else []
+    order += [n for n in _series_order(store) if n in present and n not in order]
+    order += sorted(present - set(order))
+    candidates = [(n, sha) for n in order if (sha := _sha(index, n)) is not None]
+    files = [os.path.join(store.patches_dir, f"{n}.patch") for n, _ in candidates]
+    built, applied_flags = scratch.tree_from_what_applies(snap.repo, snap.head, files)
+    chain = [c for c, ok in zip(candidates, applied_flags, strict=True) if ok]
+    residue_patch = ""
+    if built != snapshot:
+        residue_patch = artifacts.keep(store, snap.repo.diff_trees(built, snapshot))
+    return StackEntry(snap.tree, snap.head, chain, applied.series if applied is not None else "",
+                      bool(residue_patch), snapshot, [(n, sha) for n, sha in candidates if n in present],
+                      residue_patch)  # fmt: skip
+
+
+def _series_order(store: Store) -> list[str]:
+    names: list[str] = []
+    for series in list_series(store):
+        try:
+            names += [n for n in SeriesFile.load(store, series).patch_names() if n not in names]
+        except StackmgrError:
+            continue
+    return names
+
+
+def _sha(index: PatchIndex, name: str) -> str | None:
+    rec = index.record(f"{name}.patch")
+    return None if rec is None or rec["tree"] is None else str(rec["sha256"])
+
+
+def rebuild(store: Store, entry: StackEntry, repo: Repo) -> str:
+    """The tree id the record rebuilds in `repo`, which must be its snapshot id; a StackmgrError (exit 3) saying
+    what is missing or different otherwise. Reads the patch versions by sha256 (the file, or the version
+    `save --update` kept) and the residue from `artifacts/`."""
+    if not entry.snapshot:
+        raise StackmgrError(f"tree {entry.tree}: this result was recorded before measured states were kept (no "
+                            "snapshot id)", "rebuild it by hand from its stack: `stackmgr show PATCH`")  # fmt: skip
+    if not repo.has_object(entry.base):
+        raise StackmgrError(f"tree {entry.tree}: the measured HEAD {entry.base[:12]} is not in this clone of the tree",
+                            "fetch it (`git fetch`, or from the engineer who measured it), then retry")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="stackmgr-rebuild-") as scratch_dir:
+        files = [_version(store, name, sha, entry.tree) for name, sha in entry.patches]
+        if entry.residue_patch:
+            name = os.path.basename(entry.residue_patch)
+            data = artifacts.read_kept(store, entry.residue_patch, os.path.basename(
+                os.path.dirname(entry.residue_patch)) + name)  # fmt: skip
+            if data is None:
+                raise StackmgrError(f"tree {entry.tree}: the residue {entry.residue_patch} is missing or damaged",
+                                    "`git pull` the store (or `git lfs pull`), then retry")  # fmt: skip
+            residue = os.path.join(scratch_dir, "residue.patch")
+            with open(residue, "wb") as f:
+                f.write(data)
+            files.append(residue)
+        tree, failed = scratch.tree_from_patches(repo, entry.base, files, together=True)
+    if tree is None:
+        raise StackmgrError(f"tree {entry.tree}: the measured state does not rebuild ({failed})",
+                            "the tree's history may have been rewritten: see the stack in `stackmgr show`")  # fmt: skip
+    if tree != entry.snapshot:
+        raise StackmgrError(f"tree {entry.tree}: the rebuilt tree is {tree[:12]}, not the measured "
+                            f"{entry.snapshot[:12]}",
+                            "nothing was changed; please report this with the link record")  # fmt: skip
+    return tree
+
+
+def _version(store: Store, name: str, sha: str, tree: str) -> str:
+    """The file holding version `sha` of patch `name`: patches/NAME.patch, or the one `save --update` kept."""
+    for path in (os.path.join(store.patches_dir, f"{name}.patch"),
+                 os.path.join(store.patches_dir, VERSIONS, name, f"{sha[:12]}.patch")):  # fmt: skip
+        try:
+            with open(path, "rb") as f:
+                if sha256_hex(f.read()) == sha:
+                    return path
+        except OSError:
+            continue
+    raise StackmgrError(f"tree {tree}: patch {name} as measured (sha256 {sha[:12]}) is neither patches/{name}.patch "
+                        f"nor a kept version", "`git pull` the store; a patch edited by hand keeps no old version")
