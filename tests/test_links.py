@@ -506,3 +506,28 @@ def test_show_do_not_revive_follows_amendments(ev: Lab) -> None:
     assert ev.sm("series", "remove", "kernels", "gemm-tile").code == 0
     assert ev.sm("series", "add", "kernels", "gemm-tile").code == 0, "the guard says the lane may come back"
     assert _show(ev, "gemm-tile")["patch"]["do_not_revive"] is False
+
+
+def test_links_shows_the_headline_metric_of_the_config(ev: Lab) -> None:
+    lid = _link(ev, "replay-fix", "--from-json", "results/bench.json")
+    row = [line for line in ev.sm("links").out.splitlines() if lid in line]
+    assert len(row) == 1 and "request_throughput 0.41 req/s" in row[0], "no headline: the first metric recorded"
+    config = ev.store / "stackmgr.toml"
+    config.write_text(config.read_text() + '\n[evidence]\nheadline = "output_throughput"\n')
+    row = [line for line in ev.sm("links").out.splitlines() if lid in line]
+    assert len(row) == 1 and "output_throughput 107.77 tok/s" in row[0] and "request_throughput" not in row[0]
+    other = _link(ev, "gemm-tile", "results/probe.log", "--metric", "tput=5tok/s")
+    row = [line for line in ev.sm("links").out.splitlines() if other in line]
+    assert "tput 5 tok/s" in row[0], "a link without the headline metric shows its first"
+
+
+@pytest.mark.parametrize("value", ['""', "3", '"two words"', '"../x"'])
+def test_a_bad_headline_in_the_config_is_one_line(ev: Lab, value: str) -> None:
+    _link(ev, "replay-fix", "--from-json", "results/bench.json")
+    config = ev.store / "stackmgr.toml"
+    config.write_text(config.read_text() + f"\n[evidence]\nheadline = {value}\n")
+    result = ev.sm("links")
+    one_line_error(result, 3)
+    assert result.err == (f"stackmgr: {config}: [evidence] headline must be a metric name, e.g. "
+                          '"output_throughput"; fix the config\n')  # fmt: skip
+    assert ev.sm("check").code != 3, "check does not read [evidence]"

@@ -116,6 +116,7 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
               metric: str | None, sort_by: str) -> None:  # fmt: skip
     """A table of links: date, link, patch, metric, gates, verdict, state."""
     from stackmgr.commands.links import LinkTable
+    from stackmgr.evidence.metrics import lead
 
     if sort_by == "metric" and not metric:
         from stackmgr.errors import UsageProblem
@@ -129,8 +130,8 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
     if not table.rows:
         output.out("no links match")
     for link, state in table.rows:
-        shown = [m for m in link.metrics if not metric or m.name == metric][:1]
-        mtext = _metric_text(shown[0], {}) if shown else ""
+        shown = lead([m for m in link.metrics if not metric or m.name == metric], table.headline)
+        mtext = _metric_text(shown, {}) if shown else ""
         gates = " ".join(f"{g.name}{_mark(g.status)}" for g in link.gates)
         output.out(f"{link.created[:10]}  {link.id}  {link.patch:<40} {link.tree:<16} {mtext:<32} {gates:<14} "
                    f"{link.verdict:<12} {state}")  # fmt: skip

@@ -111,6 +111,7 @@ class LinkTable:
             rows.append((link, state))
         rows.sort(key=_sort_key(sort_by, metric))
         self.rows: list[tuple[Link, str]] = rows
+        self.headline = store.headline()  # the metric shown when no --metric is given
         self.by_id = {link.id: link for link in links}
 
     def to_json(self) -> dict[str, Any]:
