@@ -531,3 +531,16 @@ def test_a_bad_headline_in_the_config_is_one_line(ev: Lab, value: str) -> None:
     assert result.err == (f"stackmgr: {config}: [evidence] headline must be a metric name, e.g. "
                           '"output_throughput"; fix the config\n')  # fmt: skip
     assert ev.sm("check").code != 3, "check does not read [evidence]"
+
+
+@pytest.mark.regression("links --sort metric put the largest first even for a lower-is-better latency")
+def test_links_sorted_by_a_latency_put_the_lowest_first(ev: Lab) -> None:
+    slow = _link(ev, "replay-fix", "results/probe.log", "--metric", "mean_ttft_ms=48.5ms")
+    fast = _link(ev, "gemm-tile", "results/probe.log", "--metric", "mean_ttft_ms=39.1ms")
+    mid = _link(ev, "replay-probe", "results/probe.log", "--metric", "mean_ttft_ms=41.2ms")
+    result = ev.sm("links", "--json", "--metric", "mean_ttft_ms", "--sort", "metric")
+    rows = json.loads(result.out)["links"]
+    assert [(row["id"], row["metrics"][0]["direction"]) for row in rows] == [
+        (fast, "lower"), (mid, "lower"), (slow, "lower")]  # fmt: skip
+    result = ev.sm("links", "--json", "--metric", "tput", "--sort", "metric")
+    assert json.loads(result.out)["links"] == []
