@@ -544,3 +544,29 @@ def test_links_sorted_by_a_latency_put_the_lowest_first(ev: Lab) -> None:
         (fast, "lower"), (mid, "lower"), (slow, "lower")]  # fmt: skip
     result = ev.sm("links", "--json", "--metric", "tput", "--sort", "metric")
     assert json.loads(result.out)["links"] == []
+
+
+@pytest.mark.regression("show printed all of a link's metrics (21 for vllm bench JSON) on one line")
+def test_show_prints_one_metric_per_line_with_unit_direction_and_delta(ev: Lab) -> None:
+    earlier = {**VLLM_JSON, "output_throughput": 98.4, "mean_ttft_ms": 45.0, "p99_tpot_ms": 11.0}
+    (ev.store / "results" / "base.json").write_text(json.dumps(earlier))
+    base = _link(ev, "replay-probe", "--from-json", "results/base.json")
+    new = _link(ev, "replay-fix", "--from-json", "results/bench.json", "--gate", "json=pass", "--baseline", base)
+    out = ev.sm("show", "replay-fix").out.splitlines()
+    start = next(i for i, line in enumerate(out) if new in line)
+    assert out[start].endswith(f"{new}  json ✓ · experimental · fresh · vs baseline {base}")
+    assert out[start + 1 : start + 12] == [
+        "      request_throughput               0.41  req/s   ↑  same",
+        "      output_throughput              107.77  tok/s   ↑  +9.37 (+9.5%) better",
+        "      total_token_throughput          320.5  tok/s   ↑  same",
+        "      mean_ttft_ms                     41.2  ms      ↓  -3.8 (-8.4%) better",
+        "      median_ttft_ms                     40  ms      ↓  same",
+        "      p99_ttft_ms                      80.5  ms      ↓  same",
+        "      mean_tpot_ms                      9.1  ms      ↓  same",
+        "      p99_tpot_ms                      12.5  ms      ↓  +1.5 (+13.6%) worse",
+        "      spec_decode_acceptance_rate      71.3  %       ↑  same",
+        "      spec_decode_acceptance_length    2.71  tokens  ↑  same",
+        "      results/bench.json (sha ok)",
+    ]
+    plain = ev.sm("show", "replay-probe").out.splitlines()
+    assert "      output_throughput               98.4  tok/s   ↑" in plain, "no baseline: no delta"

@@ -58,6 +58,13 @@ def lead(metrics: list[Metric], headline: str | None) -> Metric | None:
     return next((m for m in metrics if m.name == headline), metrics[0] if metrics else None)
 
 
+def change(delta: float, direction: str) -> str:
+    """"better", "worse" or "same": what a difference from a reference value means for a metric."""
+    if delta == 0:
+        return "same"
+    return "better" if (delta < 0) == (direction == "lower") else "worse"
+
+
 def finite(value: str | float, what: str) -> float:
     """A metric value, refusing inf, nan and numbers too large for a float."""
     import math
