@@ -516,3 +516,67 @@ def test_show_do_not_revive_follows_amendments(ev: Lab) -> None:
     assert ev.sm("series", "remove", "kernels", "gemm-tile").code == 0
     assert ev.sm("series", "add", "kernels", "gemm-tile").code == 0, "the guard says the lane may come back"
     assert _show(ev, "gemm-tile")["patch"]["do_not_revive"] is False
+
+
+def test_links_shows_the_headline_metric_of_the_config(ev: Lab) -> None:
+    lid = _link(ev, "replay-fix", "--from-json", "results/bench.json")
+    row = [line for line in ev.sm("links").out.splitlines() if lid in line]
+    assert len(row) == 1 and "request_throughput 0.41 req/s" in row[0], "no headline: the first metric recorded"
+    config = ev.store / "stackmgr.toml"
+    config.write_text(config.read_text() + '\n[evidence]\nheadline = "output_throughput"\n')
+    row = [line for line in ev.sm("links").out.splitlines() if lid in line]
+    assert len(row) == 1 and "output_throughput 107.77 tok/s" in row[0] and "request_throughput" not in row[0]
+    other = _link(ev, "gemm-tile", "results/probe.log", "--metric", "tput=5tok/s")
+    row = [line for line in ev.sm("links").out.splitlines() if other in line]
+    assert "tput 5 tok/s" in row[0], "a link without the headline metric shows its first"
+
+
+@pytest.mark.parametrize("value", ['""', "3", '"two words"', '"../x"'])
+def test_a_bad_headline_in_the_config_is_one_line(ev: Lab, value: str) -> None:
+    _link(ev, "replay-fix", "--from-json", "results/bench.json")
+    config = ev.store / "stackmgr.toml"
+    config.write_text(config.read_text() + f"\n[evidence]\nheadline = {value}\n")
+    result = ev.sm("links")
+    one_line_error(result, 3)
+    assert result.err == (f"stackmgr: {config}: [evidence] headline must be a metric name, e.g. "
+                          '"output_throughput"; fix the config\n')  # fmt: skip
+    assert ev.sm("check").code != 3, "check does not read [evidence]"
+
+
+@pytest.mark.regression("links --sort metric put the largest first even for a lower-is-better latency")
+def test_links_sorted_by_a_latency_put_the_lowest_first(ev: Lab) -> None:
+    slow = _link(ev, "replay-fix", "results/probe.log", "--metric", "mean_ttft_ms=48.5ms")
+    fast = _link(ev, "gemm-tile", "results/probe.log", "--metric", "mean_ttft_ms=39.1ms")
+    mid = _link(ev, "replay-probe", "results/probe.log", "--metric", "mean_ttft_ms=41.2ms")
+    result = ev.sm("links", "--json", "--metric", "mean_ttft_ms", "--sort", "metric")
+    rows = json.loads(result.out)["links"]
+    assert [(row["id"], row["metrics"][0]["direction"]) for row in rows] == [
+        (fast, "lower"), (mid, "lower"), (slow, "lower")]  # fmt: skip
+    result = ev.sm("links", "--json", "--metric", "tput", "--sort", "metric")
+    assert json.loads(result.out)["links"] == []
+
+
+@pytest.mark.regression("show printed all of a link's metrics (21 for vllm bench JSON) on one line")
+def test_show_prints_one_metric_per_line_with_unit_direction_and_delta(ev: Lab) -> None:
+    earlier = {**VLLM_JSON, "output_throughput": 98.4, "mean_ttft_ms": 45.0, "p99_tpot_ms": 11.0}
+    (ev.store / "results" / "base.json").write_text(json.dumps(earlier))
+    base = _link(ev, "replay-probe", "--from-json", "results/base.json")
+    new = _link(ev, "replay-fix", "--from-json", "results/bench.json", "--gate", "json=pass", "--baseline", base)
+    out = ev.sm("show", "replay-fix").out.splitlines()
+    start = next(i for i, line in enumerate(out) if new in line)
+    assert out[start].endswith(f"{new}  json ✓ · experimental · fresh · vs baseline {base}")
+    assert out[start + 1 : start + 12] == [
+        "      request_throughput               0.41  req/s   ↑  same",
+        "      output_throughput              107.77  tok/s   ↑  +9.37 (+9.5%) better",
+        "      total_token_throughput          320.5  tok/s   ↑  same",
+        "      mean_ttft_ms                     41.2  ms      ↓  -3.8 (-8.4%) better",
+        "      median_ttft_ms                     40  ms      ↓  same",
+        "      p99_ttft_ms                      80.5  ms      ↓  same",
+        "      mean_tpot_ms                      9.1  ms      ↓  same",
+        "      p99_tpot_ms                      12.5  ms      ↓  +1.5 (+13.6%) worse",
+        "      spec_decode_acceptance_rate      71.3  %       ↑  same",
+        "      spec_decode_acceptance_length    2.71  tokens  ↑  same",
+        "      results/bench.json (sha ok)",
+    ]
+    plain = ev.sm("show", "replay-probe").out.splitlines()
+    assert "      output_throughput               98.4  tok/s   ↑" in plain, "no baseline: no delta"

@@ -263,6 +263,24 @@ def test_report_json_regeneration_and_refusals(lab: Lab, tmp_path: Path) -> None
     assert lab.sm("report", "-o", str(empty)).code == 0 and (empty / "index.html").is_file()
 
 
+def test_the_index_headline_is_the_metric_the_config_names(lab: Lab, tmp_path: Path) -> None:
+    (lab.tree / "README").write_text("edited\n")
+    _ok(lab, "save", "fix", "--series", "s", "-m", "fix")
+    _link(lab, "fix", "--metric", "request_throughput=0.41req/s", "--metric", "mean_ttft_ms=41.2ms")
+    _link(lab, "fix", "--metric", "request_throughput=0.45req/s", "--metric", "mean_ttft_ms=39.5ms")
+
+    def headline_cell() -> str:
+        _ok(lab, "report", "-o", str(tmp_path / "site"))
+        index = _parse((tmp_path / "site" / "index.html").read_text()).all_text
+        return index[index.index("fix") :]
+
+    assert "request_throughput 0.45 req/s" in headline_cell(), "no headline configured: the first metric, best"
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + '\n[evidence]\nheadline = "mean_ttft_ms"\n')
+    cell = headline_cell()
+    assert "mean_ttft_ms 39.5 ms" in cell and "request_throughput" not in cell, "lower is better: the best is 39.5"
+
+
 # --- a real browser ----------------------------------------------------------------------------------------------
 
 

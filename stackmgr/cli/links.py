@@ -57,11 +57,33 @@ def link_cmd(ctx: Context, patch: str, artifacts: tuple[str, ...], metric_specs:
                + (f", {shown}" if shown else "") + f"; {link.verdict}; {rel}")  # fmt: skip
 
 
-def _metric_text(m: Any, base: dict[str, float]) -> str:
-    text = f"{m.name} {_value(m.value)}{(' ' + m.unit) if m.unit else ''}"
-    if base.get(m.name):
-        text += f" ({(m.value - base[m.name]) / abs(base[m.name]) * 100:+.1f}%)"
-    return text
+def _metric_text(m: Any) -> str:
+    return f"{m.name} {_value(m.value)}{(' ' + m.unit) if m.unit else ''}"
+
+
+ARROW = {"higher": "↑", "lower": "↓"}
+TONE = {"better": "green", "worse": "red"}
+
+
+def delta_text(value: float, ref: float, direction: str) -> str:
+    """`+9.37 (+9.5%) better`: the difference from a reference value, and what it means by the direction."""
+    from stackmgr.evidence.metrics import change
+
+    diff = value - ref
+    said = change(diff, direction)
+    if said == "same":
+        return output.paint(said, "dim")
+    pct = f" ({diff / abs(ref) * 100:+.1f}%)" if ref else ""
+    return f"{diff:+.4g}{pct} " + output.paint(said, TONE.get(said, "dim"))
+
+
+def metric_table(metrics: list[Any], base: dict[str, float], indent: str = "      ") -> list[str]:
+    """One line per metric: name, value, unit, direction arrow, and the delta from the baseline's value."""
+    rows = [(m.name, _value(m.value), m.unit, ARROW.get(m.direction, "?"),
+             delta_text(m.value, base[m.name], m.direction) if m.name in base else "") for m in metrics]  # fmt: skip
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
+    return [f"{indent}{n:<{widths[0]}}  {v:>{widths[1]}}  {u:<{widths[2]}}  {a}  {d}".rstrip()
+            for n, v, u, a, d in rows]  # fmt: skip
 
 
 @click.command("show")
@@ -90,10 +112,13 @@ def show_cmd(ctx: Context, patch: str) -> None:
     output.out(f"links ({len(links)}):" if links else "no links yet (`stackmgr link PATCH ARTIFACT…`)")
     for link in links:
         base = view.baseline_metrics(link)
-        metrics_text = "; ".join(_metric_text(m, base) for m in link.metrics) or "no metrics"
         gates = " ".join(f"{g.name} {_mark(g.status)}" for g in link.gates)
-        output.out(f"  {link.created[:10]} {link.id}  {metrics_text}" + (f" · {gates}" if gates else "")
-                   + f" · {link.verdict} · {view.states[link.id]}")  # fmt: skip
+        vs = f" · vs baseline {link.baseline}" if base else ""
+        output.out(f"  {link.created[:10]} {link.id}" + (f"  {gates}" if gates else "")
+                   + f" · {link.verdict} · {view.states[link.id]}" + (vs if link.metrics else "")
+                   + ("" if link.metrics else " · no metrics"))  # fmt: skip
+        for line in metric_table(link.metrics, base):
+            output.out(line)
         if link.lesson:
             output.out(f"      lesson: {link.lesson}")
         for line in measured_lines(view.ev, link):
@@ -119,6 +144,7 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
               metric: str | None, sort_by: str) -> None:  # fmt: skip
     """A table of links: date, link, patch, metric, gates, verdict, state."""
     from stackmgr.commands.links import LinkTable
+    from stackmgr.evidence.metrics import lead
 
     if sort_by == "metric" and not metric:
         from stackmgr.errors import UsageProblem
@@ -132,8 +158,8 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
     if not table.rows:
         output.out("no links match")
     for link, state in table.rows:
-        shown = [m for m in link.metrics if not metric or m.name == metric][:1]
-        mtext = _metric_text(shown[0], {}) if shown else ""
+        shown = lead([m for m in link.metrics if not metric or m.name == metric], table.headline)
+        mtext = _metric_text(shown) if shown else ""
         gates = " ".join(f"{g.name}{_mark(g.status)}" for g in link.gates)
         output.out(f"{link.created[:10]}  {link.id}  {link.patch:<40} {link.tree:<16} {mtext:<32} {gates:<14} "
                    f"{link.verdict:<12} {state}")  # fmt: skip

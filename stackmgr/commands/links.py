@@ -96,10 +96,12 @@ class PatchView:
         self.ev.save()
 
 
-def _sort_key(sort_by: str, metric: str | None) -> Callable[[tuple[Link, str]], Any]:
-    """`links --sort`: date, patch, state, or the metric (largest first; links without it last)."""
+def _sort_key(sort_by: str, metric: str | None, direction: str = "higher") -> Callable[[tuple[Link, str]], Any]:
+    """`links --sort`: date, patch, state, or the metric (best first by its direction: largest, or smallest for
+    a lower-is-better one; links without it last)."""
     if sort_by == "metric":
-        return lambda r: -next((m.value for m in r[0].metrics if m.name == metric), float("-inf"))
+        sign = 1.0 if direction == "lower" else -1.0
+        return lambda r: next(((0, sign * m.value) for m in r[0].metrics if m.name == metric), (1, 0.0))
     keys: dict[str, Callable[[tuple[Link, str]], Any]] = {
         "date": lambda r: (r[0].created, r[0].id), "patch": lambda r: (r[0].patch, r[0].created),
         "state": lambda r: (r[1], r[0].created),
@@ -129,8 +131,10 @@ class LinkTable:
             if stale and state in ("fresh", "equivalent"):
                 continue
             rows.append((link, state))
-        rows.sort(key=_sort_key(sort_by, metric))
+        direction = next((m.direction for link, _ in rows for m in link.metrics if m.name == metric), "higher")
+        rows.sort(key=_sort_key(sort_by, metric, direction))
         self.rows: list[tuple[Link, str]] = rows
+        self.headline = store.headline()  # the metric shown when no --metric is given
         self.by_id = {link.id: link for link in links}
 
     def to_json(self) -> dict[str, Any]:

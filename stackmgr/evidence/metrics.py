@@ -52,6 +52,19 @@ def direction_for(name: str, unit: str) -> str:
     return "lower" if any(k in lowered for k in ("_ms", "latency", "ttft", "tpot", "itl", "e2el")) else "higher"
 
 
+def lead(metrics: list[Metric], headline: str | None) -> Metric | None:
+    """The metric a one-line view shows: the configured headline (`[evidence] headline`) when the link has it,
+    else its first, as recorded (for `vllm bench serve` JSON, request_throughput)."""
+    return next((m for m in metrics if m.name == headline), metrics[0] if metrics else None)
+
+
+def change(delta: float, direction: str) -> str:
+    """"better", "worse" or "same": what a difference from a reference value means for a metric."""
+    if delta == 0:
+        return "same"
+    return "better" if (delta < 0) == (direction == "lower") else "worse"
+
+
 def finite(value: str | float, what: str) -> float:
     """A metric value, refusing inf, nan and numbers too large for a float."""
     import math

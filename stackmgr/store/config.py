@@ -46,6 +46,7 @@ class Store:
         self.journal: Operation | None = None  # the operation recording this store's changes (journal.operation)
         self.unplaced: list[str] = []  # trees the shared config names with no path on this machine
         self.local_paths: dict[str, str] = {}  # what stackmgr.local.toml says, as written there
+        self.evidence: object = {}  # the config's [evidence] table, read by `headline()` (not on check's path)
 
     def write_file(self, path: str, data: bytes, *, durable: bool = True) -> None:
         """Replace a file of the store atomically, recorded by the operation in progress."""
@@ -91,6 +92,11 @@ class Store:
             known = ", ".join(sorted([*self.trees, *self.unplaced])) or "none yet"
             raise UsageProblem(f"unknown tree '{name}' (known: {known})", "add it with `stackmgr tree add NAME PATH`")
         return self.trees[name]
+
+    def headline(self) -> str | None:
+        """The metric `links`, `compare` and the report lead with (`[evidence] headline`); None: each link's
+        first metric, as recorded."""
+        return _headline(self.config_path, self.evidence)
 
     def knows(self, name: str) -> bool:
         """A tree of this store, whether or not it has a path on this machine."""
@@ -186,6 +192,7 @@ def load_store(root: str) -> Store:
                                      tuple(dict.fromkeys(results)))  # fmt: skip
     store = Store(root, config_path, trees, _limit(config_path, table))
     store.unplaced = unplaced
+    store.evidence = table.get("evidence", {})
     store.local_paths = {name: path for name, path in mine.items() if path is not None and name in shared}
     return store
 
@@ -195,6 +202,19 @@ def _limit(config_path: str, table: Table) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise StackmgrError(f"{config_path}: max_untracked_bytes must be a whole number of bytes")
     return value
+
+
+def _headline(config_path: str, evidence: object) -> str | None:
+    """`[evidence] headline`: a metric name, or None (each link's first metric leads, as recorded)."""
+    value = evidence.get("headline") if isinstance(evidence, dict) else ""
+    if value is None:
+        return None
+    name = value if isinstance(value, str) else ""
+    if not (0 < len(name) <= 100 and name.isascii() and (name[0].isalpha() or name[0] == "_")
+            and all(c.isalnum() or c in "_.:-" for c in name)):  # fmt: skip
+        raise StackmgrError(f"{config_path}: [evidence] headline must be a metric name, e.g. \"output_throughput\"",
+                            "fix the config")  # fmt: skip
+    return name
 
 
 def _tree_table(config_path: str, raw: object) -> dict[str, str | None]:

@@ -104,7 +104,9 @@ class Markup(ReportData):
         good = [k for k in effective(info.links) if self.states[k.id] in ("fresh", "equivalent") and k.metrics]
         if not good:
             return '<span class="muted">—</span>'
-        name = good[-1].metrics[0].name
+        configured = self.store.headline()
+        has = any(m.name == configured for k in good for m in k.metrics)
+        name = configured if configured is not None and has else good[-1].metrics[0].name
         best: tuple[float, Link, str, str] | None = None
         for link in good:
             for m in link.metrics:

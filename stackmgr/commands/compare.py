@@ -1,0 +1,151 @@
+"""`stackmgr compare LINK|PATCH…`: results side by side, each against the first of its run configuration.
+
+Results are grouped by run configuration (`evidence.compare.run_config`: model, request rate, concurrency,
+prompts); results of different configurations are never ranked against each other. In a group, the links of one
+patch are one result (repeats: mean ± stdev over them), and the first result is the reference the others' deltas
+are taken from, better or worse by each metric's direction.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from stackmgr.errors import UsageProblem
+from stackmgr.evidence.compare import CONFIG_KEYS, run_config
+from stackmgr.evidence.metrics import change
+from stackmgr.evidence.records import Link, load_links
+from stackmgr.evidence.states import effective
+from stackmgr.store.config import Store
+from stackmgr.store.names import valid_name
+
+
+@dataclass
+class Result:
+    """One column: the links of one patch measured with one configuration."""
+
+    patch: str
+    links: list[Link] = field(default_factory=list)
+
+
+@dataclass
+class Cell:
+    mean: float
+    stdev: float | None  # None for a single run
+    n: int
+    delta: float | None = None  # mean minus the reference's mean; None in the reference column
+    delta_pct: float | None = None  # None also when the reference is 0
+    change: str | None = None  # better / worse / same, by the metric's direction
+
+
+@dataclass
+class Row:
+    name: str
+    unit: str
+    direction: str
+    cells: list[Cell | None]  # one per result of the group, None where that result lacks the metric
+
+
+@dataclass
+class Group:
+    config: dict[str, str]
+    results: list[Result]
+    rows: list[Row] = field(default_factory=list)
+
+
+def resolve(store: Store, targets: list[str]) -> list[Link]:
+    """The links named: a link id is that link, a patch name its current links (not amended), oldest first."""
+    everything = load_links(store)
+    by_id = {link.id: link for link in everything}
+    by_patch: dict[str, list[Link]] = {}
+    for link in everything:
+        by_patch.setdefault(link.patch, []).append(link)
+    chosen: list[Link] = []
+    for target in targets:
+        name = target[: -len(".patch")] if target.endswith(".patch") else target
+        if target in by_id:
+            chosen.append(by_id[target])
+        elif name in by_patch:
+            chosen.extend(effective(by_patch[name]))
+        elif valid_name(name) and os.path.isfile(os.path.join(store.patches_dir, name + ".patch")):
+            raise UsageProblem(f"patch {name} has no links yet", f"record one with `stackmgr link {name} ARTIFACT…`")
+        else:
+            shown = target.encode("unicode_escape").decode("ascii")[:80]
+            raise UsageProblem(f"no link or patch named '{shown}'",
+                               "give link ids (`stackmgr links`) or patch names (`stackmgr series`)")  # fmt: skip
+    return list({link.id: link for link in chosen}.values())
+
+
+def _cell(values: list[float]) -> Cell:
+    """Mean and sample stdev; values near the float limit (metrics are finite) are scaled so neither overflows."""
+    try:
+        mean, stdev = statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+    except OverflowError:
+        mean, stdev = math.inf, None
+    if not math.isfinite(mean) or (stdev is not None and not math.isfinite(stdev)):
+        scale = max(abs(v) for v in values)
+        scaled = [v / scale for v in values]
+        mean = statistics.fmean(scaled) * scale
+        stdev = statistics.stdev(scaled) * scale if len(values) > 1 else None
+    return Cell(mean, stdev, len(values))
+
+
+def _rows(results: list[Result], headline: str | None) -> list[Row]:
+    names: dict[str, tuple[str, str]] = {}  # name -> (unit, direction) of its first appearance
+    for result in results:
+        for link in result.links:
+            for m in link.metrics:
+                names.setdefault(m.name, (m.unit, m.direction))
+    order = sorted(names, key=lambda n: n != headline)  # the headline first, the rest as they appear
+    rows = []
+    for name in order:
+        unit, direction = names[name]
+        cells: list[Cell | None] = []
+        for result in results:
+            values = [m.value for link in result.links for m in link.metrics if m.name == name]
+            cells.append(_cell(values) if values else None)
+        ref = cells[0]
+        for cell in cells[1:]:
+            if cell is not None and ref is not None:
+                delta = cell.mean - ref.mean
+                cell.change = change(delta, direction)
+                cell.delta = delta if math.isfinite(delta) else None  # two values near the float limit
+                pct = delta / abs(ref.mean) * 100 if ref.mean else math.inf
+                cell.delta_pct = pct if math.isfinite(pct) else None
+        rows.append(Row(name, unit, direction, cells))
+    return rows
+
+
+class Comparison:
+    """The groups `compare` shows, each with its results in the order named and its metric rows."""
+
+    def __init__(self, store: Store, targets: list[str]) -> None:
+        links = resolve(store, targets)
+        self.headline = store.headline()
+        groups: dict[tuple[tuple[str, str], ...], Group] = {}
+        for link in links:
+            config = run_config(store, link)
+            group = groups.setdefault(tuple(sorted(config.items())), Group(config, []))
+            result = next((r for r in group.results if r.patch == link.patch), None)
+            if result is None:
+                result = Result(link.patch)
+                group.results.append(result)
+            result.links.append(link)
+        for group in groups.values():
+            group.rows = _rows(group.results, self.headline)
+        self.groups = list(groups.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": 1, "headline": self.headline, "groups": [{
+            "config": {key: group.config.get(key) for key in CONFIG_KEYS},
+            "results": [{"patch": r.patch, "links": [link.id for link in r.links], "n": len(r.links),
+                         "reference": i == 0} for i, r in enumerate(group.results)],
+            "metrics": [{"name": row.name, "unit": row.unit, "direction": row.direction, "values": [
+                {"patch": r.patch, "mean": c.mean if c else None, "stdev": c.stdev if c else None,
+                 "n": c.n if c else 0, "delta": c.delta if c else None, "delta_pct": c.delta_pct if c else None,
+                 "change": c.change if c else None} for r, c in zip(group.results, row.cells, strict=True)]}
+                for row in group.rows],
+        } for group in self.groups]}  # fmt: skip

@@ -1,0 +1,67 @@
+"""The run configuration of a result: what must be equal for two results to be ranked against each other.
+
+A result's configuration is the model, request rate, concurrency limit and number of prompts it was measured
+with, read from the link's `vllm bench serve --save-result` JSON artifact (the file holds them beside the
+metrics). A link record that carries a run table of its own (`link.config`) is read first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+
+from stackmgr.evidence.records import Link
+from stackmgr.store.config import Store
+
+# `vllm bench serve --save-result` keys that say how a run was driven, in the order a header names them.
+CONFIG_KEYS = ("model_id", "request_rate", "max_concurrency", "num_prompts")
+
+
+def run_config(store: Store, link: Link) -> dict[str, str]:
+    """{key: value as text} of CONFIG_KEYS that the link's run recorded; {} when it recorded none (a result with
+    no vllm bench JSON: a log, a hand-given --metric)."""
+    recorded = getattr(link, "config", None)
+    if isinstance(recorded, Mapping):
+        found = _known(recorded)
+        if found:
+            return found
+    for path in _json_artifacts(link):
+        doc = _read_json(path if os.path.isabs(path) else os.path.join(store.root, path))
+        if isinstance(doc, dict) and any(key in doc for key in CONFIG_KEYS):
+            return _known(doc)
+    return {}
+
+
+def _known(table: Mapping[str, object]) -> dict[str, str]:
+    return {key: _text(table[key]) for key in CONFIG_KEYS if table.get(key) is not None}
+
+
+def _json_artifacts(link: Link) -> list[str]:
+    """The artifacts a JSON pointer metric was read from, then any other `.json` artifact: a log is never read."""
+    sources = [m.source["artifact"] for m in link.metrics if "pointer" in m.source and m.source.get("artifact")]
+    named = [a.path for a in link.artifacts if a.path.lower().endswith(".json")]
+    return list(dict.fromkeys(sources + named))
+
+
+def _read_json(path: str) -> object:
+    """The parsed file, or None when it is missing, unreadable or not JSON (its link reads as broken)."""
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _text(value: object) -> str:
+    """A configuration value as a header shows it and as groups compare it: 1.0 and 1 are the same rate."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return repr(value)
+    if isinstance(value, (int, str)):
+        return str(value)
+    return json.dumps(value, sort_keys=True)
