@@ -7,8 +7,9 @@ Pages, all linked relatively so the directory works from file:// and can be copi
   the patches in no series (`index_page`);
 - `patches/<name>.html`: header, description, diffstat, the diff, and beside it the evidence timeline (`patch_page`,
   `diff`);
-- `artifacts/<slug>.html`: which links cite a result file, whether it still verifies, a preview of its text
-  (`artifact_page`);
+- `artifacts/<slug>.html`: which links cite a result file, whether it still verifies, a preview of its text: the
+  first 100 and the last 200 lines of a long log, error lines (Traceback, `…Error`, FAILED, Killed) marked and
+  listed at the top with links to them (`artifact_page`);
 - `results.html`: every link and every artifact in one table each (`results_page`);
 - `graveyard.html`: rejected and do-not-revive lanes with their lessons, filtered client-side by a search box
   (`graveyard_page`).
