@@ -50,6 +50,7 @@ def test_long_log_shows_head_and_tail_with_error_lines_listed(ev: Lab, tmp_path:
     assert [r[0] for r in rows] == [f"L{n}" for n in range(1, 101)] + ["omit"] + [f"L{n}" for n in range(1801, 2001)]
     assert rows[100] == ("omit", "… 1,700 lines omitted …")
     assert [r[0] for r in rows if r[1] == "err"] == ["L50", "L1997", "L2000"]
+    assert [r[0] for r in rows if r[1] == "tb"] == ["L1998", "L1999"], "the traceback's frames are marked too"
     assert '<td class="code">RuntimeError: CUDA error: an illegal memory access was encountered</td>' in page
     jumps = re.findall(r'<li><a href="#(L\d+)">line (\d+)</a> <span class="mono">([^<]*)</span></li>', page)
     assert jumps == [("L50", "50", "FAILED warmup check: json gate 3/8"), ("L1997", "1997", CRASH_END[0]),

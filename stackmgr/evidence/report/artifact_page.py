@@ -56,11 +56,11 @@ class ArtifactPage(Markup):
             errors = [(n, line) for n, line in top + end if ERROR_LINE.search(line)]
             if errors:
                 body.append(self.error_jumps(errors))
-            rows_html = "".join(self.preview_row(n, line) for n, line in top)
+            rows_html = self.preview_rows(top)
             if omitted:
                 rows_html += (f'<tr class="omit"><td class="ln">⋮</td><td class="code">… {omitted:,} lines omitted …'
                               "</td></tr>")  # fmt: skip
-            rows_html += "".join(self.preview_row(n, line) for n, line in end)
+            rows_html += self.preview_rows(end)
             body.append(f'<section class="file"><div class="fname"><span class="mono">{e(art.path)}</span></div>'
                         f'<div class="scroll"><table class="diff preview"><tbody>{rows_html}</tbody></table></div>'
                         "</section>")  # fmt: skip
@@ -72,9 +72,16 @@ class ArtifactPage(Markup):
             body.append(f'<p class="muted">{e(art.preview or "empty file")}</p>')
         return self.frame(here, art.path, "results", "".join(body))
 
-    def preview_row(self, n: int, line: str) -> str:
-        err = ' class="err"' if ERROR_LINE.search(line) else ""
-        return f'<tr id="L{n}"{err}><td class="ln">{n}</td><td class="code">{e(line)}</td></tr>'
+    def preview_rows(self, lines: list[tuple[int, str]]) -> str:
+        """Numbered rows, each with its anchor; error lines marked, and the frames of a Python traceback too."""
+        out = []
+        in_traceback = False
+        for n, line in lines:
+            in_traceback = in_traceback and line[:1] in (" ", "\t")
+            kind = ' class="err"' if ERROR_LINE.search(line) else (' class="tb"' if in_traceback else "")
+            out.append(f'<tr id="L{n}"{kind}><td class="ln">{n}</td><td class="code">{e(line)}</td></tr>')
+            in_traceback = in_traceback or line.lstrip().startswith("Traceback (most recent call last)")
+        return "".join(out)
 
     def error_jumps(self, errors: list[tuple[int, str]]) -> str:
         """Links to the error lines shown: all of them, or the first few and the last ones."""

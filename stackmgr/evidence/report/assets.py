@@ -157,6 +157,7 @@ tr.add .sign{color:var(--green)}tr.del .sign{color:var(--red)}
 table.preview td.code{white-space:pre-wrap;word-break:break-all}
 tr.err td.code{background:var(--red-bg);color:var(--red)}
 tr.err td.ln{background:var(--red-bg);color:var(--red);opacity:1}
+tr.tb td.code{background:var(--del)}tr.tb td.ln{background:var(--del)}
 tr.omit td{background:var(--soft);color:var(--muted);font-style:italic;padding:.25rem .6rem}
 table.preview tr:target td{background:var(--hunk);box-shadow:inset 3px 0 0 var(--accent)}
 ul.jumps{list-style:none;margin:.3rem 0 .9rem;padding:.45rem .75rem;background:var(--panel);

@@ -8,8 +8,8 @@ Pages, all linked relatively so the directory works from file:// and can be copi
 - `patches/<name>.html`: header, description, diffstat, the diff, and beside it the evidence timeline (`patch_page`,
   `diff`);
 - `artifacts/<slug>.html`: which links cite a result file, whether it still verifies, a preview of its text: the
-  first 100 and the last 200 lines of a long log, error lines (Traceback, `…Error`, FAILED, Killed) marked and
-  listed at the top with links to them (`artifact_page`);
+  first 100 and the last 200 lines of a long log, error lines (Traceback, `…Error`, FAILED, Killed) and a Python
+  traceback's frames marked, the error lines listed at the top with links to them (`artifact_page`);
 - `results.html`: every link and every artifact in one table each (`results_page`);
 - `graveyard.html`: rejected and do-not-revive lanes with their lessons, filtered client-side by a search box
   (`graveyard_page`).
