@@ -88,10 +88,10 @@ Artifacts: {probe}
 
 ## Open experiments
 
-| patch | tree | what | verdict | latest numbers | gates | measured |
-| --- | --- | --- | --- | --- | --- | --- |
+| patch | tree | what | verdict | latest numbers | gates | measured | evidence |
+| --- | --- | --- | --- | --- | --- | --- | --- |
 | `replay-fix` | `vllm` | replay fix | inconclusive | `mean_ttft_ms` 41.2 ms |   | {opened} · Jane Doe · \
-`{ids["open"]}` ({probe_state}) |
+`{ids["open"]}` ({probe_state}) | {probe} |
 """
 
 
@@ -117,7 +117,7 @@ def test_lessons_page_reads_back_as_the_records_say(ev: Lab, lessons: dict[str, 
                                                                           "stackmgr link", "replay-probe"]  # fmt: skip
     assert [t.attrs["href"] for t in inline if t.type == "link_open"] == [
         "#failed-paths", "#patches-worth-remembering", "#open-experiments", "results/probe.log",
-        "results/bench.json"], "lessons.md at the store's top: links relative to it"  # fmt: skip
+        "results/bench.json", "results/probe.log"], "lessons.md at the store's top: links relative to it"  # fmt: skip
     emphasis = [t.type for t in inline if t.type in ("em_open", "strong_open")]
     assert emphasis == ["strong_open"], "only the verdict is bold"
     quote = tokens.index(next(t for t in tokens if t.type == "blockquote_open"))
@@ -128,7 +128,7 @@ def test_lessons_page_reads_back_as_the_records_say(ev: Lab, lessons: dict[str, 
     rows = [[tokens[j + 1].content for j in range(i, len(tokens)) if tokens[j].type in ("td_open", "th_open")
              and j < next(k for k in range(i, len(tokens)) if tokens[k].type == "tr_close")] for i, t in
             enumerate(tokens) if t.type == "tr_open"]  # fmt: skip
-    assert [len(r) for r in rows] == [3, 3, 3, 8, 8, 7, 7]
+    assert [len(r) for r in rows] == [3, 3, 3, 8, 8, 8, 8]
     assert rows[1] == ["`output_throughput`", "101.5 tok/s", "+3.2% (+3.1), better"]
 
 

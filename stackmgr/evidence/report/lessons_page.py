@@ -133,14 +133,17 @@ class LessonsPage(Markup):
         for info in infos:
             current = effective(info.links)
             latest = next((k for k in reversed(current) if k.metrics), current[-1])
-            shown = [f"{md.code(m.name, cell=True)} {self._value(m)}" + (f" ({d})" if (d := self._delta(latest, m))
-                     else "") for m in latest.metrics[:INLINE_METRICS]]  # fmt: skip
+            shown = []
+            for m in latest.metrics[:INLINE_METRICS]:
+                delta = self._delta(latest, m, short=True)
+                shown.append(f"{md.code(m.name, cell=True)} {self._value(m)}" + (f" ({delta})" if delta else ""))
             if len(latest.metrics) > INLINE_METRICS:
                 shown.append(f"and {len(latest.metrics) - INLINE_METRICS} more")
+            evidence = ", ".join(self._artifact(a, cell=True) for a in latest.artifacts)
             rows.append([md.code(info.name, cell=True), md.code(info.tree, cell=True), md.text(info.subject),
                          md.text(current[-1].verdict), "; ".join(shown) or "—", self._gates(latest.gates),
-                         self._signed(latest, cell=True)])  # fmt: skip
-        head = ["patch", "tree", "what", "verdict", "latest numbers", "gates", "measured"]
+                         self._signed(latest, cell=True), evidence])  # fmt: skip
+        head = ["patch", "tree", "what", "verdict", "latest numbers", "gates", "measured", "evidence"]
         return [*md.table(head, rows), ""]
 
     # --- pieces -----------------------------------------------------------------------------------------------
@@ -154,13 +157,16 @@ class LessonsPage(Markup):
     def _value(self, m: Metric) -> str:
         return md.text(num(m.value) + (f" {m.unit}" if m.unit else ""))
 
-    def _delta(self, link: Link, m: Metric) -> str:
+    def _delta(self, link: Link, m: Metric, short: bool = False) -> str:
+        """The change against the link's baseline, better or worse by the metric's direction: `+9.5% (+9.37),
+        better`, or `+9.5%, better` when `short`."""
         found = self.baseline_of(link, m.name)
         if found is None:
             return ""
         diff = m.value - found[1]
         tone = "same" if diff == 0 else ("better" if (diff > 0) == (m.direction != "lower") else "worse")
-        return md.text(f"{percent(diff, found[1])} ({diff:+.4g}), {tone}")
+        exact = "" if short else f" ({diff:+.4g})"
+        return md.text(f"{percent(diff, found[1])}{exact}, {tone}")
 
     def _gates(self, gates: list[Gate]) -> str:
         return ", ".join(f"{md.code(g.name, cell=True)} {md.text(g.status + (f' ({g.detail})' if g.detail else ''))}"
