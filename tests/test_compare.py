@@ -139,13 +139,15 @@ def test_run_config_reads_the_link_run_table_first_then_its_json_artifact(ev: La
     lid = link_id(ev, "replay-fix", "results/probe.log", "--from-json", str(outside))
     store = load_store(str(ev.store))
     (link,) = load_links(store, "replay-fix")
-    assert link.id == lid and link.artifacts[1].path == str(outside), "recorded absolute"
+    assert link.id == lid and link.artifacts[1].origin == str(outside), "copied into the store, its origin kept"
     assert run_config(store, link) == {"model_id": "m", "request_rate": "inf", "num_prompts": "1000"}
-    link.config = {"model_id": "from-run", "request_rate": 2.5, "host": "gpu-7"}  # type: ignore[attr-defined]
+    link.run = {"config": {"model_id": "from-run", "request_rate": 2.5, "host": "gpu-7"}}
     assert run_config(store, link) == {"model_id": "from-run", "request_rate": "2.5"}
-    link.config = {}  # type: ignore[attr-defined]
+    link.run = {"config": {}}
     assert run_config(store, link)["model_id"] == "m", "an empty run table: the artifact says"
     outside.unlink()
+    assert run_config(store, link)["model_id"] == "m", "the copy travels: the original gone, the copy says"
+    (ev.store / link.artifacts[1].path).unlink()
     assert run_config(store, link) == {}, "a missing artifact: not recorded (the link reads as broken)"
 
 

@@ -1,4 +1,5 @@
-"""`stackmgr report -o DIR`: the static HTML site of series, patches, evidence and the graveyard."""
+"""`stackmgr report -o DIR` and `--markdown FILE`: the static HTML site of series, patches, evidence and the
+graveyard; the lab's lessons page as Markdown."""
 
 from __future__ import annotations
 
@@ -12,19 +13,33 @@ from stackmgr.store.config import open_store
 
 
 @click.command("report")
-@click.option("-o", "--output", "out_dir", required=True, metavar="DIR",
+@click.option("-o", "--output", "out_dir", metavar="DIR",
               help="Directory to write the site into (new, empty, or an earlier report).")  # fmt: skip
+@click.option("--markdown", "markdown", metavar="FILE",
+              help="Write the lessons page as Markdown: failed paths, patches worth remembering, open experiments.")
 @json_option()
 @pass_context
-def report_cmd(ctx: Context, out_dir: str) -> None:
-    """Write a static HTML site: series, patches (diff beside evidence), results, the graveyard of lessons."""
+def report_cmd(ctx: Context, out_dir: str | None, markdown: str | None) -> None:
+    """Write a static HTML site (series, patches with diff beside evidence, results, the graveyard of lessons),
+    the lessons page as Markdown, or both."""
+    from stackmgr.errors import UsageProblem
     from stackmgr.evidence.report.site import write_report
 
+    if out_dir is None and markdown is None:
+        raise UsageProblem("report needs -o DIR, --markdown FILE, or both",
+                           "e.g. `stackmgr report -o /tmp/lab-report --markdown /tmp/lessons.md`")  # fmt: skip
     store = open_store(ctx.store)
     with output.activity("writing the report"):
-        target, site = write_report(store, out_dir)
+        written = write_report(store, out_dir, markdown)
+    site, lessons = written.site, written.lessons
     if ctx.json:
-        output.emit_json({"schema": 1, "dir": target, "pages": site.html_pages, "patches": site.patches,
-                          "links": site.links})  # fmt: skip
+        counts = {"failed": lessons.failed, "remembered": lessons.remembered, "open": lessons.open} if lessons else None
+        output.emit_json({"schema": 1, "dir": written.dir, "pages": site.html_pages if site else [],
+                          "patches": written.patches, "links": written.links, "markdown": written.markdown,
+                          "lessons": counts})  # fmt: skip
         return
-    output.out(f"wrote report: {os.path.join(out_dir, 'index.html')} ({site.patches} patches, {site.links} links)")
+    if site is not None and out_dir is not None:
+        output.out(f"wrote report: {os.path.join(out_dir, 'index.html')} ({site.patches} patches, {site.links} links)")
+    if lessons is not None:
+        output.out(f"wrote lessons: {markdown} ({lessons.failed} failed paths, {lessons.remembered} worth "
+                   f"remembering, {lessons.open} open)")  # fmt: skip

@@ -22,7 +22,7 @@ CONFIG_KEYS = ("model_id", "request_rate", "max_concurrency", "num_prompts")
 def run_config(store: Store, link: Link) -> dict[str, str]:
     """{key: value as text} of CONFIG_KEYS that the link's run recorded; {} when it recorded none (a result with
     no vllm bench JSON: a log, a hand-given --metric)."""
-    recorded = getattr(link, "config", None)
+    recorded = link.run.get("config")  # what `stackmgr run` recorded
     if isinstance(recorded, Mapping):
         found = _known(recorded)
         if found:
@@ -41,7 +41,7 @@ def _known(table: Mapping[str, object]) -> dict[str, str]:
 def _json_artifacts(link: Link) -> list[str]:
     """The artifacts a JSON pointer metric was read from, then any other `.json` artifact: a log is never read."""
     sources = [m.source["artifact"] for m in link.metrics if "pointer" in m.source and m.source.get("artifact")]
-    named = [a.path for a in link.artifacts if a.path.lower().endswith(".json")]
+    named = [a.path for a in link.artifacts if (a.origin or a.path).lower().endswith(".json")]  # a copy by its origin
     return list(dict.fromkeys(sources + named))
 
 

@@ -1,11 +1,18 @@
-"""`artifacts/<slug>.html`: which links cite a result file, whether it still verifies, a preview of its text."""
+"""`artifacts/<slug>.html`: which links cite a result file, whether it still verifies, a preview of its text: the
+head and the tail of a long log (a crash log says what went wrong at its end), its error lines marked and listed."""
 
 from __future__ import annotations
+
+import re
 
 from stackmgr.evidence.report.markup import Markup, e, size_label, when
 from stackmgr.evidence.report.model import ArtifactInfo
 
-PREVIEW_LINES = 200
+HEAD_LINES = 100
+TAIL_LINES = 200
+JUMPS = 20  # error lines listed at the top: the first few and the last ones
+ERROR_LINE = re.compile(r"Traceback \(most recent call last\)|\b\w*Error\b|\bERROR\b|\berror:|\bFAILED\b|"
+                        r"\bCUDA error\b|\bKilled\b|Segmentation fault|core dumped")  # fmt: skip
 
 
 class ArtifactPage(Markup):
@@ -45,15 +52,60 @@ class ArtifactPage(Markup):
             if art.current not in recorded:
                 body.append('<p class="note bad">The file changed after it was linked: this is its content now, '
                             "not what was measured.</p>")  # fmt: skip
-            lines = art.text.removesuffix("\n").split("\n")
-            shown = lines[:PREVIEW_LINES]
-            rows_html = "".join(f'<tr><td class="ln">{n}</td><td class="code">{e(line)}</td></tr>'
-                                for n, line in enumerate(shown, 1))  # fmt: skip
+            top, omitted, end = excerpt(art)
+            errors = [(n, line) for n, line in top + end if ERROR_LINE.search(line)]
+            if errors:
+                body.append(self.error_jumps(errors))
+            rows_html = self.preview_rows(top)
+            if omitted:
+                rows_html += (f'<tr class="omit"><td class="ln">⋮</td><td class="code">… {omitted:,} lines omitted …'
+                              "</td></tr>")  # fmt: skip
+            rows_html += self.preview_rows(end)
             body.append(f'<section class="file"><div class="fname"><span class="mono">{e(art.path)}</span></div>'
                         f'<div class="scroll"><table class="diff preview"><tbody>{rows_html}</tbody></table></div>'
                         "</section>")  # fmt: skip
-            if len(lines) > PREVIEW_LINES or art.truncated:
-                body.append(f'<p class="muted">first {len(shown)} lines shown</p>')
+            if omitted:
+                total = len(top) + omitted + len(end)
+                body.append(f'<p class="muted">the first {len(top):,} and the last {len(end):,} of {total:,} lines '
+                            "shown</p>")  # fmt: skip
         else:
             body.append(f'<p class="muted">{e(art.preview or "empty file")}</p>')
         return self.frame(here, art.path, "results", "".join(body))
+
+    def preview_rows(self, lines: list[tuple[int, str]]) -> str:
+        """Numbered rows, each with its anchor; error lines marked, and the frames of a Python traceback too."""
+        out = []
+        in_traceback = False
+        for n, line in lines:
+            in_traceback = in_traceback and line[:1] in (" ", "\t")
+            kind = ' class="err"' if ERROR_LINE.search(line) else (' class="tb"' if in_traceback else "")
+            out.append(f'<tr id="L{n}"{kind}><td class="ln">{n}</td><td class="code">{e(line)}</td></tr>')
+            in_traceback = in_traceback or line.lstrip().startswith("Traceback (most recent call last)")
+        return "".join(out)
+
+    def error_jumps(self, errors: list[tuple[int, str]]) -> str:
+        """Links to the error lines shown: all of them, or the first few and the last ones."""
+        first = JUMPS // 4
+        shown = errors if len(errors) <= JUMPS else errors[:first] + errors[first - JUMPS :]
+        items = []
+        for i, (n, line) in enumerate(shown):
+            if i == first and len(errors) > JUMPS:
+                items.append(f'<li class="muted">… {len(errors) - JUMPS} more …</li>')
+            items.append(f'<li><a href="#L{n}">line {n}</a> <span class="mono">{e(line.strip()[:160])}</span></li>')
+        return (f'<p class="note bad">{len(errors)} error line{"s" if len(errors) != 1 else ""} shown below:</p>'
+                f'<ul class="jumps">{"".join(items)}</ul>')
+
+
+def excerpt(art: ArtifactInfo) -> tuple[list[tuple[int, str]], int, list[tuple[int, str]]]:
+    """(head lines, how many lines are left out, tail lines), each line with its 1-based number."""
+    lines = art.text.removesuffix("\n").split("\n")
+    if art.truncated:
+        tail = art.tail.removesuffix("\n").split("\n")[-TAIL_LINES:] if art.tail else []
+        total = art.lines
+    elif len(lines) <= HEAD_LINES + TAIL_LINES:
+        return list(enumerate(lines, 1)), 0, []
+    else:
+        tail, total = lines[-TAIL_LINES:], len(lines)
+    head = lines[:HEAD_LINES]
+    first_tail = total - len(tail) + 1
+    return list(enumerate(head, 1)), total - len(head) - len(tail), list(enumerate(tail, first_tail))

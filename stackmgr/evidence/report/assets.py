@@ -155,6 +155,14 @@ tr.nonl td.code{color:var(--muted);font-style:italic}
 tr.add .sign{color:var(--green)}tr.del .sign{color:var(--red)}
 .cr{color:var(--orange)}
 table.preview td.code{white-space:pre-wrap;word-break:break-all}
+tr.err td.code{background:var(--red-bg);color:var(--red)}
+tr.err td.ln{background:var(--red-bg);color:var(--red);opacity:1}
+tr.tb td.code{background:var(--del)}tr.tb td.ln{background:var(--del)}
+tr.omit td{background:var(--soft);color:var(--muted);font-style:italic;padding:.25rem .6rem}
+table.preview tr:target td{background:var(--hunk);box-shadow:inset 3px 0 0 var(--accent)}
+ul.jumps{list-style:none;margin:.3rem 0 .9rem;padding:.45rem .75rem;background:var(--panel);
+border:1px solid var(--line);border-left:4px solid var(--red);border-radius:8px;font-size:.88em}
+ul.jumps li{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}ul.jumps a{display:inline-block;min-width:5.5em}
 .card{background:var(--panel);border:1px solid var(--line);border-left:4px solid var(--grey);border-radius:8px;
 padding:.6rem .8rem;margin:0 0 .8rem;font-size:.9em}
 .card.c-fresh{border-left-color:var(--green)}.card.c-equivalent{border-left-color:var(--teal)}

@@ -38,6 +38,11 @@ def num(value: float) -> str:
     return f"{value:.6g}"
 
 
+def percent(diff: float, ref: float) -> str:
+    """A change against a reference value: +9.5%, or the plain difference when the reference is 0."""
+    return f"{diff / abs(ref) * 100:+.1f}%" if ref else f"{diff:+.4g}"
+
+
 def size_label(n: int | None) -> str:
     if n is None:
         return ""
@@ -67,17 +72,22 @@ class Markup(ReportData):
             for g in link.gates
         )
 
-    def delta(self, link: Link, name: str, value: float, direction: str) -> str:
+    def baseline_of(self, link: Link, name: str) -> tuple[Link, float] | None:
+        """The link's baseline record and its value of metric `name`, when both are there."""
         base = self.by_id.get(link.baseline)
         if base is None:
-            return ""
+            return None
         ref = next((m.value for m in base.metrics if m.name == name), None)
-        if ref is None:
+        return None if ref is None else (base, ref)
+
+    def delta(self, link: Link, name: str, value: float, direction: str) -> str:
+        found = self.baseline_of(link, name)
+        if found is None:
             return ""
+        base, ref = found
         diff = value - ref
-        pct = f"{diff / abs(ref) * 100:+.1f}%" if ref else f"{diff:+.4g}"
         tone = "flat" if diff == 0 else ("good" if (diff > 0) == (direction != "lower") else "bad")
-        return (f'<span class="delta {tone}" title="vs {e(base.id)}: {e(num(ref))}">{e(pct)}'
+        return (f'<span class="delta {tone}" title="vs {e(base.id)}: {e(num(ref))}">{e(percent(diff, ref))}'
                 f' <span class="abs">({diff:+.4g})</span></span>')  # fmt: skip
 
     def metric_inline(self, link: Link, m: Metric) -> str:
@@ -99,26 +109,33 @@ class Markup(ReportData):
         info = self.patches[link.patch]
         return f'<a class="mono lid" href="{self.href(here, info.page, link.id)}">{e(link.id)}</a>'
 
-    def headline(self, info: PatchInfo) -> str:
-        """The best value of the headline metric among links whose evidence holds (fresh or equivalent)."""
+    def best_headline(self, info: PatchInfo) -> tuple[Link, Metric] | None:
+        """The best value of the headline metric (the first metric of the newest link with metrics) among links
+        whose evidence holds (fresh or equivalent): that link and metric."""
         good = [k for k in effective(info.links) if self.states[k.id] in ("fresh", "equivalent") and k.metrics]
         if not good:
-            return '<span class="muted">—</span>'
+            return None
         configured = self.store.headline()
         has = any(m.name == configured for k in good for m in k.metrics)
         name = configured if configured is not None and has else good[-1].metrics[0].name
-        best: tuple[float, Link, str, str] | None = None
+        best: tuple[Link, Metric] | None = None
         for link in good:
             for m in link.metrics:
                 if m.name != name:
                     continue
-                better = best is None or (m.value < best[0] if m.direction == "lower" else m.value > best[0])
-                if better:
-                    best = (m.value, link, m.unit, m.direction)
-        assert best is not None
-        value, link, unit, direction = best
-        return (f'<span class="metric"><span class="mname">{e(name)}</span> <b>{e(num(value))}</b>'
-                f'{(" " + e(unit)) if unit else ""} {self.delta(link, name, value, direction)}</span>')  # fmt: skip
+                top = best[1].value if best else None
+                if top is None or (m.value < top if m.direction == "lower" else m.value > top):
+                    best = (link, m)
+        return best
+
+    def headline(self, info: PatchInfo) -> str:
+        best = self.best_headline(info)
+        if best is None:
+            return '<span class="muted">—</span>'
+        link, m = best
+        unit = f" {e(m.unit)}" if m.unit else ""
+        return (f'<span class="metric"><span class="mname">{e(m.name)}</span> <b>{e(num(m.value))}</b>{unit} '
+                f"{self.delta(link, m.name, m.value, m.direction)}</span>")  # fmt: skip
 
     def state_badges(self, info: PatchInfo) -> str:
         counts: dict[str, int] = {}

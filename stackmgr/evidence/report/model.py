@@ -11,6 +11,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence.records import Artifact, Link, load_links
@@ -55,7 +56,9 @@ class ArtifactInfo:
     size: int | None = None
     text: str = ""  # decoded head of the file, for the preview and for "which diff files does it mention"
     preview: str = ""  # why there is no preview, when there is none
-    truncated: bool = False
+    truncated: bool = False  # the file is longer than PREVIEW_BYTES: `text` is its head, `tail` its end
+    tail: str = ""  # the whole lines of its last PREVIEW_BYTES (where a crash log says what went wrong)
+    lines: int = 0  # how many lines the whole file has (when truncated)
     private: bool = False  # outside the store and not what was linked: its hash and size are not published
 
 
@@ -177,15 +180,20 @@ class ReportData:
         try:
             with open(full, "rb") as f:
                 head = f.read(PREVIEW_BYTES + 1)
+                info.truncated = len(head) > PREVIEW_BYTES
+                head, tail = head[:PREVIEW_BYTES], b""
+                if info.truncated:
+                    tail, info.lines = _tail_and_lines(f, head)
         except OSError as exc:
             info.preview = f"cannot read it: {exc.strerror}"
             return
-        info.truncated = len(head) > PREVIEW_BYTES
-        head = head[:PREVIEW_BYTES]
         text = _text_of(head, info.truncated)
         if text is None:
             info.preview = "binary file: no preview"
             return
+        if info.truncated:
+            text = text[: text.rfind("\n") + 1] or text  # whole lines, unless it is all one line
+            info.tail = tail.decode("utf-8", "replace")
         if info.path.endswith(".json") and not info.truncated and len(head) <= JSON_PRETTY_BYTES:
             try:
                 text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
@@ -225,6 +233,28 @@ def _read_regular(path: str) -> bytes | None:
             return f.read()
     except OSError:
         return None
+
+
+def _tail_and_lines(f: BinaryIO, head: bytes) -> tuple[bytes, int]:
+    """The whole lines of the file's last PREVIEW_BYTES after its head, and how many lines the whole file has
+    (newlines counted in chunks: as cheap as the hash already taken)."""
+    end = f.seek(0, os.SEEK_END)
+    start = max(len(head), end - PREVIEW_BYTES)
+    newlines = head.count(b"\n")
+    f.seek(len(head))
+    while f.tell() < start:
+        newlines += f.read(min(1 << 20, start - f.tell())).count(b"\n")
+    if start > len(head):
+        f.seek(start - 1)
+        before = f.read(1)
+    else:
+        before = head[-1:]
+    tail = f.read()
+    newlines += tail.count(b"\n")
+    lines = newlines + (0 if (tail or head).endswith(b"\n") else 1)
+    if before != b"\n":
+        tail = tail[tail.find(b"\n") + 1 :] if b"\n" in tail else b""  # a line cut by the start: not shown
+    return tail, lines
 
 
 def _text_of(head: bytes, truncated: bool) -> str | None:

@@ -7,11 +7,15 @@ Pages, all linked relatively so the directory works from file:// and can be copi
   the patches in no series (`index_page`);
 - `patches/<name>.html`: header, description, diffstat, the diff, and beside it the evidence timeline (`patch_page`,
   `diff`);
-- `artifacts/<slug>.html`: which links cite a result file, whether it still verifies, a preview of its text
-  (`artifact_page`);
+- `artifacts/<slug>.html`: which links cite a result file, whether it still verifies, a preview of its text: the
+  first 100 and the last 200 lines of a long log, error lines (Traceback, `…Error`, FAILED, Killed) and a Python
+  traceback's frames marked, the error lines listed at the top with links to them (`artifact_page`);
 - `results.html`: every link and every artifact in one table each (`results_page`);
 - `graveyard.html`: rejected and do-not-revive lanes with their lessons, filtered client-side by a search box
   (`graveyard_page`).
+
+`report --markdown FILE` writes the lessons page (`lessons_page`) from the same gathered data, alone or beside the
+site; FILE is replaced atomically.
 
 Stdlib only: everything is escaped with `html.escape`, no external assets. Each page carries a
 Content-Security-Policy that runs no script at all, except the graveyard's own (allowed by its hash), so even a
@@ -24,22 +28,25 @@ from __future__ import annotations
 
 import os
 import posixpath
+from dataclasses import dataclass
 
 from stackmgr.errors import StackmgrError
 from stackmgr.evidence.report.artifact_page import ArtifactPage
 from stackmgr.evidence.report.graveyard_page import GraveyardPage
 from stackmgr.evidence.report.index_page import IndexPage
+from stackmgr.evidence.report.lessons_page import LessonCounts, LessonsPage
 from stackmgr.evidence.report.model import Site
 from stackmgr.evidence.report.patch_page import PatchPage
 from stackmgr.evidence.report.results_page import ResultsPage
 from stackmgr.store.config import Store
+from stackmgr.store.fs import atomic_write
 
 MARKER = ".stackmgr-report"
 MARKER_HEAD = "stackmgr report v1"
 
 
-class Report(IndexPage, PatchPage, ArtifactPage, ResultsPage, GraveyardPage):
-    """The whole site: the store's data gathered once, and a page builder for each kind of page."""
+class Report(IndexPage, PatchPage, ArtifactPage, ResultsPage, GraveyardPage, LessonsPage):
+    """The whole site and the lessons page: the store's data gathered once, and a builder for each kind of page."""
 
     def build(self) -> Site:
         from stackmgr import output
@@ -60,14 +67,17 @@ class Report(IndexPage, PatchPage, ArtifactPage, ResultsPage, GraveyardPage):
         return Site(pages, len(self.patches), len(self.links))
 
 
-def check_target(store: Store, out_dir: str) -> str:
-    """The absolute output directory, refusing one that is not ours to fill."""
-    target = os.path.abspath(out_dir)
-    real = os.path.realpath(target)
+def _outside_store_data(store: Store, given: str, real: str) -> None:
     for sub in ("patches", "series", "links", ".stackmgr"):
         guarded = os.path.realpath(os.path.join(store.root, sub))
         if os.path.commonpath([guarded, real]) == guarded:
-            raise StackmgrError(f"{out_dir} is inside the store's {sub}/", "write the report somewhere else")
+            raise StackmgrError(f"{given} is inside the store's {sub}/", "write the report somewhere else")
+
+
+def check_target(store: Store, out_dir: str) -> str:
+    """The absolute output directory, refusing one that is not ours to fill."""
+    target = os.path.abspath(out_dir)
+    _outside_store_data(store, out_dir, os.path.realpath(target))
     if os.path.lexists(target) and not os.path.isdir(target):
         raise StackmgrError(f"{out_dir} exists and is not a directory", "pick a new directory for the report")
     if os.path.isdir(target):
@@ -132,9 +142,42 @@ def write_site(target: str, site: Site) -> None:
                             "check the directory's permissions and free space") from None  # fmt: skip
 
 
-def write_report(store: Store, out_dir: str) -> tuple[str, Site]:
-    """Build the whole site in memory, then write it to `out_dir`; (absolute dir, site)."""
-    target = check_target(store, out_dir)
-    site = Report(store).build()
-    write_site(target, site)
-    return target, site
+def check_markdown_target(store: Store, file: str) -> tuple[str, str | None]:
+    """The absolute path of the lessons page, and the real directory its artifact links are relative to (None when
+    it is outside the store: links climbing out of it would hold on this machine only)."""
+    target = os.path.abspath(file)
+    directory = os.path.realpath(os.path.dirname(target))
+    _outside_store_data(store, file, os.path.join(directory, os.path.basename(target)))
+    if os.path.isdir(target):
+        raise StackmgrError(f"{file} is a directory", "give the Markdown file's path, e.g. DIR/lessons.md")
+    if os.path.lexists(target) and not os.path.isfile(target):
+        raise StackmgrError(f"{file} exists and is not a regular file", "pick another path for the lessons page")
+    if not os.path.isdir(directory):
+        raise StackmgrError(f"{os.path.dirname(file) or '.'} is not a directory", "create it first")
+    root = os.path.realpath(store.root)
+    return target, directory if os.path.commonpath([root, directory]) == root else None
+
+
+@dataclass
+class Written:
+    dir: str | None  # the site's directory
+    site: Site | None
+    markdown: str | None  # the lessons page
+    lessons: LessonCounts | None
+    patches: int
+    links: int
+
+
+def write_report(store: Store, out_dir: str | None, markdown: str | None = None) -> Written:
+    """Check both targets, gather the store once and build in memory, then write the site and the lessons page."""
+    target = check_target(store, out_dir) if out_dir is not None else None
+    page = check_markdown_target(store, markdown) if markdown is not None else None
+    report = Report(store)
+    site = report.build() if target is not None else None
+    lessons = report.lessons_markdown(page[1]) if page is not None else None
+    if target is not None and site is not None:
+        write_site(target, site)
+    if page is not None and lessons is not None:
+        atomic_write(page[0], lessons[0].encode("utf-8"))
+    return Written(target, site, page[0] if page else None, lessons[1] if lessons else None, len(report.patches),
+                   len(report.links))  # fmt: skip

@@ -1,0 +1,189 @@
+"""`stackmgr report --markdown FILE`: the lab's lessons page, Markdown for a docs site, from the data the HTML site
+shows (README.md, "Recording results"):
+
+- failed paths: each rejected or do-not-revive lane (the graveyard's links), newest first, with each lesson, the
+  link's metrics (delta vs its baseline when it names one), gates, verdict date and author, and artifacts;
+- patches worth remembering: the promoted ones, by name, with their best result by the headline metric (the one
+  the index page shows) and the evidence behind it;
+- open experiments: patches whose latest verdict is experimental or inconclusive, by name, with their latest numbers.
+
+The page is the same bytes for the same store on any machine: no generation time, no store path; artifacts are
+linked relative to FILE only when FILE is inside the store (so the links hold in any clone and on a site built from
+it), else named as code. Everything from a record is escaped (`commonmark`).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass
+
+from stackmgr.evidence.metrics import Gate, Metric
+from stackmgr.evidence.records import Artifact, Link
+from stackmgr.evidence.report import commonmark as md
+from stackmgr.evidence.report.markup import Markup, num, percent, when
+from stackmgr.evidence.report.model import PatchInfo
+from stackmgr.evidence.states import effective
+
+OPEN_VERDICTS = ("experimental", "inconclusive")
+INLINE_METRICS = 3  # numbers per open experiment in its table row
+
+
+@dataclass
+class LessonCounts:
+    failed: int
+    remembered: int
+    open: int
+
+
+class LessonsPage(Markup):
+    _link_dir: str | None = None
+
+    def lessons_markdown(self, link_dir: str | None) -> tuple[str, LessonCounts]:
+        """The page, and how many lanes each part holds. `link_dir`: the real directory artifact links are
+        relative to (FILE's, when it is inside the store), or None to name artifacts without links."""
+        self._link_dir = link_dir
+        lanes: dict[str, list[Link]] = {}
+        for grave in self.graves():
+            lanes.setdefault(grave.patch, []).append(grave)
+        failed = sorted(sorted(lanes), key=lambda n: max(k.created for k in lanes[n]), reverse=True)
+        remembered = [info for info in self.patches.values() if info.status == "promoted"]
+        open_ = [info for info in self.patches.values() if self._is_open(info)]
+        out = ["# Lessons", "",
+               "What the lab's measurements taught: the lanes that failed and why, the patches worth remembering, "
+               "and the experiments still without a verdict. Written by `stackmgr report --markdown` from the "
+               "store's link records: change those (`stackmgr link`), not this page.", "",
+               f"- [Failed paths](#failed-paths): {len(failed)}",
+               f"- [Patches worth remembering](#patches-worth-remembering): {len(remembered)}",
+               f"- [Open experiments](#open-experiments): {len(open_)}", "",
+               "## Failed paths", ""]  # fmt: skip
+        if not failed:
+            out += ["Nothing rejected yet.", ""]
+        for name in failed:
+            out += self._lane(self.patches[name], list(reversed(lanes[name])))
+        out += ["## Patches worth remembering", ""]
+        out += self._remembered(remembered) if remembered else ["Nothing promoted yet.", ""]
+        out += ["## Open experiments", ""]
+        out += self._open(open_) if open_ else ["No experiment is waiting for a verdict.", ""]
+        return "\n".join(out).rstrip("\n") + "\n", LessonCounts(len(failed), len(remembered), len(open_))
+
+    def _is_open(self, info: PatchInfo) -> bool:
+        current = effective(info.links)
+        return info.status == "experimental" and not info.dnr and bool(current) and \
+            current[-1].verdict in OPEN_VERDICTS  # fmt: skip
+
+    # --- failed paths ---------------------------------------------------------------------------------------
+
+    def _lane(self, info: PatchInfo, graves: list[Link]) -> list[str]:
+        where = ", ".join(f"{md.code(s)} #{n}" for s, n in info.series)
+        facts = [f"tree {md.code(info.tree or '?')}", f"series {where}" if where else "in no series"]
+        out = [f"### {md.code(info.name)}", "", " · ".join(facts), ""]
+        if info.subject:
+            out += [md.line(info.subject), ""]
+        for link in graves:
+            verdict = link.verdict + (", do not revive" if link.do_not_revive else "")
+            out += [f"**{md.text(verdict)}** · {self._signed(link)}", ""]
+            if link.lesson:
+                out += [f"> {line}".rstrip() for line in md.paragraph_lines(link.lesson)] + [""]
+            else:
+                out += ["*No lesson recorded.*", ""]
+            if link.metrics:
+                out += [*self._metric_table(link), ""]
+            if link.gates:
+                out += [f"Gates: {self._gates(link.gates)}", ""]
+            if link.artifacts:
+                out += ["Artifacts: " + ", ".join(self._artifact(a) for a in link.artifacts), ""]
+        return out
+
+    def _metric_table(self, link: Link) -> list[str]:
+        compared = bool(self.by_id.get(link.baseline))
+        head = ["metric", "value"] + ([f"vs baseline {md.code(link.baseline, cell=True)}"] if compared else [])
+        rows = []
+        for m in link.metrics:
+            row = [md.code(m.name, cell=True), self._value(m)]
+            if compared:
+                row.append(self._delta(link, m) or "—")
+            rows.append(row)
+        return md.table(head, rows, right=(1, 2))
+
+    # --- patches worth remembering ----------------------------------------------------------------------------
+
+    def _remembered(self, infos: list[PatchInfo]) -> list[str]:
+        rows = []
+        for info in infos:
+            promoted = next(k for k in reversed(effective(info.links))
+                            if k.verdict == "promoted" and self.states[k.id] in ("fresh", "equivalent"))  # fmt: skip
+            best = self.best_headline(info)
+            result, delta, gates, evidence = "—", "—", "", ""
+            if best is not None:
+                link, m = best
+                result = f"{md.code(m.name, cell=True)} {self._value(m)}"
+                delta = self._delta(link, m) or "—"
+                gates = self._gates(link.gates)
+                evidence = ", ".join(self._artifact(a, cell=True) for a in link.artifacts)
+            rows.append([md.code(info.name, cell=True), md.code(info.tree, cell=True), md.text(info.subject),
+                         result, delta, gates, self._signed(promoted, cell=True), evidence])  # fmt: skip
+        head = ["patch", "tree", "what", "best result", "vs baseline", "gates", "promoted", "evidence"]
+        return [*md.table(head, rows), ""]
+
+    # --- open experiments -------------------------------------------------------------------------------------
+
+    def _open(self, infos: list[PatchInfo]) -> list[str]:
+        rows = []
+        for info in infos:
+            current = effective(info.links)
+            latest = next((k for k in reversed(current) if k.metrics), current[-1])
+            shown = []
+            for m in latest.metrics[:INLINE_METRICS]:
+                delta = self._delta(latest, m, short=True)
+                shown.append(f"{md.code(m.name, cell=True)} {self._value(m)}" + (f" ({delta})" if delta else ""))
+            if len(latest.metrics) > INLINE_METRICS:
+                shown.append(f"and {len(latest.metrics) - INLINE_METRICS} more")
+            evidence = ", ".join(self._artifact(a, cell=True) for a in latest.artifacts)
+            rows.append([md.code(info.name, cell=True), md.code(info.tree, cell=True), md.text(info.subject),
+                         md.text(current[-1].verdict), "; ".join(shown) or "—", self._gates(latest.gates),
+                         self._signed(latest, cell=True), evidence])  # fmt: skip
+        head = ["patch", "tree", "what", "verdict", "latest numbers", "gates", "measured", "evidence"]
+        return [*md.table(head, rows), ""]
+
+    # --- pieces -----------------------------------------------------------------------------------------------
+
+    def _signed(self, link: Link, cell: bool = False) -> str:
+        """When, by whom (the name without the e-mail address), which record, and whether its evidence holds."""
+        author = link.author.split(" <")[0].strip() or "unknown"
+        return (f"{md.text(when(link.created))} UTC · {md.text(author)} · {md.code(link.id, cell=cell)} "
+                f"({md.text(self.states[link.id])})")  # fmt: skip
+
+    def _value(self, m: Metric) -> str:
+        return md.text(num(m.value) + (f" {m.unit}" if m.unit else ""))
+
+    def _delta(self, link: Link, m: Metric, short: bool = False) -> str:
+        """The change against the link's baseline, better or worse by the metric's direction: `+9.5% (+9.37),
+        better`, or `+9.5%, better` when `short`."""
+        found = self.baseline_of(link, m.name)
+        if found is None:
+            return ""
+        diff = m.value - found[1]
+        tone = "same" if diff == 0 else ("better" if (diff > 0) == (m.direction != "lower") else "worse")
+        exact = "" if short else f" ({diff:+.4g})"
+        return md.text(f"{percent(diff, found[1])}{exact}, {tone}")
+
+    def _gates(self, gates: list[Gate]) -> str:
+        return ", ".join(f"{md.code(g.name, cell=True)} {md.text(g.status + (f' ({g.detail})' if g.detail else ''))}"
+                         for g in gates)  # fmt: skip
+
+    def _artifact(self, a: Artifact, cell: bool = False) -> str:
+        info = self.artifacts.get(a.path)
+        note = ""
+        if info is not None and info.current is None:
+            note = " (missing)"
+        elif info is not None and info.current != a.sha256:
+            note = " (changed since linked)"
+        href = self._artifact_href(a.path)
+        return (md.link(a.path, href) if href else md.code(a.path, cell=cell)) + note
+
+    def _artifact_href(self, path: str) -> str | None:
+        if self._link_dir is None or os.path.isabs(path):
+            return None
+        target = os.path.join(os.path.realpath(self.store.root), path)
+        return posixpath.join(*os.path.relpath(target, self._link_dir).split(os.sep))
