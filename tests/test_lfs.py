@@ -129,3 +129,19 @@ def test_two_engineers_big_results_both_stay_lfs_objects_after_a_merge(
     assert "<<<<<<<" not in (lab.store / "artifacts" / ".gitattributes").read_text()
     assert lfs_blob(lab.store, "artifacts/alice.log") and lfs_blob(lab.store, "artifacts/bob.log")
     assert lab.sm("verify").code == 0
+
+
+@pytest.mark.regression("an odd character in an LFS pattern was '?', so a small neighbour of its shape went to LFS")
+def test_each_lfs_pattern_matches_its_file_and_no_other(lab: Lab) -> None:
+    from stackmgr.store.lfs import pattern
+
+    git(lab.store, "init", "-q")
+    names = ["a b.bin", "A?big.bin", "x*y", "été.log", "br[1].log", 'q"uote', "back\\slash", "sub/deep file.txt"]
+    (lab.store / "artifacts").mkdir()
+    (lab.store / "artifacts" / ".gitattributes").write_bytes(b"".join(pattern(n) + b" filter=lfs\n" for n in names))
+    neighbours = ["A_big.bin", "xzy", "br1.log", "backslash", "a_b.bin"]
+    out = subprocess.run(["git", "check-attr", "-z", "filter", "--", *(f"artifacts/{n}" for n in names + neighbours)],
+                         cwd=lab.store, capture_output=True, check=True).stdout.split(b"\0")  # fmt: skip
+    said = {out[i].decode(): out[i + 2].decode() for i in range(0, len(out) - 2, 3)}
+    assert [said[f"artifacts/{n}"] for n in names] == ["lfs"] * len(names)
+    assert [said[f"artifacts/{n}"] for n in neighbours] == ["unspecified"] * len(neighbours)

@@ -431,3 +431,23 @@ def test_apply_names_a_patch_made_on_an_older_version_of_one_below(lab: Lab) -> 
     one_line_error(refused, 3)
     assert "patch q2 was made on an older version of a patch below it" in refused.err
     assert lab.sm("push", "-a").code == 0 and lab.sm("refresh").code == 0 and lab.sm("check").code == 0
+
+
+@pytest.mark.regression("save P --update of the applied top left the applied state on P's old version: the next "
+                        "save into the series undid what P no longer does")
+def test_save_update_of_the_applied_top_keeps_the_series_and_its_applied_state_one(lab: Lab) -> None:
+    (lab.tree / "junk").write_text("junk\n")
+    (lab.tree / "README").write_text("hello\nA\n")
+    assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0
+    (lab.tree / "junk").unlink()
+    updated = lab.sm("save", "p1", "--update")
+    assert updated.code == 0 and "in series S" in updated.out
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    assert lab.sm("save", "p2", "--series", "S", "-m", "p2").code == 0
+    assert b"junk" not in (lab.store / "patches" / "p2.patch").read_bytes()
+    assert lab.sm("lint").code == 0
+    wanted = lab.worktree_id()
+    assert lab.sm("reset").code == 0 and lab.sm("apply", "S").code == 0
+    assert lab.worktree_id() == wanted
+    below = lab.sm("save", "p1", "--update")  # p1 is below p2 now: refused, with the way to do it
+    assert below.code == 2 and "applied below p2" in below.err and "stackmgr pop p1" in below.err

@@ -317,3 +317,13 @@ def test_a_fresh_clone_sees_a_record_edited_before_it_was_cloned(ev: Lab, tmp_pa
     lint = ev.sm("lint")
     assert lint.code == 1 and "its content no longer gives its id" in lint.out
     assert ev.sm("lint").code == 1  # and again: remembered as it is, still not what it was written as
+
+
+@pytest.mark.regression("tree add accepted a second name for a checkout already registered")
+def test_one_checkout_is_one_tree(lab: Lab, tmp_path: Path) -> None:
+    again = lab.sm("tree", "add", "other", str(lab.tree / "src"))  # any directory inside it is the same tree
+    assert again.code == 2 and f"{lab.tree} is already tree vllm" in again.err
+    second = make_repo(tmp_path / "kernels")
+    assert lab.sm("tree", "add", "kernels", str(second)).code == 0
+    moved = lab.sm("tree", "set", "kernels", str(lab.tree))
+    assert moved.code == 2 and "is already tree vllm" in moved.err

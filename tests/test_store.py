@@ -122,3 +122,15 @@ def test_the_labs_own_config_lists_its_two_trees_as_missing_here(tmp_path: Path)
     assert run_stackmgr("--store", str(copy), "check").code == 0
     human = run_stackmgr("--store", str(copy), "trees")
     assert human.code == 0 and human.out.count("missing") == 2
+
+
+@pytest.mark.regression("looking for a store in a project with its own pyproject.toml left .stackmgr/cache there")
+def test_looking_for_a_store_in_a_project_writes_nothing_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[project]\nname = "requests"\n')
+    monkeypatch.chdir(project / "src")
+    monkeypatch.delenv("STACKMGR_STORE", raising=False)
+    result = run_stackmgr("status")
+    assert result.code == 2 and "no stackmgr store here" in result.err
+    assert sorted(p.name for p in project.rglob("*")) == ["pyproject.toml", "src"]

@@ -99,3 +99,55 @@ def test_status_after_a_pull_removed_an_applied_patch_counts_what_the_series_hol
     status = lab.sm("status")
     assert status.code == 0
     assert "S: 1 of 1 applied" in status.out and "two no longer in the series" in status.out, status.out
+
+
+@pytest.mark.regression("the merge driver settled two orders silently, and listed a patch twice (appended vs first)")
+@pytest.mark.parametrize(("ours", "theirs"), [(b"a.patch\nx.patch\ny.patch\n", b"a.patch\ny.patch\nx.patch\n"),
+                                              (b"a.patch\nb.patch\n", b"b.patch\na.patch\n")])  # fmt: skip
+def test_two_engineers_ordering_the_same_patches_differently_is_a_conflict(
+    tmp_path: Path, ours: bytes, theirs: bytes
+) -> None:
+    from stackmgr.commands.merge_series import merge_series
+
+    paths = [tmp_path / n for n in ("base", "ours", "theirs")]
+    for path, text in zip(paths, (b"a.patch\n", ours, theirs), strict=True):
+        path.write_bytes(text)
+    assert not merge_series(*(str(p) for p in paths))
+    assert b"<<<<<<< ours\n" in paths[1].read_bytes()
+
+
+@pytest.mark.regression("two appends to a series file without a final newline were a conflict")
+def test_appends_after_a_last_line_without_its_newline_merge(tmp_path: Path) -> None:
+    from stackmgr.commands.merge_series import merge_series
+
+    paths = [tmp_path / n for n in ("base", "ours", "theirs")]
+    for path, text in zip(paths, (b"a.patch", b"a.patch\nx.patch", b"a.patch\ny.patch"), strict=True):
+        path.write_bytes(text)
+    assert merge_series(*(str(p) for p in paths))
+    assert paths[1].read_bytes() == b"a.patch\nx.patch\ny.patch\n"
+
+
+@pytest.mark.regression("rename moved a patch file still holding conflict markers; link said 'save it again'")
+def test_rename_drop_and_link_refuse_a_patch_left_mid_merge(lab: Lab, tmp_path: Path) -> None:
+    both_updated_fix(lab, tmp_path)
+    before = (lab.store / "patches" / "fix.patch").read_bytes()
+    for args in (("rename", "fix", "fix2"), ("drop", "fix"), ("link", "fix", str(lab.store / "stackmgr.toml"))):
+        result = lab.sm(*args)
+        assert result.code == 3, (args, result.err)
+        assert result.err.startswith("stackmgr: unresolved merge conflict in patches/fix.patch (lines"), result.err
+    assert (lab.store / "patches" / "fix.patch").read_bytes() == before
+    assert not (lab.store / "patches" / "fix2.patch").exists()
+
+
+@pytest.mark.regression("a series of a teammate's clone said its tree 'is not registered' when it had no path here")
+def test_a_series_on_a_clone_without_the_tree_placed_says_so_then_shows_it_once_placed(
+    lab: Lab, tmp_path: Path
+) -> None:
+    (lab.tree / "README").write_text("hello\nfix\n")
+    assert lab.sm("save", "fix", "--series", "S", "-m", "fix").code == 0
+    theirs, tree = share(lab, tmp_path)
+    listed = run_stackmgr("--store", str(theirs), "series", "S")
+    assert "tree vllm has no path on this machine (`stackmgr tree set vllm PATH`)" in listed.out
+    assert run_stackmgr("--store", str(theirs), "tree", "set", "vllm", str(tree)).code == 0
+    placed = run_stackmgr("--store", str(theirs), "series", "S")
+    assert "no path" not in placed.out and "vllm" in placed.out and "+1 -0" in placed.out

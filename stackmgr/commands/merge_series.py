@@ -20,11 +20,15 @@ def merge_series(base: str, ours: str, theirs: str) -> bool:
     for side, path in (("base", base), ("ours", ours), ("theirs", theirs)):
         with open(path, "rb") as f:
             texts[side] = f.read()
+        if texts[side] and not texts[side].endswith(b"\n"):  # a last line without its newline is still a line:
+            texts[side] += b"\r\n" if b"\r\n" in texts[side] else b"\n"  # an append after it is no conflict
+            with open(path, "wb") as f:  # git's own temporary copies (%O %A %B), the merge's input
+                f.write(texts[side])
     conflicts, merged = merge_file_diff3(ours, base, theirs)
     if conflicts:
         merged, conflicts = _keep_both_appends(merged)
-    if not conflicts and _brings_back_a_removed_patch(texts, merged):
-        merged, conflicts = _whole_file_conflict(texts), 1  # one side removed what the other moved: a person's call
+    if not conflicts and (_brings_back_a_removed_patch(texts, merged) or _listed_twice(texts, merged)):
+        merged, conflicts = _whole_file_conflict(texts), 1  # one side removed or moved what the other changed
     atomic_write(ours, merged, durable=False)
     return conflicts == 0 and not conflict_lines(merged)  # never "merged" with a marker left in the file
 
@@ -35,6 +39,17 @@ def _brings_back_a_removed_patch(texts: dict[str, bytes], merged: bytes) -> bool
     entries = {side: {ln.strip() for ln in text.split(b"\n") if _entry(ln)} for side, text in texts.items()}
     removed = (entries["base"] - entries["ours"]) | (entries["base"] - entries["theirs"])
     return any(_entry(ln) and ln.strip() in removed for ln in merged.split(b"\n"))
+
+
+def _listed_twice(texts: dict[str, bytes], merged: bytes) -> bool:
+    """Whether the merge lists a patch twice that neither side does (one appended it, the other put it first)."""
+
+    def names(text: bytes) -> list[bytes]:
+        return [_patch(ln) for ln in text.split(b"\n") if _entry(ln)]
+
+    sides = [names(texts["ours"]), names(texts["theirs"])]
+    both = names(merged)
+    return any(both.count(n) > 1 and all(side.count(n) <= 1 for side in sides) for n in set(both))
 
 
 def _whole_file_conflict(texts: dict[str, bytes]) -> bytes:
@@ -75,8 +90,10 @@ def _keep_both_appends(text: bytes) -> tuple[bytes, int]:
         else:
             first, second = sorted([ours, theirs])
             named = {_patch(ln): ln.strip() for ln in first if _entry(ln)}
-            if any(_entry(ln) and named.get(_patch(ln), ln.strip()) != ln.strip() for ln in second):
-                out.extend(lines[start : n + 1])  # one patch added by both with other options or guards
+            shared = [_patch(ln) for ln in second if _entry(ln) and _patch(ln) in named]
+            if any(_entry(ln) and named.get(_patch(ln), ln.strip()) != ln.strip() for ln in second) or \
+                    shared != [n for n in named if n in set(shared)]:  # fmt: skip
+                out.extend(lines[start : n + 1])  # a patch both added, with other options or in another order
                 left += 1
             else:
                 out.extend(first + [ln for ln in second if not (_entry(ln) and _patch(ln) in named)])

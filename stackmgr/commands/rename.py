@@ -17,6 +17,7 @@ from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.journal.operation import operation
 from stackmgr.store.applied import Applied, load_applied, record_applied
 from stackmgr.store.config import Store
+from stackmgr.store.conflicts import refuse_conflicted
 from stackmgr.store.fs import read_or_none, sha256_hex
 from stackmgr.store.names import VERSIONS, patch_name
 from stackmgr.store.series import SeriesFile, list_series
@@ -35,6 +36,7 @@ def rename_patch(store: Store, old: str, new: str) -> list[str]:
         data = read_or_none(source)
         if data is None:
             raise UsageProblem(f"no patch {old} in patches/", "see `stackmgr series` or `ls patches/`")
+        refuse_conflicted(data, f"patches/{old}.patch")  # a file mid-merge is resolved first, never moved
         places = (os.path.join(store.patches_dir, new + ".patch"), os.path.join(store.links_dir, new),
                   os.path.join(store.patches_dir, VERSIONS, new))  # fmt: skip
         taken = [where for where in places if os.path.lexists(where)
@@ -77,6 +79,8 @@ def drop_patch(store: Store, name: str, with_links: bool) -> str:
         source = os.path.join(store.patches_dir, name + ".patch")
         links = os.path.join(store.links_dir, name)
         data = read_or_none(source)
+        if data is not None:
+            refuse_conflicted(data, f"patches/{name}.patch")
         if data is None and with_links and os.path.isfile(os.path.join(links, DROPPED)):
             for filename in sorted(os.listdir(links)):  # the evidence a drop kept, let go now
                 _remove(store, os.path.join(links, filename))

@@ -145,11 +145,13 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
         try:
             _refuse_unsafe_state(snap)
             base: str = snap.repo.resolve_commit(req.base) if req.base else snap.head
+            series = req.series if req.series is not None or not req.update or req.paths else \
+                _applied_series_of(store, tree, name)  # fmt: skip
             stack = None
-            if req.series is not None:
+            if series is not None:
                 from stackmgr.commands.save_series import stack_for
 
-                stack = stack_for(store, index, tree, snap, req.series, name, base, req.base is not None)
+                stack = stack_for(store, index, tree, snap, series, name, base, req.base is not None)
                 base = stack.base
             diff_from = stack.diff_from if stack else base
             # What there is to save: the changes since the series' result (or --base), not only since HEAD.
@@ -178,7 +180,24 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
     warnings = tuple(f"{show_path(p)}: its staged version differs; the patch holds the working-tree version"
                      for p in snap.staged_differs if not paths or p in paths)  # fmt: skip
     return SaveResult(name, target, tree, base, patchfile.stat_totals(data), outcome,
-                      req.series, warnings)  # fmt: skip
+                      series, warnings)  # fmt: skip
+
+
+def _applied_series_of(store: Store, tree: str, name: str) -> str | None:
+    """`save P --update` (no PATHs) of a patch applied to the tree: P is rewritten as the top of its series (as
+    `refresh` does), so the series and what is recorded as applied stay one; below the top it would have to be
+    carried through the patches above it, which is `push`/`pop`'s work."""
+    from stackmgr.store.applied import load_applied
+
+    applied = load_applied(store).get(tree)
+    if applied is None or name not in applied.names:
+        return None
+    if applied.names[-1] != name:
+        raise UsageProblem(f"{name} is applied below {applied.names[-1]} in series {applied.series}: updating it "
+                           "here would leave the patches above it on its old version",
+                           f"`stackmgr pop {name}` (it is then the top), edit, `stackmgr refresh`, then "
+                           "`stackmgr push -a`")  # fmt: skip
+    return applied.series
 
 
 def _result_tree(snap: Snapshot, diff_from: str, patch: str, paths: list[bytes]) -> str:

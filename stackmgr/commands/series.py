@@ -36,7 +36,7 @@ def patch_rows(store: Store, name: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for n, entry in enumerate(series.entries, start=1):
         is_file = os.path.isfile(os.path.join(store.patches_dir, entry.patch))
-        rec = index.record(entry.patch) if is_file else None
+        rec = index.record(entry.patch, retry=True) if is_file else None  # a tree placed since: looked at again
         files, plus, minus = (rec.get("stat") or (0, 0, 0)) if rec else (0, 0, 0)
         rows.append({
             "position": n, "patch": entry.name, "file": entry.patch, "exists": rec is not None,

@@ -33,6 +33,7 @@ def register_tree(store: Store, name: str, path: str) -> str:
     level, as registered."""
     check_name("tree", name)
     top = _top(path)
+    _refuse_taken(store, name, top)
     with operation(store, f"tree add {name}"):
         add_tree(store, name, top)
     return top
@@ -41,6 +42,7 @@ def register_tree(store: Store, name: str, path: str) -> str:
 def set_tree(store: Store, name: str, path: str) -> str:
     """`tree set NAME PATH`: where tree NAME lives on this machine; its top level."""
     top = _top(path)
+    _refuse_taken(store, name, top)
     with operation(store, f"tree set {name}"):
         set_tree_path(store, name, top)
     return top
@@ -64,6 +66,15 @@ def forget_tree(store: Store, name: str) -> None:
                            f"keep the tree (`stackmgr tree set {name} PATH` moves it), or drop them first")  # fmt: skip
     with operation(store, f"tree rm {name}"):
         remove_tree(store, name)
+
+
+def _refuse_taken(store: Store, name: str, top: str) -> None:
+    """One checkout is one tree: two names for it would list its changes twice and move it twice."""
+    real = os.path.realpath(top)
+    for other, config in sorted(store.trees.items()):
+        if other != name and os.path.realpath(config.path) == real:
+            raise UsageProblem(f"{top} is already tree {other}",
+                               f"use that name, or `stackmgr tree set {other} PATH` to point it elsewhere first")
 
 
 def _top(path: str) -> str:

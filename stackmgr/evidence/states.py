@@ -228,6 +228,11 @@ def _create_link(
     if rec is None:
         raise UsageProblem(f"no patch named {patch}", "see `stackmgr series` or `ls patches/`")
     if rec["tree"] is None:
+        if str(rec["error"]).startswith("unresolved merge conflict"):
+            from stackmgr.store.conflicts import refuse_conflicted
+
+            with open(os.path.join(store.patches_dir, patch + ".patch"), "rb") as f:
+                refuse_conflicted(f.read(), f"patches/{patch}.patch")
         raise StackmgrError(f"patches/{patch}.patch has no stackmgr header ({rec['error']})", "save it again")
     if verdict not in metrics.VERDICTS:
         raise UsageProblem(f"verdict '{verdict}' is not one of {', '.join(metrics.VERDICTS)}", "pick one of them")

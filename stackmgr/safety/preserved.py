@@ -173,6 +173,9 @@ class PatchIndex:
         a claim: a hand-edited hunk can make them lie. Also returns the object store this was established in."""
         config = self.store.trees.get(header.tree)
         if config is None:
+            if header.tree in self.store.unplaced:
+                raise _Unverifiable(f"{filename}: tree {header.tree} has no path on this machine (`stackmgr tree "
+                                    f"set {header.tree} PATH`)")  # fmt: skip
             raise _Unverifiable(f"{filename}: tree {header.tree} is not registered in this store")
         try:
             repo = open_repo(config.path)

@@ -109,7 +109,7 @@ def _parse(path: str, data: bytes) -> Table:
     if b"<<<<<<<" in data:
         from stackmgr.store.conflicts import refuse_conflicted
 
-        refuse_conflicted(data, path)
+        refuse_conflicted(data, os.path.basename(path))  # a config sits at the store's top: named as in `lint`
     try:
         return tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -139,7 +139,8 @@ def _stackmgr_table(path: str, cache_name: str = "config.marshal") -> Table | No
         table = _parse(path, data)
     if table is not None and not isinstance(table, dict):
         raise StackmgrError(f"{path}: the stackmgr config must be a table")
-    write_cache(cache, [key, table])
+    if table is not None or not path.endswith(PYPROJECT):  # a project's own pyproject.toml, no store: left alone
+        write_cache(cache, [key, table])
     return table
 
 

@@ -32,6 +32,9 @@ def refuse_conflicted(data: bytes, shown: str) -> None:
         if shown.endswith(".patch"):  # two `save --update`s of one patch: a patch is kept whole, not merged
             hint = (f"keep one version (`git checkout --ours {shown}` or `--theirs`, then `git add` it), or both: "
                     "keep one, then `stackmgr save NEW` the other's change from a tree where it is applied")
+        elif shown.startswith("series/"):
+            hint = ("edit it to the order the series should have, each patch once, then `git add` it and commit; "
+                    "`stackmgr lint` lists every conflicted file")  # fmt: skip
         else:
             hint = ("resolve it in the store (keep one side or both), `git add` it and commit; `stackmgr lint` "
                     "lists every conflicted file")

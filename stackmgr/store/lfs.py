@@ -40,22 +40,33 @@ def _path(store: Store) -> str:
 
 
 def threshold(store: Store) -> int | None:
-    """The size from which an artifact is an LFS object, or None when the store is not set up for LFS."""
+    """The size from which an artifact is an LFS object, or None when the store is not set up for LFS. Two
+    engineers who chose different sizes leave two first lines after a merge (a union): the smaller holds."""
     data = read_or_none(_path(store)) or b""
-    first = data.split(b"\n", 1)[0]
     prefix, _, rest = HEADER.partition(b"%d")
-    if not first.startswith(prefix) or not first.endswith(rest):
-        return None
-    number = first[len(prefix) : len(first) - len(rest)]
-    return int(number) if number.isdigit() else None
+    sizes = [ln[len(prefix) : len(ln) - len(rest)] for ln in data.split(b"\n")
+             if ln.startswith(prefix) and ln.endswith(rest)]  # fmt: skip
+    found = [int(n) for n in sizes if n.isdigit()]
+    return min(found) if found else None
 
 
 def pattern(relative: str) -> bytes:
-    """The gitattributes pattern for one file below `artifacts/` (anchored). A character a pattern cannot hold
-    as itself (space, quote, glob, backslash, control) is `?`: at worst a neighbour of the same shape is an LFS
-    object too."""
-    shown = "".join(c if c.isprintable() and c not in ' \t"*?[]\\!#' else "?" for c in relative)
-    return b"/" + shown.encode("utf-8", "replace")
+    """The gitattributes pattern that matches exactly one file below `artifacts/` (anchored): glob characters
+    escaped with a backslash, and the whole pattern C-quoted (git reads `"…"` patterns so) when it holds a space,
+    a quote, a backslash or any byte outside printable ASCII."""
+    escaped = "".join("\\" + c if c in "\\*?[]" else c for c in relative)
+    raw = ("/" + escaped).encode("utf-8", "surrogateescape")
+    if "\\" not in relative and all(0x21 <= b <= 0x7E and b != 0x22 for b in raw):
+        return raw
+    out = bytearray(b'"')
+    for b in raw:
+        if b in (0x22, 0x5C):
+            out += b"\\" + bytes([b])
+        elif 0x20 <= b <= 0x7E:
+            out.append(b)
+        else:
+            out += b"\\%03o" % b
+    return bytes(out + b'"')
 
 
 def set_up(store: Store, above: int) -> list[str]:
@@ -63,7 +74,8 @@ def set_up(store: Store, above: int) -> list[str]:
     at least that big tracked; returns those newly tracked (store-relative)."""
     path = _path(store)
     old = (read_or_none(path) or b"").split(b"\n")
-    kept = [ln for ln in old[1:] if ln and ln != UNION] if threshold(store) is not None else [ln for ln in old if ln]
+    prefix = HEADER.partition(b"%d")[0]
+    kept = [ln for ln in old if ln and ln != UNION and not ln.startswith(prefix)]
     os.makedirs(os.path.dirname(path), exist_ok=True)
     store.write_file(path, b"\n".join([HEADER % above, UNION, *kept]) + b"\n")
     found = []
@@ -82,7 +94,7 @@ def track(store: Store, paths: list[str]) -> list[str]:
         return []
     path = _path(store)
     data = read_or_none(path) or b""
-    listed = {ln.split(b" ", 1)[0] for ln in data.split(b"\n")}
+    listed = set(data.split(b"\n"))
     new, lines = [], []
     for rel in dict.fromkeys(paths):
         parts = rel.replace(os.sep, "/").split("/")
@@ -92,10 +104,10 @@ def track(store: Store, paths: list[str]) -> list[str]:
             size = os.path.getsize(os.path.join(store.root, rel))
         except OSError:
             continue
-        line = pattern("/".join(parts[1:]))
+        line = pattern("/".join(parts[1:])) + b" " + ATTRS
         if size >= above and line not in listed:
             listed.add(line)
-            lines.append(line + b" " + ATTRS)
+            lines.append(line)
             new.append(rel)
     if lines:
         store.write_file(path, data + (b"" if data.endswith(b"\n") else b"\n") + b"\n".join(lines) + b"\n")
