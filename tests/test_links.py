@@ -294,9 +294,9 @@ def test_show_json_has_exactly_the_spec_keys(ev: Lab) -> None:
 
 @pytest.mark.regression("edge case: two records in the same microsecond")
 def test_two_records_in_the_same_microsecond_are_both_kept(ev: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
-    import stackmgr.evidence.states
+    import stackmgr.evidence.linking
 
-    monkeypatch.setattr(stackmgr.evidence.states, "utc_now", lambda: "2026-06-13T10:00:00.000001Z")
+    monkeypatch.setattr(stackmgr.evidence.linking, "utc_now", lambda: "2026-06-13T10:00:00.000001Z")
     a = _link(ev, "replay-fix", "results/probe.log", "--lesson", "one")
     b = _link(ev, "replay-fix", "results/probe.log", "--lesson", "two")
     assert a != b and len(link_records(ev, "replay-fix")) == 2

@@ -32,6 +32,7 @@ from stackmgr.cli.navigate import drop_cmd, pop_cmd, push_cmd, refresh_cmd, rena
 from stackmgr.cli.recover import recover_cmd
 from stackmgr.cli.report import report_cmd
 from stackmgr.cli.reset import reset_cmd
+from stackmgr.cli.run import run_cmd
 from stackmgr.cli.series import series_group
 from stackmgr.cli.shell import guard_cmd, shell_init_cmd
 from stackmgr.cli.trees import tree_group, trees_cmd  # tree_group holds `tree add`
@@ -135,7 +136,7 @@ def demo(keep: bool) -> None:
 COMMANDS: tuple[click.Command, ...] = (
     init, trees_cmd, tree_group, status, check, save, apply_cmd, reset_cmd, recover_cmd, series_group, export_cmd,
     import_cmd, rebase_cmd, push_cmd, pop_cmd, refresh_cmd, top_cmd, rename_cmd, drop_cmd, interdiff_cmd,
-    link_cmd, show_cmd, links_cmd, verify_cmd, compare_cmd, report_cmd, lint_cmd,
+    link_cmd, show_cmd, links_cmd, verify_cmd, compare_cmd, run_cmd, report_cmd, lint_cmd,
     log_cmd, undo_cmd, gc_cmd, shell_init_cmd, guard_cmd, git_setup_cmd, merge_series_cmd, demo,
 )  # fmt: skip
 

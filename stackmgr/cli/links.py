@@ -41,7 +41,7 @@ def link_cmd(ctx: Context, patch: str, artifacts: tuple[str, ...], metric_specs:
              from_json: tuple[str, ...], gate_specs: tuple[str, ...], verdict: str, lesson: str,
              do_not_revive: bool, amends: str, baseline: str) -> None:  # fmt: skip
     """Record which ARTIFACTS (logs, notes, benchmark JSON) justify or refute PATCH."""
-    from stackmgr.evidence.states import create_link
+    from stackmgr.evidence.linking import create_link
     from stackmgr.store.names import patch_name
 
     store = open_store(ctx.store)
@@ -125,7 +125,7 @@ def show_cmd(ctx: Context, patch: str) -> None:
             output.out(f"      {line}")
         for a in link.artifacts:
             ok = view.artifact_ok(a.path, a.sha256)
-            origin = f", copied from {a.origin}" if a.origin else ""
+            origin = f", copied from {a.origin}" if a.origin.startswith("/") else (f", {a.origin}" if a.origin else "")
             output.out(f"      {a.path} ({'sha ok' if ok else output.paint('CHANGED OR MISSING', 'red')}{origin})")
     view.save()
 

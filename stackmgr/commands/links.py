@@ -50,7 +50,14 @@ def measured_lines(ev: Evidence, link: Link) -> list[str]:
     version = "this version of the patch" if now == link.sha256 else \
         f"an older version of the patch (sha256 {link.sha256[:12]}; now {now[:12] if now else 'gone'})"  # fmt: skip
     rebuild = f"; `stackmgr apply --link {link.id}` rebuilds it" if any(s.snapshot for s in link.stack) else ""
-    return [*lines, f"measured {version}{rebuild}"]
+    lines.append(f"measured {version}{rebuild}")
+    if link.run:
+        r = link.run
+        name = f" {r['name']}" if r.get("name") else ""
+        taint = f"; TAINTED: {', '.join(r.get('changed_trees', []))} changed while it ran" if r.get("tainted") else ""
+        lines.append(f"run{name}: `{' '.join(map(str, r.get('command', [])))}` exit {r.get('exit_code')}, "
+                     f"{r.get('duration_s')} s on {r.get('host', '?')}, {r.get('start', '')[:19]}Z{taint}")  # fmt: skip
+    return lines
 
 
 class PatchView:

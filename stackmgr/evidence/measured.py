@@ -26,13 +26,16 @@ from stackmgr.store.names import VERSIONS
 from stackmgr.store.series import SeriesFile, list_series
 
 
-def measure(store: Store, trees: list[str], index: PatchIndex) -> list[StackEntry]:
-    """The measured state of each of `trees` (placed on this machine) as it is now."""
+def measure(store: Store, trees: list[str], index: PatchIndex,
+            outputs: dict[str, tuple[bytes, ...]] | None = None) -> list[StackEntry]:  # fmt: skip
+    """The measured state of each of `trees` (placed on this machine) as it is now; `outputs`: per tree, more
+    directories (a run's result directories) left out like the declared ones."""
     entries = []
     for name in trees:
         config = store.tree(name)
+        more = (outputs or {}).get(name, ())
         snap = take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False,
-                             results=config.results)  # fmt: skip
+                             results=tuple(dict.fromkeys(config.results + more)))  # fmt: skip
         entries.append(measure_snapshot(store, snap, index))
     return entries
 

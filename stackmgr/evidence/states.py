@@ -14,13 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.evidence import artifacts as kept_artifacts
 from stackmgr.evidence import metrics
-from stackmgr.evidence.records import Artifact, Link, StackEntry, load_links, utc_now, write_link
-from stackmgr.git.repo import author_ident, patch_id, start_author_ident
+from stackmgr.evidence.records import Link, load_links
+from stackmgr.git.repo import patch_id
 from stackmgr.safety.preserved import PatchIndex
-from stackmgr.store import lfs
-from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_cache, sha256_hex, write_cache
 from stackmgr.store.series import SeriesFile, list_series
@@ -192,122 +189,6 @@ def patch_status(links: list[Link], states: dict[str, str]) -> str:
         if link.verdict == "promoted" and states.get(link.id) in ("fresh", "equivalent"):
             return "promoted"
     return "experimental"
-
-
-# --- creating a link -------------------------------------------------------------------------------------------
-
-
-def stack_now(store: Store, tree: str, index: PatchIndex) -> list[StackEntry]:
-    """What a result is measured on (evidence/measured.py): `tree`, and every other tree of this machine with a
-    series applied."""
-    from stackmgr.evidence.measured import measure
-
-    applied = load_applied(store)
-    trees = [n for n, c in sorted(store.trees.items()) if (n == tree or n in applied) and os.path.isdir(c.path)]
-    return measure(store, trees, index)
-
-
-def create_link(
-    store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
-    from_json: list[str], verdict: str, lesson: str, do_not_revive: bool, amends: str, baseline: str,
-) -> Link:  # fmt: skip
-    from stackmgr.journal.operation import operation
-
-    with operation(store, f"link {patch}"):
-        return _create_link(store, patch, artifacts, metric_specs=metric_specs, gate_specs=gate_specs,
-                            from_json=from_json, verdict=verdict, lesson=lesson, do_not_revive=do_not_revive,
-                            amends=amends, baseline=baseline)  # fmt: skip
-
-
-def _create_link(
-    store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
-    from_json: list[str], verdict: str, lesson: str, do_not_revive: bool, amends: str, baseline: str,
-) -> Link:  # fmt: skip
-    evidence = Evidence.gather(store)
-    rec = evidence.index.record(patch + ".patch")
-    if rec is None:
-        raise UsageProblem(f"no patch named {patch}", "see `stackmgr series` or `ls patches/`")
-    if rec["tree"] is None:
-        if str(rec["error"]).startswith("unresolved merge conflict"):
-            from stackmgr.store.conflicts import refuse_conflicted
-
-            with open(os.path.join(store.patches_dir, patch + ".patch"), "rb") as f:
-                refuse_conflicted(f.read(), f"patches/{patch}.patch")
-        raise StackmgrError(f"patches/{patch}.patch has no stackmgr header ({rec['error']})", "save it again")
-    if verdict not in metrics.VERDICTS:
-        raise UsageProblem(f"verdict '{verdict}' is not one of {', '.join(metrics.VERDICTS)}", "pick one of them")
-    known = {link.id: link for link in load_links(store)}
-    for ref, what in ((amends, "--amends"), (baseline, "--baseline")):
-        if ref and ref not in known:
-            raise UsageProblem(f"{what} {ref}: no such link", "see `stackmgr links` for ids")
-    if amends and known[amends].patch != patch:
-        raise UsageProblem(f"--amends {amends}: that link is about {known[amends].patch}, not {patch}",
-                           f"amend it with `stackmgr link {known[amends].patch} … --amends {amends}`")  # fmt: skip
-    resolved = [resolve_artifact(store, raw) for raw in dict.fromkeys(artifacts + from_json)]
-    found: list[Artifact] = []
-    data_by_path: dict[str, bytes] = {}
-    by_raw: dict[str, str] = {}
-    for raw, (recorded, full) in zip(dict.fromkeys(artifacts + from_json), resolved, strict=True):
-        with open(full, "rb") as f:
-            data = f.read()
-        digest = sha256_hex(data)
-        # Outside the store: recorded as the copy that travels with the store (kept once the link is sure), the
-        # path it had kept as information.
-        artifact = Artifact(kept_artifacts.path_of(digest), digest, len(data), origin=recorded) \
-            if os.path.isabs(recorded) else Artifact(recorded, digest, len(data))  # fmt: skip
-        found.append(artifact)
-        data_by_path[artifact.path] = data
-        by_raw[raw] = artifact.path
-    measured = _metrics(metric_specs, from_json, by_raw, data_by_path)
-    names = [m.name for m in measured]
-    if len(set(names)) != len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
-        raise UsageProblem(f"metric {', '.join(twice)} is given twice", "name each metric once (rename one)")
-    link = Link(
-        id="", created=utc_now(), author=_author(store, rec["tree"]), patch=patch, tree=rec["tree"],
-        sha256=rec["sha256"], patch_id=evidence.patch_id(patch + ".patch") or "",
-        stack=stack_now(store, rec["tree"], evidence.index), artifacts=found, metrics=measured,
-        gates=[metrics.parse_gate(g) for g in gate_specs], verdict=verdict, lesson=lesson,
-        do_not_revive=do_not_revive, amends=amends, baseline=baseline,
-    )  # fmt: skip
-    for artifact in found:
-        if artifact.origin:
-            kept_artifacts.keep(store, data_by_path[artifact.path], artifact.sha256)
-    write_link(store, link)
-    lfs.track(store, [a.path for a in found if not os.path.isabs(a.path)])  # a big result stays out of git's objects
-    evidence.save()
-    return link
-
-
-def _metrics(
-    specs: list[str], from_json: list[str], by_raw: dict[str, str], data: dict[str, bytes]
-) -> list[metrics.Metric]:
-    out: list[metrics.Metric] = []
-    for raw in from_json:
-        out += metrics.from_vllm_json(data[by_raw[raw]], by_raw[raw])
-    for spec in specs:
-        metric, regex = metrics.parse_metric(spec)
-        if metric is not None:
-            out.append(metric)
-            continue
-        assert regex is not None
-        name, pattern = regex
-        texts = ((path, blob.decode("utf-8", "replace")) for path, blob in data.items())
-        hit = next((m for path, text in texts if (m := metrics.from_regex(name, pattern, text, path))), None)
-        if hit is None:
-            raise StackmgrError(f"--metric {name}: /{pattern}/ matches no artifact", "check the regex and the files")
-        out.append(hit)
-    return out
-
-
-def _author(store: Store, tree: str) -> str:
-    config = store.trees.get(tree)
-    top = config.path if config and os.path.isdir(config.path) else store.root
-    try:
-        name, email, _stamp, _tz = author_ident(start_author_ident(top))
-        return f"{name} <{email}>"
-    except StackmgrError:
-        return os.environ.get("USER", "unknown")
 
 
 def _lfs_pointer(path: str) -> bool:

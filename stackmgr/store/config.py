@@ -47,6 +47,7 @@ class Store:
         self.unplaced: list[str] = []  # trees the shared config names with no path on this machine
         self.local_paths: dict[str, str] = {}  # what stackmgr.local.toml says, as written there
         self.evidence: object = {}  # the config's [evidence] table, read by `headline()` (not on check's path)
+        self.run: object = {}  # the config's [run] table (env, metrics): read by `stackmgr run`
 
     def write_file(self, path: str, data: bytes, *, durable: bool = True) -> None:
         """Replace a file of the store atomically, recorded by the operation in progress."""
@@ -194,6 +195,7 @@ def load_store(root: str) -> Store:
     store = Store(root, config_path, trees, _limit(config_path, table))
     store.unplaced = unplaced
     store.evidence = table.get("evidence", {})
+    store.run = table.get("run", {})
     store.local_paths = {name: path for name, path in mine.items() if path is not None and name in shared}
     return store
 

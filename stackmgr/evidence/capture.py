@@ -1,0 +1,89 @@
+"""What `stackmgr run` captures around the user's own command (not git: the one module besides `demo` that
+starts programs with `subprocess`): the command run with its output shown and written to a log as it comes,
+its exit code and times, and the context that shapes a result: the environment variables of the runtimes,
+the host, the accelerators the vendors' tools list."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterable
+
+ENV_PREFIXES = ("VLLM_", "CUDA_", "HIP_", "ZE_", "ONEAPI_", "TORCH_", "PYTORCH_", "NCCL_")
+ACCELERATOR_TOOLS = (("nvidia-smi", "-L"), ("xpu-smi", "discovery"), ("rocm-smi", "--showproductname"))
+
+
+class Ran:
+    def __init__(self, exit_code: int, start: str, duration: float, interrupted: bool) -> None:
+        self.exit_code = exit_code
+        self.start = start  # RFC 3339 UTC
+        self.duration = duration  # seconds
+        self.interrupted = interrupted
+
+
+def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
+    """Run `argv` with stdout and stderr going both to file descriptor `out` and to `log_path`, as they come.
+    Ctrl-C reaches the command (it is in our process group); we wait for it and report what it exited with."""
+    began = time.time()
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(began)) + f".{int(began % 1 * 1e6):06d}Z"
+    interrupted = False
+    with open(log_path, "wb") as log:
+        try:
+            child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=None)
+        except OSError as exc:
+            message = f"stackmgr run: cannot start {argv[0]}: {exc.strerror}\n".encode()
+            log.write(message)
+            os.write(2, message)
+            return Ran(127, start, time.time() - began, False)
+        assert child.stdout is not None
+        fd = child.stdout.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except KeyboardInterrupt:
+                interrupted = True
+                continue
+            if not chunk:
+                break
+            log.write(chunk)
+            try:
+                os.write(out, chunk)
+            except OSError:  # the terminal went away: the log still gets everything
+                pass
+        while True:
+            try:
+                code = child.wait()
+                break
+            except KeyboardInterrupt:
+                interrupted = True
+    exit_code = code if code >= 0 else 128 + (-code)  # killed by a signal: as a shell reports it
+    return Ran(exit_code, start, time.time() - began, interrupted or code == -signal.SIGINT)
+
+
+def environment(extra: Iterable[str] = ()) -> dict[str, str]:
+    """The variables that shape a run: the runtimes' prefixes, and those the config names."""
+    wanted = set(extra)
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in wanted}
+
+
+def host() -> str:
+    return socket.gethostname()
+
+
+def accelerators() -> list[str]:
+    """What `nvidia-smi -L`, `xpu-smi discovery` or `rocm-smi` list, one line each, where the tool is here."""
+    seen: list[str] = []
+    for tool, arg in ACCELERATOR_TOOLS:
+        path = shutil.which(tool)
+        if path is None:
+            continue
+        try:
+            done = subprocess.run([path, arg], capture_output=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        seen += [ln.strip() for ln in done.stdout.decode("utf-8", "replace").splitlines() if ln.strip()][:16]
+    return seen

@@ -1,0 +1,164 @@
+"""Creating a link record (`stackmgr link`, and the drafts `stackmgr run` writes): the patch, the measured state
+of the trees (evidence/measured.py), the artifacts (those from outside the store copied in by content), the
+metrics and gates; a draft completed with `--amends` keeps what it recorded."""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.evidence import artifacts as kept_artifacts
+from stackmgr.evidence import metrics
+from stackmgr.evidence.records import Artifact, Link, StackEntry, load_links, utc_now, write_link
+from stackmgr.evidence.states import Evidence, resolve_artifact
+from stackmgr.git.repo import author_ident, start_author_ident
+from stackmgr.safety.preserved import PatchIndex
+from stackmgr.store import lfs
+from stackmgr.store.applied import load_applied
+from stackmgr.store.config import Store
+from stackmgr.store.fs import sha256_hex
+
+
+def stack_now(store: Store, tree: str, index: PatchIndex) -> list[StackEntry]:
+    """What a result is measured on (evidence/measured.py): `tree`, and every other tree of this machine with a
+    series applied."""
+    from stackmgr.evidence.measured import measure
+
+    applied = load_applied(store)
+    trees = [n for n, c in sorted(store.trees.items()) if (n == tree or n in applied) and os.path.isdir(c.path)]
+    return measure(store, trees, index)
+
+
+def create_link(
+    store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
+    from_json: list[str], verdict: str, lesson: str, do_not_revive: bool, amends: str, baseline: str,
+) -> Link:  # fmt: skip
+    from stackmgr.journal.operation import operation
+
+    with operation(store, f"link {patch}"):
+        return _create_link(store, patch, artifacts, metric_specs=metric_specs, gate_specs=gate_specs,
+                            from_json=from_json, verdict=verdict, lesson=lesson, do_not_revive=do_not_revive,
+                            amends=amends, baseline=baseline)  # fmt: skip
+
+
+def _create_link(
+    store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
+    from_json: list[str], verdict: str, lesson: str, do_not_revive: bool, amends: str, baseline: str,
+) -> Link:  # fmt: skip
+    evidence = Evidence.gather(store)
+    rec = evidence.index.record(patch + ".patch")
+    if rec is None:
+        raise UsageProblem(f"no patch named {patch}", "see `stackmgr series` or `ls patches/`")
+    if rec["tree"] is None:
+        if str(rec["error"]).startswith("unresolved merge conflict"):
+            from stackmgr.store.conflicts import refuse_conflicted
+
+            with open(os.path.join(store.patches_dir, patch + ".patch"), "rb") as f:
+                refuse_conflicted(f.read(), f"patches/{patch}.patch")
+        raise StackmgrError(f"patches/{patch}.patch has no stackmgr header ({rec['error']})", "save it again")
+    if verdict not in metrics.VERDICTS:
+        raise UsageProblem(f"verdict '{verdict}' is not one of {', '.join(metrics.VERDICTS)}", "pick one of them")
+    known = {link.id: link for link in load_links(store)}
+    amends, baseline = (_by_id_or_run_name(known, ref, what) for ref, what in ((amends, "--amends"),
+                                                                               (baseline, "--baseline")))
+    if amends and known[amends].patch != patch:
+        raise UsageProblem(f"--amends {amends}: that link is about {known[amends].patch}, not {patch}",
+                           f"amend it with `stackmgr link {known[amends].patch} … --amends {amends}`")  # fmt: skip
+    completed = known[amends] if amends and not artifacts and not from_json else None  # a draft completed
+    resolved = [resolve_artifact(store, raw) for raw in dict.fromkeys(artifacts + from_json)]
+    found: list[Artifact] = list(completed.artifacts) if completed else []
+    data_by_path: dict[str, bytes] = _kept_bytes(store, found)
+    by_raw: dict[str, str] = {}
+    for raw, (recorded, full) in zip(dict.fromkeys(artifacts + from_json), resolved, strict=True):
+        with open(full, "rb") as f:
+            data = f.read()
+        digest = sha256_hex(data)
+        # Outside the store: recorded as the copy that travels with the store (kept once the link is sure), the
+        # path it had kept as information.
+        artifact = Artifact(kept_artifacts.path_of(digest), digest, len(data), origin=recorded) \
+            if os.path.isabs(recorded) else Artifact(recorded, digest, len(data))  # fmt: skip
+        found.append(artifact)
+        data_by_path[artifact.path] = data
+        by_raw[raw] = artifact.path
+    measured = _metrics(metric_specs, from_json, by_raw, data_by_path)
+    if completed is not None:  # its metrics stay, a metric given again replaces its own
+        measured = [m for m in completed.metrics if m.name not in {n.name for n in measured}] + measured
+    names = [m.name for m in measured]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise UsageProblem(f"metric {', '.join(twice)} is given twice", "name each metric once (rename one)")
+    link = Link(
+        id="", created=utc_now(), author=author_of(store, rec["tree"]), patch=patch, tree=rec["tree"],
+        sha256=rec["sha256"], patch_id=evidence.patch_id(patch + ".patch") or "",
+        stack=completed.stack if completed else stack_now(store, rec["tree"], evidence.index), artifacts=found,
+        metrics=measured, gates=[metrics.parse_gate(g) for g in gate_specs] or (completed.gates if completed else []),
+        verdict=verdict, lesson=lesson, do_not_revive=do_not_revive, amends=amends, baseline=baseline,
+        run=completed.run if completed else {},
+    )  # fmt: skip
+    for artifact in found if completed is None else []:
+        if artifact.origin:
+            kept_artifacts.keep(store, data_by_path[artifact.path], artifact.sha256)
+    write_link(store, link)
+    lfs.track(store, [a.path for a in found if not os.path.isabs(a.path)])  # a big result stays out of git's objects
+    evidence.save()
+    return link
+
+
+def _by_id_or_run_name(known: dict[str, Link], ref: str, what: str) -> str:
+    """The id of the link `ref` names: its id (`lnk-` optional), or the name `stackmgr run --name` gave it (the
+    latest run of that name); "" for ""."""
+    if not ref:
+        return ""
+    ident = ref if ref.startswith("lnk-") else f"lnk-{ref}"
+    if ident in known:
+        return ident
+    named = [k for k in known.values() if k.run.get("name") == ref]
+    if not named:
+        raise UsageProblem(f"{what} {ref}: no such link or run", "see `stackmgr links` for ids and run names")
+    return max(named, key=lambda k: (k.created, k.id)).id
+
+
+def _kept_bytes(store: Store, found: list[Artifact]) -> dict[str, bytes]:
+    """The bytes of a completed draft's artifacts, for a `--metric NAME=/REGEX/` given while completing it."""
+    out = {}
+    for a in found:
+        try:
+            with open(a.path if os.path.isabs(a.path) else os.path.join(store.root, a.path), "rb") as f:
+                out[a.path] = f.read()
+        except OSError:
+            continue
+    return out
+
+
+def _metrics(
+    specs: list[str], from_json: list[str], by_raw: dict[str, str], data: dict[str, bytes]
+) -> list[metrics.Metric]:
+    out: list[metrics.Metric] = []
+    for raw in from_json:
+        out += metrics.from_vllm_json(data[by_raw[raw]], by_raw[raw])
+    for spec in specs:
+        metric, regex = metrics.parse_metric(spec)
+        if metric is not None:
+            out.append(metric)
+            continue
+        assert regex is not None
+        name, pattern = regex
+        texts = ((path, blob.decode("utf-8", "replace")) for path, blob in data.items())
+        hit = next((m for path, text in texts if (m := metrics.from_regex(name, pattern, text, path))), None)
+        if hit is None:
+            raise StackmgrError(f"--metric {name}: /{pattern}/ matches no artifact", "check the regex and the files")
+        out.append(hit)
+    return out
+
+
+def author_of(store: Store, tree: str) -> str:
+    """`Name <email>` of the tree's git identity, else $USER, else `unknown`."""
+    config = store.trees.get(tree)
+    top = config.path if config and os.path.isdir(config.path) else store.root
+    try:
+        name, email, _stamp, _tz = author_ident(start_author_ident(top))
+        return f"{name} <{email}>"
+    except StackmgrError:
+        return os.environ.get("USER", "unknown")
+
+

@@ -1,0 +1,123 @@
+"""`stackmgr run -- CMD`: one command captures a run: its output teed to a log, the measured state before and
+after (a tree that changed meanwhile taints the result), the command, exit code, times, environment and host,
+the files written under the result directories and their metrics, as a draft link completed by one short
+`link --amends`; `run` exits with the command's own code."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Lab, stackmgr_process
+
+BENCH = """\
+import json, os, sys
+rate, out = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+json.dump({"model_id": "Qwen/Qwen3.6", "request_rate": rate, "max_concurrency": 8, "num_prompts": 50,
+           "output_throughput": 100.0 if rate == "1" else 290.0, "mean_ttft_ms": 45.0 if rate == "1" else 80.0},
+          open(os.path.join(out, f"bench-{rate}.json"), "w"))
+print("Output token throughput (tok/s): 107.7")
+print("warming up", file=sys.stderr)
+if os.environ.get("TOUCH"):
+    open(os.environ["TOUCH"], "a").write("changed while running\\n")
+sys.exit(int(os.environ.get("EXIT", "0")))
+"""
+
+
+@pytest.fixture
+def bench(lab: Lab, tmp_path: Path) -> Path:
+    """A fix applied as series S, the tree otherwise clean, and a vllm-bench-like script outside the tree."""
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    assert lab.sm("save", "fix", "--series", "S", "-m", "fix").code == 0
+    script = tmp_path / "bench.py"
+    script.write_text(BENCH)
+    return script
+
+
+def run(lab: Lab, *args: str, **env: str) -> tuple[int, str, str, list[dict[str, Any]]]:
+    done = stackmgr_process(lab.store, "run", *args, **env)
+    records = sorted((lab.store / "links").glob("*/*.toml"))
+    return done.returncode, done.stdout, done.stderr, [tomllib.loads(r.read_text()) for r in records]
+
+
+def test_a_run_is_captured_end_to_end_as_a_draft_link(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    code, stdout, stderr, (record,) = run(lab, "--name", "qps1", "--result-dir", str(out), "--",
+                                          sys.executable, str(bench), "1", str(out), VLLM_USE_V1="1")  # fmt: skip
+    assert code == 0
+    assert "Output token throughput (tok/s): 107.7" in stdout and "warming up" in stdout  # teed as it came
+    assert record["patch"]["name"] == "fix" and record["verdict"]["status"] == "experimental"
+    r = record["run"]
+    assert r["name"] == "qps1" and r["command"] == [sys.executable, str(bench), "1", str(out)]
+    assert r["exit_code"] == 0 and r["tainted"] is False and r["duration_s"] >= 0 and r["host"]
+    assert r["env"]["VLLM_USE_V1"] == "1" and "HOME" not in r["env"]
+    assert r["config"] == {"model_id": "Qwen/Qwen3.6", "request_rate": "1", "max_concurrency": 8, "num_prompts": 50}
+    log, result = record["artifact"]
+    assert (lab.store / log["path"]).read_text() == "Output token throughput (tok/s): 107.7\nwarming up\n"
+    assert result["origin"] == str(out / "bench-1.json") and (lab.store / result["path"]).is_file()
+    assert {m["name"]: m["value"] for m in record["metric"]} == {"output_throughput": 100.0, "mean_ttft_ms": 45.0}
+    assert record["gate"] == [{"name": "exit", "status": "pass", "detail": "exit 0"}]
+    assert record["stack"][0]["snapshot"] == lab.worktree_id()
+    assert f"recorded {record['id']} for fix" in stderr
+    done = lab.sm("link", "fix", "--amends", "qps1", "--verdict", "promoted", "--lesson", "keep it")  # by run name
+    assert done.code == 0, done.err
+    listed = json.loads(lab.sm("links", "--json").out)["links"]
+    (final,) = [k for k in listed if k["amends"] == record["id"]]  # the draft completed: its artifacts, its run
+    assert final["verdict"]["status"] == "promoted" and final["verdict"]["lesson"] == "keep it"
+    assert [(m["name"], m["value"]) for m in final["metrics"]] == [("output_throughput", 100.0), ("mean_ttft_ms", 45.0)]
+    assert lab.sm("show", "fix").out.count("PROMOTED") == 1
+    assert [a["path"] for a in final["artifacts"]] == [log["path"], result["path"]]
+    assert final["run"]["name"] == "qps1" and final["stack"][0]["snapshot"] == record["stack"][0]["snapshot"]
+
+
+def test_a_failing_command_is_recorded_and_its_exit_code_passed_through(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    code, _out, _err, (record,) = run(lab, "--", sys.executable, str(bench), "1", str(tmp_path / "r"), EXIT="3")
+    assert code == 3 and record["run"]["exit_code"] == 3
+    assert record["gate"] == [{"name": "exit", "status": "fail", "detail": "exit 3"}]
+    missing = stackmgr_process(lab.store, "run", "--", str(tmp_path / "no-such-program"))
+    assert missing.returncode == 127 and "cannot start" in missing.stderr
+
+
+def test_a_tree_that_changed_while_the_command_ran_taints_the_result(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    code, _out, stderr, (record,) = run(lab, "--", sys.executable, str(bench), "1", str(tmp_path / "r"),
+                                        TOUCH=str(lab.tree / "README"))  # fmt: skip
+    assert code == 0 and record["run"]["tainted"] is True and record["run"]["changed_trees"] == ["vllm"]
+    assert "tainted: vllm changed while the command ran" in stderr
+    shown = lab.sm("show", "fix")
+    assert "TAINTED: vllm changed while it ran" in shown.out
+
+
+def test_results_written_inside_a_declared_directory_neither_taint_nor_block(lab: Lab, bench: Path) -> None:
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + 'results = ["results"]\n')  # under [trees.vllm]
+    code, _out, stderr, (record,) = run(lab, "--", sys.executable, str(bench), "4", str(lab.tree / "results"))
+    assert code == 0 and record["run"]["tainted"] is False
+    assert [a["origin"] for a in record["artifact"]][1:] == [str(lab.tree / "results" / "bench-4.json")]
+    assert lab.sm("check").code == 0 and "not declared" not in stderr
+
+
+def test_compare_of_two_request_rates_never_ranks_them_together(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    for rate in ("1", "4"):
+        out = tmp_path / f"r{rate}"
+        assert run(lab, "--name", f"qps{rate}", "--result-dir", str(out), "--",
+                   sys.executable, str(bench), rate, str(out))[0] == 0  # fmt: skip
+    groups = json.loads(lab.sm("compare", "fix", "--json").out)["groups"]
+    assert [g["config"]["request_rate"] for g in groups] == ["1", "4"]
+    baseline = lab.sm("link", "fix", "--amends", "qps4", "--baseline", "qps1", "--verdict", "inconclusive")
+    assert baseline.code == 0, baseline.err
+
+
+def test_run_says_what_is_wrong_before_running_anything(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    for args, words in ((("--link", "nope"), "no patch named nope"), (("-t", "kernels"), "unknown tree"),
+                        (("--link", "fix", "--series", "S"), "give one of them")):  # fmt: skip
+        done = stackmgr_process(lab.store, "run", *args, "--", "touch", str(marker))
+        assert done.returncode == 2 and words in done.stderr, (args, done.stderr)
+    assert not marker.exists()
+    assert stackmgr_process(lab.store, "run").returncode == 2
