@@ -1,0 +1,42 @@
+"""`stackmgr bisect SERIES -- CMD…`: the first patch of a series whose prefix makes CMD fail."""
+
+from __future__ import annotations
+
+import click
+
+from stackmgr.cli.context import Context, pass_context
+from stackmgr.store.config import open_store
+
+
+@click.command("bisect", context_settings={"ignore_unknown_options": True})
+@click.argument("series")
+@click.option("-t", "--tree", metavar="TREE", help="The tree to bisect, when the series has several.")
+@click.option("--metric", metavar="M", help="Judge by metric M of what CMD writes, not by its exit code.")
+@click.option("--threshold", type=float, metavar="X", help="With --metric: worse than X (by its direction) fails.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@pass_context
+def bisect_cmd(ctx: Context, series: str, tree: str | None, metric: str | None, threshold: float | None,
+               command: tuple[str, ...]) -> None:  # fmt: skip
+    """Find the first patch of SERIES whose prefix makes CMD (after `--`) fail: its exit code is not 0, or
+    --metric M is worse than --threshold X. Each tested prefix is captured as `stackmgr run` captures a run;
+    the tree is put back as it was at the end. Exit 0 when a first bad patch is found, 1 when none fails."""
+    from stackmgr import output
+    from stackmgr.commands.bisect import bisect
+
+    argv = list(command[1:] if command[:1] == ("--",) else command)
+    found = bisect(open_store(ctx.store), series, argv, tree=tree, metric=metric, threshold=threshold)
+    if ctx.json:
+        output.emit_json({"schema": 1, "series": series, "first_bad": found.first_bad, "base_fails": found.base_fails,
+                          "tested": [{"patches": t.count, "top": t.patch, "failed": t.failed, "link": t.link,
+                                      "detail": t.detail} for t in found.tested]})  # fmt: skip
+    else:
+        for t in found.tested:
+            output.out(f"  {t.count:>3} patch(es), top {t.patch}: {'FAILS' if t.failed else 'passes'} ({t.detail}); "
+                       f"{t.link}")  # fmt: skip
+        if found.first_bad is None:
+            output.out(f"{series}: every patch passes (the whole series was tested)")
+        elif found.base_fails:
+            output.out(f"{series}: the base already fails, before {found.first_bad}: no patch of it is to blame")
+        else:
+            output.out(f"{series}: first bad patch: {found.first_bad}")
+    raise SystemExit(0 if found.first_bad is not None and not found.base_fails else 1)

@@ -1,0 +1,72 @@
+"""`stackmgr bisect SERIES -- CMD`: the first patch whose prefix makes CMD fail (or a metric cross a threshold),
+each tested prefix captured as `run` captures it, the tree put back as it was at the end."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tests.conftest import Lab, git_text, stackmgr_process
+
+GATE = "import sys; sys.exit(1 if 'broken' in open(sys.argv[1]).read() else 0)"
+
+
+def five_patches_the_third_breaks_the_gate(lab: Lab) -> list[str]:
+    """Series S: p1…p5, each adding a file; p3 also breaks src/model.py (the gate)."""
+    for n in range(1, 6):
+        (lab.tree / f"f{n}.txt").write_text(f"{n}\n")
+        if n == 3:
+            (lab.tree / "src" / "model.py").write_text("def f():\n    return 'broken'\n")
+        if n == 4:
+            (lab.tree / "src" / "model.py").write_text("def f():\n    return 'broken again'\n")
+        assert lab.sm("save", f"p{n}", "--series", "S", "-m", f"p{n}").code == 0
+    assert lab.sm("reset").code == 0
+    return [f"p{n}" for n in range(1, 6)]
+
+
+def test_bisect_finds_the_patch_that_breaks_the_gate_and_puts_the_tree_back(lab: Lab, tmp_path: Path) -> None:
+    five_patches_the_third_breaks_the_gate(lab)
+    (lab.tree / "notes.txt").write_text("mine, unsaved but preserved below\n")
+    assert lab.sm("save", "notes", "-m", "notes").code == 0  # the tree is dirty, and preserved
+    before, head = lab.worktree_id(), git_text(lab.tree, "rev-parse", "HEAD")
+    branch = git_text(lab.tree, "symbolic-ref", "HEAD")
+    gate = [sys.executable, "-c", GATE, str(lab.tree / "src" / "model.py")]
+    done = stackmgr_process(lab.store, "--json", "bisect", "S", "--", *gate)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["first_bad"] == "p3" and found["base_fails"] is False
+    assert [(t["patches"], t["failed"]) for t in found["tested"]] == [(5, True), (2, False), (3, True)]
+    assert lab.worktree_id() == before  # the tree as it was, HEAD and its branch too
+    assert git_text(lab.tree, "rev-parse", "HEAD") == head and git_text(lab.tree, "symbolic-ref", "HEAD") == branch
+    runs = {k["run"]["name"]: k for k in json.loads(lab.sm("links", "--json").out)["links"]}
+    assert sorted(runs) == ["bisect-S-2", "bisect-S-3", "bisect-S-5"]
+    assert runs["bisect-S-3"]["patch"] == "p3" and runs["bisect-S-3"]["gates"][0]["status"] == "fail"
+
+
+def test_bisect_of_a_series_that_passes_says_so(lab: Lab) -> None:
+    five_patches_the_third_breaks_the_gate(lab)
+    done = stackmgr_process(lab.store, "bisect", "S", "--", sys.executable, "-c", "pass")
+    assert done.returncode == 1 and "every patch passes" in done.stdout
+
+
+def test_bisect_by_a_metric_threshold(lab: Lab, tmp_path: Path) -> None:
+    five_patches_the_third_breaks_the_gate(lab)
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + 'results = ["out"]\n')  # under [trees.vllm]
+    bench = ("import json, os, sys; os.chdir(sys.argv[1]); os.makedirs('out', exist_ok=True); "
+             "slow = 'broken' in open('src/model.py').read(); "
+             "json.dump({'output_throughput': 60.0 if slow else 100.0}, open('out/b.json', 'w'))")  # fmt: skip
+    done = stackmgr_process(lab.store, "--json", "bisect", "S", "--metric", "output_throughput", "--threshold", "90",
+                            "--", sys.executable, "-c", bench, str(lab.tree))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["first_bad"] == "p3"
+
+
+def test_bisect_refuses_unsaved_work_and_runs_nothing(lab: Lab, tmp_path: Path) -> None:
+    five_patches_the_third_breaks_the_gate(lab)
+    (lab.tree / "wip.txt").write_text("unsaved\n")
+    marker = tmp_path / "ran"
+    done = stackmgr_process(lab.store, "bisect", "S", "--", "touch", str(marker))
+    assert done.returncode == 1 and "wip.txt" in done.stderr and not marker.exists()
+    assert stackmgr_process(lab.store, "bisect", "S", "--metric", "x", "--", "true").returncode == 2
