@@ -134,14 +134,21 @@ def pull_conflicting(lab: Lab, tmp_path: Path, theirs: Path, path: str) -> None:
     assert merged.returncode != 0, "the pull was expected to conflict"
 
 
-def test_a_store_left_mid_merge_says_which_file_has_an_unresolved_conflict(lab: Lab, tmp_path: Path) -> None:
-    (lab.tree / "README").write_text("hello\nbase\n")
-    assert lab.sm("save", "base", "--series", "S", "-m", "base").code == 0
+def applied_on_both(lab: Lab, tmp_path: Path, patch: str, readme: str) -> Lab:
+    """Series S with one patch (README as `readme`), shared with Bob; S applied on both engineers' trees."""
+    (lab.tree / "README").write_text(readme)
+    assert lab.sm("save", patch, "--series", "S", "-m", patch).code == 0
     assert lab.sm("reset").code == 0
     theirs, tree = share(lab, tmp_path)
     bob = Lab(theirs, tree)
     assert bob.sm("tree", "add", "vllm", str(tree)).code == 0
     assert lab.sm("apply", "S").code == 0 and bob.sm("apply", "S").code == 0
+    return bob
+
+
+def test_a_store_left_mid_merge_says_which_file_has_an_unresolved_conflict(lab: Lab, tmp_path: Path) -> None:
+    bob = applied_on_both(lab, tmp_path, "base", "hello\nbase\n")
+    theirs, tree = bob.store, bob.tree
     (lab.tree / "src" / "model.py").write_text("def f():\n    return 'alice'\n")
     assert lab.sm("save", "alice", "--series", "S", "-m", "alice's").code == 0
     (tree / "src" / "model.py").write_text("def f():\n    return 'bob'\n")
@@ -156,23 +163,6 @@ def test_a_store_left_mid_merge_says_which_file_has_an_unresolved_conflict(lab: 
     lint = lab.sm("lint")
     assert lint.code == 1 and "series/S: unresolved merge conflict (lines 2–6)" in lint.out
     assert "orphaned" not in lint.out  # what a series mid-merge lists is not known: no false orphans
-
-
-def test_a_patch_both_engineers_updated_is_named_as_conflicted(lab: Lab, tmp_path: Path) -> None:
-    (lab.tree / "README").write_text("hello\nv1\n")
-    assert lab.sm("save", "fix", "--series", "S", "-m", "fix").code == 0
-    theirs, tree = share(lab, tmp_path)
-    bob = Lab(theirs, tree)
-    assert bob.sm("tree", "add", "vllm", str(tree)).code == 0
-    (lab.tree / "README").write_text("hello\nalice's v2\n")
-    assert lab.sm("save", "fix", "--update").code == 0
-    assert bob.sm("apply", "S").code == 0
-    (tree / "README").write_text("hello\nbob's v2\n")
-    assert bob.sm("save", "fix", "--update").code == 0
-    pull_conflicting(lab, tmp_path, theirs, "patches/fix.patch")
-    assert lab.sm("reset", "--force").code == 0
-    result = lab.sm("apply", "S")
-    assert result.code == 3 and "unresolved merge conflict in patches/fix.patch (lines" in result.err, result.err
 
 
 def two_engineers(lab: Lab, tmp_path: Path) -> tuple[Lab, Path]:

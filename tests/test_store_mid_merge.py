@@ -9,18 +9,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Lab, git, run_stackmgr
-from tests.test_sharing import append, pull_conflicting, share, two_engineers
+from tests.test_sharing import append, applied_on_both, pull_conflicting, share, two_engineers
 
 
 def both_updated_fix(lab: Lab, tmp_path: Path) -> Lab:
     """patches/fix.patch updated by Alice and by Bob; Alice's pull left it with conflict markers."""
-    (lab.tree / "README").write_text("hello\nv1\n")
-    assert lab.sm("save", "fix", "--series", "S", "-m", "fix").code == 0
-    assert lab.sm("reset").code == 0
-    theirs, tree = share(lab, tmp_path)
-    bob = Lab(theirs, tree)
-    assert bob.sm("tree", "add", "vllm", str(tree)).code == 0
-    assert lab.sm("apply", "S").code == 0 and bob.sm("apply", "S").code == 0
+    bob = applied_on_both(lab, tmp_path, "fix", "hello\nv1\n")
+    theirs, tree = bob.store, bob.tree
     (lab.tree / "README").write_text("hello\nalice's v2\n")
     assert lab.sm("save", "fix", "--update").code == 0
     (tree / "README").write_text("hello\nbob's v2\n")
@@ -39,6 +34,9 @@ def test_a_patch_left_mid_merge_fails_every_command_that_reads_it(lab: Lab, tmp_
         assert len(said) == 1 and said[0].startswith("stackmgr: unresolved merge conflict in patches/fix.patch (lines")
         assert "`git checkout --ours patches/fix.patch`" in said[0], said[0]
     assert "0 of 0" not in lab.sm("status").out
+    assert lab.sm("reset", "--force").code == 0  # the tree set aside: apply still names the conflict
+    result = lab.sm("apply", "S")
+    assert result.code == 3 and "unresolved merge conflict in patches/fix.patch (lines" in result.err, result.err
 
 
 @pytest.mark.regression("check and reset said a change was 'not preserved' without naming the patch left mid-merge")
@@ -69,20 +67,23 @@ def test_check_on_a_clone_with_no_tree_placed_checks_nothing_and_says_so(lab: La
     assert "vllm: not checked, no path on this machine" in verbose.out
 
 
-@pytest.mark.regression("the merge driver kept `x.patch` and `x.patch -p0`, one patch twice")
-def test_one_patch_both_engineers_appended_with_other_options_is_a_conflict(tmp_path: Path) -> None:
+def merge(tmp_path: Path, base: bytes, ours: bytes, theirs: bytes) -> tuple[bool, bytes]:
+    """The series merge driver on three versions, as git runs it: (merged cleanly, what it left in ours)."""
     from stackmgr.commands.merge_series import merge_series
 
-    base, ours, theirs = (tmp_path / n for n in ("base", "ours", "theirs"))
-    base.write_bytes(b"a.patch\n")
-    ours.write_bytes(b"a.patch\nx.patch\n")
-    theirs.write_bytes(b"a.patch\nx.patch -p0\n")
-    assert not merge_series(str(base), str(ours), str(theirs))
-    assert b"<<<<<<< ours\nx.patch\n" in ours.read_bytes() and b"x.patch -p0\n>>>>>>> theirs" in ours.read_bytes()
-    ours.write_bytes(b"a.patch\nx.patch #fast\ny.patch\n")
-    theirs.write_bytes(b"a.patch\nx.patch #fast\n")  # the same line on both sides: kept once
-    assert merge_series(str(base), str(ours), str(theirs))
-    assert ours.read_bytes() == b"a.patch\nx.patch #fast\ny.patch\n"
+    paths = [tmp_path / n for n in ("base", "ours", "theirs")]
+    for path, text in zip(paths, (base, ours, theirs), strict=True):
+        path.write_bytes(text)
+    return merge_series(*(str(p) for p in paths)), paths[1].read_bytes()
+
+
+@pytest.mark.regression("the merge driver kept `x.patch` and `x.patch -p0`, one patch twice")
+def test_one_patch_both_engineers_appended_with_other_options_is_a_conflict(tmp_path: Path) -> None:
+    clean, merged = merge(tmp_path, b"a.patch\n", b"a.patch\nx.patch\n", b"a.patch\nx.patch -p0\n")
+    assert not clean and b"<<<<<<< ours\nx.patch\n" in merged and b"x.patch -p0\n>>>>>>> theirs" in merged
+    same = b"a.patch\nx.patch #fast\n"  # the same line on both sides: kept once
+    assert merge(tmp_path, b"a.patch\n", b"a.patch\nx.patch #fast\ny.patch\n", same) == (
+        True, b"a.patch\nx.patch #fast\ny.patch\n")
 
 
 @pytest.mark.regression("status said 'S: 3 of 2 applied' after a pull took an applied patch out of the series")
@@ -107,24 +108,14 @@ def test_status_after_a_pull_removed_an_applied_patch_counts_what_the_series_hol
 def test_two_engineers_ordering_the_same_patches_differently_is_a_conflict(
     tmp_path: Path, ours: bytes, theirs: bytes
 ) -> None:
-    from stackmgr.commands.merge_series import merge_series
-
-    paths = [tmp_path / n for n in ("base", "ours", "theirs")]
-    for path, text in zip(paths, (b"a.patch\n", ours, theirs), strict=True):
-        path.write_bytes(text)
-    assert not merge_series(*(str(p) for p in paths))
-    assert b"<<<<<<< ours\n" in paths[1].read_bytes()
+    clean, merged = merge(tmp_path, b"a.patch\n", ours, theirs)
+    assert not clean and b"<<<<<<< ours\n" in merged
 
 
 @pytest.mark.regression("two appends to a series file without a final newline were a conflict")
 def test_appends_after_a_last_line_without_its_newline_merge(tmp_path: Path) -> None:
-    from stackmgr.commands.merge_series import merge_series
-
-    paths = [tmp_path / n for n in ("base", "ours", "theirs")]
-    for path, text in zip(paths, (b"a.patch", b"a.patch\nx.patch", b"a.patch\ny.patch"), strict=True):
-        path.write_bytes(text)
-    assert merge_series(*(str(p) for p in paths))
-    assert paths[1].read_bytes() == b"a.patch\nx.patch\ny.patch\n"
+    merged = merge(tmp_path, b"a.patch", b"a.patch\nx.patch", b"a.patch\ny.patch")
+    assert merged == (True, b"a.patch\nx.patch\ny.patch\n")
 
 
 @pytest.mark.regression("rename moved a patch file still holding conflict markers; link said 'save it again'")
