@@ -581,3 +581,22 @@ def test_show_prints_one_metric_per_line_with_unit_direction_and_delta(ev: Lab) 
     ]
     plain = ev.sm("show", "replay-probe").out.splitlines()
     assert "      output_throughput               98.4  tok/s   ↑" in plain, "no baseline: no delta"
+
+
+@pytest.mark.regression("link --verdict promoted accepted a patch whose changes were not in its tree")
+def test_a_promotion_is_refused_when_the_patch_is_not_in_its_trees_measured_state(ev: Lab) -> None:
+    assert ev.sm("reset", "vllm").code == 0  # replay-fix is saved, but the tree no longer holds it
+    refused = ev.sm("link", "replay-fix", "results/probe.log", "--verdict", "promoted")
+    one_line_error(refused, 2)
+    assert refused.err == ("stackmgr: cannot promote replay-fix: its changes are not in tree vllm's measured state; "
+                           "apply its series (`stackmgr apply replay`) and measure again, or record the result "
+                           "with --verdict experimental\n")  # fmt: skip
+    assert not (ev.store / "links" / "replay-fix").exists()
+    # A draft measured off-tree cannot be completed as a promotion either: its own stack is what counts.
+    draft = _link(ev, "replay-fix", "results/probe.log")
+    assert ev.sm("apply", "replay").code == 0  # the tree holds it now, but the draft was measured without it
+    one_line_error(ev.sm("link", "replay-fix", "--amends", draft, "--verdict", "promoted"), 2)
+    assert len(link_records(ev, "replay-fix")) == 1
+    promoted = _link(ev, "replay-fix", "results/probe.log", "--verdict", "promoted")  # measured on it now
+    assert [r["verdict"]["status"] for r in link_records(ev, "replay-fix")] == ["experimental", "promoted"]
+    assert _show(ev, "replay-fix")["links"][-1]["id"] == promoted  # type: ignore[index]
