@@ -160,9 +160,10 @@ def test_a_do_not_revive_lane_stops_series_add_and_apply_unless_overridden(evide
     ok = lab.sm("series", "add", "kernels", "gemm-tile", "--override", "new epilogue keeps fp32")
     assert ok.code == 0 and "WARNING: reviving do-not-revive lane gemm-tile" in ok.err
     assert lab.sm("reset", "vllm-xpu-kernels").code == 0
-    assert lab.sm("apply", "kernels").code == 1
     applied = lab.sm("apply", "kernels", "--override", "measured again after the epilogue fix")
     assert applied.code == 0 and "WARNING" in applied.err
+    again = lab.sm("apply", "kernels")  # the overrides are recorded: no need to repeat one
+    assert again.code == 0 and "override recorded for it: \"measured again after the epilogue fix\"" in again.err
 
 
 @pytest.mark.parametrize(
@@ -581,3 +582,90 @@ def test_show_prints_one_metric_per_line_with_unit_direction_and_delta(ev: Lab) 
     ]
     plain = ev.sm("show", "replay-probe").out.splitlines()
     assert "      output_throughput               98.4  tok/s   ↑" in plain, "no baseline: no delta"
+
+
+@pytest.mark.regression("link --verdict promoted accepted a patch whose changes were not in its tree")
+def test_a_promotion_is_refused_when_the_patch_is_not_in_its_trees_measured_state(ev: Lab) -> None:
+    assert ev.sm("reset", "vllm").code == 0  # replay-fix is saved, but the tree no longer holds it
+    refused = ev.sm("link", "replay-fix", "results/probe.log", "--verdict", "promoted")
+    one_line_error(refused, 2)
+    assert refused.err == ("stackmgr: cannot promote replay-fix: its changes are not in tree vllm's measured state; "
+                           "apply its series (`stackmgr apply replay`) and measure again, or record the result "
+                           "with --verdict experimental\n")  # fmt: skip
+    assert not (ev.store / "links" / "replay-fix").exists()
+    # A draft measured off-tree cannot be completed as a promotion either: its own stack is what counts.
+    draft = _link(ev, "replay-fix", "results/probe.log")
+    assert ev.sm("apply", "replay").code == 0  # the tree holds it now, but the draft was measured without it
+    one_line_error(ev.sm("link", "replay-fix", "--amends", draft, "--verdict", "promoted"), 2)
+    assert len(link_records(ev, "replay-fix")) == 1
+    promoted = _link(ev, "replay-fix", "results/probe.log", "--verdict", "promoted")  # measured on it now
+    assert [r["verdict"]["status"] for r in link_records(ev, "replay-fix")] == ["experimental", "promoted"]
+    assert _show(ev, "replay-fix")["links"][-1]["id"] == promoted  # type: ignore[index]
+
+
+def _dead_gemm_lane(ev: Lab) -> str:
+    """gemm-tile rejected, do not revive; the kernels tree reset, then the same change typed again."""
+    lid = _link(ev, "gemm-tile", "results/probe.log", "--verdict", "rejected", "--do-not-revive",
+                "--lesson", "tile 128 breaks the color gate")  # fmt: skip
+    assert ev.sm("reset", "vllm-xpu-kernels").code == 0
+    (ev.tree.parent / "kernels" / "gemm.cpp").write_text("int tile = 128;\n")
+    return lid
+
+
+@pytest.mark.regression("save --series skipped the do-not-revive check that series add and apply make")
+def test_save_into_a_series_refuses_a_do_not_revive_lane_unless_overridden(ev: Lab) -> None:
+    lid = _dead_gemm_lane(ev)
+    refused = ev.sm("save", "gemm-again", "-t", "vllm-xpu-kernels", "--series", "tiles", "-m", "again")
+    one_line_error(refused, 1)
+    assert refused.err == (f"stackmgr: gemm-again revives a do-not-revive lane ({lid} on gemm-tile: tile 128 breaks "
+                           'the color gate); pass --override "why it is worth another try" to go ahead\n')  # fmt: skip
+    assert not (ev.store / "patches" / "gemm-again.patch").exists() and not (ev.store / "series" / "tiles").exists()
+    saved = ev.sm("save", "gemm-again", "-t", "vllm-xpu-kernels", "--series", "tiles", "-m", "again",
+                  "--override", "fp32 epilogue now")  # fmt: skip
+    assert saved.code == 0, saved.err
+    assert saved.err == (f"stackmgr: WARNING: reviving do-not-revive lane gemm-tile ({lid}): tile 128 breaks the "
+                         "color gate; override: fp32 epilogue now\n")  # fmt: skip
+    assert (ev.store / "series" / "tiles").read_text() == "gemm-again.patch\n"
+    assert ev.sm("save", "plain", "-t", "vllm-xpu-kernels", "-m", "no series, no check").code == 0
+
+
+@pytest.mark.regression("--override was not recorded: every later apply of the same patch had to repeat it")
+def test_an_override_is_recorded_shown_and_holds_for_the_same_patch_id(ev: Lab) -> None:
+    lid = _dead_gemm_lane(ev)
+    assert ev.sm("series", "remove", "kernels", "gemm-tile").code == 0
+    assert ev.sm("series", "add", "kernels", "gemm-tile", "--override", "fp32 epilogue now").code == 0
+    (record,) = (ev.store / "links" / "gemm-tile").glob("override-*")
+    doc = tomllib.loads(record.read_text())
+    patch = (ev.store / "patches" / "gemm-tile.patch").read_bytes()
+    assert {k: v for k, v in doc.items() if k != "at"} == {
+        "schema": 1, "kind": "override", "patch": "gemm-tile", "sha256": hashlib.sha256(patch).hexdigest(),
+        "patch_id": _show(ev, "gemm-tile")["patch"]["patch_id"], "lanes": [lid],  # type: ignore[index]
+        "reason": "fp32 epilogue now", "author": "Jane Doe <jane@example.com>", "command": "series add kernels"}
+    at = doc["at"]
+    digest = hashlib.sha256(record.read_bytes()).hexdigest()[:12]
+    assert record.name == f"override-{at.replace('-', '').replace(':', '')}-{digest}"
+    said = f'"fp32 epilogue now" (Jane Doe <jane@example.com>, {at[:16].replace("T", " ")} UTC, `series add kernels`)'
+    # Later: apply, and the same change under another name (same patch-id), go ahead with a note.
+    applied = ev.sm("apply", "kernels")
+    assert applied.code == 0, applied.err
+    assert applied.err == (f"stackmgr: note: gemm-tile revives do-not-revive lane gemm-tile ({lid}); going ahead on "
+                           f"the override recorded for it: {said}\n")  # fmt: skip
+    (ev.store / "patches" / "tile-copy.patch").write_bytes(patch.replace(b"[PATCH] tile", b"[PATCH] t2"))
+    added = ev.sm("series", "add", "other", "tile-copy")
+    assert added.code == 0 and added.err.startswith("stackmgr: note: tile-copy revives do-not-revive lane gemm-tile")
+    assert len(list((ev.store / "links").glob("*/override-*"))) == 1, "a note records nothing"
+    shown = ev.sm("show", "gemm-tile")
+    assert shown.out.endswith(f"do-not-revive overridden ({lid}): {said}\n")
+    assert _show(ev, "gemm-tile")["overrides"] == [{  # type: ignore[comparison-overlap]
+        "reason": "fp32 epilogue now", "author": "Jane Doe <jane@example.com>", "at": at,
+        "command": "series add kernels", "lanes": [lid], "sha256": doc["sha256"], "patch_id": doc["patch_id"]}]
+    assert ev.sm("report", "-o", str(ev.store / "site")).code == 0
+    page = (ev.store / "site" / "patches" / "gemm-tile.html").read_text()
+    assert ('<h2 id="overrides">Do-not-revive overridden</h2><ul class="overrides"><li><b>fp32 epilogue now</b> '
+            f'<span class="muted">Jane Doe &lt;jane@example.com&gt; · {at[:16].replace("T", " ")} · '
+            f"<code>series add kernels</code> · lane {lid}</span></li></ul>") in page
+    # Undone with the command that wrote it.
+    ops = json.loads(ev.sm("log", "--json").out)["operations"]
+    (added_op,) = [o["id"] for o in ops if o["command"] == "series add kernels"]
+    assert ev.sm("undo", added_op).code == 0
+    assert not list((ev.store / "links").glob("*/override-*"))

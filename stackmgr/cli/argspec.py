@@ -53,6 +53,7 @@ SAVE = (
         False,
         "Save even if added lines look like conflict markers.",
     ),
+    Opt(("--override",), "override", True, "Save a do-not-revive lane into --series anyway, saying why.", "REASON"),
     JSON,
 )
 

@@ -127,6 +127,8 @@ def show_cmd(ctx: Context, patch: str) -> None:
             ok = view.artifact_ok(a.path, a.sha256)
             origin = f", copied from {a.origin}" if a.origin.startswith("/") else (f", {a.origin}" if a.origin else "")
             output.out(f"      {a.path} ({'sha ok' if ok else output.paint('CHANGED OR MISSING', 'red')}{origin})")
+    for o in view.overrides:
+        output.out(f"do-not-revive overridden ({', '.join(o.lanes)}): {o.said()}")
     view.save()
 
 

@@ -10,12 +10,13 @@ from stackmgr.store.config import open_store
 
 
 class SaveArgs:
-    __slots__ = ("allow_conflict_markers", "as_json", "base", "message", "name", "paths", "series", "store", "tree",
-                 "update")  # fmt: skip
+    __slots__ = ("allow_conflict_markers", "as_json", "base", "message", "name", "override", "paths", "series",
+                 "store", "tree", "update")  # fmt: skip
 
     def __init__(
         self, store: str | None, name: str, paths: tuple[str, ...], *, tree: str | None, message: str | None,
         series: str | None, base: str | None, update: bool, allow_conflict_markers: bool, as_json: bool,
+        override: str | None = None,
     ) -> None:  # fmt: skip
         self.store = store
         self.name = name
@@ -27,6 +28,7 @@ class SaveArgs:
         self.update = update
         self.allow_conflict_markers = allow_conflict_markers
         self.as_json = as_json
+        self.override = override
 
     @classmethod
     def from_values(
@@ -36,6 +38,7 @@ class SaveArgs:
             store, name, paths, tree=text(values, "tree"), message=text(values, "message"),
             series=text(values, "series"), base=text(values, "base"), update=flag(values, "update"),
             allow_conflict_markers=flag(values, "allow_conflict_markers"), as_json=as_json,
+            override=text(values, "override"),
         )  # fmt: skip
 
 
@@ -43,14 +46,16 @@ def run(args: SaveArgs) -> int:
     from stackmgr.commands.save import SaveRequest, save
 
     req = SaveRequest(args.name, args.tree, args.message, args.series, args.base, args.paths, args.update,
-                      args.allow_conflict_markers)  # fmt: skip
+                      args.allow_conflict_markers, override=args.override)  # fmt: skip
     store = open_store(args.store)
     with output.activity(f"saving {args.name}: snapshot, diff, round-trip check"):
         result = save(store, req)
     for warning in result.warnings:
         output.err(f"stackmgr: note: {warning}")
+    for line in result.revival:
+        output.err(f"stackmgr: {line}")
     if args.as_json:
-        output.emit_json({"schema": 1, **{k: v for k, v in vars(result).items() if k != "warnings"}})
+        output.emit_json({"schema": 1, **{k: v for k, v in vars(result).items() if k not in ("warnings", "revival")}})
         return 0
     rel = os.path.relpath(result.path, store.root)
     what = {"saved": "saved", "updated": "updated", "unchanged": "unchanged, already saved as"}[result.outcome]

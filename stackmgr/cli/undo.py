@@ -49,15 +49,19 @@ def undo_cmd(ctx: Context, op_id: str | None) -> None:
     """Revert the newest operation (or OP): its store files and its trees. Undo is itself undoable."""
     from stackmgr.commands.undo import record_json, undid, undo
 
-    undone, mine = undo(open_store(ctx.store), op_id)
+    undone, mine, failed = undo(open_store(ctx.store), op_id)
     if ctx.json:
-        output.emit_json({"schema": 1, "undone": record_json(undone), "operation": mine and record_json(mine)})
+        output.emit_json({"schema": 1, "undone": record_json(undone), "operation": mine and record_json(mine),
+                          "after_failed": failed})  # fmt: skip
         return
     if mine is None:
         output.out(f"nothing to change: `{undone.command}` (op {undone.id}) left no trace to revert")
         return
     verb, what = undid(undone, mine)
-    if verb == "redo":
+    if failed is not None:
+        output.out(f"undid `{what}` (op {undone.id}), the last operation that stands: `{failed}` failed and "
+                   "changed nothing, so the undo before it is not redone; `stackmgr undo` again redoes it")  # fmt: skip
+    elif verb == "redo":
         output.out(f"redid `{what}` (op {mine.id}); `stackmgr undo` undoes it again")
     else:
         output.out(f"undid `{what}` (op {undone.id}); `stackmgr undo` again redoes it")

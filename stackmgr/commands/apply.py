@@ -255,7 +255,7 @@ def apply_series(
 ) -> list[TreeOutcome]:  # fmt: skip
     with operation(store, f"apply {name}"):
         plans = plan_series(store, name, only_tree, guards)
-        _refuse_revivals(store, plans, override)
+        _refuse_revivals(store, name, plans, override, dry_run)
         try:
             _preflight_while_computing(store, plans, three_way)
             outcomes = [TreeOutcome(p, p.snap is not None and p.snap.tree_id() != p.result) for p in plans]
@@ -268,15 +268,16 @@ def apply_series(
                     plan.snap.release()
 
 
-def _refuse_revivals(store: Store, plans: list[TreePlan], override: str | None) -> None:
-    """A patch that a do-not-revive link names (by name or patch-id) stops the apply, unless overridden."""
+def _refuse_revivals(store: Store, name: str, plans: list[TreePlan], override: str | None, dry_run: bool) -> None:
+    """A patch that a do-not-revive link names (by name or patch-id) stops the apply, unless overridden (now, or
+    by an override recorded for it; a dry run records none)."""
     links_dir = store.links_dir
     if not os.path.isdir(links_dir) or not os.listdir(links_dir):
         return
-    from stackmgr.evidence.states import refuse_revival
+    from stackmgr.evidence.revival import refuse_revival
 
     patches = [(p.name, p.data) for plan in plans for p in plan.patches]
-    for warning in refuse_revival(store, patches, override):
+    for warning in refuse_revival(store, patches, override, f"apply {name}", record=not dry_run):
         import sys
 
         sys.stderr.write(f"stackmgr: {warning}\n")

@@ -81,6 +81,9 @@ class PatchView:
         self.status = patch_status(links, self.states)
         self.record = ev.index.record(name + ".patch") or {}
         self.do_not_revive = any(link.do_not_revive for link in effective(links))
+        from stackmgr.evidence.revival import overrides
+
+        self.overrides = overrides(store, name)  # do-not-revive lanes brought back anyway, with the reason
 
     def baseline_metrics(self, link: Link) -> dict[str, float]:
         return {m.name: m.value for m in self.by_id[link.baseline].metrics} if link.baseline in self.by_id else {}
@@ -96,7 +99,10 @@ class PatchView:
             "patch_id": self.ev.patch_id(name + ".patch"), "status": self.status, "do_not_revive": self.do_not_revive,
             "subject": header.subject, "description": header.body, "stat": rec.get("stat")},
             "links": [link_json(self.ev, link, self.states[link.id], self.by_id.get(link.baseline))
-                      for link in self.links]}  # fmt: skip
+                      for link in self.links],
+            "overrides": [{"reason": o.reason, "author": o.author, "at": o.at, "command": o.command,
+                           "lanes": list(o.lanes), "sha256": o.sha256, "patch_id": o.patch_id or None}
+                          for o in self.overrides]}  # fmt: skip
 
     def save(self) -> None:
         """Keep what was learned (patch index, artifact hashes) for the next command; best effort."""

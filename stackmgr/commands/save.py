@@ -21,13 +21,15 @@ TYPE_CHECKING = False  # mypy treats this as true; at run time `typing` and frie
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from stackmgr.commands.save_series import Stack
+
 
 class SaveResult:
     """What `save` did (plain class: `save` starts without dataclasses/inspect)."""
 
     def __init__(
         self, name: str, path: str, tree: str, base: str, totals: tuple[int, int, int], outcome: str,
-        series: str | None, warnings: tuple[str, ...] = (),
+        series: str | None, warnings: tuple[str, ...] = (), revival: tuple[str, ...] = (),
     ) -> None:  # fmt: skip
         self.name = name
         self.path = path
@@ -37,6 +39,7 @@ class SaveResult:
         self.outcome = outcome  # "saved" | "updated" | "unchanged"
         self.series = series
         self.warnings = warnings
+        self.revival = revival  # a do-not-revive lane saved into a series: the warning, or the override's note
 
 
 class SaveRequest:
@@ -44,6 +47,7 @@ class SaveRequest:
         self, name: str, tree: str | None = None, message: str | None = None, series: str | None = None,
         base: str | None = None, paths: tuple[str, ...] = (), update: bool = False,
         allow_conflict_markers: bool = False, keep_paths: tuple[bytes, ...] = (), command: str = "",
+        override: str | None = None,
     ) -> None:  # fmt: skip
         self.name = name
         self.tree = tree
@@ -55,6 +59,7 @@ class SaveRequest:
         self.allow_conflict_markers = allow_conflict_markers
         self.keep_paths = keep_paths  # with `paths`: also these (the files a refreshed patch already holds)
         self.command = command  # how the journal names the operation (default `save NAME`)
+        self.override = override  # why a do-not-revive lane may go into the series anyway
 
 
 def pick_tree(store: Store, wanted: str | None, index: PatchIndex, series: str | None = None) -> tuple[str, Snapshot]:
@@ -167,6 +172,7 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
             data, expected = _build(store, tree, snap, diff_from, base, paths, name, req)
             output.tick()
             _refuse_conflict_markers(data, req.allow_conflict_markers)
+            revival = _refuse_revival(store, stack, name, data, req) if stack is not None else []
             outcome, post_images = _write_verified(store, snap, target, data, expected, req.update)
             output.tick()
             op.note_tree(tree, snap.known_tree_id(), snap.head)
@@ -180,7 +186,19 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
     warnings = tuple(f"{show_path(p)}: its staged version differs; the patch holds the working-tree version"
                      for p in snap.staged_differs if not paths or p in paths)  # fmt: skip
     return SaveResult(name, target, tree, base, patchfile.stat_totals(data), outcome,
-                      series, warnings)  # fmt: skip
+                      series, warnings, tuple(revival))  # fmt: skip
+
+
+def _refuse_revival(store: Store, stack: Stack, name: str, data: bytes, req: SaveRequest) -> list[str]:
+    """A patch going into a series is checked against the do-not-revive lanes as `series add` checks it (one the
+    series already lists was checked when it went in)."""
+    if name + ".patch" in (e.patch for e in stack.series.entries):
+        return []
+    if not os.path.isdir(store.links_dir) or not os.listdir(store.links_dir):
+        return []
+    from stackmgr.evidence.revival import refuse_revival
+
+    return refuse_revival(store, [(name, data)], req.override, f"save {name} --series {stack.series.name}")
 
 
 def _applied_series_of(store: Store, tree: str, name: str) -> str | None:

@@ -83,23 +83,23 @@ def add_patches(
             if not os.path.isfile(os.path.join(store.patches_dir, filename)):
                 raise UsageProblem(f"no patch file patches/{filename}", "save it first or check the name")
             files.append(filename)
-        for warning in _revival_warnings(store, files, override):
+        for warning in _revival_warnings(store, name, files, override):
             warn(warning)
         for offset, filename in enumerate(files):
             series.insert(filename, at + offset)
         series.write()
 
 
-def _revival_warnings(store: Store, files: list[str], override: str | None) -> list[str]:
+def _revival_warnings(store: Store, series: str, files: list[str], override: str | None) -> list[str]:
     if not os.path.isdir(store.links_dir):
         return []
-    from stackmgr.evidence.states import refuse_revival
+    from stackmgr.evidence.revival import refuse_revival
 
     named = []
     for filename in files:
         with open(os.path.join(store.patches_dir, filename), "rb") as f:
             named.append((filename[: -len(".patch")], f.read()))
-    return refuse_revival(store, named, override)
+    return refuse_revival(store, named, override, f"series add {series}")
 
 
 def remove_patches(store: Store, name: str, patches: tuple[str, ...]) -> None:

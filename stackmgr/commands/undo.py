@@ -12,19 +12,23 @@ from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git import refs
 from stackmgr.git.repo import open_repo
 from stackmgr.journal.operation import operation
-from stackmgr.journal.record import ANCHOR_PREFIX, Record, interrupted_name, ops_dir, read_record, stat_key
+from stackmgr.journal.record import (
+    ANCHOR_PREFIX,
+    Record,
+    interrupted_name,
+    op_names,
+    ops_dir,
+    read_record,
+    stat_key,
+)  # fmt: skip
 from stackmgr.journal.rollback import file_back, tree_back
 from stackmgr.store.config import Store
-from stackmgr.store.fs import locked
+from stackmgr.store.fs import locked, read_or_none
 
 
 def log_names(store: Store) -> list[str]:
     """Operation directory names, oldest first."""
-    try:
-        names = os.listdir(ops_dir(store))
-    except FileNotFoundError:
-        return []
-    return sorted(n for n in names if len(n) == 26 and n[13] == "-" and n[:13].isdigit())
+    return op_names(store)
 
 
 def log_records(store: Store) -> list[Record]:
@@ -39,13 +43,16 @@ def log_records(store: Store) -> list[Record]:
     return records
 
 
-def undo(store: Store, wanted: str | None) -> tuple[Record, Record | None]:
+def undo(store: Store, wanted: str | None) -> tuple[Record, Record | None, str | None]:
     """Revert the newest completed operation (or the one `wanted` names): its store files and its trees. The
-    undo is an operation itself, so undoing it redoes the original."""
+    undo is an operation itself, so undoing it redoes the original, but only right after it: once a command
+    failed after an undo, `undo` reverts the newest operation that still stands instead. Also returns that
+    failed command (None when the toggle rule did not come into it)."""
     with operation(store, "undo") as op:
-        record = _pick(store, wanted)
+        failed = None if wanted is not None else failed_after_undo(log_records(store))
+        record = _pick(store, wanted) if failed is None else _standing(store, failed)
         directory = os.path.join(ops_dir(store), record.name)
-        changed = [f.path for f in record.files if stat_key(os.path.join(store.root, f.path)) != f.after]
+        changed = _changed_since(store, record)
         if changed:
             raise StackmgrError(f"cannot undo `{record.command}` (op {record.id}): {changed[0]} changed since",
                                 "undo the later operations first (`stackmgr log` lists them)")  # fmt: skip
@@ -56,7 +63,57 @@ def undo(store: Store, wanted: str | None) -> tuple[Record, Record | None]:
                 tree_back(store, move, directory, record, after_only=True)
         for change in reversed(record.files):
             file_back(store, change.path, change.existed, directory)
-    return record, op.record
+    return record, op.record, failed
+
+
+def _changed_since(store: Store, record: Record) -> list[str]:
+    """The store files `record` wrote that no longer hold what it left. Its stat data says so at once; a file
+    with other stat data still counts as unchanged when it holds the bytes the record left, as the first later
+    operation that replaced it kept them (an operation undone since puts back those bytes in a new file)."""
+    later = [r for r in log_records(store) if r.name > record.name]
+    changed = []
+    for f in record.files:
+        path = os.path.join(store.root, f.path)
+        if stat_key(path) == f.after:
+            continue
+        first = next((r for r in reversed(later) if any(g.path == f.path for g in r.files)), None)
+        kept = next((g for g in first.files if g.path == f.path), None) if first is not None else None
+        if first is None or kept is None or (f.after == "-") == kept.existed:
+            changed.append(f.path)
+            continue
+        left = read_or_none(os.path.join(ops_dir(store), first.name, "files", f.path)) if kept.existed else None
+        if read_or_none(path) != left:
+            changed.append(f.path)
+    return changed
+
+
+def failed_after_undo(records: list[Record]) -> str | None:
+    """The command that failed after the newest completed operation, when that one is an undo (or redo): noted
+    on its record, or a rolled-back record newer than it (a command killed midway). `records`: newest first."""
+    newer: list[Record] = []
+    for r in records:
+        if r.state == "done":
+            if r.undoes == "-":
+                return None
+            if r.failed_after is not None:
+                return r.failed_after[1]
+            return next((k.command for k in newer if k.state == "rolled-back" and k.undoes == "-"), None)
+        newer.append(r)
+    return None
+
+
+def _standing(store: Store, failed: str) -> Record:
+    """The newest completed operation, not an undo, whose effect stands (no standing undo reverted it)."""
+    reverted: set[str] = set()
+    for r in log_records(store):  # newest first: an undo is always newer than what it reverts
+        if r.state != "done" or r.id in reverted:
+            continue
+        if r.undoes != "-":
+            reverted.add(r.undoes)
+            continue
+        return r
+    raise UsageProblem(f"nothing to undo: `{failed}` failed and changed nothing, and every operation before it "
+                       "is undone already", "`stackmgr log` lists them; `stackmgr undo OP` redoes one")  # fmt: skip
 
 
 def _undo_command(record: Record) -> str:

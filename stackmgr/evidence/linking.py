@@ -87,10 +87,12 @@ def _create_link(
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise UsageProblem(f"metric {', '.join(twice)} is given twice", "name each metric once (rename one)")
+    stack = completed.stack if completed else stack_now(store, rec["tree"], evidence.index)
+    if verdict == "promoted":
+        _refuse_promotion_off_tree(store, patch, rec["tree"], stack)
     link = Link(
         id="", created=utc_now(), author=author_of(store, rec["tree"]), patch=patch, tree=rec["tree"],
-        sha256=rec["sha256"], patch_id=evidence.patch_id(patch + ".patch") or "",
-        stack=completed.stack if completed else stack_now(store, rec["tree"], evidence.index), artifacts=found,
+        sha256=rec["sha256"], patch_id=evidence.patch_id(patch + ".patch") or "", stack=stack, artifacts=found,
         metrics=measured, gates=[metrics.parse_gate(g) for g in gate_specs] or (completed.gates if completed else []),
         verdict=verdict, lesson=lesson, do_not_revive=do_not_revive, amends=amends, baseline=baseline,
         run=completed.run if completed else {},
@@ -102,6 +104,31 @@ def _create_link(
     lfs.track(store, [a.path for a in found if not os.path.isabs(a.path)])  # a big result stays out of git's objects
     evidence.save()
     return link
+
+
+def _refuse_promotion_off_tree(store: Store, patch: str, tree: str, stack: list[StackEntry]) -> None:
+    """A promotion says the result measured the patch: its changes must be in its own tree's measured state (in
+    the chain that rebuilds it, or present whatever the series)."""
+    entry = next((s for s in stack if s.tree == tree), None)
+    if entry is not None and patch in {n for n, _ in entry.patches + entry.present}:
+        return
+    series = _series_listing(store, patch)
+    how = f"`stackmgr apply {series}`" if series else "`stackmgr apply SERIES`"
+    raise UsageProblem(f"cannot promote {patch}: its changes are not in tree {tree}'s measured state",
+                       f"apply its series ({how}) and measure again, or record the result with "
+                       "--verdict experimental")  # fmt: skip
+
+
+def _series_listing(store: Store, patch: str) -> str | None:
+    from stackmgr.store.series import SeriesFile, list_series
+
+    for name in list_series(store):
+        try:
+            if patch in SeriesFile.load(store, name).patch_names():
+                return name
+        except StackmgrError:
+            continue
+    return None
 
 
 def _by_id_or_run_name(known: dict[str, Link], ref: str, what: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stackmgr.errors import StackmgrError, UsageProblem
@@ -248,25 +247,3 @@ def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
     hashes.save()
     return problems, len(links)
 
-
-def refuse_revival(store: Store, patches: Sequence[tuple[str, bytes]], override: str | None) -> list[str]:
-    """Refuse (exit 1) to bring back a do-not-revive lane — same name or same patch-id — unless `override` gives
-    a reason; then return the loud warnings to print. `patches` are (name, bytes); the links are read once, and
-    patch-ids are only computed when some do-not-revive link records one."""
-    from stackmgr.errors import NotPreserved
-
-    lanes = [link for link in effective(load_links(store)) if link.do_not_revive]
-    if not lanes:
-        return []
-    warnings = []
-    for name, data in patches:
-        by_name = [link for link in lanes if link.patch == name]
-        pid = patch_id(store.root, data) if any(link.patch_id for link in lanes) else None
-        for link in by_name + [k for k in lanes if k.patch != name and pid and k.patch_id == pid]:
-            lesson = link.lesson or "no lesson recorded"
-            if not override:
-                raise NotPreserved(f"{name} revives a do-not-revive lane ({link.id} on {link.patch}: {lesson})",
-                                   'pass --override "why it is worth another try" to go ahead')  # fmt: skip
-            warnings.append(f"WARNING: reviving do-not-revive lane {link.patch} ({link.id}): {lesson}; "
-                            f"override: {override}")  # fmt: skip
-    return warnings

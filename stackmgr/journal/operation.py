@@ -32,6 +32,7 @@ from stackmgr.journal.record import (
     Record,
     TreeMove,
     interrupted_name,
+    newest_done,
     ops_dir,
     read_record,
     remove_current,
@@ -274,6 +275,20 @@ class Operation:
         return interrupted
 
 
+def _mark_failure_after_undo(store: Store, command: str) -> None:
+    """A command failed (nothing it did stands) right after an undo: say so on the undo's record, so the next
+    `undo` does not take that undo for the last thing the user did and redo it. Written only then: a failure
+    after any other operation changes nothing on disk."""
+    newest = newest_done(store)
+    if newest is None or newest.undoes == "-":
+        return
+    newest.failed_after = (int(time.time()), command)
+    try:
+        atomic_write(os.path.join(ops_dir(store), newest.name, "op"), newest.render())
+    except OSError:
+        pass  # best effort: the command's own error is what the user must see
+
+
 class operation:  # lower-case: used like a function, `with operation(store, "apply S") as op:`
     """Hold the store lock, finish off an operation a killed command left (rolling it back), then record this
     one. On an error after a change, everything it changed is put back before the error is reported."""
@@ -305,6 +320,8 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
                     op.finish()
                 else:
                     self._roll_back(exc)
+            if exc is not None and op.kind != "undo":
+                _mark_failure_after_undo(self.store, op.command)
         finally:
             interrupted = op.release_signals()
             self.lock.__exit__(None, None, None)

@@ -62,6 +62,7 @@ class Record:
         self.files: list[FileChange] = []
         self.trees: list[TreeMove] = []
         self.notes: list[tuple[str, str, str]] = []  # (tree, snapshot tree id, HEAD) of trees it did not move
+        self.failed_after: tuple[int, str] | None = None  # on an undo's record: (time, command) that failed since
 
     def render(self) -> bytes:
         lines = [FORMAT, f"command\t{_esc(self.command)}", f"started\t{self.started}", f"state\t{self.state}",
@@ -69,6 +70,8 @@ class Record:
         lines += [f"file\t{int(f.existed)}\t{f.after}\t{_esc(f.path)}" for f in self.files]
         lines += ["tree\t" + "\t".join(_esc(getattr(t, k)) for k in TreeMove.FIELDS) for t in self.trees]
         lines += [f"note\t{_esc(tree)}\t{snap}\t{head}" for tree, snap, head in self.notes]
+        if self.failed_after is not None:
+            lines.append(f"failed\t{self.failed_after[0]}\t{_esc(self.failed_after[1])}")
         return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
 
     @classmethod
@@ -89,6 +92,8 @@ class Record:
                 rec.trees.append(TreeMove(**{k: _unesc(v) for k, v in zip(TreeMove.FIELDS, parts, strict=True)}))
             elif kind == "note":
                 rec.notes.append((_unesc(parts[0]), parts[1], parts[2]))
+            elif kind == "failed":
+                rec.failed_after = (int(parts[0]), _unesc(parts[1]))
         return rec
 
 
@@ -102,6 +107,27 @@ def ops_dir(store: Store) -> str:
 def read_record(store: Store, name: str) -> Record:
     with open(os.path.join(ops_dir(store), name, "op"), "rb") as f:
         return Record.parse(name, f.read())
+
+
+def op_names(store: Store) -> list[str]:
+    """Operation directory names (`<13-digit ms time>-<12 hex>`), oldest first."""
+    try:
+        names = os.listdir(ops_dir(store))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(n for n in names if len(n) == 26 and n[13] == "-" and n[:13].isdigit())
+
+
+def newest_done(store: Store) -> Record | None:
+    """The newest operation that completed (records rolled back or unreadable are passed over)."""
+    for name in reversed(op_names(store)):
+        try:
+            record = read_record(store, name)
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            continue
+        if record.state == "done":
+            return record
+    return None
 
 
 def interrupted_name(store: Store) -> str | None:

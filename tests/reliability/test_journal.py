@@ -373,3 +373,35 @@ def test_log_of_a_rolled_back_save_does_not_claim_deletions(lab: Lab) -> None:
     ops = json.loads(lab.sm("log", "--json").out)["operations"]
     rolled = next(o for o in ops if o["state"] == "rolled-back")
     assert all(f["change"] != "D" for f in rolled["files"]), rolled
+
+
+@pytest.mark.regression("undo after a failed command redid the undo before it")
+def test_undo_after_a_failed_command_undoes_the_last_operation_that_stands(lab: Lab) -> None:
+    """save, reset, apply, undo, a failing apply, undo: the second undo reverts the reset (the newest operation
+    still standing) and says why; it does not redo the apply the first undo reverted."""
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
+    dirty = lab.worktree_id()
+    # Series T: p with a context line that is not in the tree (written by hand, so no operation records it).
+    bad = (lab.store / "patches" / "p.patch").read_bytes().replace(b"-    return 1", b"-    return 9")
+    (lab.store / "patches" / "bad.patch").write_bytes(bad)
+    (lab.store / "series" / "T").write_text("bad.patch\n")
+    assert lab.sm("reset").code == 0
+    clean = lab.worktree_id()
+    assert lab.sm("apply", "S").code == 0
+    first = lab.sm("undo")
+    assert first.code == 0 and first.out.startswith("undid `apply S`")
+    assert lab.sm("apply", "T").code == 3
+    assert lab.worktree_id() == clean
+    ops = _ops(lab)
+    assert [o["command"] for o in ops] == [f"undo {ops[1]['id']} (apply S)", "apply S", "reset", "save p",
+                                           "tree add vllm"]  # fmt: skip
+    second = lab.sm("undo")
+    assert second.code == 0, second.err
+    assert second.out == (f"undid `reset` (op {ops[2]['id']}), the last operation that stands: `apply T` failed "
+                          "and changed nothing, so the undo before it is not redone; `stackmgr undo` again redoes "
+                          "it\n")  # fmt: skip
+    assert lab.worktree_id() == dirty and git_text(lab.tree, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert _ops(lab)[0]["command"] == f"undo {ops[2]['id']} (reset)"
+    third = lab.sm("undo")  # right after an undo that stands: undo redoes it, as always
+    assert third.code == 0 and third.out.startswith("redid `reset`") and lab.worktree_id() == clean

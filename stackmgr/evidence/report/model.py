@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence.records import Artifact, Link, load_links
+from stackmgr.evidence.revival import Override, overrides
 from stackmgr.evidence.states import Evidence, effective, patch_status
 from stackmgr.store.config import Store
 from stackmgr.store.names import check_name
@@ -45,6 +46,7 @@ class PatchInfo:
     series: list[tuple[str, int]] = field(default_factory=list)  # (series, 1-based position)
     status: str = "unlinked"
     dnr: bool = False
+    overrides: list[Override] = field(default_factory=list)  # do-not-revive lanes brought back anyway
 
 
 @dataclass
@@ -128,6 +130,9 @@ class ReportData:
             info.status = patch_status(info.links, self.states)
             info.dnr = any(link.do_not_revive for link in info.links if link.id in self.current)
             patches[name] = info
+        for override in overrides(self.store):
+            if override.patch in patches:
+                patches[override.patch].overrides.append(override)
         for series in self.series:
             for position, (name, _guards) in enumerate(series.entries, start=1):
                 if name in patches:

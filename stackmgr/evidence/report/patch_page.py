@@ -51,10 +51,19 @@ class PatchPage(Markup):
         cards = [self.link_card(here, link) for link in reversed(info.links)]
         right = (f'<h2>Evidence <small>{len(info.links)} link{"s" if len(info.links) != 1 else ""}</small></h2>'
                  + ("".join(cards) or '<p class="muted">No links yet: <code>stackmgr link PATCH ARTIFACT…</code>'
-                    "</p>"))  # fmt: skip
+                    "</p>") + self.overrides_html(info))  # fmt: skip
         body = "".join(head) + f'<div class="split"><section class="diffcol">{left}</section>' \
             f'<aside class="evidence">{right}</aside></div>'  # fmt: skip
         return self.frame(here, info.name, "", body)
+
+    def overrides_html(self, info: PatchInfo) -> str:
+        """The do-not-revive lanes this patch brought back anyway: why, who, when, with which command."""
+        if not info.overrides:
+            return ""
+        items = "".join(f'<li><b>{e(o.reason)}</b> <span class="muted">{e(o.author)} · {e(when(o.at))} · '
+                        f'<code>{e(o.command)}</code> · lane {e(", ".join(o.lanes))}</span></li>'
+                        for o in reversed(info.overrides))  # fmt: skip
+        return f'<h2 id="overrides">Do-not-revive overridden</h2><ul class="overrides">{items}</ul>'
 
     def diff_html(self, info: PatchInfo) -> str:
         assert info.data is not None
