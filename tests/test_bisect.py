@@ -70,3 +70,12 @@ def test_bisect_refuses_unsaved_work_and_runs_nothing(lab: Lab, tmp_path: Path) 
     done = stackmgr_process(lab.store, "bisect", "S", "--", "touch", str(marker))
     assert done.returncode == 1 and "wip.txt" in done.stderr and not marker.exists()
     assert stackmgr_process(lab.store, "bisect", "S", "--metric", "x", "--", "true").returncode == 2
+
+
+def test_a_test_that_says_nothing_stops_the_bisect_and_puts_the_tree_back(lab: Lab) -> None:
+    """Interrupted (130), skipped (125, as git bisect has it) or killed (137): no patch is blamed."""
+    five_patches_the_third_breaks_the_gate(lab)
+    before = lab.worktree_id()
+    done = stackmgr_process(lab.store, "bisect", "S", "--", sys.executable, "-c", "raise SystemExit(125)")
+    assert done.returncode == 3 and "bisect stopped" in done.stderr and "no patch is blamed" in done.stderr
+    assert lab.worktree_id() == before

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,6 @@ def test_a_failing_command_is_recorded_and_its_exit_code_passed_through(lab: Lab
     code, _out, _err, (record,) = run(lab, "--", sys.executable, str(bench), "1", str(tmp_path / "r"), EXIT="3")
     assert code == 3 and record["run"]["exit_code"] == 3
     assert record["gate"] == [{"name": "exit", "status": "fail", "detail": "exit 3"}]
-    missing = stackmgr_process(lab.store, "run", "--", str(tmp_path / "no-such-program"))
-    assert missing.returncode == 127 and "cannot start" in missing.stderr
 
 
 def test_a_tree_that_changed_while_the_command_ran_taints_the_result(lab: Lab, bench: Path, tmp_path: Path) -> None:
@@ -121,3 +120,75 @@ def test_run_says_what_is_wrong_before_running_anything(lab: Lab, bench: Path, t
         assert done.returncode == 2 and words in done.stderr, (args, done.stderr)
     assert not marker.exists()
     assert stackmgr_process(lab.store, "run").returncode == 2
+
+
+INTERRUPTED = """\
+import signal, sys, time
+def partial(signum, frame):
+    print("caught SIGINT, writing partial results", flush=True)
+    sys.exit(130)
+signal.signal(signal.SIGINT, partial)
+print("started", flush=True)
+time.sleep(30)
+"""
+
+
+@pytest.mark.regression("Ctrl-C lost what the command printed after it (its partial results) from the log and screen")
+def test_ctrl_c_keeps_every_byte_the_command_writes_after_it(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED)
+    argv = [sys.executable, "-m", "stackmgr", "--store", str(lab.store), "run", "--", sys.executable, str(script)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"started\n"
+    time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C reaches the whole foreground group
+    out, _err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and b"caught SIGINT, writing partial results" in out
+    (record,) = [tomllib.loads(r.read_text()) for r in (lab.store / "links").glob("*/*.toml")]
+    assert record["run"]["interrupted"] is True and record["run"]["exit_code"] == 130
+    log = (lab.store / record["artifact"][0]["path"]).read_text()
+    assert log == "started\ncaught SIGINT, writing partial results\n"
+
+
+@pytest.mark.regression("a result file whose name is not UTF-8 lost the whole run (internal error)")
+def test_a_result_file_with_a_name_that_is_not_utf8_is_kept(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    import os
+
+    out = tmp_path / "r"
+    write = (f"import os; os.makedirs({str(out)!r}, exist_ok=True); "
+             f"open(os.path.join({str(out)!r}.encode(), b'bad\\xff.txt'), 'w').write('x')")
+    code, _o, err, (record,) = run(lab, "--result-dir", str(out), "--", sys.executable, "-c", write)
+    assert code == 0, err
+    assert record["artifact"][1]["origin"] == os.fsdecode(os.fsencode(str(out))) + "/bad\\xff.txt"
+
+
+@pytest.mark.regression("a run took its metrics and configuration from an earlier run's JSON")
+def test_a_run_takes_its_numbers_only_from_what_it_wrote(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    assert run(lab, "--name", "a", "--result-dir", str(out), "--", sys.executable, str(bench), "4", str(out))[0] == 0
+    time.sleep(0.2)
+    code, _o, err, records = run(lab, "--name", "b", "--from-json", str(out / "*.json"), "--", sys.executable,
+                                 str(bench), "1", str(tmp_path / "elsewhere"))  # fmt: skip
+    b = next(r for r in records if r["run"]["name"] == "b")
+    assert code == 0 and "metric" not in b and b["run"].get("config") is None  # bench-4.json is a's, not b's
+    assert "older than the run left out" in err
+    again = stackmgr_process(lab.store, "run", "--name", "a", "--", sys.executable, "-c", "pass")
+    assert again.returncode == 2 and "a run named a is recorded already" in again.stderr
+
+
+@pytest.mark.regression("a tainted or failed draft could be promoted; a missing program still recorded drafts")
+def test_a_failed_or_tainted_run_is_not_promoted_and_a_missing_program_records_nothing(
+    lab: Lab, bench: Path, tmp_path: Path
+) -> None:
+    assert run(lab, "--name", "bad", "--", sys.executable, str(bench), "1", str(tmp_path / "r"), EXIT="3")[0] == 3
+    refused = lab.sm("link", "fix", "--amends", "bad", "--verdict", "promoted")
+    assert refused.code == 2 and "cannot promote" in refused.err and "exited 3" in refused.err
+    assert lab.sm("link", "fix", "--amends", "bad", "--verdict", "rejected", "--lesson", "crashes").code == 0
+    missing = stackmgr_process(lab.store, "run", "--", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "cannot run the command" in missing.stderr
+    assert len(list((lab.store / "links").glob("*/*.toml"))) == 2

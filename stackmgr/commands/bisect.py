@@ -60,7 +60,10 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
 
     def test(k: int) -> bool:
         _go_to(store, plan.tree, names, k)
-        outcome = run(store, RunRequest(argv, trees=(plan.tree,), link=names[k - 1], name=f"bisect-{series}-{k}"))
+        outcome = run(store, RunRequest(argv, trees=(plan.tree,), link=names[k - 1], name=f"bisect-{series}-{k}",
+                                        unique=False))  # fmt: skip
+        if outcome.exit_code == 130 or outcome.exit_code == 125 or outcome.exit_code == 128 + 9:
+            raise _Stopped(outcome.exit_code, names[k - 1])
         failed, detail = _judge(outcome.exit_code, outcome.links[0].metrics if outcome.links else [], metric,
                                 threshold)  # fmt: skip
         tested.append(Tested(k, names[k - 1], failed, outcome.links[0].id if outcome.links else "", detail))
@@ -82,8 +85,23 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
             _go_to(store, plan.tree, names, 0)
             base_fails = _bare_run(store, argv) != 0
         return Bisected(names[bad - 1], tested, base_fails)
+    except _Stopped as stop:
+        why = {130: "interrupted", 125: "could not be tested (exit 125, git bisect's skip)"}.get(
+            stop.code, "was killed (exit 137: out of memory, a timeout?)")  # fmt: skip
+        stopped = StackmgrError(f"bisect stopped: the test of {stop.patch} {why}; no patch is blamed",
+                                "the tree is back as it was; run the bisect again")  # fmt: skip
+        stopped.exit_code = 130 if stop.code == 130 else 3
+        raise stopped from None
     finally:
         _put_back(store, plan.tree, *before)
+
+
+class _Stopped(Exception):
+    """A test that says nothing of the patch: interrupted, skipped (125), or killed."""
+
+    def __init__(self, code: int, patch: str) -> None:
+        self.code = code
+        self.patch = patch
 
 
 def _judge(code: int, metrics: list[Metric], metric: str | None, threshold: float | None) -> tuple[bool, str]:

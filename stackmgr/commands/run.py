@@ -41,8 +41,9 @@ MAX_COLLECTED = 1000  # files kept from the result directories of one run
 class RunRequest:
     def __init__(self, argv: list[str], *, trees: tuple[str, ...] = (), link: str | None = None,
                  series: str | None = None, name: str | None = None, result_dirs: tuple[str, ...] = (),
-                 from_json: tuple[str, ...] = ()) -> None:  # fmt: skip
+                 from_json: tuple[str, ...] = (), unique: bool = True) -> None:  # fmt: skip
         self.argv = argv
+        self.unique = unique  # a --name given twice is refused (bisect's own names repeat per bisect)
         self.trees = trees
         self.link = link
         self.series = series
@@ -64,6 +65,16 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
         raise UsageProblem("no command to run", "`stackmgr run -- CMD ARGS…`")
     if req.link and req.series:
         raise UsageProblem("--link and --series say the same thing twice", "give one of them")
+    why = capture.startable(req.argv)
+    if why is not None:
+        raise UsageProblem(f"cannot run the command: {why}", "check the command after `--`; nothing was recorded")
+    if req.name and req.unique:
+        from stackmgr.evidence.records import load_links
+
+        taken = [k.id for k in load_links(store) if k.run.get("name") == req.name]
+        if taken:
+            raise UsageProblem(f"a run named {req.name} is recorded already ({taken[-1]})",
+                               "pick another --name: a run's name stands for one result")  # fmt: skip
     trees = list(dict.fromkeys(req.trees)) or _default_trees(store)
     for name in trees:
         store.tree(name)  # a usage error for an unknown or unplaced tree, before anything runs
@@ -76,7 +87,12 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
     listed = {d: _files(d) for d in dirs}
     log = os.path.join(store.state_dir, f"run-{os.getpid()}.log")
     ran = capture.tee(req.argv, log)
-    return _record(store, req, evidence, targets, trees, outputs, before, listed, log, ran)
+    try:
+        return _record(store, req, evidence, targets, trees, outputs, before, listed, log, ran)
+    except (StackmgrError, OSError) as exc:  # the command ran: say where its output is, whatever went wrong
+        message = exc.message if isinstance(exc, StackmgrError) else str(exc)
+        raise StackmgrError(f"the command ran (exit {ran.exit_code}) but was not recorded: {message}",
+                            f"its output is kept in {os.path.relpath(log, store.root)} (in the store)") from None
 
 
 Listing = dict[str, dict[str, tuple[int, int]]]  # result directory -> path -> (size, mtime)
@@ -99,7 +115,10 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
         if len(written) > MAX_COLLECTED:
             warnings.append(f"{len(written)} files were written under the result directories; the first "
                             f"{MAX_COLLECTED} are kept")  # fmt: skip
-        asked = sorted({p for pattern in req.from_json for p in glob.glob(pattern, recursive=True)})
+        matched = sorted({p for pattern in req.from_json for p in glob.glob(pattern, recursive=True)})
+        asked = [p for p in matched if _written_since(p, ran.began)]  # an earlier run's file is not this run's
+        if len(asked) < len(matched):
+            warnings.append(f"--from-json: {len(matched) - len(asked)} matching file(s) older than the run left out")
         data: dict[str, bytes] = {}
         for path in dict.fromkeys(sorted(written)[:MAX_COLLECTED] + asked):
             try:
@@ -109,7 +128,8 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
                 warnings.append(f"{path}: not kept ({exc.strerror})")
                 continue
             digest = sha256_hex(data[path])
-            found.append(Artifact(kept.keep(store, data[path], digest), digest, len(data[path]), origin=path))
+            found.append(Artifact(kept.keep(store, data[path], digest), digest, len(data[path]),
+                                  origin=capture.text(path)))  # fmt: skip
         measured, config = _metrics(store, found, data, set(asked), log_data, warnings)
         run_table = _run_table(store, req, ran, tainted, after, config)
         links = []
@@ -208,20 +228,24 @@ def _metrics(store: Store, found: list[Artifact], data: dict[str, bytes], asked:
     out: list[Metric] = []
     config: dict[str, Any] = {}
     by_origin = {a.origin: a.path for a in found}
-    for path, raw in data.items():
+    results = []
+    for path, raw in sorted(data.items(), key=lambda item: -_mtime(item[0])):  # the newest result first
         if not path.endswith(".json") and path not in asked:
             continue
         try:
-            got = metrics.from_vllm_json(raw, by_origin[path])
+            got = metrics.from_vllm_json(raw, by_origin[capture.text(path)])
             doc = json.loads(raw)
         except StackmgrError as exc:
             if path in asked:
                 warnings.append(f"--from-json {exc.message}")
             continue
-        if not config:
+        results.append(path)
+        if len(results) == 1:  # one result's metrics and configuration, never a mix of two runs'
             config = {k: doc[k] for k in CONFIG_KEYS if isinstance(doc.get(k), (str, int, float))}
-        names = {m.name for m in out}
-        out += [m for m in got if m.name not in names]
+            out += got
+    if len(results) > 1:
+        warnings.append(f"{len(results)} vllm bench results were written; metrics and configuration are from the "
+                        f"newest, {capture.text(results[0])} (all are kept as artifacts)")  # fmt: skip
     table = store.run.get("metrics", {}) if isinstance(store.run, dict) else {}
     for name, pattern in (table.items() if isinstance(table, dict) else []):
         try:
@@ -234,11 +258,23 @@ def _metrics(store: Store, found: list[Artifact], data: dict[str, bytes], asked:
     return out, config
 
 
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _written_since(path: str, began: float) -> bool:
+    return _mtime(path) >= began - 0.05  # the kernel stamps files with a coarse clock: a little grace
+
+
 def _run_table(store: Store, req: RunRequest, ran: capture.Ran, tainted: list[str], after: list[StackEntry],
                config: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     extra = store.run.get("env", []) if isinstance(store.run, dict) else []
     return {
-        "name": req.name or "", "command": list(req.argv), "cwd": os.getcwd(), "exit_code": ran.exit_code,
+        "name": req.name or "", "command": [capture.text(a) for a in req.argv], "cwd": capture.text(os.getcwd()),
+        "exit_code": ran.exit_code,
         "start": ran.start, "duration_s": round(ran.duration, 3), "host": capture.host(),
         "accelerators": capture.accelerators(), "env": capture.environment(e for e in extra if isinstance(e, str)),
         "tainted": bool(tainted), "changed_trees": tainted, "interrupted": ran.interrupted,

@@ -65,6 +65,11 @@ def _create_link(
         raise UsageProblem(f"--amends {amends}: that link is about {known[amends].patch}, not {patch}",
                            f"amend it with `stackmgr link {known[amends].patch} … --amends {amends}`")  # fmt: skip
     completed = known[amends] if amends and not artifacts and not from_json else None  # a draft completed
+    run = known[amends].run if amends else {}
+    if verdict == "promoted" and (run.get("tainted") or run.get("exit_code", 0) != 0):
+        why = "a tree changed while it ran (tainted)" if run.get("tainted") else \
+            f"its command exited {run['exit_code']}"  # fmt: skip
+        raise UsageProblem(f"cannot promote {amends}: {why}", "run it again on a quiet tree, or record another verdict")
     resolved = [resolve_artifact(store, raw) for raw in dict.fromkeys(artifacts + from_json)]
     found: list[Artifact] = list(completed.artifacts) if completed else []
     data_by_path: dict[str, bytes] = _kept_bytes(store, found)
