@@ -29,11 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_apply
 import bench_check_save
+import bench_evidence
 import bench_import
 import bench_scale
 
 BENCHES = (("check and save", bench_check_save.main), ("apply", bench_apply.main), ("scale", bench_scale.main),
-           ("import and rebase", bench_import.main))
+           ("import and rebase", bench_import.main), ("evidence", bench_evidence.main))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from stackmgr.evidence import artifacts as kept
 from stackmgr.evidence import capture, metrics
 from stackmgr.evidence.compare import CONFIG_KEYS
 from stackmgr.evidence.linking import author_of
-from stackmgr.evidence.measured import measure
+from stackmgr.evidence.measured import measure, snapshot_ids
 from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.records import Artifact, Link, StackEntry, utc_now, write_link
 from stackmgr.evidence.states import Evidence
@@ -105,8 +105,8 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
                 f"there counts as work for `check`; declare it (results = [\"{os.fsdecode(d)}\"] under [trees.{t}])"
                 for t, dirs in outputs.items() for d in dirs if d not in store.trees[t].results]  # fmt: skip
     with operation(store, f"run {req.name or req.argv[0]}"):
-        after = measure(store, trees, evidence.index, outputs)
-        tainted = [b.tree for b, a in zip(before, after, strict=True) if b.snapshot != a.snapshot]
+        after = snapshot_ids(store, trees, outputs)
+        tainted = [b.tree for b, a in zip(before, after, strict=True) if b.snapshot != a]
         with open(log, "rb") as f:
             log_data = f.read()
         output = "the command's output"
@@ -131,7 +131,7 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
             found.append(Artifact(kept.keep(store, data[path], digest), digest, len(data[path]),
                                   origin=capture.text(path)))  # fmt: skip
         measured, config = _metrics(store, found, data, set(asked), log_data, warnings)
-        run_table = _run_table(store, req, ran, tainted, after, config)
+        run_table = _run_table(store, req, ran, tainted, before, after, config)
         links = []
         for patch, tree in targets:
             rec = evidence.index.record(patch + ".patch") or {}
@@ -269,8 +269,8 @@ def _written_since(path: str, began: float) -> bool:
     return _mtime(path) >= began - 0.05  # the kernel stamps files with a coarse clock: a little grace
 
 
-def _run_table(store: Store, req: RunRequest, ran: capture.Ran, tainted: list[str], after: list[StackEntry],
-               config: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+def _run_table(store: Store, req: RunRequest, ran: capture.Ran, tainted: list[str], before: list[StackEntry],
+               after: list[str], config: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     extra = store.run.get("env", []) if isinstance(store.run, dict) else []
     return {
         "name": req.name or "", "command": [capture.text(a) for a in req.argv], "cwd": capture.text(os.getcwd()),
@@ -278,7 +278,7 @@ def _run_table(store: Store, req: RunRequest, ran: capture.Ran, tainted: list[st
         "start": ran.start, "duration_s": round(ran.duration, 3), "host": capture.host(),
         "accelerators": capture.accelerators(), "env": capture.environment(e for e in extra if isinstance(e, str)),
         "tainted": bool(tainted), "changed_trees": tainted, "interrupted": ran.interrupted,
-        "after": [{"tree": a.tree, "snapshot": a.snapshot} for a in after], "config": config,
+        "after": [{"tree": b.tree, "snapshot": a} for b, a in zip(before, after, strict=True)], "config": config,
     }  # fmt: skip
 
 

@@ -40,6 +40,18 @@ def measure(store: Store, trees: list[str], index: PatchIndex,
     return entries
 
 
+def snapshot_ids(store: Store, trees: list[str], outputs: dict[str, tuple[bytes, ...]] | None = None) -> list[str]:
+    """Each tree's snapshot id now, as `measure` takes it (for a run's after: did anything change?), without
+    finding its patches."""
+    ids: list[str] = []
+    for name in trees:
+        config = store.tree(name)
+        more = (outputs or {}).get(name, ())
+        ids.append(take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False,
+                                 results=tuple(dict.fromkeys(config.results + more))).tree_id())  # fmt: skip
+    return ids
+
+
 def measure_snapshot(store: Store, snap: Snapshot, index: PatchIndex) -> StackEntry:
     snapshot = snap.tree_id()
     found = assess(store, snap, full=True, index=index)
