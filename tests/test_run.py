@@ -192,3 +192,18 @@ def test_a_failed_or_tainted_run_is_not_promoted_and_a_missing_program_records_n
     missing = stackmgr_process(lab.store, "run", "--", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "cannot run the command" in missing.stderr
     assert len(list((lab.store / "links").glob("*/*.toml"))) == 2
+
+
+@pytest.mark.regression("compare refused run names; links never said TAINTED; show never said what a record amends")
+def test_run_names_and_taints_are_said_where_results_are_listed(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    assert run(lab, "--name", "calm", "--result-dir", str(out), "--", sys.executable, str(bench), "1", str(out))[0] == 0
+    assert run(lab, "--name", "noisy", "--", sys.executable, str(bench), "1", str(tmp_path / "x"),
+               TOUCH=str(lab.tree / "README"))[0] == 0  # fmt: skip
+    compared = lab.sm("compare", "calm", "noisy", "--json")
+    assert compared.code == 0, compared.err
+    listed = lab.sm("links").out.splitlines()
+    assert [line.endswith("TAINTED") for line in listed] == [False, True]
+    assert lab.sm("link", "fix", "--amends", "calm", "--verdict", "inconclusive").code == 0
+    calm = json.loads(lab.sm("links", "--json").out)["links"][0]["id"]
+    assert f"amends {calm}" in lab.sm("show", "fix").out

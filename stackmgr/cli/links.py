@@ -121,6 +121,8 @@ def show_cmd(ctx: Context, patch: str) -> None:
             output.out(line)
         if link.lesson:
             output.out(f"      lesson: {link.lesson}")
+        if link.amends:
+            output.out(f"      amends {link.amends}")
         for line in measured_lines(view.ev, link):
             output.out(f"      {line}")
         for a in link.artifacts:
@@ -163,8 +165,9 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
         shown = lead([m for m in link.metrics if not metric or m.name == metric], table.headline)
         mtext = _metric_text(shown) if shown else ""
         gates = " ".join(f"{g.name}{_mark(g.status)}" for g in link.gates)
+        taint = " TAINTED" if link.run.get("tainted") else ""
         output.out(f"{link.created[:10]}  {link.id}  {link.patch:<40} {link.tree:<16} {mtext:<32} {gates:<14} "
-                   f"{link.verdict:<12} {state}")  # fmt: skip
+                   f"{link.verdict:<12} {state}{taint}")  # fmt: skip
     table.save()
 
 

@@ -55,6 +55,7 @@ def measured_lines(ev: Evidence, link: Link) -> list[str]:
         r = link.run
         name = f" {r['name']}" if r.get("name") else ""
         taint = f"; TAINTED: {', '.join(r.get('changed_trees', []))} changed while it ran" if r.get("tainted") else ""
+        taint += "; interrupted (Ctrl-C)" if r.get("interrupted") else ""
         lines.append(f"run{name}: `{' '.join(map(str, r.get('command', [])))}` exit {r.get('exit_code')}, "
                      f"{r.get('duration_s')} s on {r.get('host', '?')}, {r.get('start', '')[:19]}Z{taint}")  # fmt: skip
     return lines
