@@ -293,12 +293,13 @@ class _Parsed:
     mtime, ctime, inode) is unchanged: TOML parsing is most of the time `links` takes over thousands of them, and
     a record that anything rewrote (a `git pull` of a teammate's edit, an editor, a `git checkout` of an older
     store) is read again, even with its size and mtime put back (ctime cannot be). Kept as plain tuples (fast to
-    unmarshal) in `.stackmgr/cache/links.marshal`; always safe to delete."""
+    unmarshal), one file per patch, `.stackmgr/cache/links/PATCH.marshal`, so a command about one patch reads only
+    that patch's; always safe to delete."""
 
     def __init__(self, store: Store) -> None:
-        self.path = os.path.join(store.state_dir, "cache", "links.marshal")
-        data = read_cache(self.path)
-        self.dirs: dict[str, Any] = data["dirs"] if isinstance(data, dict) and data.get("v") == 5 else {}
+        self.root = os.path.join(store.state_dir, "cache", "links")
+        self.dirs: dict[str, Any] = {}  # name -> (directory signature, rows), read from its file when first asked
+        self.changed: set[str] = set()
         self.dirty = False
 
     def directory(self, directory: str, name: str) -> list[Link]:
@@ -309,7 +310,10 @@ class _Parsed:
         if not os.path.isdir(directory):
             return []
         sig = (st.st_mtime_ns, st.st_ino)
-        hit = self.dirs.get(name)
+        if name not in self.dirs:
+            data = read_cache(os.path.join(self.root, f"{name}.marshal"))
+            self.dirs[name] = data["dir"] if isinstance(data, dict) and data.get("v") == 6 else None
+        hit = self.dirs[name]
         known = {filename: (stat, row) for filename, stat, row in hit[1]} if hit is not None else {}
         names = [row[0] for row in hit[1]] if hit is not None and hit[0] == sig else sorted(
             f for f in os.listdir(directory) if f.endswith(".toml"))  # fmt: skip
@@ -335,18 +339,28 @@ class _Parsed:
         except ValueError:
             return links
         self.dirs[name] = (sig, rows)
+        self.changed.add(name)
         self.dirty = True
         return links
 
     def keep_only(self, names: set[str]) -> None:
-        gone = set(self.dirs) - names
-        for name in gone:
-            del self.dirs[name]
-        self.dirty = self.dirty or bool(gone)
+        """Forget the cache files of patches that have no links directory any more."""
+        try:
+            files = os.listdir(self.root)
+        except OSError:
+            return
+        for filename in files:
+            if filename.endswith(".marshal") and filename[: -len(".marshal")] not in names:
+                try:
+                    os.unlink(os.path.join(self.root, filename))
+                except OSError:
+                    pass
 
     def save(self) -> None:
-        if self.dirty:
-            write_cache(self.path, {"v": 5, "dirs": self.dirs})
+        for name in sorted(self.changed):
+            write_cache(os.path.join(self.root, f"{name}.marshal"), {"v": 6, "dir": self.dirs[name]})
+        self.changed.clear()
+        self.dirty = False
 
 
 def _to_row(k: Link) -> tuple[Any, ...]:
