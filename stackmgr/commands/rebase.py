@@ -2,13 +2,13 @@
 carry one tree's patches of a series to a new upstream base.
 
 The patches are carried, in order, in a scratch worktree of the tree (under `.git/stackmgr/rebase/`; the user's
-working tree, index and HEAD are never touched) the way `git rebase` carries commits: a patch whose
-`git patch-id --stable` equals an upstream commit's between the old base and the new one is dropped (`git
-cherry`), any other is merged 3-way between the blob ids it records (`git apply --3way`). Each is committed there
+working tree, index and HEAD are never touched) the way git's rebase carries commits: a patch whose stable
+patch-id equals an upstream commit's between the old base and the new one is dropped (as git's cherry finds
+them), any other is merged 3-way between the blob ids it records (git's 3-way apply). Each is committed there
 and classified:
 
 - **unchanged**: the diff comes out byte for byte the same (only `Stackmgr-Base` changes);
-- **context drift**: the diff is rewritten (moved lines, new blob ids) but `git patch-id --stable` is equal, so
+- **context drift**: the diff is rewritten (moved lines, new blob ids) but its stable patch-id is equal, so
   its links stay "equivalent";
 - **merged (3-way)**: the merge succeeded and the change now reads differently (its context changed);
 - **conflict resolved**: the merge conflicted and the user resolved it in the worktree (`--continue`);
@@ -33,7 +33,7 @@ from stackmgr.commands.rebase_shared import own_copies, refuse_shared
 from stackmgr.commands.rebase_state import Carried, claim, load_state, save_state, state_path, where
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.repo import open_repo, patch_id
-from stackmgr.git.worktree import ScratchWorktree, add_worktree, remove_worktree
+from stackmgr.git.worktree import DISCARD_TRACKED_LINE, ScratchWorktree, add_worktree, remove_worktree, soft_reset_line
 from stackmgr.journal.operation import operation
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
@@ -125,13 +125,13 @@ def resume(store: Store, series: str | None) -> Outcome:
     step = state["steps"][state["position"]]
     expected = step["commit"] if state["stopped"] == "exec" else step["parent"]
     work, carried = ScratchWorktree(wt), Carried(store, state)
-    if work.head() != expected:  # the user committed the resolution there, as with git rebase: keep its content
+    if work.head() != expected:  # the user committed the resolution there, as git's rebase allows: keep its content
         if not work.head_descends_from(expected):
             raise StackmgrError(f"the worktree's HEAD moved away from {expected[:12]}",
-                                f"`git reset --soft {expected[:12]}` in {wt}, then --continue")  # fmt: skip
+                                f"`{soft_reset_line(expected[:12])}` in {wt}, then --continue")  # fmt: skip
         work.reset_soft(expected)
     parent = work.head()
-    tree = work.stage_tracked()  # tracked files as the user left them; new files count once `git add`ed (like git)
+    tree = work.stage_tracked()  # tracked files as the user left them; new files count once added to git's index
     if state["stopped"] == "exec":  # the patch was carried; the command failed; take what the user changed
         if tree != work.tree_of(parent):
             below = step["parent"]
@@ -172,7 +172,7 @@ def _run(store: Store, state: State) -> Outcome:
     output.progress_total(len(steps))
     output.tick(state["position"])
     work = ScratchWorktree(wt)
-    upstream = work.patch_ids(state["old_base"], state["onto"])  # as `git cherry` sees them
+    upstream = work.patch_ids(state["old_base"], state["onto"])  # as git's cherry sees them
     carried = Carried(store, state)
     head = at = work.head()  # the commit the patches so far make, and where HEAD is (moved when someone looks)
     while state["position"] < len(steps):
@@ -229,10 +229,10 @@ def _squash_merged(work: ScratchWorktree, store: Store, steps: list[State], posi
 
 
 def _carry(wt: str, patch: str, carried: Carried) -> str:
-    """Carry one patch onto the worktree's HEAD as `git rebase` does: a 3-way merge of the change between the
+    """Carry one patch onto the worktree's HEAD as git's rebase does: a 3-way merge of the change between the
     full blob ids the patch records, tried first, so a change that is already there merges to no change (git's
-    "already applied upstream") instead of an offset carrying its hunk onto a copy of itself; git applies the
-    patch directly only when those blobs are missing. "applied", "already upstream", "conflict" or "no merge"
+    "already applied upstream") instead of an offset carrying its hunk onto a copy of itself; the
+    patch is applied directly only when those blobs are missing. "applied", "already upstream", "conflict" or "no merge"
     (the merge could not even start and the patch does not apply)."""
     work = ScratchWorktree(wt)
     merged, err = work.apply_3way(patch)
@@ -247,7 +247,7 @@ def _carry(wt: str, patch: str, carried: Carried) -> str:
             return "already upstream"
         return "no merge: a file it deletes was moved upstream"  # git's merge decides (a rename/delete conflict)
     lines = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.startswith("error:")]
-    return "no merge: " + (lines[-1][7:] if lines else "git apply --3way could not merge it")
+    return "no merge: " + (lines[-1][7:] if lines else "git's 3-way apply could not merge it")
 
 
 def _classify(store: Store, state: State, step: State, parent: str, commit: str, how: str, carried: Carried) -> str:
@@ -273,7 +273,7 @@ def _exec(state: State, step: State) -> str:
     if ScratchWorktree(wt).tracked_changed():
         return (f"`{state['exec']}` changed tracked files after {step['name']}; `stackmgr rebase "
                 f"{state['series']} --continue` keeps the changes (they join that patch), or undo them in {wt} "
-                "first (git checkout -- .)")  # fmt: skip
+                f"first ({DISCARD_TRACKED_LINE})")  # fmt: skip
     return ""
 
 

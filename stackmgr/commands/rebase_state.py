@@ -1,7 +1,7 @@
 """Where a rebase keeps what it needs to stop and go on (rebase.py): the state file
 `.stackmgr/rebase/SERIES.json` (created exclusively, validated on every read), the scratch worktree of this
 store's rebase of a series, whose path is always worked out from the tree, never read from the file; and what one
-run learns once instead of asking git per patch (`Carried`)."""
+run learns once instead of asking for it per patch (`Carried`)."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def old_series_applied(store: Store, state: State) -> bool:
 
 
 class Carried:
-    """What one run learns once instead of asking git per patch: the old patches' patch-ids (one git call for
+    """What one run learns once instead of asking for it per patch: the old patches' patch-ids (one call for
     all, `repo.patch_ids`), the tree of each commit it made, and the re-diff of each carried patch (for
     `_finish`)."""
 
@@ -136,7 +136,7 @@ class Carried:
         return self._old_ids[step["file"]]
 
     def moved(self) -> dict[bytes, bytes]:
-        """The paths git's rename detection finds moved between the old base and the new one (asked once)."""
+        """The paths rename detection finds moved between the old base and the new one (asked once)."""
         if self._moved is None:
             self._moved = upstream_moves(self.wt, self.old_base, self.onto)
         return self._moved

@@ -44,7 +44,7 @@ def keep(store: Store, data: bytes, sha256: str | None = None) -> str:
 
 
 def read_kept(store: Store, rel: str, sha256: str) -> bytes | None:
-    """The bytes of a kept file when they are still what its name says, else None."""
+    """The bytes of the store file `rel` when their sha256 is `sha256` (a kept file, a patch version), else None."""
     try:
         with open(os.path.join(store.root, rel), "rb") as f:
             data = f.read()

@@ -21,7 +21,6 @@ from stackmgr.safety.preserved import PatchIndex, assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store
-from stackmgr.store.fs import sha256_hex
 from stackmgr.store.names import VERSIONS
 from stackmgr.store.series import SeriesFile, list_series
 
@@ -123,13 +122,8 @@ def rebuild(store: Store, entry: StackEntry, repo: Repo) -> str:
 
 def _version(store: Store, name: str, sha: str, tree: str) -> str:
     """The file holding version `sha` of patch `name`: patches/NAME.patch, or the one `save --update` kept."""
-    for path in (os.path.join(store.patches_dir, f"{name}.patch"),
-                 os.path.join(store.patches_dir, VERSIONS, name, f"{sha[:12]}.patch")):  # fmt: skip
-        try:
-            with open(path, "rb") as f:
-                if sha256_hex(f.read()) == sha:
-                    return path
-        except OSError:
-            continue
+    for rel in (f"patches/{name}.patch", f"patches/{VERSIONS}/{name}/{sha[:12]}.patch"):
+        if artifacts.read_kept(store, rel, sha) is not None:  # the bytes its sha256 names, wherever kept
+            return os.path.join(store.root, rel)
     raise StackmgrError(f"tree {tree}: patch {name} as measured (sha256 {sha[:12]}) is neither patches/{name}.patch "
                         f"nor a kept version", "`git pull` the store; a patch edited by hand keeps no old version")

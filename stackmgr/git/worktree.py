@@ -35,6 +35,14 @@ def remove_worktree(top: str, path: str) -> None:
             shutil.rmtree(os.path.join(admin, name), ignore_errors=True)
 
 
+def soft_reset_line(commit: str) -> str:
+    """The git command a user runs to move a worktree's HEAD back to `commit`, keeping its files."""
+    return f"git reset --soft {commit}"
+
+
+DISCARD_TRACKED_LINE = "git checkout -- ."  # what a user runs to undo their edits of tracked files
+
+
 class ScratchWorktree:
     """Named operations in one scratch worktree (its path is where git runs)."""
 
