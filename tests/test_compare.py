@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from stackmgr.evidence.compare import run_config
-from stackmgr.evidence.records import load_links
+from stackmgr.evidence.reading import load_links
 from stackmgr.store.config import load_store
 from tests.conftest import Lab, link_id, one_line_error
 

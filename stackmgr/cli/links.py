@@ -147,14 +147,13 @@ def show_cmd(ctx: Context, patch: str) -> None:
 def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str | None, stale: bool,
               metric: str | None, sort_by: str) -> None:  # fmt: skip
     """A table of links: date, link, patch, metric, gates, verdict, state."""
-    from stackmgr.commands.links import LinkTable
-    from stackmgr.evidence.metrics import lead
+    from stackmgr.commands.links import LinkTable, shown_metric
 
     if sort_by == "metric" and not metric:
         from stackmgr.errors import UsageProblem
 
         raise UsageProblem("--sort metric needs --metric NAME", "say which metric to sort by")
-    table = LinkTable(open_store(ctx.store), tree, series, verdict, stale, metric, sort_by)
+    table = LinkTable(open_store(ctx.store), tree, series, verdict, stale, metric, sort_by, whole=ctx.json)
     if ctx.json:
         output.emit_json(table.to_json())
         table.save()
@@ -162,10 +161,10 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
     if not table.rows:
         output.out("no links match")
     for link, state in table.rows:
-        shown = lead([m for m in link.metrics if not metric or m.name == metric], table.headline)
+        shown = shown_metric(link, metric, table.headline)
         mtext = _metric_text(shown) if shown else ""
         gates = " ".join(f"{g.name}{_mark(g.status)}" for g in link.gates)
-        taint = " TAINTED" if link.run.get("tainted") else ""
+        taint = " TAINTED" if link.tainted else ""
         output.out(f"{link.created[:10]}  {link.id}  {link.patch:<40} {link.tree:<16} {mtext:<32} {gates:<14} "
                    f"{link.verdict:<12} {state}{taint}")  # fmt: skip
     table.save()

@@ -10,7 +10,8 @@ from __future__ import annotations
 from stackmgr.commands.apply import preflight
 from stackmgr.errors import UsageProblem
 from stackmgr.evidence.measured import rebuild
-from stackmgr.evidence.records import Link, StackEntry, load_links
+from stackmgr.evidence.reading import find_ref
+from stackmgr.evidence.records import Link, StackEntry
 from stackmgr.git.repo import open_repo
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
@@ -32,12 +33,10 @@ class Rebuilt:
 
 def find_link(store: Store, wanted: str) -> Link:
     """The record with id `wanted` (the `lnk-` may be left out), or a run's name (`stackmgr run --name`)."""
-    links = load_links(store)
-    ident = wanted if wanted.startswith("lnk-") else f"lnk-{wanted}"
-    hits = [k for k in links if k.id == ident] or [k for k in links if k.run.get("name") == wanted]
-    if not hits:
+    found = find_ref(store, wanted)  # a run name given to several runs: the latest
+    if found is None:
         raise UsageProblem(f"no link {wanted}", "see `stackmgr links` for ids")
-    return hits[-1]  # a run name given to several runs: the latest
+    return found
 
 
 def apply_link(store: Store, wanted: str, *, only_tree: str | None = None, dry_run: bool = False) -> list[Rebuilt]:

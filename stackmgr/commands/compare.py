@@ -17,7 +17,8 @@ from typing import Any
 from stackmgr.errors import UsageProblem
 from stackmgr.evidence.compare import CONFIG_KEYS, run_config
 from stackmgr.evidence.metrics import change
-from stackmgr.evidence.records import Link, load_links
+from stackmgr.evidence.reading import find_links, find_ref, load_links
+from stackmgr.evidence.records import Link
 from stackmgr.evidence.states import effective
 from stackmgr.store.config import Store
 from stackmgr.store.names import valid_name
@@ -59,21 +60,16 @@ class Group:
 def resolve(store: Store, targets: list[str]) -> list[Link]:
     """The links named: a link id (`lnk-` optional) or a run's name is that link, a patch name its current links
     (not amended), oldest first."""
-    everything = load_links(store)
-    by_id = {link.id: link for link in everything}
-    by_patch: dict[str, list[Link]] = {}
-    for link in everything:
-        by_patch.setdefault(link.patch, []).append(link)
-    by_run = {link.run["name"]: link for link in everything if link.run.get("name")}  # the latest of a name
     chosen: list[Link] = []
     for target in targets:
         name = target[: -len(".patch")] if target.endswith(".patch") else target
-        if target in by_id or f"lnk-{target}" in by_id:
+        by_id = find_links(store, {target, f"lnk-{target}"})
+        if by_id:
             chosen.append(by_id.get(target) or by_id[f"lnk-{target}"])
-        elif name in by_patch:
-            chosen.extend(effective(by_patch[name]))
-        elif target in by_run:  # `stackmgr run --name`
-            chosen.append(by_run[target])
+        elif valid_name(name) and (own := load_links(store, name)):
+            chosen.extend(effective(own))
+        elif (named := find_ref(store, target)) is not None:  # `stackmgr run --name`: the latest of a name
+            chosen.append(named)
         elif valid_name(name) and os.path.isfile(os.path.join(store.patches_dir, name + ".patch")):
             raise UsageProblem(f"patch {name} has no links yet", f"record one with `stackmgr link {name} ARTIFACT…`")
         else:

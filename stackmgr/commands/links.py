@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from stackmgr.errors import UsageProblem
-from stackmgr.evidence.records import Link, load_links
+from stackmgr.evidence.metrics import Metric, lead
+from stackmgr.evidence.reading import Brief, find_links, load_briefs, load_links
+from stackmgr.evidence.records import Link
 from stackmgr.evidence.states import Evidence, effective, patch_status
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
@@ -61,6 +63,26 @@ def measured_lines(ev: Evidence, link: Link) -> list[str]:
     return lines
 
 
+def _has_metric(link: Link | Brief, name: str) -> bool:
+    return link.has_metric(name) if isinstance(link, Brief) else any(m.name == name for m in link.metrics)
+
+
+def metric_of(link: Link | Brief, name: str) -> Metric | None:
+    """The link's metric of that name, if it has one."""
+    return link.metric(name) if isinstance(link, Brief) else next((m for m in link.metrics if m.name == name), None)
+
+
+def shown_metric(link: Link | Brief, metric: str | None, headline: str | None) -> Metric | None:
+    """The one metric a listing shows: `--metric`'s, else the headline (`[evidence] headline`) when the link has
+    it, else its first, as recorded."""
+    if metric:
+        return metric_of(link, metric)
+    if isinstance(link, Brief):
+        return (link.metric(headline) if headline else None) or (Metric(*link.metric_rows[0]) if link.metric_rows
+                                                                 else None)  # fmt: skip
+    return lead(link.metrics, headline)
+
+
 class PatchView:
     """What `show PATCH` shows: the header, the diffstat, every link with its state and its artifacts checked."""
 
@@ -76,8 +98,8 @@ class PatchView:
         self.stat = patchfile.stat_part(data).decode("utf-8", "replace").rstrip()
         self.ev = ev = Evidence.gather(store)
         self.links = links = load_links(store, name)
-        # other patches' records are read only when a baseline points at them
-        self.by_id = {link.id: link for link in (load_links(store) if any(lk.baseline for lk in links) else links)}
+        self.by_id = {link.id: link for link in links}  # and the baselines, which may be other patches' records
+        self.by_id.update(find_links(store, {lk.baseline for lk in links if lk.baseline} - set(self.by_id)))
         self.states = {link.id: ev.state(link) for link in links}
         self.status = patch_status(links, self.states)
         self.record = ev.index.record(name + ".patch") or {}
@@ -110,13 +132,16 @@ class PatchView:
         self.ev.save()
 
 
-def _sort_key(sort_by: str, metric: str | None, direction: str = "higher") -> Callable[[tuple[Link, str]], Any]:
+Listed = Link | Brief
+
+
+def _sort_key(sort_by: str, metric: str | None, direction: str = "higher") -> Callable[[tuple[Listed, str]], Any]:
     """`links --sort`: date, patch, state, or the metric (best first by its direction: largest, or smallest for
     a lower-is-better one; links without it last)."""
     if sort_by == "metric":
         sign = 1.0 if direction == "lower" else -1.0
-        return lambda r: next(((0, sign * m.value) for m in r[0].metrics if m.name == metric), (1, 0.0))
-    keys: dict[str, Callable[[tuple[Link, str]], Any]] = {
+        return lambda r: (1, 0.0) if (m := metric_of(r[0], str(metric))) is None else (0, sign * m.value)
+    keys: dict[str, Callable[[tuple[Listed, str]], Any]] = {
         "date": lambda r: (r[0].created, r[0].id), "patch": lambda r: (r[0].patch, r[0].created),
         "state": lambda r: (r[1], r[0].created),
     }  # fmt: skip
@@ -124,36 +149,41 @@ def _sort_key(sort_by: str, metric: str | None, direction: str = "higher") -> Ca
 
 
 class LinkTable:
-    """What `links` lists: the links that pass the filters, with their states, in `sort_by` order."""
+    """What `links` lists: the links that pass the filters, with their states, in `sort_by` order; in brief
+    (reading.Brief) unless `whole` (`--json` gives every field)."""
 
     def __init__(
         self, store: Store, tree: str | None, series: str | None, verdict: str | None, stale: bool,
-        metric: str | None, sort_by: str,
+        metric: str | None, sort_by: str, whole: bool = False,
     ) -> None:  # fmt: skip
         from stackmgr.store.series import SeriesFile
 
         self.ev = ev = Evidence.gather(store)
-        links = load_links(store)
+        links: list[Link] | list[Brief] = load_links(store) if whole else load_briefs(store)
         wanted = set(SeriesFile.load(store, series).patch_names()) if series else None
-        rows = []
+        rows: list[tuple[Listed, str]] = []
         for link in links:
             if (tree and link.tree != tree) or (wanted is not None and link.patch not in wanted):
                 continue
-            if (verdict and link.verdict != verdict) or (metric and metric not in {m.name for m in link.metrics}):
+            if (verdict and link.verdict != verdict) or (metric and not _has_metric(link, metric)):
                 continue
             state = ev.state(link)
             if stale and state in ("fresh", "equivalent"):
                 continue
             rows.append((link, state))
-        direction = next((m.direction for link, _ in rows for m in link.metrics if m.name == metric), "higher")
-        rows.sort(key=_sort_key(sort_by, metric, direction))
-        self.rows: list[tuple[Link, str]] = rows
+        found = (m for link, _ in rows if metric and (m := metric_of(link, metric)) is not None)
+        direction = next((m.direction for m in found), "higher")
+        if sort_by != "date":  # records are read oldest first
+            rows.sort(key=_sort_key(sort_by, metric, direction))
+        self.rows = rows
         self.headline = store.headline()  # the metric shown when no --metric is given
         self.by_id = {link.id: link for link in links}
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": 1, "links": [link_json(self.ev, link, state, self.by_id.get(link.baseline))
-                                       for link, state in self.rows]}  # fmt: skip
+        whole = [(cast(Link, link), state) for link, state in self.rows]  # read whole for --json
+        by_id = cast(dict[str, Link], self.by_id)
+        return {"schema": 1, "links": [link_json(self.ev, link, state, by_id.get(link.baseline))
+                                       for link, state in whole]}  # fmt: skip
 
     def save(self) -> None:
         """Keep what was learned (patch index, artifact hashes) for the next command; best effort."""

@@ -69,9 +69,9 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
     if why is not None:
         raise UsageProblem(f"cannot run the command: {why}", "check the command after `--`; nothing was recorded")
     if req.name and req.unique:
-        from stackmgr.evidence.records import load_links
+        from stackmgr.evidence.reading import load_briefs
 
-        taken = [k.id for k in load_links(store) if k.run.get("name") == req.name]
+        taken = [k.id for k in load_briefs(store) if k.run_name == req.name]
         if taken:
             raise UsageProblem(f"a run named {req.name} is recorded already ({taken[-1]})",
                                "pick another --name: a run's name stands for one result")  # fmt: skip

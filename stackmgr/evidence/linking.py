@@ -9,7 +9,8 @@ import os
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import artifacts as kept_artifacts
 from stackmgr.evidence import metrics
-from stackmgr.evidence.records import Artifact, Link, StackEntry, load_links, utc_now, write_link
+from stackmgr.evidence.reading import find_ref
+from stackmgr.evidence.records import Artifact, Link, StackEntry, utc_now, write_link
 from stackmgr.evidence.states import Evidence, resolve_artifact
 from stackmgr.git.repo import author_ident, start_author_ident
 from stackmgr.safety.preserved import PatchIndex
@@ -58,14 +59,13 @@ def _create_link(
         raise StackmgrError(f"patches/{patch}.patch has no stackmgr header ({rec['error']})", "save it again")
     if verdict not in metrics.VERDICTS:
         raise UsageProblem(f"verdict '{verdict}' is not one of {', '.join(metrics.VERDICTS)}", "pick one of them")
-    known = {link.id: link for link in load_links(store)}
-    amends, baseline = (_by_id_or_run_name(known, ref, what) for ref, what in ((amends, "--amends"),
-                                                                               (baseline, "--baseline")))
-    if amends and known[amends].patch != patch:
-        raise UsageProblem(f"--amends {amends}: that link is about {known[amends].patch}, not {patch}",
-                           f"amend it with `stackmgr link {known[amends].patch} … --amends {amends}`")  # fmt: skip
-    completed = known[amends] if amends and not artifacts and not from_json else None  # a draft completed
-    run = known[amends].run if amends else {}
+    amended, based = _named(store, amends, "--amends"), _named(store, baseline, "--baseline")
+    amends, baseline = amended.id if amended else "", based.id if based else ""
+    if amended is not None and amended.patch != patch:
+        raise UsageProblem(f"--amends {amends}: that link is about {amended.patch}, not {patch}",
+                           f"amend it with `stackmgr link {amended.patch} … --amends {amends}`")  # fmt: skip
+    completed = amended if amended is not None and not artifacts and not from_json else None  # a draft completed
+    run = amended.run if amended is not None else {}
     if verdict == "promoted" and (run.get("tainted") or run.get("exit_code", 0) != 0):
         why = "a tree changed while it ran (tainted)" if run.get("tainted") else \
             f"its command exited {run['exit_code']}"  # fmt: skip
@@ -136,18 +136,15 @@ def _series_listing(store: Store, patch: str) -> str | None:
     return None
 
 
-def _by_id_or_run_name(known: dict[str, Link], ref: str, what: str) -> str:
-    """The id of the link `ref` names: its id (`lnk-` optional), or the name `stackmgr run --name` gave it (the
-    latest run of that name); "" for ""."""
+def _named(store: Store, ref: str, what: str) -> Link | None:
+    """The link `ref` names: its id (`lnk-` optional), or the name `stackmgr run --name` gave it (the latest run
+    of that name); None for ""."""
     if not ref:
-        return ""
-    ident = ref if ref.startswith("lnk-") else f"lnk-{ref}"
-    if ident in known:
-        return ident
-    named = [k for k in known.values() if k.run.get("name") == ref]
-    if not named:
+        return None
+    found = find_ref(store, ref)
+    if found is None:
         raise UsageProblem(f"{what} {ref}: no such link or run", "see `stackmgr links` for ids and run names")
-    return max(named, key=lambda k: (k.created, k.id)).id
+    return found
 
 
 def _kept_bytes(store: Store, found: list[Artifact]) -> dict[str, bytes]:

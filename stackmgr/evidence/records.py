@@ -7,7 +7,6 @@ null: absent fields are left out).
 
 from __future__ import annotations
 
-import marshal
 import os
 import time
 import tomllib
@@ -71,6 +70,11 @@ class Link:
     baseline: str = ""  # the link this one's metrics are compared with
     run: dict[str, Any] = field(default_factory=dict)  # what `stackmgr run` captured: command, context, config
     file: str = ""  # where it was read from (not stored)
+
+    @property
+    def tainted(self) -> bool:
+        """A run during which a measured tree changed."""
+        return bool(self.run.get("tainted", False))
 
 
 # --- writing ---------------------------------------------------------------------------------------------------
@@ -265,117 +269,3 @@ def _trustworthy(path: str, patch: str, artifacts: list[dict[str, Any]]) -> None
     for artifact in artifacts:
         if ".." in str(artifact.get("path", "")).replace("\\", "/").split("/"):
             raise ValueError(f"artifact path {artifact.get('path')!r} climbs with '..'")
-
-
-def load_links(store: Store, patch: str | None = None, parsed: _Parsed | None = None) -> list[Link]:
-    """Every record (of one patch, when named), oldest first. A caller reading many patches one by one passes
-    one `reader()` for all of them (and saves it at the end)."""
-    root = store.links_dir
-    own = parsed is None
-    parsed = parsed or _Parsed(store)
-    names = [patch] if patch is not None else (sorted(os.listdir(root)) if os.path.isdir(root) else [])
-    links = []
-    for name in names:
-        links.extend(parsed.directory(os.path.join(root, name), name))
-    if patch is None:
-        parsed.keep_only(set(names))
-    if own:
-        parsed.save()
-    return sorted(links, key=lambda link: (link.created, link.id))
-
-
-def reader(store: Store) -> _Parsed:
-    return _Parsed(store)
-
-
-class _Parsed:
-    """Link records as read before, per `links/<patch>/` directory, each reused while its file's stat data (size,
-    mtime, ctime, inode) is unchanged: TOML parsing is most of the time `links` takes over thousands of them, and
-    a record that anything rewrote (a `git pull` of a teammate's edit, an editor, a `git checkout` of an older
-    store) is read again, even with its size and mtime put back (ctime cannot be). Kept as plain tuples (fast to
-    unmarshal), one file per patch, `.stackmgr/cache/links/PATCH.marshal`, so a command about one patch reads only
-    that patch's; always safe to delete."""
-
-    def __init__(self, store: Store) -> None:
-        self.root = os.path.join(store.state_dir, "cache", "links")
-        self.dirs: dict[str, Any] = {}  # name -> (directory signature, rows), read from its file when first asked
-        self.changed: set[str] = set()
-        self.dirty = False
-
-    def directory(self, directory: str, name: str) -> list[Link]:
-        try:
-            st = os.stat(directory)
-        except OSError:
-            return []
-        if not os.path.isdir(directory):
-            return []
-        sig = (st.st_mtime_ns, st.st_ino)
-        if name not in self.dirs:
-            data = read_cache(os.path.join(self.root, f"{name}.marshal"))
-            self.dirs[name] = data["dir"] if isinstance(data, dict) and data.get("v") == 6 else None
-        hit = self.dirs[name]
-        known = {filename: (stat, row) for filename, stat, row in hit[1]} if hit is not None else {}
-        names = [row[0] for row in hit[1]] if hit is not None and hit[0] == sig else sorted(
-            f for f in os.listdir(directory) if f.endswith(".toml"))  # fmt: skip
-        rows, links, changed = [], [], hit is None or hit[0] != sig
-        for filename in names:
-            path = os.path.join(directory, filename)
-            try:
-                fst = os.stat(path)
-            except OSError:  # gone since the directory was listed: read it again next time
-                changed = True
-                continue
-            stat = (fst.st_size, fst.st_mtime_ns, fst.st_ctime_ns, fst.st_ino)
-            cached = known.get(filename)
-            row = cached[1] if cached is not None and cached[0] == stat else None
-            link = _from_row(row, path) if row is not None else read_link(path)
-            changed = changed or row is None
-            links.append(link)
-            rows.append((filename, stat, row if row is not None else _to_row(link)))
-        if not changed:
-            return links
-        try:
-            marshal.dumps(rows)
-        except ValueError:
-            return links
-        self.dirs[name] = (sig, rows)
-        self.changed.add(name)
-        self.dirty = True
-        return links
-
-    def keep_only(self, names: set[str]) -> None:
-        """Forget the cache files of patches that have no links directory any more."""
-        try:
-            files = os.listdir(self.root)
-        except OSError:
-            return
-        for filename in files:
-            if filename.endswith(".marshal") and filename[: -len(".marshal")] not in names:
-                try:
-                    os.unlink(os.path.join(self.root, filename))
-                except OSError:
-                    pass
-
-    def save(self) -> None:
-        for name in sorted(self.changed):
-            write_cache(os.path.join(self.root, f"{name}.marshal"), {"v": 6, "dir": self.dirs[name]})
-        self.changed.clear()
-        self.dirty = False
-
-
-def _to_row(k: Link) -> tuple[Any, ...]:
-    return (k.id, k.created, k.author, k.patch, k.tree, k.sha256, k.patch_id,
-            tuple((s.tree, s.base, tuple(s.patches), s.series, s.residue, s.snapshot, tuple(s.present),
-                   s.residue_patch) for s in k.stack),
-            tuple((a.path, a.sha256, a.size, a.anchor, a.origin) for a in k.artifacts),
-            tuple((m.name, m.value, m.unit, m.direction, tuple(m.source.items())) for m in k.metrics),
-            tuple((g.name, g.status, g.detail) for g in k.gates),
-            k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline, k.run)  # fmt: skip
-
-
-def _from_row(r: tuple[Any, ...], path: str) -> Link:
-    return Link(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
-                [StackEntry(s[0], s[1], [tuple(p) for p in s[2]], s[3], s[4], s[5], [tuple(p) for p in s[6]], s[7])
-                 for s in r[7]],
-                [Artifact(*a) for a in r[8]], [Metric(m[0], m[1], m[2], m[3], dict(m[4])) for m in r[9]],
-                [Gate(*g) for g in r[10]], r[11], r[12], r[13], r[14], r[15], r[16], path)  # fmt: skip

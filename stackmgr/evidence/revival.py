@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stackmgr.errors import NotPreserved
-from stackmgr.evidence.records import Link, load_links, utc_now
+from stackmgr.evidence.reading import Brief, load_briefs
+from stackmgr.evidence.records import utc_now
 from stackmgr.evidence.states import effective
 from stackmgr.evidence.toml_out import value as toml_value
 from stackmgr.git.repo import patch_id
@@ -80,7 +81,7 @@ def refuse_revival(store: Store, patches: Sequence[tuple[str, bytes]], override:
     """Refuse (exit 1) to bring back a do-not-revive lane (same name or same patch-id) unless `override` gives a
     reason (then recorded, when `record`) or one was recorded for the same patch-id; return the lines to print.
     `patches` are (name, bytes); the links are read once, patch-ids computed only when a lane could match."""
-    lanes = [link for link in effective(load_links(store)) if link.do_not_revive]
+    lanes = [link for link in effective(load_briefs(store)) if link.do_not_revive]
     if not lanes:
         return []
     said: list[str] = []
@@ -108,5 +109,5 @@ def refuse_revival(store: Store, patches: Sequence[tuple[str, bytes]], override:
     return said
 
 
-def _lesson(link: Link) -> str:
+def _lesson(link: Brief) -> str:
     return link.lesson or "no lesson recorded"

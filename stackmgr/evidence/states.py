@@ -11,16 +11,19 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import metrics
-from stackmgr.evidence.records import Link, load_links
+from stackmgr.evidence.reading import Brief, load_links
+from stackmgr.evidence.records import Link
 from stackmgr.git.repo import patch_id
 from stackmgr.safety.preserved import PatchIndex
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_cache, sha256_hex, write_cache
 from stackmgr.store.series import SeriesFile, list_series
 
+L = TypeVar("L", Link, Brief)
 STATES = ("fresh", "equivalent", "stale", "broken", "orphaned")
 
 
@@ -65,6 +68,7 @@ class ArtifactHashes:
         self.cache: dict[str, list[object]] = cached if isinstance(cached, dict) else {}
         self.seen: dict[str, str | None] = {}
         self.dirty = False
+        self.prefix = os.path.join(store.root, "")
 
     def absolute(self, recorded: str) -> str:
         return recorded if os.path.isabs(recorded) else os.path.join(self.store.root, recorded)
@@ -78,20 +82,20 @@ class ArtifactHashes:
         return digest
 
     def _sha256(self, recorded: str) -> str | None:
-        full = self.absolute(recorded)
-        try:
+        full = recorded if recorded.startswith("/") else self.prefix + recorded  # absolute(), inlined: links
+        try:  # asks once per artifact of every record
             st = os.stat(full)
         except OSError:
             return None
         if not stat.S_ISREG(st.st_mode):
             return None
-        sig = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         hit = self.cache.get(full)
-        if hit is not None and hit[:4] == sig:
+        if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns and hit[2] == st.st_ctime_ns \
+                and hit[3] == st.st_ino:  # fmt: skip
             return str(hit[4])
         with open(full, "rb") as f:
             digest = sha256_hex(f.read())
-        self.cache[full] = [*sig, digest]
+        self.cache[full] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest]
         self.dirty = True
         return digest
 
@@ -113,11 +117,13 @@ class Evidence:
     hashes: ArtifactHashes
     in_series: set[str] = field(default_factory=set)
     _sha: dict[str, str | None] = field(default_factory=dict)
+    _ids: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def gather(cls, store: Store) -> Evidence:
+        """The patch index is read, not refreshed: judging a link needs each patch file's sha256 (and patch-id
+        for a changed one), not what `check` needs of every patch."""
         index = PatchIndex.load(store)
-        index.refresh()
         names: set[str] = set()
         for name in list_series(store):
             try:
@@ -134,26 +140,33 @@ class Evidence:
         return (sha, self.patch_id(patch + ".patch")) if sha is not None else (None, None)
 
     def sha256_of(self, patch: str) -> str | None:
-        """The patch file's sha256 today (once per command: the index was refreshed when gathered)."""
+        """The patch file's sha256 today (once per command)."""
         if patch not in self._sha:
-            rec = self.index.record(patch + ".patch")
-            self._sha[patch] = None if rec is None else str(rec["sha256"])
+            self._sha[patch] = self.index.sha256(patch + ".patch")[0]
         return self._sha[patch]
 
     def patch_id(self, filename: str) -> str | None:
-        rec = self.index.record(filename)
-        if rec is None:
+        """`git patch-id --stable` of the patch file today, kept in its index record when that is up to date."""
+        if filename in self._ids:
+            return self._ids[filename]
+        sha, rec = self.index.sha256(filename)
+        if sha is None:
             return None
-        if not rec.get("patch_id"):
+        if rec is not None and rec.get("patch_id"):
+            found = str(rec["patch_id"])
+        else:
             with open(os.path.join(self.store.patches_dir, filename), "rb") as f:
-                rec["patch_id"] = patch_id(self.store.root, f.read())
-            self.index.dirty = True
-        return str(rec["patch_id"])
+                found = patch_id(self.store.root, f.read())
+            if rec is not None:
+                rec["patch_id"] = found
+                self.index.dirty = True
+        self._ids[filename] = found
+        return found
 
-    def broken_artifacts(self, link: Link) -> list[str]:
+    def broken_artifacts(self, link: Link | Brief) -> list[str]:
         return [a.path for a in link.artifacts if self.hashes.sha256(a.path) != a.sha256]
 
-    def state(self, link: Link) -> str:
+    def state(self, link: Link | Brief) -> str:
         if self.broken_artifacts(link):
             return "broken"
         if link.patch not in self.in_series:
@@ -170,13 +183,13 @@ class Evidence:
         self.hashes.save()
 
 
-def effective(links: list[Link]) -> list[Link]:
+def effective(links: list[L]) -> list[L]:
     """Links not replaced by a later record that `amends` them."""
     amended = {link.amends for link in links if link.amends}
     return [link for link in links if link.id not in amended]
 
 
-def patch_status(links: list[Link], states: dict[str, str]) -> str:
+def patch_status(links: list[L], states: dict[str, str]) -> str:
     """promoted / rejected / experimental / unlinked: the latest decision among its current links. A promotion
     counts only while its evidence is fresh or equivalent."""
     current = effective(links)
@@ -207,7 +220,8 @@ def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
     problems: list[tuple[str, str, str]] = []
     links = []
     from stackmgr import output
-    from stackmgr.evidence.records import WrittenOnce, reader
+    from stackmgr.evidence.reading import reader
+    from stackmgr.evidence.records import WrittenOnce
 
     parsed = reader(store)
     for directory in sorted(os.listdir(store.links_dir)) if os.path.isdir(store.links_dir) else []:

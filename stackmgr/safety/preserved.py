@@ -87,21 +87,11 @@ class PatchIndex:
         """The up-to-date record of one patch file; `retry` re-examines one that could not be checked before
         (its tree or base may have arrived since)."""
         path = os.path.join(self.store.patches_dir, filename)
-        st: os.stat_result | None
-        try:
-            st = os.lstat(path)
-            if S_ISLNK(st.st_mode) and "/" in filename:  # kept versions are written by stackmgr: never links
-                st = None
-            elif S_ISLNK(st.st_mode):  # a patch is in the store only if its link stays inside patches/
-                real, real_dir = os.path.realpath(path), os.path.realpath(self.store.patches_dir)
-                st = os.stat(path) if os.path.dirname(real) == real_dir else None
-        except OSError:
-            st = None
-        if st is None or not S_ISREG(st.st_mode):  # gone, or a directory where a patch file should be
+        sig = self._signature(filename)
+        if sig is None:  # gone, or a directory where a patch file should be
             if self.records.pop(filename, None) is not None:
                 self.dirty = True
             return None
-        sig = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]  # ctime: utime() cannot forge it
         rec = self.records.get(filename)
         if rec is not None and rec["sig"] == sig and not (retry and rec.get("retry")):
             return rec
@@ -114,6 +104,38 @@ class PatchIndex:
         self.records[filename] = rec
         self.dirty = True
         return rec
+
+    def _signature(self, filename: str) -> list[int] | None:
+        """The stat data a record is kept by, or None when `filename` is not a patch file of the store."""
+        path = os.path.join(self.store.patches_dir, filename)
+        st: os.stat_result | None
+        try:
+            st = os.lstat(path)
+            if S_ISLNK(st.st_mode) and "/" in filename:  # kept versions are written by stackmgr: never links
+                st = None
+            elif S_ISLNK(st.st_mode):  # a patch is in the store only if its link stays inside patches/
+                real, real_dir = os.path.realpath(path), os.path.realpath(self.store.patches_dir)
+                st = os.stat(path) if os.path.dirname(real) == real_dir else None
+        except OSError:
+            st = None
+        if st is None or not S_ISREG(st.st_mode):
+            return None
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]  # ctime: utime() cannot forge it
+
+    def sha256(self, filename: str) -> tuple[str | None, Record | None]:
+        """(sha256 of the patch file now, its record when that is up to date) without examining a changed file
+        as `record` does (no git): what judging a link needs. (None, None) for no patch file."""
+        sig = self._signature(filename)
+        if sig is None:
+            return None, None
+        rec = self.records.get(filename)
+        if rec is not None and rec["sig"] == sig:
+            return str(rec["sha256"]), rec
+        try:
+            with open(os.path.join(self.store.patches_dir, filename), "rb") as f:
+                return sha256_hex(f.read()), None
+        except OSError:
+            return None, None
 
     def record_saved(self, filename: str, data: bytes, changes: list[Change], repo: Repo) -> None:
         """Record a just-written, verified patch from what save already knows (no re-read, no git); `repo` is the

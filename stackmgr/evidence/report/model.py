@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.evidence.records import Artifact, Link, load_links
+from stackmgr.evidence.reading import load_links
+from stackmgr.evidence.records import Artifact, Link
 from stackmgr.evidence.revival import Override, overrides
 from stackmgr.evidence.states import Evidence, effective, patch_status
 from stackmgr.store.config import Store
@@ -88,6 +89,7 @@ class ReportData:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.ev = Evidence.gather(store)
+        self.ev.index.refresh()  # the report lists every patch file
         self.links = load_links(store)
         self.by_id = {link.id: link for link in self.links}
         self.states = {link.id: self.ev.state(link) for link in self.links}

@@ -1,0 +1,323 @@
+"""Reading link records as fast as a listing allows: by patch, by id, by run name, or every record in brief.
+
+Parsing TOML is most of what reading thousands of records costs, so what was read is kept in
+`.stackmgr/cache/` (always safe to delete), per `links/<patch>/` directory and per record file, reused while the
+file's stat data (size, mtime, ctime, inode) is unchanged: a record that anything rewrote (a `git pull` of a
+teammate's edit, an editor, a `git checkout` of an older store) is read again, even with its size and mtime put
+back (ctime cannot be). Two caches, one file per patch in each:
+
+- `cache/links/PATCH.marshal`: whole records (`load_links`), for the commands about a few patches (`show`,
+  `compare`, `apply --link`);
+- `cache/briefs/PATCH.marshal`: what a listing needs of each record (`Brief`: no stack, run table or metric
+  sources), for the commands over every record (`links`, the do-not-revive check, a run name's lookup).
+
+A record is found by id from its file name (`<time>-<id>.toml`) without reading any other, and checked against
+the id it holds once read.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from stackmgr.evidence.metrics import Gate, Metric
+from stackmgr.evidence.records import Artifact, Link, StackEntry, read_link
+from stackmgr.store.config import Store
+from stackmgr.store.fs import read_cache, write_cache
+
+_ID = re.compile(r"lnk-[0-9a-f]{12}")
+FULL_VERSION = 6
+BRIEF_VERSION = 1
+
+
+@dataclass(slots=True)
+class Brief:
+    """A record as `links` lists it and states judge it: everything but its stack, its run table (name, taint
+    and exit code kept) and its metrics' sources."""
+
+    id: str
+    created: str
+    author: str
+    patch: str
+    tree: str
+    sha256: str
+    patch_id: str
+    artifacts: list[Artifact]
+    gates: list[Gate]
+    metric_rows: tuple[tuple[str, float, str, str], ...]  # (name, value, unit, direction)
+    verdict: str
+    lesson: str
+    do_not_revive: bool
+    amends: str
+    baseline: str
+    run_name: str
+    tainted: bool
+    exit_code: int | None
+    file: str
+
+    @property
+    def metrics(self) -> list[Metric]:
+        return [Metric(*row) for row in self.metric_rows]
+
+    def metric(self, name: str) -> Metric | None:
+        return next((Metric(*row) for row in self.metric_rows if row[0] == name), None)
+
+    def has_metric(self, name: str) -> bool:
+        return any(row[0] == name for row in self.metric_rows)
+
+
+@contextmanager
+def _quiet_collector() -> Iterator[None]:
+    """Hundreds of thousands of fresh objects: collection passes would scan them again and again, so none runs
+    while they are made, and they are kept out of later passes (frozen: records read live as long as the
+    command)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
+
+
+# --- queries ---------------------------------------------------------------------------------------------------
+
+
+def load_links(store: Store, patch: str | None = None, parsed: Records | None = None) -> list[Link]:
+    """Every record (of one patch, when named), oldest first. A caller reading many patches one by one passes
+    one `reader()` for all of them (and saves it at the end)."""
+    own = parsed is None
+    parsed = parsed or Records(store)
+    names = [patch] if patch is not None else _patch_dirs(store)
+    links = []
+    with _quiet_collector():
+        for name in names:
+            links.extend(parsed.directory(os.path.join(store.links_dir, name), name))
+    if patch is None:
+        parsed.keep_only(set(names))
+    if own:
+        parsed.save()
+    return sorted(links, key=lambda link: (link.created, link.id))
+
+
+def load_briefs(store: Store) -> list[Brief]:
+    """Every record in brief, oldest first."""
+    parsed = Records(store)
+    names = _patch_dirs(store)
+    briefs: list[Brief] = []
+    with _quiet_collector():
+        for name in names:
+            briefs.extend(parsed.briefs(os.path.join(store.links_dir, name), name))
+    parsed.keep_only(set(names))
+    parsed.save()
+    return sorted(briefs, key=lambda b: (b.created, b.id))
+
+
+def reader(store: Store) -> Records:
+    return Records(store)
+
+
+def find_links(store: Store, ids: set[str]) -> dict[str, Link]:
+    """The records with these ids (those that exist), each read from the file its name gives; a record whose
+    file name does not carry its id (renamed by hand) is found by reading every record."""
+    if not ids:
+        return {}
+    parsed = Records(store)
+    found: dict[str, Link] = {}
+    for ident, path in _paths_by_id(store).items():
+        if ident in ids:
+            directory = os.path.dirname(path)
+            found.update((k.id, k) for k in parsed.directory(directory, os.path.basename(directory))
+                         if k.id in ids)  # fmt: skip
+    missing = {i for i in ids - set(found) if _ID.fullmatch(i)}
+    if missing:  # only a well-formed id can be in a file whose name says otherwise: the briefs know every file
+        for brief in load_briefs(store):
+            if brief.id in missing:
+                directory = os.path.dirname(brief.file)
+                found.update((k.id, k) for k in parsed.directory(directory, os.path.basename(directory))
+                             if k.file == brief.file)  # fmt: skip
+    parsed.save()
+    return found
+
+
+def find_ref(store: Store, ref: str) -> Link | None:
+    """The record a user names: its id (the `lnk-` may be left out) or a run's name (`stackmgr run --name`; the
+    latest run of that name)."""
+    ident = ref if ref.startswith("lnk-") else f"lnk-{ref}"
+    hit = find_links(store, {ident}).get(ident)
+    if hit is not None:
+        return hit
+    named = [b for b in load_briefs(store) if b.run_name == ref]
+    if not named:
+        return None
+    return next((k for k in find_links(store, {named[-1].id}).values()), None)
+
+
+def _patch_dirs(store: Store) -> list[str]:
+    root = store.links_dir
+    return sorted(os.listdir(root)) if os.path.isdir(root) else []
+
+
+def _paths_by_id(store: Store) -> dict[str, str]:
+    """id -> record file, from the file names alone."""
+    paths: dict[str, str] = {}
+    for name in _patch_dirs(store):
+        directory = os.path.join(store.links_dir, name)
+        try:
+            filenames = os.listdir(directory)
+        except OSError:
+            continue
+        for filename in filenames:
+            if filename.endswith(".toml") and "-lnk-" in filename:
+                paths["lnk-" + filename[: -len(".toml")].rsplit("-lnk-", 1)[1]] = os.path.join(directory, filename)
+    return paths
+
+
+# --- the caches ------------------------------------------------------------------------------------------------
+
+
+class Records:
+    """The records read in one command, through the two caches (module docstring)."""
+
+    def __init__(self, store: Store) -> None:
+        self.full_root = os.path.join(store.state_dir, "cache", "links")
+        self.brief_root = os.path.join(store.state_dir, "cache", "briefs")
+        self.dirs: dict[str, Any] = {}  # name -> (directory signature, rows), read from its file when first asked
+        self.brief_dirs: dict[str, Any] = {}
+        self.changed: set[str] = set()
+        self.brief_changed: set[str] = set()
+
+    def directory(self, directory: str, name: str) -> list[Link]:
+        """Every record of one patch's directory, whole, in file-name order."""
+        sig = _signature(directory)
+        if sig is None:
+            return []
+        if name not in self.dirs:
+            self.dirs[name] = _cached(os.path.join(self.full_root, f"{name}.marshal"), FULL_VERSION)
+        hit = self.dirs[name]
+        rows, links, changed = [], [], hit is None or hit[0] != sig
+        for filename, path, stat, row in _files(directory, sig, hit):
+            link = _from_row(row, path) if row is not None else read_link(path)
+            changed = changed or row is None
+            links.append(link)
+            rows.append((filename, stat, row if row is not None else _to_row(link)))
+        if changed or len(rows) != len(hit[1]):
+            self.dirs[name] = (sig, rows)
+            self.changed.add(name)
+        return links
+
+    def briefs(self, directory: str, name: str) -> list[Brief]:
+        """Every record of one patch's directory, in brief; whole records are read only for files changed since
+        their brief was kept."""
+        sig = _signature(directory)
+        if sig is None:
+            return []
+        if name not in self.brief_dirs:
+            self.brief_dirs[name] = _cached(os.path.join(self.brief_root, f"{name}.marshal"), BRIEF_VERSION)
+        hit = self.brief_dirs[name]
+        found = list(_files(directory, sig, hit))
+        if hit is not None and hit[0] == sig and len(found) == len(hit[1]) and all(r is not None for *_, r in found):
+            return [_brief_from_row(row, path) for _, path, _, row in found]
+        links = {link.file: link for link in self.directory(directory, name)}
+        rows, briefs = [], []
+        for filename, path, stat, row in found:
+            if path not in links:
+                continue
+            row = row if row is not None else _brief_row(links[path])
+            rows.append((filename, stat, row))
+            briefs.append(_brief_from_row(row, path))
+        self.brief_dirs[name] = (sig, rows)
+        self.brief_changed.add(name)
+        return briefs
+
+    def keep_only(self, names: set[str]) -> None:
+        """Forget the cache files of patches that have no links directory any more."""
+        for root in (self.full_root, self.brief_root):
+            try:
+                files = os.listdir(root)
+            except OSError:
+                continue
+            for filename in files:
+                if filename.endswith(".marshal") and filename[: -len(".marshal")] not in names:
+                    try:
+                        os.unlink(os.path.join(root, filename))
+                    except OSError:
+                        pass
+
+    def save(self) -> None:
+        for root, dirs, changed, version in ((self.full_root, self.dirs, self.changed, FULL_VERSION),
+                                             (self.brief_root, self.brief_dirs, self.brief_changed, BRIEF_VERSION)):
+            for name in sorted(changed):
+                write_cache(os.path.join(root, f"{name}.marshal"), {"v": version, "dir": dirs[name]})
+            changed.clear()
+
+
+def _signature(directory: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    if not os.path.isdir(directory):
+        return None
+    return (st.st_mtime_ns, st.st_ino)
+
+
+def _cached(path: str, version: int) -> Any:
+    data = read_cache(path)
+    return data["dir"] if isinstance(data, dict) and data.get("v") == version else None
+
+
+def _files(directory: str, sig: tuple[int, int], hit: Any) -> Iterator[tuple[str, str, tuple[int, ...], Any]]:
+    """(file name, path, stat data, cached row or None when stale) of each record file; the directory is listed
+    only when it changed since the cache was kept (a file added, removed or renamed changes its mtime)."""
+    known = {filename: (stat, row) for filename, stat, row in hit[1]} if hit is not None else {}
+    names = [row[0] for row in hit[1]] if hit is not None and hit[0] == sig else sorted(
+        f for f in os.listdir(directory) if f.endswith(".toml"))  # fmt: skip
+    for filename in names:
+        path = os.path.join(directory, filename)
+        try:
+            fst = os.stat(path)
+        except OSError:  # gone since the directory was listed: read it again next time
+            continue
+        stat = (fst.st_size, fst.st_mtime_ns, fst.st_ctime_ns, fst.st_ino)
+        cached = known.get(filename)
+        yield filename, path, stat, (cached[1] if cached is not None and cached[0] == stat else None)
+
+
+def _to_row(k: Link) -> tuple[Any, ...]:
+    return (k.id, k.created, k.author, k.patch, k.tree, k.sha256, k.patch_id,
+            tuple((s.tree, s.base, tuple(s.patches), s.series, s.residue, s.snapshot, tuple(s.present),
+                   s.residue_patch) for s in k.stack),
+            tuple((a.path, a.sha256, a.size, a.anchor, a.origin) for a in k.artifacts),
+            tuple((m.name, m.value, m.unit, m.direction, tuple(m.source.items())) for m in k.metrics),
+            tuple((g.name, g.status, g.detail) for g in k.gates),
+            k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline, k.run)  # fmt: skip
+
+
+def _from_row(r: tuple[Any, ...], path: str) -> Link:
+    return Link(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+                [StackEntry(s[0], s[1], [tuple(p) for p in s[2]], s[3], s[4], s[5], [tuple(p) for p in s[6]], s[7])
+                 for s in r[7]],
+                [Artifact(*a) for a in r[8]], [Metric(m[0], m[1], m[2], m[3], dict(m[4])) for m in r[9]],
+                [Gate(*g) for g in r[10]], r[11], r[12], r[13], r[14], r[15], r[16], path)  # fmt: skip
+
+
+def _brief_row(k: Link) -> tuple[Any, ...]:
+    exit_code = k.run.get("exit_code")
+    return (k.id, k.created, k.author, k.patch, k.tree, k.sha256, k.patch_id,
+            tuple((a.path, a.sha256, a.size, a.anchor, a.origin) for a in k.artifacts),
+            tuple((g.name, g.status, g.detail) for g in k.gates),
+            tuple((m.name, m.value, m.unit, m.direction) for m in k.metrics),
+            k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline, str(k.run.get("name", "")),
+            bool(k.run.get("tainted", False)), exit_code if isinstance(exit_code, int) else None)  # fmt: skip
+
+
+def _brief_from_row(r: tuple[Any, ...], path: str) -> Brief:
+    return Brief(r[0], r[1], r[2], r[3], r[4], r[5], r[6], [Artifact(*a) for a in r[7]], [Gate(*g) for g in r[8]],
+                 r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16], r[17], path)  # fmt: skip
