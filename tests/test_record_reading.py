@@ -83,3 +83,23 @@ def test_links_shows_a_record_edited_in_place_with_its_size_and_mtime_put_back(e
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     (line,) = ev.sm("links").out.splitlines()
     assert " rejected " in line and " promoted " not in line
+    assert line.endswith(" edited")  # records are write-once: this one changed after it was written
+
+
+@pytest.mark.regression("show --json and links called a record edited after it was written fresh")
+def test_a_record_edited_after_it_was_written_is_edited_in_show_and_links_on_any_clone(ev: Lab) -> None:
+    ident = link_id(ev, "replay-fix", "--from-json", _json_result(ev, "a.json", 100.0))
+    kept = link_id(ev, "replay-fix", "--from-json", _json_result(ev, "b.json", 101.0))
+    path = _record_file(ev, "replay-fix", ident)
+    path.write_text(path.read_text().replace("value = 100.0", "value = 150.0"))
+    for fresh_clone in (False, True):  # first seen by this clone, or never seen (its id checks it)
+        if fresh_clone:
+            (ev.store / ".stackmgr" / "record-shas.marshal").unlink()
+            import shutil
+
+            shutil.rmtree(ev.store / ".stackmgr" / "cache")
+        states = {k["id"]: k["state"] for k in json.loads(ev.sm("show", "replay-fix", "--json").out)["links"]}
+        assert states == {ident: "edited", kept: "fresh"}
+        listed = {line.split()[1]: line.split()[-1] for line in ev.sm("links").out.splitlines()}
+        assert listed == {ident: "edited", kept: "fresh"}
+        assert {k["id"]: k["state"] for k in json.loads(ev.sm("links", "--json").out)["links"]} == states

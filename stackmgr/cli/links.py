@@ -139,7 +139,8 @@ def show_cmd(ctx: Context, patch: str) -> None:
 @click.option("--series", help="Only links of patches in this series.")
 @click.option("--verdict", help="Only links with this verdict.",
               type=click.Choice(["promoted", "rejected", "experimental", "inconclusive", "superseded"]))  # fmt: skip
-@click.option("--stale", is_flag=True, help="Only links whose evidence no longer holds (stale, broken, orphaned).")
+@click.option("--stale", is_flag=True,
+              help="Only links whose evidence no longer holds (stale, broken, orphaned, edited).")  # fmt: skip
 @click.option("--metric", help="Only links with this metric, and show it.")
 @click.option("--sort", "sort_by", type=click.Choice(["date", "patch", "metric", "state"]), default="date")
 @json_option()

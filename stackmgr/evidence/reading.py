@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from stackmgr.evidence.metrics import Gate, Metric
-from stackmgr.evidence.records import Artifact, Link, StackEntry, read_link
+from stackmgr.evidence.records import Artifact, Link, StackEntry, WrittenOnce, edited, read_record
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_cache, write_cache
 
 _ID = re.compile(r"lnk-[0-9a-f]{12}")
-FULL_VERSION = 6
-BRIEF_VERSION = 1
+FULL_VERSION = 7
+BRIEF_VERSION = 2
 
 
 @dataclass(slots=True)
@@ -59,6 +59,7 @@ class Brief:
     tainted: bool
     exit_code: int | None
     file: str
+    edited: bool  # changed after it was written
 
     @property
     def metrics(self) -> list[Metric]:
@@ -186,6 +187,8 @@ class Records:
     """The records read in one command, through the two caches (module docstring)."""
 
     def __init__(self, store: Store) -> None:
+        self.store = store
+        self.first_seen: dict[str, str] | None = None  # WrittenOnce's, read when a record is first parsed
         self.full_root = os.path.join(store.state_dir, "cache", "links")
         self.brief_root = os.path.join(store.state_dir, "cache", "briefs")
         self.dirs: dict[str, Any] = {}  # name -> (directory signature, rows), read from its file when first asked
@@ -203,7 +206,7 @@ class Records:
         hit = self.dirs[name]
         rows, links, changed = [], [], hit is None or hit[0] != sig
         for filename, path, stat, row in _files(directory, sig, hit):
-            link = _from_row(row, path) if row is not None else read_link(path)
+            link = _from_row(row, path) if row is not None else self.read(path, name, filename)
             changed = changed or row is None
             links.append(link)
             rows.append((filename, stat, row if row is not None else _to_row(link)))
@@ -213,8 +216,8 @@ class Records:
         return links
 
     def briefs(self, directory: str, name: str) -> list[Brief]:
-        """Every record of one patch's directory, in brief; whole records are read only for files changed since
-        their brief was kept."""
+        """Every record of one patch's directory, in brief; only the files changed since their briefs were kept
+        are parsed (not through the whole records' cache: a pull touching many patches would load all of it)."""
         sig = _signature(directory)
         if sig is None:
             return []
@@ -224,17 +227,22 @@ class Records:
         found = list(_files(directory, sig, hit))
         if hit is not None and hit[0] == sig and len(found) == len(hit[1]) and all(r is not None for *_, r in found):
             return [_brief_from_row(row, path) for _, path, _, row in found]
-        links = {link.file: link for link in self.directory(directory, name)}
         rows, briefs = [], []
         for filename, path, stat, row in found:
-            if path not in links:
-                continue
-            row = row if row is not None else _brief_row(links[path])
+            row = row if row is not None else _brief_row(self.read(path, name, filename))  # only what changed
             rows.append((filename, stat, row))
             briefs.append(_brief_from_row(row, path))
         self.brief_dirs[name] = (sig, rows)
         self.brief_changed.add(name)
         return briefs
+
+    def read(self, path: str, name: str, filename: str) -> Link:
+        """Parse one record, and find whether it changed after it was written (`records.edited`)."""
+        link, written, data = read_record(path)
+        if self.first_seen is None:
+            self.first_seen = WrittenOnce(self.store).shas
+        link.edited = edited(link, written, data, self.first_seen.get(f"links/{name}/{filename}"))
+        return link
 
     def keep_only(self, names: set[str]) -> None:
         """Forget the cache files of patches that have no links directory any more."""
@@ -297,7 +305,7 @@ def _to_row(k: Link) -> tuple[Any, ...]:
             tuple((a.path, a.sha256, a.size, a.anchor, a.origin) for a in k.artifacts),
             tuple((m.name, m.value, m.unit, m.direction, tuple(m.source.items())) for m in k.metrics),
             tuple((g.name, g.status, g.detail) for g in k.gates),
-            k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline, k.run)  # fmt: skip
+            k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline, k.run, k.edited)  # fmt: skip
 
 
 def _from_row(r: tuple[Any, ...], path: str) -> Link:
@@ -305,7 +313,7 @@ def _from_row(r: tuple[Any, ...], path: str) -> Link:
                 [StackEntry(s[0], s[1], [tuple(p) for p in s[2]], s[3], s[4], s[5], [tuple(p) for p in s[6]], s[7])
                  for s in r[7]],
                 [Artifact(*a) for a in r[8]], [Metric(m[0], m[1], m[2], m[3], dict(m[4])) for m in r[9]],
-                [Gate(*g) for g in r[10]], r[11], r[12], r[13], r[14], r[15], r[16], path)  # fmt: skip
+                [Gate(*g) for g in r[10]], r[11], r[12], r[13], r[14], r[15], r[16], path, r[17])  # fmt: skip
 
 
 def _brief_row(k: Link) -> tuple[Any, ...]:
@@ -315,9 +323,9 @@ def _brief_row(k: Link) -> tuple[Any, ...]:
             tuple((g.name, g.status, g.detail) for g in k.gates),
             tuple((m.name, m.value, m.unit, m.direction) for m in k.metrics),
             k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline, str(k.run.get("name", "")),
-            bool(k.run.get("tainted", False)), exit_code if isinstance(exit_code, int) else None)  # fmt: skip
+            bool(k.run.get("tainted", False)), exit_code if isinstance(exit_code, int) else None, k.edited)  # fmt: skip
 
 
 def _brief_from_row(r: tuple[Any, ...], path: str) -> Brief:
     return Brief(r[0], r[1], r[2], r[3], r[4], r[5], r[6], [Artifact(*a) for a in r[7]], [Gate(*g) for g in r[8]],
-                 r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16], r[17], path)  # fmt: skip
+                 r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16], r[17], path, r[18])  # fmt: skip

@@ -70,6 +70,7 @@ class Link:
     baseline: str = ""  # the link this one's metrics are compared with
     run: dict[str, Any] = field(default_factory=dict)  # what `stackmgr run` captured: command, context, config
     file: str = ""  # where it was read from (not stored)
+    edited: bool = False  # changed after it was written (not stored: found when read, see `edited`)
 
     @property
     def tainted(self) -> bool:
@@ -131,15 +132,26 @@ def write_link(store: Store, link: Link) -> str:
 
 def _id_matches(path: str) -> bool:
     """Whether a record's id is still the hash of its content (`new_id`); an unreadable one is said elsewhere."""
+    try:
+        link, written, _ = read_record(path)
+    except StackmgrError:
+        return True
+    return id_holds(link, written)
+
+
+def id_holds(link: Link, written: str) -> bool:
+    """Whether `link`, read from a record written under patch name `written`, still hashes to its id."""
     import copy
 
-    try:
-        link = read_link(path)
-        written = copy.copy(link)
-        written.patch = str(parse_record(path)["patch"]["name"])  # as written (a rename reads it by the new name)
-    except (StackmgrError, KeyError, TypeError, ValueError):
-        return True
-    return new_id(written) == link.id
+    again = copy.copy(link)
+    again.patch = written
+    return new_id(again) == link.id
+
+
+def edited(link: Link, written: str, data: bytes, first_seen: str | None) -> bool:
+    """Whether a record changed after it was written: its bytes differ from when this clone first saw them
+    (`WrittenOnce`), or, first seen now, its content no longer gives its id."""
+    return sha256_hex(data) != first_seen if first_seen is not None else not id_holds(link, written)
 
 
 class WrittenOnce:
@@ -201,8 +213,15 @@ def utc_now() -> str:
 
 
 def read_link(path: str) -> Link:
+    return read_record(path)[0]
+
+
+def read_record(path: str) -> tuple[Link, str, bytes]:
+    """The record at `path`, the patch name it was written under (a rename reads it by the new one) and its
+    bytes."""
     try:
-        doc = parse_record(path)
+        data = _record_bytes(path)
+        doc = tomllib.loads(data.decode("utf-8"))
         if doc.get("schema") != SCHEMA:
             raise ValueError(f"schema is {doc.get('schema')!r}")
         patch, verdict = doc["patch"], doc.get("verdict", {})
@@ -210,7 +229,7 @@ def read_link(path: str) -> Link:
         if "verdict" not in doc:  # always written, last: a record without it was cut short
             raise ValueError("it ends before its [verdict] table (cut short?)")
         return Link(
-            id=doc["id"], created=str(doc["created"]), author=doc.get("author", ""),
+            id=str(doc["id"]), created=str(doc["created"]), author=doc.get("author", ""),
             patch=os.path.basename(os.path.dirname(path)),  # the name it is read by (after a rename, the new one)
             tree=patch["tree"], sha256=patch["sha256"], patch_id=patch.get("patch_id", ""),
             stack=[StackEntry(s["tree"], s["base"], [(p["name"], p["sha256"]) for p in s.get("patches", [])],
@@ -225,7 +244,7 @@ def read_link(path: str) -> Link:
             verdict=verdict.get("status", "experimental"), lesson=verdict.get("lesson", ""),
             do_not_revive=bool(verdict.get("do_not_revive", False)), amends=doc.get("amends", ""),
             baseline=doc.get("baseline", ""), run=dict(doc.get("run", {})), file=path,
-        )  # fmt: skip
+        ), str(patch["name"]), data  # fmt: skip
     except StackmgrError as exc:
         if exc.message.startswith("unresolved merge conflict"):
             raise  # said as it is: a record mid-merge is not a damaged one
@@ -247,6 +266,10 @@ def read_link(path: str) -> Link:
 
 
 def parse_record(path: str) -> dict[str, Any]:
+    return tomllib.loads(_record_bytes(path).decode("utf-8"))
+
+
+def _record_bytes(path: str) -> bytes:
     with open(path, "rb") as f:
         data = f.read()
     if b"<<<<<<<" in data:
@@ -254,7 +277,7 @@ def parse_record(path: str) -> dict[str, Any]:
 
         parts = path.replace(os.sep, "/").split("/")
         refuse_conflicted(data, "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3] == "links" else path)
-    return tomllib.loads(data.decode("utf-8"))
+    return data
 
 
 def _trustworthy(path: str, patch: str, artifacts: list[dict[str, Any]]) -> None:

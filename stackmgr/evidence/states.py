@@ -1,9 +1,9 @@
 """Link records at read time: creating one from what the user points at, and what each is worth today.
 
-States (docs/FORMATS.md#link-record), computed, never stored: `broken` (an artifact is missing or its bytes
-changed), `orphaned` (the patch is in no series), `fresh` (patch bytes as measured), `equivalent` (bytes changed,
-`git patch-id --stable` equal: the same change re-exported), `stale` (the change itself changed). A patch's status
-comes from its links.
+States (docs/FORMATS.md#link-record), computed, never stored: `edited` (the record itself changed after it was
+written: records are write-once), `broken` (an artifact is missing or its bytes changed), `orphaned` (the patch
+is in no series), `fresh` (patch bytes as measured), `equivalent` (bytes changed, `git patch-id --stable` equal:
+the same change re-exported), `stale` (the change itself changed). A patch's status comes from its links.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from stackmgr.store.fs import read_cache, sha256_hex, write_cache
 from stackmgr.store.series import SeriesFile, list_series
 
 L = TypeVar("L", Link, Brief)
-STATES = ("fresh", "equivalent", "stale", "broken", "orphaned")
+STATES = ("fresh", "equivalent", "stale", "broken", "orphaned", "edited")
 
 
 # --- artifacts -------------------------------------------------------------------------------------------------
@@ -167,6 +167,8 @@ class Evidence:
         return [a.path for a in link.artifacts if self.hashes.sha256(a.path) != a.sha256]
 
     def state(self, link: Link | Brief) -> str:
+        if link.edited:
+            return "edited"
         if self.broken_artifacts(link):
             return "broken"
         if link.patch not in self.in_series:

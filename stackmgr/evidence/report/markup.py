@@ -14,13 +14,14 @@ from stackmgr.evidence.report.assets import CSS, content_security_policy
 from stackmgr.evidence.report.model import PatchInfo, ReportData
 from stackmgr.evidence.states import effective
 
-STATE_MARK = {"fresh": "●", "equivalent": "◐", "stale": "○", "broken": "✗", "orphaned": "⌫"}
+STATE_MARK = {"fresh": "●", "equivalent": "◐", "stale": "○", "broken": "✗", "orphaned": "⌫", "edited": "✎"}
 STATE_HELP = {
     "fresh": "patch and artifacts unchanged since measured",
     "equivalent": "patch bytes changed, same change (patch-id equal): re-exported",
     "stale": "the change itself changed since it was measured",
     "broken": "an artifact is missing or its bytes changed",
     "orphaned": "the patch is in no series",
+    "edited": "the record itself changed after it was written (records are write-once)",
 }
 GATE_MARK = {"pass": "✓", "fail": "✗", "not-run": "–", "error": "!"}
 ON = ' class="on"'
@@ -145,7 +146,8 @@ class Markup(ReportData):
                 continue
             counts[self.states[link.id]] = counts.get(self.states[link.id], 0) + 1
             residue = residue or any(s.residue for s in link.stack if s.tree == link.tree)
-        out = [self.badge_state(s, counts[s]) for s in ("equivalent", "stale", "broken", "orphaned") if s in counts]
+        out = [self.badge_state(s, counts[s]) for s in ("equivalent", "stale", "broken", "orphaned", "edited")
+               if s in counts]  # fmt: skip
         if residue:
             out.append('<span class="state s-residue" title="the tree had changes outside the stack when '
                        'measured">⚠ residue</span>')  # fmt: skip
