@@ -105,6 +105,30 @@ class ArtifactHashes:
             self.dirty = False
 
 
+class PatchIds:
+    """`git patch-id --stable` of patch files by their sha256, in .stackmgr/cache/patch-ids.marshal (content-keyed:
+    never stale; always safe to delete)."""
+
+    def __init__(self, state_dir: str) -> None:
+        self.path = os.path.join(state_dir, "cache", "patch-ids.marshal") if state_dir else ""
+        cached = read_cache(self.path) if self.path else None
+        self.known: dict[str, str] = cached if isinstance(cached, dict) else {}
+        self.dirty = False
+
+    def get(self, sha256: str) -> str | None:
+        return self.known.get(sha256)
+
+    def put(self, sha256: str, pid: str) -> str:
+        self.known[sha256] = pid
+        self.dirty = True
+        return pid
+
+    def save(self) -> None:
+        if self.dirty and self.path:
+            write_cache(self.path, self.known)
+            self.dirty = False
+
+
 # --- states ----------------------------------------------------------------------------------------------------
 
 
@@ -118,6 +142,7 @@ class Evidence:
     in_series: set[str] = field(default_factory=set)
     _sha: dict[str, str | None] = field(default_factory=dict)
     _ids: dict[str, str] = field(default_factory=dict)
+    ids: PatchIds = field(default_factory=lambda: PatchIds(""))  # gather() gives the store's
 
     @classmethod
     def gather(cls, store: Store) -> Evidence:
@@ -132,7 +157,7 @@ class Evidence:
                 import sys
 
                 sys.stderr.write(f"stackmgr: warning: {exc}\n")
-        return cls(store, index, ArtifactHashes(store), names)
+        return cls(store, index, ArtifactHashes(store), names, ids=PatchIds(store.state_dir))
 
     def current(self, patch: str) -> tuple[str | None, str | None]:
         """(sha256, patch-id) of the patch file today; (None, None) when it is gone."""
@@ -146,20 +171,17 @@ class Evidence:
         return self._sha[patch]
 
     def patch_id(self, filename: str) -> str | None:
-        """`git patch-id --stable` of the patch file today, kept in its index record when that is up to date."""
+        """`git patch-id --stable` of the patch file today, kept by the file's sha256 (`PatchIds`)."""
         if filename in self._ids:
             return self._ids[filename]
-        sha, rec = self.index.sha256(filename)
+        sha, _ = self.index.sha256(filename)
         if sha is None:
             return None
-        if rec is not None and rec.get("patch_id"):
-            found = str(rec["patch_id"])
-        else:
+        found = self.ids.get(sha)
+        if found is None:
             with open(os.path.join(self.store.patches_dir, filename), "rb") as f:
-                found = patch_id(self.store.root, f.read())
-            if rec is not None:
-                rec["patch_id"] = found
-                self.index.dirty = True
+                data = f.read()
+            found = self.ids.put(sha256_hex(data), patch_id(self.store.root, data))
         self._ids[filename] = found
         return found
 
@@ -183,6 +205,7 @@ class Evidence:
     def save(self) -> None:
         self.index.save()
         self.hashes.save()
+        self.ids.save()
 
 
 def effective(links: list[L]) -> list[L]:

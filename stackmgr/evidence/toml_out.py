@@ -3,8 +3,10 @@ empty strings and empty lists are left out). Keys that are not bare TOML keys ar
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+_ESCAPED = re.compile(r'[\x00-\x1f"\\\x7f]')
 _BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -13,6 +15,8 @@ def key(name: str) -> str:
 
 
 def _string(value: str) -> str:
+    if not _ESCAPED.search(value):  # most strings: nothing to escape
+        return f'"{value}"'
     out = ['"']
     for ch in value:
         if ch in '"\\':
