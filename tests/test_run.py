@@ -207,3 +207,17 @@ def test_run_names_and_taints_are_said_where_results_are_listed(lab: Lab, bench:
     assert lab.sm("link", "fix", "--amends", "calm", "--verdict", "inconclusive").code == 0
     calm = json.loads(lab.sm("links", "--json").out)["links"][0]["id"]
     assert f"amends {calm}" in lab.sm("show", "fix").out
+
+
+@pytest.mark.regression("completing a draft with --gate dropped the draft's exit gate")
+def test_completing_a_draft_with_a_gate_keeps_the_exit_gate_of_the_run(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    code, _, _, _ = run(lab, "--name", "qps1", "--result-dir", str(out), "--", sys.executable, str(bench), "1",
+                        str(out))  # fmt: skip
+    assert code == 0
+    done = lab.sm("link", "fix", "--amends", "qps1", "--gate", "color=fail:3/8", "--verdict", "rejected",
+                  "--lesson", "the color gate breaks")  # fmt: skip
+    assert done.code == 0, done.err
+    (final,) = [k for k in json.loads(lab.sm("links", "--json").out)["links"] if k["amends"]]
+    assert final["gates"] == [{"name": "exit", "status": "pass", "detail": "exit 0"},
+                              {"name": "color", "status": "fail", "detail": "3/8"}]  # fmt: skip

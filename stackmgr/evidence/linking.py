@@ -98,7 +98,7 @@ def _create_link(
     link = Link(
         id="", created=utc_now(), author=author_of(store, rec["tree"]), patch=patch, tree=rec["tree"],
         sha256=rec["sha256"], patch_id=evidence.patch_id(patch + ".patch") or "", stack=stack, artifacts=found,
-        metrics=measured, gates=[metrics.parse_gate(g) for g in gate_specs] or (completed.gates if completed else []),
+        metrics=measured, gates=_gates(completed, [metrics.parse_gate(g) for g in gate_specs]),
         verdict=verdict, lesson=lesson, do_not_revive=do_not_revive, amends=amends, baseline=baseline,
         run=completed.run if completed else {},
     )  # fmt: skip
@@ -134,6 +134,12 @@ def _series_listing(store: Store, patch: str) -> str | None:
         except StackmgrError:
             continue
     return None
+
+
+def _gates(completed: Link | None, given: list[metrics.Gate]) -> list[metrics.Gate]:
+    """The gates given; completing a draft, also the draft's that none given replaces (its `exit` gate stays)."""
+    named = {g.name for g in given}
+    return [g for g in (completed.gates if completed else []) if g.name not in named] + given
 
 
 def _named(store: Store, ref: str, what: str) -> Link | None:
