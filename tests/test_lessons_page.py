@@ -83,8 +83,8 @@ Artifacts: {probe}
 
 | patch | tree | what | best result | vs baseline | gates | promoted | evidence |
 | --- | --- | --- | --- | --- | --- | --- | --- |
-| `gemm-tile` | `vllm-xpu-kernels` | tile | `output_throughput` 107.77 tok/s | +9.5% (+9.37), better | `json` pass \
-| {promoted} · Jane Doe · `{ids["promoted"]}` (fresh) | {bench} |
+| `gemm-tile` | `vllm-xpu-kernels` | tile | `output_throughput` 107.77 tok/s (Qwen3.6 · 50 prompts) \
+| +9.5% (+9.37), better | `json` pass | {promoted} · Jane Doe · `{ids["promoted"]}` (fresh) | {bench} |
 
 ## Open experiments
 

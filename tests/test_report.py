@@ -281,6 +281,22 @@ def test_the_index_headline_is_the_metric_the_config_names(lab: Lab, tmp_path: P
     assert "mean_ttft_ms 39.5 ms" in cell and "request_throughput" not in cell, "lower is better: the best is 39.5"
 
 
+@pytest.mark.regression("the index's best result ranked a run at 4 req/s against the newest, at 1 req/s")
+def test_the_index_best_result_is_the_best_of_the_newest_results_configuration(lab: Lab, tmp_path: Path) -> None:
+    (lab.tree / "README").write_text("edited\n")
+    _ok(lab, "save", "fix", "--series", "s", "-m", "fix")
+    results = lab.store / "results"
+    results.mkdir(exist_ok=True)
+    for name, rate, tput in (("a", 4.0, 300.0), ("b", 1.0, 100.0), ("c", 1.0, 104.0), ("d", 1.0, 101.0)):
+        (results / f"{name}.json").write_text(json.dumps({"model_id": "org/Model-7B", "request_rate": rate,
+                                                          "max_concurrency": 8, "output_throughput": tput}))
+        _link(lab, "fix", "--from-json", str(results / f"{name}.json"))
+    _ok(lab, "report", "-o", str(tmp_path / "site"))
+    index = _parse((tmp_path / "site" / "index.html").read_text()).all_text
+    cell = index[index.index("fix") :]
+    assert "output_throughput 104 tok/s" in cell and "Model-7B · rate 1 · conc 8" in cell and "300" not in cell
+
+
 # --- a real browser ----------------------------------------------------------------------------------------------
 
 

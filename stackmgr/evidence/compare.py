@@ -45,6 +45,15 @@ def _json_artifacts(link: Link) -> list[str]:
     return list(dict.fromkeys(sources + named))
 
 
+def short(config: Mapping[str, str]) -> str:
+    """A configuration in a few words, for a one-line view: `Qwen3-30B-A3B · rate 1 · conc 16 · 200 prompts`."""
+    parts = [config["model_id"].rsplit("/", 1)[-1]] if config.get("model_id") else []
+    parts += [f"rate {config['request_rate']}"] if config.get("request_rate") else []
+    parts += [f"conc {config['max_concurrency']}"] if config.get("max_concurrency") else []
+    parts += [f"{config['num_prompts']} prompts"] if config.get("num_prompts") else []
+    return " · ".join(parts)
+
+
 def _read_json(path: str) -> object:
     """The parsed file, or None when it is missing, unreadable or not JSON (its link reads as broken)."""
     try:

@@ -18,6 +18,7 @@ import os
 import posixpath
 from dataclasses import dataclass
 
+from stackmgr.evidence.compare import short
 from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.records import Artifact, Link
 from stackmgr.evidence.report import commonmark as md
@@ -117,7 +118,8 @@ class LessonsPage(Markup):
             result, delta, gates, evidence = "—", "—", "", ""
             if best is not None:
                 link, m = best
-                result = f"{md.code(m.name, cell=True)} {self._value(m)}"
+                said = short(self.config_of(link))
+                result = f"{md.code(m.name, cell=True)} {self._value(m)}" + (f" ({md.text(said)})" if said else "")
                 delta = self._delta(link, m) or "—"
                 gates = self._gates(link.gates)
                 evidence = ", ".join(self._artifact(a, cell=True) for a in link.artifacts)

@@ -8,6 +8,7 @@ import posixpath
 import time
 from urllib.parse import quote
 
+from stackmgr.evidence.compare import run_config, short
 from stackmgr.evidence.metrics import Metric
 from stackmgr.evidence.records import Link
 from stackmgr.evidence.report.assets import CSS, content_security_policy
@@ -112,10 +113,13 @@ class Markup(ReportData):
 
     def best_headline(self, info: PatchInfo) -> tuple[Link, Metric] | None:
         """The best value of the headline metric (the first metric of the newest link with metrics) among links
-        whose evidence holds (fresh or equivalent): that link and metric."""
+        whose evidence holds (fresh or equivalent), measured with the run configuration of the newest of them
+        (results of other configurations are never ranked against it): that link and metric."""
         good = [k for k in effective(info.links) if self.states[k.id] in ("fresh", "equivalent") and k.metrics]
         if not good:
             return None
+        wanted = self.config_of(good[-1])
+        good = [k for k in good if self.config_of(k) == wanted]
         configured = self.store.headline()
         has = any(m.name == configured for k in good for m in k.metrics)
         name = configured if configured is not None and has else good[-1].metrics[0].name
@@ -129,14 +133,22 @@ class Markup(ReportData):
                     best = (link, m)
         return best
 
+    def config_of(self, link: Link) -> dict[str, str]:
+        """The link's run configuration (evidence.compare.run_config), read once per report."""
+        if link.id not in self._configs:
+            self._configs[link.id] = run_config(self.store, link)
+        return self._configs[link.id]
+
     def headline(self, info: PatchInfo) -> str:
         best = self.best_headline(info)
         if best is None:
             return '<span class="muted">—</span>'
         link, m = best
         unit = f" {e(m.unit)}" if m.unit else ""
+        said = short(self.config_of(link))
+        config = f' <span class="muted">{e(said)}</span>' if said else ""
         return (f'<span class="metric"><span class="mname">{e(m.name)}</span> <b>{e(num(m.value))}</b>{unit} '
-                f"{self.delta(link, m.name, m.value, m.direction)}</span>")  # fmt: skip
+                f"{self.delta(link, m.name, m.value, m.direction)}{config}</span>")  # fmt: skip
 
     def state_badges(self, info: PatchInfo) -> str:
         counts: dict[str, int] = {}

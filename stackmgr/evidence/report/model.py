@@ -95,6 +95,7 @@ class ReportData:
         self.states = {link.id: self.ev.state(link) for link in self.links}
         self.current = {link.id for link in effective(self.links)}
         self.amended_by = {link.amends: link.id for link in self.links if link.amends}
+        self._configs: dict[str, dict[str, str]] = {}  # link id -> run configuration, as pages ask
         self._graves: list[Link] | None = None
         self.series = self._series()
         self.patches = self._patches()
