@@ -175,3 +175,16 @@ def test_report_needs_a_target_and_refuses_a_lessons_path_it_cannot_write(ev: La
         assert result.err.startswith(f"stackmgr: {says}"), result.err
     assert not (tmp_path / "site").exists(), "nothing is written when a target is refused"
     assert sorted(os.listdir(ev.store / "links")) == [] and not (ev.store / "patches" / "x.patch").exists()
+
+
+@pytest.mark.regression("the lessons page named a copied result by its sha256 path alone")
+def test_a_result_copied_in_from_outside_is_named_by_its_original_file(ev: Lab, tmp_path: Path) -> None:
+    outside = tmp_path / "sweep-qps1.json"
+    outside.write_text(json.dumps({"output_throughput": 99.0}))
+    link_id(ev, "replay-probe", "--from-json", str(outside), "--verdict", "rejected", "--lesson", "slower")
+    (kept,) = [a["path"] for r in link_records(ev, "replay-probe") for a in r["artifact"]]
+    assert kept.startswith("artifacts/sha256/")
+    page = _lessons(ev, "docs/lessons.md") if (ev.store / "docs").mkdir() is None else ""
+    assert f"Artifacts: [sweep-qps1.json](../{kept})" in page
+    outside_page = _lessons(ev, str(tmp_path / "lessons.md"))
+    assert f"Artifacts: sweep-qps1.json (`{kept}`)" in outside_page

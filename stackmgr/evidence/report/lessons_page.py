@@ -182,6 +182,9 @@ class LessonsPage(Markup):
         elif info is not None and info.current != a.sha256:
             note = " (changed since linked)"
         href = self._artifact_href(a.path)
+        if a.origin and a.path.startswith("artifacts/sha256/"):  # kept by content: named by what it was
+            label = "the run's log" if a.origin == "the command's output" else posixpath.basename(a.origin)
+            return (md.link(label, href) if href else f"{md.text(label)} ({md.code(a.path, cell=cell)})") + note
         return (md.link(a.path, href) if href else md.code(a.path, cell=cell)) + note
 
     def _artifact_href(self, path: str) -> str | None:
