@@ -8,20 +8,11 @@ import click
 
 from stackmgr import output
 from stackmgr.cli.context import Context, json_option, pass_context
-from stackmgr.cli.links import ARROW, TONE
+from stackmgr.cli.links import ARROW, TONE, config_line
 from stackmgr.store.config import open_store
 
 if TYPE_CHECKING:
     from stackmgr.commands.compare import Cell, Group
-
-LABELS = {"model_id": "model", "request_rate": "request rate", "max_concurrency": "max concurrency",
-          "num_prompts": "prompts"}  # fmt: skip
-
-
-def config_line(config: dict[str, str]) -> str:
-    if not config:
-        return "run configuration not recorded (no vllm bench JSON artifact)"
-    return " · ".join(f"{label} {config.get(key, '—')}" for key, label in LABELS.items())
 
 
 def _cell(cell: Cell | None) -> tuple[str, str]:
