@@ -178,7 +178,16 @@ def _sort_key(sort_by: str, metric: str | None, direction: str = "higher",
     if sort_by == "metric":
         sign = 1.0 if direction == "lower" else -1.0
         group = config or (lambda _: {})
-        return lambda r: (config_order(group(r[0])),
+        orders: dict[tuple[tuple[str, str], ...], tuple[Any, ...]] = {}  # a few configurations, many links
+
+        def order(link: Listed) -> tuple[Any, ...]:
+            seen = group(link)
+            key = tuple(seen.items())
+            if key not in orders:
+                orders[key] = config_order(seen)
+            return orders[key]
+
+        return lambda r: (order(r[0]),
                           (1, 0.0) if (m := metric_of(r[0], str(metric))) is None else (0, sign * m.value))  # fmt: skip
     keys: dict[str, Callable[[tuple[Listed, str]], Any]] = {
         "date": lambda r: (r[0].created, r[0].id), "patch": lambda r: (r[0].patch, r[0].created),
