@@ -536,9 +536,10 @@ def measure_commands(exe: str, env: dict[str, str], workdir: Path, store: Path, 
     lane = next(la for la in lanes if busiest in la.patches)
     other = max((p for p in lane.patches if p != busiest), key=lambda p: (written[p], p))
     nrec = sum(written.values())
-    commands = (("links", "links", ("links",)), ("show", f"show {busiest} ({written[busiest]} records)",
-                ("show", busiest)), ("compare", f"compare {busiest} {other} ({written[busiest]} + "
-                f"{written[other]} records)", ("compare", busiest, other)))  # fmt: skip
+    commands = (("links", "links --all", ("links", "--all")),  # every record listed: the amended ones too
+                ("show", f"show {busiest} ({written[busiest]} records)", ("show", busiest)),
+                ("compare", f"compare {busiest} {other} ({written[busiest]} + {written[other]} records)",
+                 ("compare", busiest, other)))  # fmt: skip
 
     def argv(where: Path, *args: str) -> list[str]:
         return [exe, "--store", str(where), *args]

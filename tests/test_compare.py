@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from stackmgr.evidence.compare import run_config
 from stackmgr.evidence.reading import load_links
 from stackmgr.store.config import load_store
-from tests.conftest import Lab, link_id, one_line_error
+from tests.conftest import Lab, link_id, one_line_error, stackmgr_process
 
 
 def _bench(lab: Lab, name: str, rate: float, tput: float, ttft: float, model: str = "Qwen/Qwen3.6") -> str:
@@ -72,9 +73,9 @@ def test_runs_at_two_request_rates_are_two_groups_never_ranked_together(ev: Lab,
 
 
 def test_repeats_of_one_patch_and_configuration_are_mean_and_stdev(ev: Lab, runs: dict[str, str]) -> None:
-    (group,) = _compare(ev, runs["probe@1a"], runs["probe@1b"])["groups"]
+    group, _ = _compare(ev, "replay-probe")["groups"]
     assert group["results"] == [{"patch": "replay-probe", "links": [runs["probe@1a"], runs["probe@1b"]], "n": 2,
-                                 "reference": True}]  # fmt: skip
+                                 "reference": True, "label": "replay-probe"}]  # fmt: skip
     tput = next(m for m in group["metrics"] if m["name"] == "output_throughput")
     assert tput["values"] == [{"patch": "replay-probe", "mean": 111.0, "stdev": math.sqrt(2), "n": 2,
                                "delta": None, "delta_pct": None, "change": None}]  # fmt: skip
@@ -109,7 +110,7 @@ def test_json_keys_and_the_configured_headline_listed_first(ev: Lab, runs: dict[
     assert list(doc) == ["schema", "headline", "groups"] and doc["schema"] == 1 and doc["headline"] is None
     assert json.loads(ev.sm("compare", runs["fix@1"], runs["probe@1a"], "--json").out) == doc
     (group,) = doc["groups"]
-    assert list(group) == ["config", "results", "metrics"]
+    assert list(group) == ["config", "results", "left_out", "metrics"] and group["left_out"] == []
     assert [m["name"] for m in group["metrics"]] == ["mean_ttft_ms", "output_throughput"], "as recorded"
     assert list(group["metrics"][0]) == ["name", "unit", "direction", "values"]
     assert group["metrics"][0]["values"][0] == {"patch": "replay-fix", "mean": 50.0, "stdev": None, "n": 1,
@@ -174,8 +175,67 @@ def test_repeats_near_the_float_limit_give_finite_json(ev: Lab) -> None:
     a = link_id(ev, "replay-fix", "results/probe.log", "--metric", "x=1.7e308")
     b = link_id(ev, "replay-fix", "results/probe.log", "--metric", "x=1.6e308")
     c = link_id(ev, "replay-probe", "results/probe.log", "--metric", "x=-1.7e308")
-    (group,) = _compare(ev, a, b, c)["groups"]
+    (group,) = _compare(ev, "replay-fix", c)["groups"]
+    assert [r["links"] for r in group["results"]] == [[a, b], [c]]
     ref, other = group["metrics"][0]["values"]
     assert (ref["mean"], ref["n"]) == (pytest.approx(1.65e308), 2) and math.isfinite(ref["stdev"])
     assert (other["delta"], other["delta_pct"], other["change"]) == (None, None, "worse")
-    assert ev.sm("compare", a, b, c).out.splitlines()[-1].endswith("-1.7e+308  worse")
+    assert ev.sm("compare", "replay-fix", c).out.splitlines()[-1].endswith("-1.7e+308  worse")
+
+
+def _run(lab: Lab, bench: str, code: str) -> str:
+    """`stackmgr run --link replay-probe --from-json BENCH -- python -c CODE`, the command writing BENCH (as
+    vllm bench does, touched) before CODE: the draft's id."""
+    touch = f"import os; os.utime({str(lab.store / bench)!r}); "
+    done = stackmgr_process(lab.store, "run", "--link", "replay-probe", "--from-json", bench, "--",
+                            sys.executable, "-c", touch + code)  # fmt: skip
+    (draft,) = [line for line in done.stderr.splitlines() if line.startswith("stackmgr: recorded ")]
+    return draft.split()[2]
+
+
+@pytest.mark.regression("compare averaged failed (exit non-zero) and tainted runs into the repeats' mean")
+def test_failed_and_tainted_runs_are_left_out_of_the_means_and_said_so(ev: Lab, runs: dict[str, str]) -> None:
+    failed = _run(ev, _bench(ev, "probe-crash.json", 1.0, 5.0, 900.0), "import sys; sys.exit(1)")
+    tainted = _run(ev, _bench(ev, "probe-noisy.json", 1.0, 500.0, 1.0),
+                   f"open({str(ev.tree / 'README')!r}, 'a').write('edited while it ran')")  # fmt: skip
+    shown = ev.sm("compare", "replay-fix", "replay-probe")
+    assert shown.out.splitlines()[:7] == [
+        "model Qwen/Qwen3.6 · request rate 1 · max concurrency 8 · prompts 50",
+        f"  replay-fix (reference): {runs['fix@1']}",
+        f"  replay-probe: {runs['probe@1a']}, {runs['probe@1b']}",
+        f"  left out: {failed} of replay-probe (exit 1), {tainted} of replay-probe (tainted)",
+        "  metric                unit   replay-fix  replay-probe",
+        "  mean_ttft_ms       ↓  ms     50          44 ± 1.41 (n=2)  -6 (-12.0%) better",
+        "  output_throughput  ↑  tok/s  100         111 ± 1.41 (n=2)  +11 (+11.0%) better",
+    ]
+    group = _compare(ev, "replay-fix", "replay-probe")["groups"][0]
+    assert [(r["patch"], r["links"], r["n"]) for r in group["results"]] == [
+        ("replay-fix", [runs["fix@1"]], 1), ("replay-probe", [runs["probe@1a"], runs["probe@1b"]], 2)]
+    assert group["left_out"] == [{"link": failed, "patch": "replay-probe", "why": "exit 1"},
+                                 {"link": tainted, "patch": "replay-probe", "why": "tainted"}]  # fmt: skip
+    tput = next(m for m in group["metrics"] if m["name"] == "output_throughput")
+    assert [(v["mean"], v["n"]) for v in tput["values"]] == [(100.0, 1), (111.0, 2)]
+    (alone,) = _compare(ev, failed)["groups"]  # named by id: still no measurement, never a reference
+    assert (alone["results"], alone["metrics"], [k["link"] for k in alone["left_out"]]) == ([], [], [failed])
+    assert ev.sm("compare", failed).out.splitlines()[1:] == [f"  left out: {failed} of replay-probe (exit 1)"]
+
+
+@pytest.mark.regression("compare merged links named by id of one patch into one column of repeats")
+def test_links_named_by_id_are_columns_of_their_own(ev: Lab, runs: dict[str, str]) -> None:
+    a, b = runs["probe@1a"], runs["probe@1b"]
+    assert ev.sm("compare", a, b).out.splitlines() == [
+        "model Qwen/Qwen3.6 · request rate 1 · max concurrency 8 · prompts 50",
+        f"  replay-probe (reference): {a}",
+        f"  replay-probe: {b}",
+        f"  metric                unit   {a}  {b}",
+        "  mean_ttft_ms       ↓  ms     45                43  -2 (-4.4%) better",
+        "  output_throughput  ↑  tok/s  110               112  +2 (+1.8%) better",
+    ]
+    (group,) = _compare(ev, a, b)["groups"]
+    assert group["results"] == [
+        {"patch": "replay-probe", "links": [a], "n": 1, "reference": True, "label": a},
+        {"patch": "replay-probe", "links": [b], "n": 1, "reference": False, "label": b}]  # fmt: skip
+    (group,) = _compare(ev, runs["fix@1"], b)["groups"]  # patches apart: the patch's name says which
+    assert [r["label"] for r in group["results"]] == ["replay-fix", "replay-probe"]
+    group, _ = _compare(ev, a, "replay-probe")["groups"]  # the patch: its current links but the one named first
+    assert [(r["links"], r["label"]) for r in group["results"]] == [([a], a), ([b], "replay-probe")]

@@ -669,3 +669,76 @@ def test_an_override_is_recorded_shown_and_holds_for_the_same_patch_id(ev: Lab) 
     (added_op,) = [o["id"] for o in ops if o["command"] == "series add kernels"]
     assert ev.sm("undo", added_op).code == 0
     assert not list((ev.store / "links").glob("*/override-*"))
+
+
+# --- ranking within a run configuration, amended records ---------------------------------------------------------
+
+
+def _bench_json(lab: Lab, name: str, rate: float, tput: float, ttft: float) -> str:
+    """A `vllm bench serve --save-result` file under results/ measured at `rate` requests/s."""
+    doc = {"model_id": "Qwen/Qwen3.6", "num_prompts": 50, "request_rate": rate, "max_concurrency": 8,
+           "mean_ttft_ms": ttft, "output_throughput": tput}  # fmt: skip
+    (lab.store / "results" / name).write_text(json.dumps(doc))
+    return f"results/{name}"
+
+
+def _row(listed: dict[str, Any], lid: str, shown: str, indent: str = "", tail: str = "") -> str:
+    """The `links` line of a link, as listed, from its --json entry."""
+    k = listed[lid]
+    return (f"{indent}{k['created'][:10]}  {lid}  {k['patch']:<40} {k['tree']:<16} {shown:<32} {'':<14} "
+            f"{k['verdict']['status']:<12} {k['state']}{tail}")  # fmt: skip
+
+
+@pytest.mark.regression("links --sort metric ranked results of different run configurations against each other")
+def test_links_sorted_by_a_metric_rank_within_each_run_configuration(ev: Lab) -> None:
+    fix4 = _link(ev, "replay-fix", "--from-json", _bench_json(ev, "fix-4.json", 4.0, 300.0, 80.0))
+    probe1 = _link(ev, "replay-probe", "--from-json", _bench_json(ev, "probe-1.json", 1.0, 110.0, 45.0))
+    tile1 = _link(ev, "gemm-tile", "--from-json", _bench_json(ev, "tile-1.json", 1, 120.0, 50.0))
+    fix1 = _link(ev, "replay-fix", "--from-json", _bench_json(ev, "fix-1.json", 1.0, 100.0, 40.0))
+    hand = _link(ev, "gemm-tile", "results/probe.log", "--metric", "output_throughput=500tok/s",
+                 "--metric", "mean_ttft_ms=10ms")  # fmt: skip
+    listed = {k["id"]: k for k in json.loads(ev.sm("links", "--json").out)["links"]}
+    shown = ev.sm("links", "--metric", "output_throughput", "--sort", "metric")
+    assert shown.code == 0, shown.err
+    assert shown.out.splitlines() == [
+        "model Qwen/Qwen3.6 · request rate 1 · max concurrency 8 · prompts 50",
+        _row(listed, tile1, "output_throughput 120 tok/s", "  "),
+        _row(listed, probe1, "output_throughput 110 tok/s", "  "),
+        _row(listed, fix1, "output_throughput 100 tok/s", "  "),
+        "",
+        "model Qwen/Qwen3.6 · request rate 4 · max concurrency 8 · prompts 50",
+        _row(listed, fix4, "output_throughput 300 tok/s", "  "),
+        "",
+        "run configuration not recorded (no vllm bench JSON artifact)",
+        _row(listed, hand, "output_throughput 500 tok/s", "  "),
+    ]
+
+    def ranked(metric: str) -> list[str]:
+        out = ev.sm("links", "--json", "--metric", metric, "--sort", "metric").out
+        return [k["id"] for k in json.loads(out)["links"]]
+
+    assert ranked("output_throughput") == [tile1, probe1, fix1, fix4, hand]
+    assert ranked("mean_ttft_ms") == [fix1, probe1, tile1, fix4, hand], "lower is better, within each configuration"
+    assert listed[fix4]["config"] == {"model_id": "Qwen/Qwen3.6", "request_rate": "4", "max_concurrency": "8",
+                                      "num_prompts": "50"}  # fmt: skip
+    assert listed[hand]["config"] == dict.fromkeys(["model_id", "request_rate", "max_concurrency", "num_prompts"])
+
+
+@pytest.mark.regression("links listed a draft that a later record amends as if it were still current")
+def test_links_leaves_out_amended_records_unless_all_and_json_names_the_amendment(ev: Lab) -> None:
+    draft = _link(ev, "replay-fix", "results/probe.log", "--metric", "tput=100tok/s")
+    other = _link(ev, "gemm-tile", "results/probe.log", "--metric", "tput=90tok/s")
+    final = _link(ev, "replay-fix", "--amends", draft, "--verdict", "rejected", "--lesson", "slower")
+    doc = json.loads(ev.sm("links", "--json").out)["links"]
+    listed = {k["id"]: k for k in doc}
+    shown = ev.sm("links")
+    assert shown.out.splitlines() == [_row(listed, other, "tput 90 tok/s"), _row(listed, final, "tput 100 tok/s")]
+    assert shown.err == "stackmgr: 1 amended record(s) not listed (`stackmgr links --all` lists them)\n"
+    every = ev.sm("links", "--all")
+    assert every.out.splitlines() == [_row(listed, draft, "tput 100 tok/s", tail=f" amended by {final}"),
+                                      _row(listed, other, "tput 90 tok/s"), _row(listed, final, "tput 100 tok/s")]
+    assert every.err == ""
+    assert ev.sm("links", "--verdict", "experimental").out.splitlines() == [_row(listed, other, "tput 90 tok/s")]
+    assert [(k["id"], k["amends"], k["amended_by"]) for k in doc] == [
+        (draft, None, final), (other, None, None), (final, draft, None)], "--json lists every record"
+    assert [(k["id"], k["amended_by"]) for k in _show(ev, "replay-fix")["links"]] == [(draft, final), (final, None)]

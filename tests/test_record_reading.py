@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from stackmgr.evidence.compare import run_config
 from stackmgr.evidence.reading import find_ref, load_briefs, load_links
 from stackmgr.store.config import load_store
 from tests.conftest import Lab, link_id
@@ -67,9 +68,12 @@ def test_links_brief_rows_agree_with_the_whole_records(ev: Lab) -> None:
     assert [(b.id, b.patch, b.verdict, b.amends, b.sha256, b.metrics) for b in briefs] == [
         (k.id, k.patch, k.verdict, k.amends, k.sha256, [m.__class__(m.name, m.value, m.unit, m.direction)
                                                         for m in k.metrics]) for k in whole]  # fmt: skip
-    listed = ev.sm("links")
+    assert [b.config for b in briefs] == [tuple(run_config(store, k).items()) for k in whole]
+    listed = ev.sm("links", "--all")
     assert listed.code == 0, listed.err
     assert [line.split()[1] for line in listed.out.splitlines()] == [k.id for k in whole]
+    assert [line.split()[1] for line in ev.sm("links").out.splitlines()] == [k.id for k in whole[1:]], \
+        "the amended record left out"
 
 
 @pytest.mark.regression("links read brief rows kept by stat data: an in-place edit must show at once")

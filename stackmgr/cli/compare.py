@@ -8,20 +8,11 @@ import click
 
 from stackmgr import output
 from stackmgr.cli.context import Context, json_option, pass_context
-from stackmgr.cli.links import ARROW, TONE
+from stackmgr.cli.links import ARROW, TONE, config_line
 from stackmgr.store.config import open_store
 
 if TYPE_CHECKING:
     from stackmgr.commands.compare import Cell, Group
-
-LABELS = {"model_id": "model", "request_rate": "request rate", "max_concurrency": "max concurrency",
-          "num_prompts": "prompts"}  # fmt: skip
-
-
-def config_line(config: dict[str, str]) -> str:
-    if not config:
-        return "run configuration not recorded (no vllm bench JSON artifact)"
-    return " · ".join(f"{label} {config.get(key, '—')}" for key, label in LABELS.items())
 
 
 def _cell(cell: Cell | None) -> tuple[str, str]:
@@ -38,11 +29,16 @@ def _cell(cell: Cell | None) -> tuple[str, str]:
 
 
 def group_lines(group: Group) -> list[str]:
-    """The header naming the configuration, which links each result is, and one line per metric."""
+    """The header naming the configuration, which links each result is, the runs left out (failed or tainted:
+    never averaged in) and one line per metric."""
     lines = [config_line(group.config)]
     lines += [f"  {r.patch}{' (reference)' if i == 0 else ''}: {', '.join(link.id for link in r.links)}"
               for i, r in enumerate(group.results)]  # fmt: skip
-    table = [[("metric", ""), ("", ""), ("unit", "")] + [(r.patch, "") for r in group.results]]
+    if group.left_out:
+        lines.append("  left out: " + ", ".join(f"{link.id} of {link.patch} ({why})" for link, why in group.left_out))
+    if not group.results:
+        return lines
+    table = [[("metric", ""), ("", ""), ("unit", "")] + [(r.label, "") for r in group.results]]
     for row in group.rows:
         table.append([(row.name, ""), (ARROW.get(row.direction, "?"), ""), (row.unit, "")]
                      + [_cell(c) for c in row.cells])  # fmt: skip
@@ -62,9 +58,10 @@ def group_lines(group: Group) -> list[str]:
 @pass_context
 def compare_cmd(ctx: Context, targets: tuple[str, ...]) -> None:
     """Metrics of results side by side: the first result is the reference, each other shows its delta, better
-    or worse by the metric's direction. A PATCH means its current links; links of one patch with the same run
-    configuration are repeats (mean ± stdev). Results are grouped by run configuration (model, request rate,
-    max concurrency, prompts) and never ranked across groups."""
+    or worse by the metric's direction. A PATCH means its current links: those with the same run configuration
+    are repeats (mean ± stdev); a LINK (id or run name) is a column of its own. Results are grouped by run
+    configuration (model, request rate, max concurrency, prompts) and never ranked across groups. Failed and
+    tainted runs are left out, and listed as such."""
     from stackmgr.commands.compare import Comparison
 
     comparison = Comparison(open_store(ctx.store), list(targets))

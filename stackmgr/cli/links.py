@@ -63,6 +63,15 @@ def _metric_text(m: Any) -> str:
 
 ARROW = {"higher": "↑", "lower": "↓"}
 TONE = {"better": "green", "worse": "red"}
+LABELS = {"model_id": "model", "request_rate": "request rate", "max_concurrency": "max concurrency",
+          "num_prompts": "prompts"}  # fmt: skip
+
+
+def config_line(config: dict[str, str]) -> str:
+    """The header of a run configuration's group (`compare`, `links --sort metric`)."""
+    if not config:
+        return "run configuration not recorded (no vllm bench JSON artifact)"
+    return " · ".join(f"{label} {config.get(key, '—')}" for key, label in LABELS.items())
 
 
 def delta_text(value: float, ref: float, direction: str) -> str:
@@ -142,32 +151,48 @@ def show_cmd(ctx: Context, patch: str) -> None:
 @click.option("--stale", is_flag=True,
               help="Only links whose evidence no longer holds (stale, broken, orphaned, edited).")  # fmt: skip
 @click.option("--metric", help="Only links with this metric, and show it.")
-@click.option("--sort", "sort_by", type=click.Choice(["date", "patch", "metric", "state"]), default="date")
+@click.option("--sort", "sort_by", type=click.Choice(["date", "patch", "metric", "state"]), default="date",
+              help="Order; by metric: per run configuration, best first by the metric's direction.")  # fmt: skip
+@click.option("--all", "show_amended", is_flag=True,
+              help="Also the records a later one amends, each marked with the record that replaces it.")  # fmt: skip
 @json_option()
 @pass_context
 def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str | None, stale: bool,
-              metric: str | None, sort_by: str) -> None:  # fmt: skip
-    """A table of links: date, link, patch, metric, gates, verdict, state."""
+              metric: str | None, sort_by: str, show_amended: bool) -> None:  # fmt: skip
+    """A table of current links: date, link, patch, metric, gates, verdict, state. Sorted by a metric, the
+    links are grouped by run configuration (model, request rate, max concurrency, prompts), each group under a
+    header, never ranked across groups. A record that a later one amends is left out unless --all (--json
+    lists every record, with its amended_by)."""
     from stackmgr.commands.links import LinkTable, shown_metric
 
     if sort_by == "metric" and not metric:
         from stackmgr.errors import UsageProblem
 
         raise UsageProblem("--sort metric needs --metric NAME", "say which metric to sort by")
-    table = LinkTable(open_store(ctx.store), tree, series, verdict, stale, metric, sort_by, whole=ctx.json)
+    table = LinkTable(open_store(ctx.store), tree, series, verdict, stale, metric, sort_by, whole=ctx.json,
+                      show_amended=show_amended)  # fmt: skip
     if ctx.json:
         output.emit_json(table.to_json())
         table.save()
         return
     if not table.rows:
         output.out("no links match")
+    grouped, indent, header = sort_by == "metric", "", None
     for link, state in table.rows:
+        if grouped and (config := table.config(link)) != header:
+            if header is not None:
+                output.out()
+            output.out(config_line(config))
+            header, indent = config, "  "
         shown = shown_metric(link, metric, table.headline)
         mtext = _metric_text(shown) if shown else ""
         gates = " ".join(f"{g.name}{_mark(g.status)}" for g in link.gates)
         taint = " TAINTED" if link.tainted else ""
-        output.out(f"{link.created[:10]}  {link.id}  {link.patch:<40} {link.tree:<16} {mtext:<32} {gates:<14} "
-                   f"{link.verdict:<12} {state}{taint}")  # fmt: skip
+        replaced = f" amended by {table.amended_by[link.id]}" if link.id in table.amended_by else ""
+        output.out(f"{indent}{link.created[:10]}  {link.id}  {link.patch:<40} {link.tree:<16} {mtext:<32} "
+                   f"{gates:<14} {link.verdict:<12} {state}{taint}{replaced}")  # fmt: skip
+    if table.hidden:
+        output.err(f"stackmgr: {table.hidden} amended record(s) not listed (`stackmgr links --all` lists them)")
     table.save()
 
 

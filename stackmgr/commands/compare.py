@@ -1,9 +1,21 @@
 """`stackmgr compare LINK|PATCH…`: results side by side, each against the first of its run configuration.
 
 Results are grouped by run configuration (`evidence.compare.run_config`: model, request rate, concurrency,
-prompts); results of different configurations are never ranked against each other. In a group, the links of one
-patch are one result (repeats: mean ± stdev over them), and the first result is the reference the others' deltas
-are taken from, better or worse by each metric's direction.
+prompts); results of different configurations are never ranked against each other. In a group, each result is
+one column, and the first is the reference the others' deltas are taken from, better or worse by each metric's
+direction. What a column is depends on how it was named:
+
+- a PATCH means its current links (not amended): those of one configuration are repeats of one measurement,
+  one column, mean ± stdev over them;
+- a link id (or a run's name) is that one result, its own column, even beside other links of the same patch:
+  naming two runs is asking to see them side by side, not averaged (a column's label is then its link id
+  where its patch's name alone would not tell the columns apart);
+- a link named twice (by id and through its patch) counts once, where it was first named.
+
+A run that failed (its `exit` gate `fail` or `error`, or a `[run]` exit code other than 0) or was tainted (a
+measured tree changed while it ran) is not a measurement of the patch: it is never averaged in, never a column
+and never a reference, however it was named. It is listed under its configuration's group as left out, with
+why (`exit 3`, `tainted`); `show PATCH` still shows its numbers.
 """
 
 from __future__ import annotations
@@ -26,10 +38,12 @@ from stackmgr.store.names import valid_name
 
 @dataclass
 class Result:
-    """One column: the links of one patch measured with one configuration."""
+    """One column: the current links of one patch measured with one configuration, or one link named by id."""
 
     patch: str
     links: list[Link] = field(default_factory=list)
+    named: str = ""  # the link id when the column is one link named by id (or run name), "" for a patch
+    label: str = ""  # what the table's header calls it: the patch, or the link id where the patch is ambiguous
 
 
 @dataclass
@@ -55,28 +69,47 @@ class Group:
     config: dict[str, str]
     results: list[Result]
     rows: list[Row] = field(default_factory=list)
+    left_out: list[tuple[Link, str]] = field(default_factory=list)  # failed or tainted runs, with why
 
 
-def resolve(store: Store, targets: list[str]) -> list[Link]:
-    """The links named: a link id (`lnk-` optional) or a run's name is that link, a patch name its current links
-    (not amended), oldest first."""
-    chosen: list[Link] = []
+def left_out_why(link: Link) -> str | None:
+    """Why a result is no measurement to average or compare (`exit 3`, `tainted`, `exit 3, tainted`), or None."""
+    why = []
+    code = link.run.get("exit_code")
+    gate = next((g for g in link.gates if g.name == "exit"), None)
+    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+        why.append(f"exit {code}")
+    elif gate is not None and gate.status in ("fail", "error"):
+        why.append(gate.detail if gate.detail.startswith("exit ") else f"exit gate {gate.status}")
+    if link.tainted:
+        why.append("tainted")
+    return ", ".join(why) or None
+
+
+def resolve(store: Store, targets: list[str]) -> list[tuple[Link, bool]]:
+    """The links named, each with whether it was named by itself: a link id (`lnk-` optional) or a run's name is
+    that link (True), a patch name its current links (not amended), oldest first (False). A link named twice
+    counts where it was named first."""
+    chosen: list[tuple[Link, bool]] = []
     for target in targets:
         name = target[: -len(".patch")] if target.endswith(".patch") else target
         by_id = find_links(store, {target, f"lnk-{target}"})
         if by_id:
-            chosen.append(by_id.get(target) or by_id[f"lnk-{target}"])
+            chosen.append((by_id.get(target) or by_id[f"lnk-{target}"], True))
         elif valid_name(name) and (own := load_links(store, name)):
-            chosen.extend(effective(own))
+            chosen.extend((link, False) for link in effective(own))
         elif (named := find_ref(store, target)) is not None:  # `stackmgr run --name`: the latest of a name
-            chosen.append(named)
+            chosen.append((named, True))
         elif valid_name(name) and os.path.isfile(os.path.join(store.patches_dir, name + ".patch")):
             raise UsageProblem(f"patch {name} has no links yet", f"record one with `stackmgr link {name} ARTIFACT…`")
         else:
             shown = target.encode("unicode_escape").decode("ascii")[:80]
             raise UsageProblem(f"no link or patch named '{shown}'",
                                "give link ids (`stackmgr links`) or patch names (`stackmgr series`)")  # fmt: skip
-    return list({link.id: link for link in chosen}.values())
+    first: dict[str, tuple[Link, bool]] = {}
+    for link, alone in chosen:
+        first.setdefault(link.id, (link, alone))
+    return list(first.values())
 
 
 def _cell(values: list[float]) -> Cell:
@@ -94,6 +127,8 @@ def _cell(values: list[float]) -> Cell:
 
 
 def _rows(results: list[Result], headline: str | None) -> list[Row]:
+    if not results:  # every run of the group left out
+        return []
     names: dict[str, tuple[str, str]] = {}  # name -> (unit, direction) of its first appearance
     for result in results:
         for link in result.links:
@@ -123,18 +158,25 @@ class Comparison:
     """The groups `compare` shows, each with its results in the order named and its metric rows."""
 
     def __init__(self, store: Store, targets: list[str]) -> None:
-        links = resolve(store, targets)
         self.headline = store.headline()
         groups: dict[tuple[tuple[str, str], ...], Group] = {}
-        for link in links:
+        for link, alone in resolve(store, targets):
             config = run_config(store, link)
             group = groups.setdefault(tuple(sorted(config.items())), Group(config, []))
-            result = next((r for r in group.results if r.patch == link.patch), None)
+            if (why := left_out_why(link)) is not None:
+                group.left_out.append((link, why))
+                continue
+            named = link.id if alone else ""
+            result = None if alone else next((r for r in group.results if r.patch == link.patch and not r.named),
+                                             None)  # fmt: skip
             if result is None:
-                result = Result(link.patch)
+                result = Result(link.patch, named=named)
                 group.results.append(result)
             result.links.append(link)
         for group in groups.values():
+            for r in group.results:
+                shared = sum(other.patch == r.patch for other in group.results) > 1
+                r.label = r.named if r.named and shared else r.patch
             group.rows = _rows(group.results, self.headline)
         self.groups = list(groups.values())
 
@@ -142,7 +184,8 @@ class Comparison:
         return {"schema": 1, "headline": self.headline, "groups": [{
             "config": {key: group.config.get(key) for key in CONFIG_KEYS},
             "results": [{"patch": r.patch, "links": [link.id for link in r.links], "n": len(r.links),
-                         "reference": i == 0} for i, r in enumerate(group.results)],
+                         "reference": i == 0, "label": r.label} for i, r in enumerate(group.results)],
+            "left_out": [{"link": link.id, "patch": link.patch, "why": why} for link, why in group.left_out],
             "metrics": [{"name": row.name, "unit": row.unit, "direction": row.direction, "values": [
                 {"patch": r.patch, "mean": c.mean if c else None, "stdev": c.stdev if c else None,
                  "n": c.n if c else 0, "delta": c.delta if c else None, "delta_pct": c.delta_pct if c else None,

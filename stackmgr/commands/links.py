@@ -1,4 +1,12 @@
-"""`show PATCH` and `links`: a patch's links, and links across the store, with what each is worth today."""
+"""`show PATCH` and `links`: a patch's links, and links across the store, with what each is worth today.
+
+`links` lists current records: one that a later record amends (`link --amends`: a draft completed, a result
+corrected) is replaced by it, as an amended commit is by its amendment, so it is left out unless asked for
+(`show_amended`, `links --all`), and then said to be "amended by" the record that replaces it; `--json` lists
+every record, each with its `amended_by`. Sorted by a metric, results are ordered by run configuration first
+(`evidence.compare.run_config`, kept in the brief rows), the metric by its direction within each: results of
+different configurations are never ranked against each other.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from stackmgr.errors import UsageProblem
+from stackmgr.evidence.compare import CONFIG_KEYS, run_config
 from stackmgr.evidence.metrics import Metric, lead
 from stackmgr.evidence.reading import Brief, find_links, load_briefs, load_links
 from stackmgr.evidence.records import Link
@@ -17,12 +26,19 @@ from stackmgr.store.names import patch_name
 from stackmgr.store.patchfile import PatchHeader, parse_header
 
 
-def link_json(ev: Evidence, link: Link, state: str, baseline: Link | None) -> dict[str, Any]:
+def amended_by(links: list[Link] | list[Brief]) -> dict[str, str]:
+    """{id: the id of the latest record that amends it} over records read oldest first."""
+    return {link.amends: link.id for link in links if link.amends}
+
+
+def link_json(ev: Evidence, link: Link, state: str, baseline: Link | None, replaced_by: str | None,
+              config: dict[str, str]) -> dict[str, Any]:  # fmt: skip
     """One link as `show --json` and `links --json` give it (docs/FORMATS.md#json-output)."""
     base = {m.name: m.value for m in baseline.metrics} if baseline is not None else {}
     return {
         "id": link.id, "state": state, "created": link.created, "author": link.author, "patch": link.patch,
-        "tree": link.tree, "amends": link.amends or None, "baseline": link.baseline or None,
+        "tree": link.tree, "amends": link.amends or None, "amended_by": replaced_by, "baseline": link.baseline or None,
+        "config": {key: config.get(key) for key in CONFIG_KEYS},
         "metrics": [{"name": m.name, "value": m.value, "unit": m.unit, "direction": m.direction,
                      "source": m.source or None,
                      "delta": (m.value - base[m.name]) if m.name in base else None} for m in link.metrics],
@@ -104,6 +120,8 @@ class PatchView:
         self.status = patch_status(links, self.states)
         self.record = ev.index.record(name + ".patch") or {}
         self.do_not_revive = any(link.do_not_revive for link in effective(links))
+        self.amended_by = amended_by(links)
+        self.store = store
         from stackmgr.evidence.revival import overrides
 
         self.overrides = overrides(store, name)  # do-not-revive lanes brought back anyway, with the reason
@@ -121,8 +139,8 @@ class PatchView:
             "name": name, "tree": header.tree, "base": header.base, "sha256": rec.get("sha256"),
             "patch_id": self.ev.patch_id(name + ".patch"), "status": self.status, "do_not_revive": self.do_not_revive,
             "subject": header.subject, "description": header.body, "stat": rec.get("stat")},
-            "links": [link_json(self.ev, link, self.states[link.id], self.by_id.get(link.baseline))
-                      for link in self.links],
+            "links": [link_json(self.ev, link, self.states[link.id], self.by_id.get(link.baseline),
+                                self.amended_by.get(link.id), run_config(self.store, link)) for link in self.links],
             "overrides": [{"reason": o.reason, "author": o.author, "at": o.at, "command": o.command,
                            "lanes": list(o.lanes), "sha256": o.sha256, "patch_id": o.patch_id or None}
                           for o in self.overrides]}  # fmt: skip
@@ -135,12 +153,42 @@ class PatchView:
 Listed = Link | Brief
 
 
-def _sort_key(sort_by: str, metric: str | None, direction: str = "higher") -> Callable[[tuple[Listed, str]], Any]:
-    """`links --sort`: date, patch, state, or the metric (best first by its direction: largest, or smallest for
-    a lower-is-better one; links without it last)."""
+def config_order(config: dict[str, str]) -> tuple[Any, ...]:
+    """How run configurations are ordered: by model, request rate, concurrency, prompts (numbers as numbers,
+    a key not recorded after those that are); a result with none recorded after every configuration."""
+    def one(key: str) -> tuple[int, float, str]:
+        value = config.get(key)
+        if value is None:
+            return (2, 0.0, "")
+        try:
+            return (0, float(value), value)
+        except ValueError:
+            return (1, 0.0, value)
+
+    return (not config, *(one(key) for key in CONFIG_KEYS))
+
+
+Configured = Callable[[Listed], dict[str, str]]
+
+
+def _sort_key(sort_by: str, metric: str | None, direction: str = "higher",
+              config: Configured | None = None) -> Callable[[tuple[Listed, str]], Any]:  # fmt: skip
+    """`links --sort`: date, patch, state, or the metric: by run configuration first (`config`), then best first
+    by the metric's direction (largest, or smallest for a lower-is-better one; links without it last)."""
     if sort_by == "metric":
         sign = 1.0 if direction == "lower" else -1.0
-        return lambda r: (1, 0.0) if (m := metric_of(r[0], str(metric))) is None else (0, sign * m.value)
+        group = config or (lambda _: {})
+        orders: dict[tuple[tuple[str, str], ...], tuple[Any, ...]] = {}  # a few configurations, many links
+
+        def order(link: Listed) -> tuple[Any, ...]:
+            seen = group(link)
+            key = tuple(seen.items())
+            if key not in orders:
+                orders[key] = config_order(seen)
+            return orders[key]
+
+        return lambda r: (order(r[0]),
+                          (1, 0.0) if (m := metric_of(r[0], str(metric))) is None else (0, sign * m.value))  # fmt: skip
     keys: dict[str, Callable[[tuple[Listed, str]], Any]] = {
         "date": lambda r: (r[0].created, r[0].id), "patch": lambda r: (r[0].patch, r[0].created),
         "state": lambda r: (r[1], r[0].created),
@@ -150,16 +198,20 @@ def _sort_key(sort_by: str, metric: str | None, direction: str = "higher") -> Ca
 
 class LinkTable:
     """What `links` lists: the links that pass the filters, with their states, in `sort_by` order; in brief
-    (reading.Brief) unless `whole` (`--json` gives every field)."""
+    (reading.Brief) unless `whole` (`--json` gives every field, and every record: amended ones too). Records
+    that a later one amends are left out unless `show_amended` (counted in `hidden`)."""
 
     def __init__(
         self, store: Store, tree: str | None, series: str | None, verdict: str | None, stale: bool,
-        metric: str | None, sort_by: str, whole: bool = False,
+        metric: str | None, sort_by: str, whole: bool = False, show_amended: bool = False,
     ) -> None:  # fmt: skip
         from stackmgr.store.series import SeriesFile
 
         self.ev = ev = Evidence.gather(store)
+        self.store = store
         links: list[Link] | list[Brief] = load_links(store) if whole else load_briefs(store)
+        self.amended_by = replaced = amended_by(links)
+        self.hidden = 0  # amended records that passed the filters, left out
         wanted = set(SeriesFile.load(store, series).patch_names()) if series else None
         rows: list[tuple[Listed, str]] = []
         for link in links:
@@ -167,22 +219,35 @@ class LinkTable:
                 continue
             if (verdict and link.verdict != verdict) or (metric and not _has_metric(link, metric)):
                 continue
+            if link.id in replaced and not (show_amended or whole):
+                self.hidden += 1
+                continue
             state = ev.state(link)
             if stale and state in ("fresh", "equivalent"):
                 continue
             rows.append((link, state))
         found = (m for link, _ in rows if metric and (m := metric_of(link, metric)) is not None)
         direction = next((m.direction for m in found), "higher")
+        self._configs: dict[str, dict[str, str]] = {}
         if sort_by != "date":  # records are read oldest first
-            rows.sort(key=_sort_key(sort_by, metric, direction))
+            rows.sort(key=_sort_key(sort_by, metric, direction, self.config))
         self.rows = rows
         self.headline = store.headline()  # the metric shown when no --metric is given
         self.by_id = {link.id: link for link in links}
 
+    def config(self, link: Listed) -> dict[str, str]:
+        """The run configuration of a listed record: kept in its brief, or read for a whole record (once)."""
+        if isinstance(link, Brief):
+            return dict(link.config)
+        if link.id not in self._configs:
+            self._configs[link.id] = run_config(self.store, link)
+        return self._configs[link.id]
+
     def to_json(self) -> dict[str, Any]:
         whole = [(cast(Link, link), state) for link, state in self.rows]  # read whole for --json
         by_id = cast(dict[str, Link], self.by_id)
-        return {"schema": 1, "links": [link_json(self.ev, link, state, by_id.get(link.baseline))
+        return {"schema": 1, "links": [link_json(self.ev, link, state, by_id.get(link.baseline),
+                                                 self.amended_by.get(link.id), self.config(link))
                                        for link, state in whole]}  # fmt: skip
 
     def save(self) -> None:

@@ -9,7 +9,8 @@ back (ctime cannot be). Two caches, one file per patch in each:
 - `cache/links/PATCH.marshal`: whole records (`load_links`), for the commands about a few patches (`show`,
   `compare`, `apply --link`);
 - `cache/briefs/PATCH.marshal`: what a listing needs of each record (`Brief`: no stack, run table or metric
-  sources), for the commands over every record (`links`, the do-not-revive check, a run name's lookup).
+  sources, but the run configuration, read once from the run table or the vllm bench JSON artifact when the
+  brief is made), for the commands over every record (`links`, the do-not-revive check, a run name's lookup).
 
 A record is found by id from its file name (`<time>-<id>.toml`) without reading any other, and checked against
 the id it holds once read.
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from stackmgr.evidence.compare import run_config
 from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.records import Artifact, Link, StackEntry, WrittenOnce, edited, read_record
 from stackmgr.store.config import Store
@@ -32,13 +34,13 @@ from stackmgr.store.fs import read_cache, write_cache
 
 _ID = re.compile(r"lnk-[0-9a-f]{12}")
 FULL_VERSION = 7
-BRIEF_VERSION = 2
+BRIEF_VERSION = 3
 
 
 @dataclass(slots=True)
 class Brief:
-    """A record as `links` lists it and states judge it: everything but its stack, its run table (name, taint
-    and exit code kept) and its metrics' sources."""
+    """A record as `links` lists it and states judge it: everything but its stack, its run table (name, taint,
+    exit code and the run configuration kept) and its metrics' sources."""
 
     id: str
     created: str
@@ -58,6 +60,7 @@ class Brief:
     run_name: str
     tainted: bool
     exit_code: int | None
+    config: tuple[tuple[str, str], ...]  # evidence.compare.run_config, in CONFIG_KEYS order
     file: str
     edited: bool  # changed after it was written
 
@@ -229,7 +232,7 @@ class Records:
             return [_brief_from_row(row, path) for _, path, _, row in found]
         rows, briefs = [], []
         for filename, path, stat, row in found:
-            row = row if row is not None else _brief_row(self.read(path, name, filename))  # only what changed
+            row = row if row is not None else _brief_row(self.read(path, name, filename), self.store)
             rows.append((filename, stat, row))
             briefs.append(_brief_from_row(row, path))
         self.brief_dirs[name] = (sig, rows)
@@ -316,16 +319,18 @@ def _from_row(r: tuple[Any, ...], path: str) -> Link:
                 [Gate(*g) for g in r[10]], r[11], r[12], r[13], r[14], r[15], r[16], path, r[17])  # fmt: skip
 
 
-def _brief_row(k: Link) -> tuple[Any, ...]:
+def _brief_row(k: Link, store: Store) -> tuple[Any, ...]:
     exit_code = k.run.get("exit_code")
+    config = tuple(run_config(store, k).items())
     return (k.id, k.created, k.author, k.patch, k.tree, k.sha256, k.patch_id,
             tuple((a.path, a.sha256, a.size, a.anchor, a.origin) for a in k.artifacts),
             tuple((g.name, g.status, g.detail) for g in k.gates),
             tuple((m.name, m.value, m.unit, m.direction) for m in k.metrics),
             k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline, str(k.run.get("name", "")),
-            bool(k.run.get("tainted", False)), exit_code if isinstance(exit_code, int) else None, k.edited)  # fmt: skip
+            bool(k.run.get("tainted", False)), exit_code if isinstance(exit_code, int) else None, config,
+            k.edited)  # fmt: skip
 
 
 def _brief_from_row(r: tuple[Any, ...], path: str) -> Brief:
     return Brief(r[0], r[1], r[2], r[3], r[4], r[5], r[6], [Artifact(*a) for a in r[7]], [Gate(*g) for g in r[8]],
-                 r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16], r[17], path, r[18])  # fmt: skip
+                 r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16], r[17], r[18], path, r[19])  # fmt: skip
