@@ -62,6 +62,21 @@ _KIND_LETTER = {"added": "A", "deleted": "D", "modified": "M", "mode": "m", "typ
                 "modified+mode": "M", "submodule": "S"}  # fmt: skip
 
 
+def _measured_head(a: dict[str, Any], head: str) -> str:
+    """The applied state `apply --link` recorded: the link, the patches (of the series it names, and others), and
+    the residue on top, which is in no patch."""
+    m, n = a["measured"], len(a["patches"])
+    if not a["series"]:
+        top = f", top {a['top']}" if a.get("top") else ""
+        head = f"  {n} patch{'es' if n != 1 else ''} applied{top} (on {a['base'][:12]}, no series)"
+    others = m.get("not_in_series") or []
+    head += f" + {', '.join(others)} (not in {a['series']})" if others else ""
+    if m.get("residue"):
+        kept = "kept in " + m["residue"] if m.get("residue_kept") else paint("its file is missing or damaged", "red")
+        return head + f" + the residue of {m['link']} (in no patch; {kept})"
+    return head + f" (the measured state of {m['link']})"
+
+
 def render_status(report: TreeReport) -> None:
     out(paint(report.name, "bold") + f"  {report.path}")
     if report.state != "ok" or report.snapshot is None or report.assessment is None:
@@ -76,6 +91,8 @@ def render_status(report: TreeReport) -> None:
         top = f", top {a['top']}" if a.get("top") else ""
         count = a.get("in_series", len(a["patches"]))  # an applied patch the series lost since is said below
         head = f"  {a['series']}: {count} of {a.get('total', len(a['patches']))} applied{top} (on {a['base'][:12]})"
+        if a.get("measured"):
+            head = _measured_head(a, head)
         edited = a.get("series_edited") or []
         if a["drift"]:
             shown = ", ".join(a["drift"][:5]) + (" …" if len(a["drift"]) > 5 else "")
@@ -100,6 +117,8 @@ def render_status(report: TreeReport) -> None:
             counts = f"+{stat[0]} -{stat[1]}" if stat else ("binary" if c.path in report.numstat else "")
             owners = found.preserved.get(c.path)
             where = ("saved in " + ", ".join(owners)) if owners else paint("NOT PRESERVED", "red")
+            if owners and owners[0].startswith("residue of "):  # kept by content under artifacts/, no patch
+                where = f"kept as the {owners[0]} (no patch)"
             out(f"    {_KIND_LETTER.get(c.kind, '?')} {show_path(c.path):<{width}}  {counts:>12}  {where}")
     other = [(p, why) for p, why in blockers if why not in _KIND_LETTER]
     for path, why in other:

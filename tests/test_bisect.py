@@ -7,7 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from tests.conftest import Lab, git_text, stackmgr_process
+import pytest
+
+from tests.conftest import Lab, git, git_text, stackmgr_process
 
 GATE = "import sys; sys.exit(1 if 'broken' in open(sys.argv[1]).read() else 0)"
 
@@ -79,3 +81,32 @@ def test_a_test_that_says_nothing_stops_the_bisect_and_puts_the_tree_back(lab: L
     done = stackmgr_process(lab.store, "bisect", "S", "--", sys.executable, "-c", "raise SystemExit(125)")
     assert done.returncode == 3 and "bisect stopped" in done.stderr and "no patch is blamed" in done.stderr
     assert lab.worktree_id() == before
+
+
+@pytest.mark.regression("bisect put the tree back with the user's staged changes unstaged")
+def test_bisect_puts_the_index_back_exactly_staged_unstaged_and_intent_to_add(lab: Lab) -> None:
+    five_patches_the_third_breaks_the_gate(lab)
+    (lab.tree / "staged.txt").write_text("staged, new\n")
+    (lab.tree / "README").write_text("hello\nstaged edit\n")
+    git(lab.tree, "add", "staged.txt", "README")
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 'unstaged'\n")  # not staged
+    (lab.tree / "later.txt").write_text("intent to add\n")
+    git(lab.tree, "add", "-N", "later.txt")
+    (lab.tree / "loose.txt").write_text("untracked\n")
+    assert lab.sm("save", "mine", "-m", "all of it").code == 0  # preserved, as bisect requires
+
+    def index_views() -> tuple[bytes, ...]:
+        return (git(lab.tree, "diff", "--cached", "--binary", "--full-index"), git(lab.tree, "ls-files", "-s"),
+                git(lab.tree, "diff", "--binary", "--full-index"), git(lab.tree, "status", "--porcelain=v2"))
+    before, tree_before = index_views(), lab.worktree_id()
+    assert b".A" in before[3] and b"staged.txt" in before[0] and b"later.txt" not in before[0]
+    gate = [sys.executable, "-c", "import sys; sys.exit(1 if 'broken' in open(sys.argv[1]).read() else 0)",
+            str(lab.tree / "f3.txt")]  # fmt: skip
+    done = stackmgr_process(lab.store, "bisect", "S", "--", *gate)
+    assert done.returncode == 1, done.stderr  # every patch passes: f3.txt never says broken
+    after = index_views()
+    assert after[0] == before[0]  # what was staged is staged
+    assert after[1] == before[1]  # the same entries, stage numbers and blobs
+    assert after[2] == before[2]  # what was not staged is still not
+    assert after[3] == before[3]  # intent-to-add still intent-to-add
+    assert lab.worktree_id() == tree_before

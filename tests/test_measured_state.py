@@ -5,12 +5,15 @@ and proves it by snapshot id. Result and note directories declared in the config
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Lab, git, link_id, porcelain
+from tests.conftest import Lab, applied_state, git, link_id, link_records, porcelain
 
 
 def three_patches_two_series_and_a_residue(lab: Lab) -> str:
@@ -67,7 +70,7 @@ def test_apply_link_rebuilds_the_measured_tree_on_a_teammate_s_clone(lab: Lab, t
     assert bob.worktree_id() == measured  # byte for byte, the binary and the residue included
     assert (tree / "blob.bin").read_bytes() == b"\0\1\2 not saved"
     again = bob.sm("apply", "--link", link.removeprefix("lnk-"))  # the id without its prefix; the tree is there
-    assert again.code == 1 and "no patch preserves: README" in again.err  # the residue is no patch: said
+    assert again.code == 0 and "already at the measured state" in again.out, again.err
     assert bob.worktree_id() == measured
 
 
@@ -129,3 +132,81 @@ def test_declared_result_directories_never_block_check_and_are_left_alone(lab: L
     config.write_text(config.read_text().replace('["results", "notes/"]', '["../elsewhere"]'))
     bad = lab.sm("check")
     assert bad.code == 3 and "must be a directory inside the tree" in bad.err
+
+
+def patches_on_head(lab: Lab, names: list[str]) -> str:
+    """HEAD with patches/NAME.patch applied in order, in a scratch index (git alone); the tree id."""
+    env = dict(os.environ, GIT_INDEX_FILE=str(lab.tree / ".git" / "test-chain-index"))
+    subprocess.run(["git", "read-tree", "HEAD"], cwd=lab.tree, env=env, check=True)
+    for name in names:
+        subprocess.run(["git", "apply", "--cached", str(lab.store / "patches" / f"{name}.patch")], cwd=lab.tree,
+                       env=env, check=True)  # fmt: skip
+    tree = subprocess.run(["git", "write-tree"], cwd=lab.tree, env=env, check=True, capture_output=True)
+    os.unlink(env["GIT_INDEX_FILE"])
+    return tree.stdout.decode().strip()
+
+
+def measured_then_rebuilt(lab: Lab) -> tuple[str, str, dict[str, object]]:
+    """The residue scenario linked to p2, the tree reset (forced: the residue is nobody's patch) and the measured
+    state rebuilt with `apply --link`; (link id, measured tree id, the record's stack)."""
+    measured = three_patches_two_series_and_a_residue(lab)
+    link = link_id(lab, "p2", str(lab.store / "stackmgr.toml"))
+    assert lab.sm("reset", "--force").code == 0
+    assert lab.worktree_id() != measured
+    done = lab.sm("apply", "--link", link)
+    assert done.code == 0, done.err
+    assert lab.worktree_id() == measured
+    return link, measured, stack_of(lab, "p2")
+
+
+@pytest.mark.regression("apply --link recorded no applied state: run needed --link, re-applying it refused")
+def test_apply_link_records_what_the_tree_holds_and_applies_again_as_a_no_op(lab: Lab) -> None:
+    link, measured, stack = measured_then_rebuilt(lab)
+    head = git(lab.tree, "rev-parse", "HEAD").decode().strip()
+    state = json.loads((lab.store / ".stackmgr" / "applied.json").read_text())["trees"]["vllm"]
+    assert state["series"] == "S" and state["base"] == head == stack["base"]
+    assert [n for n, _sha in state["patches"]] == ["p1", "p2", "side"]
+    assert state["measured"] == {"link": link, "patch": "p2", "residue": stack["residue_patch"], "tree": measured}
+    below = state["result_tree"]  # the patches alone: the residue is on top of them, in no patch
+    assert below != measured and below == patches_on_head(lab, ["p1", "p2", "side"])
+    shown = applied_state(lab)
+    assert shown is not None and shown["matches"] is True and shown["measured"]["link"] == link  # type: ignore[index]
+    assert f"the residue of {link} (in no patch; kept in artifacts/sha256/" in lab.sm("status").out
+    assert lab.sm("check").code == 0  # the residue is exactly what artifacts/ keeps: preserved
+    again = lab.sm("--json", "apply", "--link", link)  # over itself: nothing to lose, nothing to move
+    assert again.code == 0, again.err
+    assert json.loads(again.out)["trees"][0]["changed"] is False
+    assert lab.worktree_id() == measured and git(lab.tree, "rev-parse", "HEAD").decode().strip() == head
+    ran = lab.sm("--json", "run", "--", sys.executable, "-c", "print('throughput: 1')")  # no --link needed
+    assert ran.code == 0, ran.err
+    (new,) = [r for r in link_records(lab, "p2") if r.get("run")]
+    (again_stack,) = new["stack"]
+    assert again_stack["snapshot"] == measured and again_stack["residue_patch"] == stack["residue_patch"]
+    assert again_stack["series"] == "S" and [p["name"] for p in again_stack["patches"]] == ["p1", "p2", "side"]
+
+
+@pytest.mark.regression("the residue apply --link puts on top could be lost or block every reset")
+def test_the_residue_counts_as_preserved_only_while_byte_identical(lab: Lab) -> None:
+    link, measured, stack = measured_then_rebuilt(lab)
+    readme = (lab.tree / "README").read_bytes()
+    (lab.tree / "README").write_bytes(readme.replace(b"residue", b"residuE"))  # the user's edit, one byte
+    assert lab.sm("check").code == 1
+    refused = lab.sm("reset")
+    assert refused.code == 1 and "README" in refused.err
+    assert (lab.tree / "README").read_bytes() == readme.replace(b"residue", b"residuE")  # never lost
+    assert lab.sm("apply", "--link", link).code == 1  # it would overwrite the edit: refused too
+    (lab.tree / "README").write_bytes(readme)  # back to the measured bytes
+    assert lab.sm("check").code == 0
+    (lab.tree / "blob.bin").write_bytes(b"\0\1\2 not saved, changed")
+    assert lab.sm("check").code == 1
+    (lab.tree / "blob.bin").write_bytes(b"\0\1\2 not saved")
+    kept = lab.store / str(stack["residue_patch"])
+    data = kept.read_bytes()
+    kept.write_bytes(data + b"\n")  # the store's copy damaged: it no longer reproduces anything
+    assert lab.sm("check").code == 1 and "missing or damaged" in lab.sm("status").out
+    kept.write_bytes(data)
+    assert lab.sm("check").code == 0
+    assert lab.sm("reset").code == 0  # allowed: everything, the residue too, is in the store
+    assert lab.worktree_id() == git(lab.tree, "rev-parse", "HEAD^{tree}").decode().strip()
+    assert applied_state(lab) is not None and applied_state(lab)["measured"] is None  # type: ignore[index]
+    assert lab.sm("apply", "--link", link).code == 0 and lab.worktree_id() == measured  # and it comes back

@@ -78,8 +78,9 @@ def run_link(args: ApplyArgs) -> int:
              "snapshot": o.snapshot, "changed": o.changed} for o in outcomes]})  # fmt: skip
         return 0
     for o in outcomes:
-        output.out(("would rebuild " if args.dry_run else "rebuilt ") + describe(o))
+        output.out(("would rebuild " if args.dry_run else "rebuilt " if o.changed else "kept ") + describe(o))
         if o.residue and not args.dry_run:
-            output.err(f"note: {o.tree}: the residue is kept in the store but is no patch; `stackmgr save NAME` "
-                       "keeps it as one (until then, `check` counts it as not preserved)")  # fmt: skip
+            output.err(f"note: {o.tree}: the residue is kept by content in the store (artifacts/), in no patch; "
+                       "`check` counts it preserved while it is unchanged, byte for byte; `stackmgr save NAME` "
+                       "keeps it as a patch")  # fmt: skip
     return 0

@@ -110,15 +110,19 @@ def _preflight(store: Store, plan: TreePlan) -> Snapshot:
     return plan.snap
 
 
-def preflight(store: Store, tree: str, base: str, taken: Callable[[Snapshot], None] = lambda _s: None) -> Snapshot:
+def preflight(store: Store, tree: str, base: str, taken: Callable[[Snapshot], None] = lambda _s: None,
+              already: str | None = None) -> Snapshot:  # fmt: skip
     """The tree's frozen snapshot, once it is known that moving it loses nothing: not mid-operation, every change
-    preserved, `base` a commit there. `taken` gets the snapshot as soon as it exists (the caller releases it)."""
+    preserved, `base` a commit there. `taken` gets the snapshot as soon as it exists (the caller releases it).
+    A tree already at `already` (that tree id, HEAD at `base`) is not moved: it has nothing to preserve."""
     config = store.trees[tree]
     snap = take_snapshot(tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
                          results=config.results)  # fmt: skip
     taken(snap)
     if snap.operation:
         raise StackmgrError(f"tree {tree} is in the middle of {snap.operation}", "finish or abort it first")
+    if already is not None and snap.head == base and snap.tree_id() == already:
+        return snap
     refuse_unpreserved(tree, assess(store, snap).blockers(snap),
                        "save them (`stackmgr save NAME`), or set them aside (`stackmgr reset --force`)")  # fmt: skip
     if not snap.repo.has_commit(base):

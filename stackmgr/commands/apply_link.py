@@ -3,7 +3,11 @@
 Each tree's measured state (evidence/measured.py) is rebuilt in a scratch index from its record alone: the
 measured HEAD, the patch versions by sha256, the residue from `artifacts/`; the result must be the recorded
 snapshot id, or nothing changes. Then, as `apply` does, every tree must be preserved, and each switches in one
-step (HEAD detached at the measured HEAD); if a later tree refuses, the earlier ones are put back."""
+step (HEAD detached at the measured HEAD); if a later tree refuses, the earlier ones are put back. A tree
+already at the measured state (that snapshot id, HEAD at the measured HEAD) moves nothing, so it has nothing to
+preserve. Each tree's applied state then says what it holds (store/applied.py): the patches, the series the
+record names, the link, and the residue on top, which no patch holds (safety/residue.py counts it preserved
+while it is byte for byte what `artifacts/` keeps)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from stackmgr.git.repo import open_repo
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
 from stackmgr.safety.snapshot import Snapshot
-from stackmgr.store.applied import clear_applied
+from stackmgr.store.applied import Applied, record_applied
 from stackmgr.store.config import Store
 from stackmgr.types import TreeId
 
@@ -46,17 +50,19 @@ def apply_link(store: Store, wanted: str, *, only_tree: str | None = None, dry_r
         raise UsageProblem(f"link {link.id} measured no tree {only_tree}" if only_tree else
                            f"link {link.id} records no measured tree", "see `stackmgr show " + link.patch + "`")
     with operation(store, f"apply --link {link.id}"):
-        targets = []
-        for entry in entries:
-            config = store.tree(entry.tree)
-            targets.append(TreeId(rebuild(store, entry, open_repo(config.path))))
+        built = [rebuild(store, entry, open_repo(store.tree(entry.tree).path)) for entry in entries]
+        targets = [TreeId(tree) for tree, _below in built]
         snaps: list[Snapshot] = []
         try:
-            for entry in entries:
-                preflight(store, entry.tree, entry.base, snaps.append)
-            outcomes = [Rebuilt(e, s.tree_id() != t) for e, s, t in zip(entries, snaps, targets, strict=True)]
+            for entry, target in zip(entries, targets, strict=True):
+                preflight(store, entry.tree, entry.base, snaps.append, already=target)
+            outcomes = [Rebuilt(e, not _there(s, e, t)) for e, s, t in zip(entries, snaps, targets, strict=True)]
             if not dry_run:
                 _switch_all(store, link, entries, snaps, targets)
+                for entry, (_tree, below) in zip(entries, built, strict=True):
+                    record_applied(store, entry.tree, Applied(entry.series, entry.base, list(entry.patches), below)
+                                   .measured_from(link.id, link.patch if entry.tree == link.tree else "",
+                                                  entry.residue_patch, entry.snapshot))  # fmt: skip
             return outcomes
         finally:
             for snap in snaps:
@@ -69,19 +75,23 @@ def _switch_all(store: Store, link: Link, entries: list[StackEntry], snaps: list
     reason = f"stackmgr apply --link {link.id}"
     try:
         for entry, snap, target in zip(entries, snaps, targets, strict=True):
-            done.append(tree_move.move_tree(snap, target, index_tree=entry.base, head=entry.base, reason=reason,
-                                            op=store.journal))  # fmt: skip
+            if not _there(snap, entry, target):  # already at the measured state: nothing to move
+                done.append(tree_move.move_tree(snap, target, index_tree=entry.base, head=entry.base, reason=reason,
+                                                op=store.journal))  # fmt: skip
     except BaseException:
         for moved in reversed(done):
             tree_move.move_back(moved, f"{reason}: rolled back")
         raise
-    for entry in entries:  # a measured state is no series' state: nothing is recorded as applied
-        clear_applied(store, entry.tree)
+
+
+def _there(snap: Snapshot, entry: StackEntry, target: str) -> bool:
+    return snap.head == entry.base and snap.tree_id() == target
 
 
 def describe(outcome: Rebuilt) -> str:
     n = len(outcome.patches)
     residue = f" + residue {outcome.residue}" if outcome.residue else ""
+    there = "" if outcome.changed else "; already at the measured state, nothing changed"
     return (f"{outcome.tree}: {n} patch{'es' if n != 1 else ''}{residue} on {outcome.base[:12]}; tree "
-            f"{outcome.snapshot} (the measured snapshot)")
+            f"{outcome.snapshot} (the measured snapshot){there}")
 

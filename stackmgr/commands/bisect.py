@@ -5,8 +5,9 @@ the result directories, as `run` collects it).
 The tree must be preserved first, as for `apply`. The series is applied, then each tested prefix is reached with
 `push`/`pop` and captured by `run` (a draft link to the prefix's top patch, named `bisect-SERIES-K`); the whole
 series is tested first, then the prefixes are halved as `git bisect` does, the base taken as good (it is tested
-when the first patch is blamed). At the end the tree is put back as it was (HEAD and branch too; what the command
-left there is carried along, as `push` and `pop` carry changes), however the bisect ended."""
+when the first patch is blamed). At the end the tree is put back as it was (HEAD and branch too, and the index
+byte for byte: what was staged stays staged, intent-to-add stays so; what the command left there is carried along,
+as `push` and `pop` carry changes), however the bisect ended."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
     plan = plans[0]
     names = [p.name for p in plan.patches]
     snap = preflight(store, plan.tree, plan.base)
-    before = (snap.tree_id(), snap.head, refs.symbolic_head(snap.repo), load_applied(store).get(plan.tree))
+    before = (snap.tree_id(), snap.head, refs.symbolic_head(snap.repo), load_applied(store).get(plan.tree),
+              tree_move.real_index(snap.repo))  # fmt: skip
     snap.release()
     tested: list[Tested] = []
 
@@ -132,8 +134,10 @@ def _bare_run(store: Store, argv: list[str]) -> int:
         return capture.tee(argv, os.path.join(scratch, "base.log")).exit_code
 
 
-def _put_back(store: Store, tree: str, tree_id: str, head: str, branch: str | None, applied: object) -> None:
-    """The tree as it was before the bisect, with what the tests left on top carried along."""
+def _put_back(store: Store, tree: str, tree_id: str, head: str, branch: str | None, applied: object,
+              index: bytes | None) -> None:  # fmt: skip
+    """The tree as it was before the bisect, with what the tests left on top carried along, and its index as it
+    was (the bytes, in the same journaled step as the move)."""
     config = store.tree(tree)
     with operation(store, f"bisect: back to {tree}'s state before"):
         snap = take_snapshot(tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
@@ -143,9 +147,9 @@ def _put_back(store: Store, tree: str, tree_id: str, head: str, branch: str | No
             left = snap.index.changes_against(now.result_tree) if now is not None else []
             target = tree_with_entries(snap.repo, tree_id, {c.path: None if c.new_mode == "000000" else
                                                             (c.new_mode, c.new_blob) for c in left})  # fmt: skip
-            if target != snap.tree_id() or snap.head != head:
+            if target != snap.tree_id() or snap.head != head or tree_move.real_index(snap.repo) != index:
                 tree_move.move_tree(snap, target, index_tree=head, head=head, reason="stackmgr bisect: back",
-                                    op=store.journal)  # fmt: skip
+                                    op=store.journal, index_bytes=index)  # fmt: skip
             if branch is not None:
                 refs.attach_head(snap.repo, branch, "stackmgr bisect: back")
         finally:

@@ -103,6 +103,9 @@ def position(store: Store, tree: str) -> Position:
     applied = load_applied(store).get(tree)
     if applied is None:
         raise StackmgrError(f"tree {tree} has no current series", "`stackmgr apply SERIES` makes one current")
+    if not applied.series:  # `apply --link` of a result measured with no series applied
+        raise StackmgrError(f"tree {tree} holds the measured state of {applied.link}, which names no series",
+                            "`stackmgr apply SERIES` makes one current")  # fmt: skip
     try:
         plan = plan_series(store, applied.series, tree, tuple(applied.guards))[0]
     except StackmgrError as exc:
@@ -185,7 +188,8 @@ def _move(store: Store, where: Position, wanted: int, verb: str) -> Moved:
                                 reason=f"stackmgr {verb} {where.series}", op=store.journal)  # fmt: skip
         kept = [(p.name, p.sha256) for p in where.plan.patches[:wanted]]
         where.applied = Applied(applied.series, applied.base, kept, target,
-                                pending=[p.name for p in where.plan.patches[wanted:]], guards=applied.guards)
+                                pending=[p.name for p in where.plan.patches[wanted:]],
+                                guards=applied.guards).carry_residue(applied)  # fmt: skip
         record_applied(store, where.tree, where.applied)
         return Moved(where, before, changed, len(carried), stale)
     finally:

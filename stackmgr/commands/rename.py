@@ -65,8 +65,12 @@ def rename_patch(store: Store, old: str, new: str) -> list[str]:
             if old in applied.names or old in applied.pending:
                 patches = [(new if n == old else n, digest) for n, digest in applied.patches]
                 pending = [new if n == old else n for n in applied.pending]
-                record_applied(store, tree, Applied(applied.series, applied.base, patches, applied.result_tree,
-                                                    applied.at, pending, applied.guards))  # fmt: skip
+                renamed = Applied(applied.series, applied.base, patches, applied.result_tree, applied.at, pending,
+                                  applied.guards)  # fmt: skip
+                if applied.link:  # a measured state keeps its residue; its patch is named as the link names it
+                    renamed.measured_from(applied.link, new if applied.link_patch == old else applied.link_patch,
+                                          applied.residue, applied.residue_tree)  # fmt: skip
+                record_applied(store, tree, renamed)
         for path in [source, *moved]:
             _remove(store, path)
         return changed

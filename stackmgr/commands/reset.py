@@ -115,7 +115,8 @@ def _reset_one(store: Store, p: _Planned, force: bool) -> ResetOutcome:
         if recovery is not None:  # the tree was not changed (or was put back): the snapshot is not needed
             drop_recovery(snap, recovery)
         raise
-    if applied is not None and p.target == applied.base:  # it stays current, none of it applied: push goes on
+    if applied is not None and applied.series and p.target == applied.base:  # it stays current, none of it
+        # applied: push goes on (a measured state's residue is gone with the rest; one of no series is forgotten)
         pending = [*applied.names, *applied.pending]
         record_applied(store, p.config.name, Applied(applied.series, applied.base, [], target_tree, pending=pending,
                                                         guards=applied.guards))

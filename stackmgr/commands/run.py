@@ -182,7 +182,8 @@ def _targets(store: Store, req: RunRequest, trees: list[str], evidence: Evidence
                                "name the trees with -t, or the patch with --link")  # fmt: skip
         return [(p, t) for t, p in sorted(last.items())]
     applied = load_applied(store)
-    tops = [(a.names[-1], t) for t in trees if (a := applied.get(t)) is not None and a.names]
+    tops = [(a.link_patch or a.names[-1], t) for t in trees  # a measured state rebuilt: the patch its link names
+            if (a := applied.get(t)) is not None and (a.names or a.link_patch)]  # fmt: skip
     if not tops:
         raise UsageProblem("nothing to link the result to: no measured tree has a patch applied",
                            "name it: `--link PATCH` or `--series S`")  # fmt: skip

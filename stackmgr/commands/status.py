@@ -108,23 +108,43 @@ def report_tree(store: Store, config: TreeConfig, *, full: bool, explicit: bool)
 
 def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
     """The series applied to the tree, and what drifted since (paths whose content differs from its result)."""
+    from stackmgr.safety.residue import held, holds
     from stackmgr.store.applied import load_applied
 
     applied = load_applied(store).get(snap.tree)
     if applied is None:
         return None
     drift: list[str] = []
-    if snap.tree_id() != applied.result_tree:
+    residue = held(store, snap, applied) if applied.residue else {}
+    if snap.tree_id() not in (applied.result_tree, applied.residue_tree if applied.residue else ""):
         if snap.repo.has_object(applied.result_tree):
             moved = read_changes(snap.index.start_diff_raw(applied.result_tree))
-            drift = [show_path(c.path) for c in moved]
+            on_top = {c.path for c in moved if holds(residue, c.path, c.new_mode, c.new_blob)}
+            drift = [show_path(c.path) for c in moved if c.path not in on_top]
+            drift += [show_path(p) for p in residue or {} if p not in {c.path for c in moved}]  # taken off since
         else:
             drift = ["(the series' result is no longer in the repository)"]
-    edited, total, still = _series_edits(store, applied, snap.tree)
+    edited, total, still = _series_edits(store, applied, snap.tree) if applied.series else ([], 0, 0)
+    measured = {"link": applied.link, "patch": applied.link_patch or None, "residue": applied.residue or None,
+                "residue_kept": residue is not None, "tree": applied.residue_tree,
+                "not_in_series": _not_in_series(store, applied)} if applied.link else None
     return {"series": applied.series, "base": applied.base, "patches": applied.names, "in_series": still,
             "top": applied.names[-1] if applied.names else None, "total": total,
             "result_tree": applied.result_tree, "matches": not drift and not edited, "drift": drift,
-            "series_edited": edited}  # fmt: skip
+            "series_edited": edited, "measured": measured}  # fmt: skip
+
+
+def _not_in_series(store: Store, applied: Applied) -> list[str]:
+    """The patches of a measured state that its series does not list (it was measured with them too)."""
+    if not applied.series:
+        return []
+    from stackmgr.store.series import SeriesFile
+
+    try:
+        listed = set(SeriesFile.load(store, applied.series).patch_names())
+    except StackmgrError:
+        return []
+    return [n for n in applied.names if n not in listed]
 
 
 def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str], int, int]:
@@ -141,7 +161,7 @@ def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str],
         return [f"series {applied.series} is missing or unreadable"], len(applied.patches), len(applied.patches)
     names = [e.name for e in entries]
     mine = [e for e in entries if active(e, applied.guards) and _patch_tree(store, e.patch) == tree]
-    edits = [f"{n} no longer in the series" for n in applied.names if n not in names]
+    edits = [f"{n} no longer in the series" for n in applied.names if n not in names and not applied.link]
     last = max((names.index(n) for n in applied.names if n in names), default=-1)
     for entry in entries[last + 1 :]:  # after the last applied one, for this tree, not left to push: appended since
         if entry in mine and entry.name not in applied.pending:

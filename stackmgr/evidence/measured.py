@@ -86,10 +86,10 @@ def _sha(index: PatchIndex, name: str) -> str | None:
     return None if rec is None or rec["tree"] is None else str(rec["sha256"])
 
 
-def rebuild(store: Store, entry: StackEntry, repo: Repo) -> str:
-    """The tree id the record rebuilds in `repo`, which must be its snapshot id; a StackmgrError (exit 3) saying
-    what is missing or different otherwise. Reads the patch versions by sha256 (the file, or the version
-    `save --update` kept) and the residue from `artifacts/`."""
+def rebuild(store: Store, entry: StackEntry, repo: Repo) -> tuple[str, str]:
+    """The tree id the record rebuilds in `repo`, which must be its snapshot id, and the tree its patches alone
+    give (below the residue); a StackmgrError (exit 3) saying what is missing or different otherwise. Reads the
+    patch versions by sha256 (the file, or the version `save --update` kept) and the residue from `artifacts/`."""
     if not entry.snapshot:
         raise StackmgrError(f"tree {entry.tree}: this result was recorded before measured states were kept (no "
                             "snapshot id)", "rebuild it by hand from its stack: `stackmgr show PATCH`")  # fmt: skip
@@ -98,6 +98,7 @@ def rebuild(store: Store, entry: StackEntry, repo: Repo) -> str:
                             "fetch it (`git fetch`, or from the engineer who measured it), then retry")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="stackmgr-rebuild-") as scratch_dir:
         files = [_version(store, name, sha, entry.tree) for name, sha in entry.patches]
+        chain = files[:]
         if entry.residue_patch:
             name = os.path.basename(entry.residue_patch)
             data = artifacts.read_kept(store, entry.residue_patch, os.path.basename(
@@ -110,14 +111,17 @@ def rebuild(store: Store, entry: StackEntry, repo: Repo) -> str:
                 f.write(data)
             files.append(residue)
         tree, failed = scratch.tree_from_patches(repo, entry.base, files, together=True)
-    if tree is None:
+        below = tree
+        if tree is not None and len(chain) < len(files):
+            below, failed = scratch.tree_from_patches(repo, entry.base, chain, together=True)
+    if tree is None or below is None:
         raise StackmgrError(f"tree {entry.tree}: the measured state does not rebuild ({failed})",
                             "the tree's history may have been rewritten: see the stack in `stackmgr show`")  # fmt: skip
     if tree != entry.snapshot:
         raise StackmgrError(f"tree {entry.tree}: the rebuilt tree is {tree[:12]}, not the measured "
                             f"{entry.snapshot[:12]}",
                             "nothing was changed; please report this with the link record")  # fmt: skip
-    return tree
+    return tree, below
 
 
 def _version(store: Store, name: str, sha: str, tree: str) -> str:

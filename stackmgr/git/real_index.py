@@ -35,9 +35,14 @@ class RealIndexLock:
                 time.sleep(delay)
                 delay *= 2
 
-    def commit(self, source: TempIndex) -> None:
-        with open(source.path, "rb") as src:
-            os.write(self.fd, src.read())
+    def commit(self, source: TempIndex | bytes) -> None:
+        """The new index, from a temporary index or as bytes (an index file as it was), renamed into place."""
+        if isinstance(source, bytes):
+            data = source
+        else:
+            with open(source.path, "rb") as src:
+                data = src.read()
+        os.write(self.fd, data)
         os.fsync(self.fd)
         os.close(self.fd)
         self.fd = -1

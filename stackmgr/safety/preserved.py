@@ -18,6 +18,7 @@ from stackmgr.git import scratch
 from stackmgr.git.repo import Repo, open_repo
 from stackmgr.safety import shards
 from stackmgr.safety.assessment import Assessment, conflicted_patches, file_name, owners, shown_name
+from stackmgr.safety.residue import count_residue
 from stackmgr.store.fs import read_cache, sha256_hex, write_cache
 from stackmgr.store.names import VERSIONS, valid_name
 from stackmgr.types import GITLINK_MODE, show_path
@@ -308,7 +309,7 @@ def assess(store: Store, snap: Snapshot, *, full: bool = False, index: PatchInde
     if not full and index is None:
         quick = shards.quick_assess(store, snap, objects)
         if quick is not None:
-            return quick
+            return count_residue(store, snap, quick)
     dirs = shards.dirs_signature(store)  # before the records are brought up to date (see shards.write)
     idx = index or PatchIndex.load(store)
     idx.forget_other_stores(snap.tree, objects)
@@ -322,6 +323,7 @@ def assess(store: Store, snap: Snapshot, *, full: bool = False, index: PatchInde
         result = _match(idx, snap)
     if full:
         result.presence = _presence(idx, snap)
+    count_residue(store, snap, result)  # what `apply --link` put on top, still exactly as the store keeps it
     if result.unpreserved:
         result.conflicted = conflicted_patches(idx.records)
     if idx.dirty or shards.needs_write(store, dirs):

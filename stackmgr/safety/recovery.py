@@ -89,9 +89,8 @@ def _applied(trailer: str | None) -> Applied | None:
         s = json.loads(trailer) if trailer else None
         if not s:
             return None
-        return Applied(s["series"], s["base"], [(n, h) for n, h in s["patches"]], s["result_tree"], s["at"],
-                       [str(n) for n in s.get("pending", [])], [str(g) for g in s.get("guards", [])])
-    except (ValueError, KeyError, TypeError):
+        return Applied.from_dict(s)
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 

@@ -40,10 +40,13 @@ class Moved:
 
 
 def move_tree(
-    snap: Snapshot, target: TreeId, *, index_tree: str, head: str | None, reason: str, op: Operation | None
-) -> Moved:
+    snap: Snapshot, target: TreeId, *, index_tree: str, head: str | None, reason: str, op: Operation | None,
+    index_bytes: bytes | None = None,
+) -> Moved:  # fmt: skip
     """Working tree: from the snapshot's tree to `target`. Real index: `index_tree` (stat data kept where files
-    did not change). HEAD: detached at `head` when given. Raises WorkingTreeMoved with nothing changed when a file
+    did not change), or exactly `index_bytes` when given (the user's index as it was before a command moved the
+    tree away and back: staged and intent-to-add entries as they were). HEAD: detached at `head` when given.
+    Raises WorkingTreeMoved with nothing changed when a file
     moved since the check, and StackmgrError, before anything is recorded, when the tree's sparse checkout hides a
     path the move would write. `op`, the operation of the command (None outside one, as in a crash rollback),
     records the move before the first file changes."""
@@ -78,8 +81,9 @@ def move_tree(
             try:
                 step("switched")
                 work.install_as(TempIndex(repo))  # the private index describes the new tree, with fresh stat data
-                work.retarget(target, index_tree, keep=keep, changes=to_index)
-                lock.commit(work)
+                if index_bytes is None:
+                    work.retarget(target, index_tree, keep=keep, changes=to_index)
+                lock.commit(work if index_bytes is None else index_bytes)
                 step("index", lock_released=True)
                 if head is not None and (branch is not None or head != snap.head):
                     refs.detach_head(repo, head, reason, expect=snap.head)
@@ -138,6 +142,11 @@ def _put_back(snap: Snapshot, target: TreeId, real_index: bytes | None, branch: 
         restore_index(repo, real_index)
     if branch is not None and refs.symbolic_head(repo) != branch:
         refs.attach_head(repo, branch, reason + ": put back")
+
+
+def real_index(repo: Repo) -> bytes | None:
+    """The bytes of the tree's real index now (None: it has none)."""
+    return read_or_none(os.path.join(repo.git_dir, "index"))
 
 
 def restore_index(repo: Repo, data: bytes) -> None:

@@ -1,7 +1,9 @@
 """Which series is applied to which tree (docs/FORMATS.md#applied-state): local state in `.stackmgr/applied.json`.
 
 A tree has at most one applied series: its name, the base commit, the patches with their sha256 as applied,
-and the tree id the series produced, so `status` can say whether the working tree still matches it.
+and the tree id the series produced, so `status` can say whether the working tree still matches it. A state
+`apply --link` rebuilt says so (`measured`): the link, its patch, and the residue on top of the patches (no
+saved patch: kept by content under `artifacts/`) with the tree id the whole measured state has.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ STATE_FILE = "applied.json"
 class Applied:
     """The series applied to a tree (plain class: `apply` starts without dataclasses/inspect)."""
 
-    __slots__ = ("at", "base", "guards", "patches", "pending", "result_tree", "series")
+    __slots__ = ("at", "base", "guards", "link", "link_patch", "patches", "pending", "residue", "residue_tree",
+                 "result_tree", "series")  # fmt: skip
 
     def __init__(self, series: str, base: str, patches: list[tuple[str, str]] | None = None, result_tree: str = "",
                  at: int = 0, pending: list[str] | None = None, guards: list[str] | None = None) -> None:  # fmt: skip
@@ -29,11 +32,43 @@ class Applied:
         self.at = at
         self.pending = pending if pending is not None else []  # the tree's patches of the series not pushed yet
         self.guards = guards if guards is not None else []  # the MQ guards `apply --guard` was given
+        self.link = ""  # `apply --link`: the link record whose measured state this is ("": a series' state)
+        self.link_patch = ""  # that record's patch, while the tree holds the measured patches (`run` links to it)
+        self.residue = ""  # the measured residue on top of the patches: artifacts/sha256/… (no saved patch)
+        self.residue_tree = ""  # the tree id of the patches + the residue: the measured snapshot
 
     def as_dict(self) -> dict[str, object]:
+        measured = {"link": self.link, "patch": self.link_patch, "residue": self.residue, "tree": self.residue_tree}
         return {"series": self.series, "base": self.base, "patches": [list(p) for p in self.patches],
                 "result_tree": self.result_tree, "at": self.at, "pending": self.pending,
-                **({"guards": self.guards} if self.guards else {})}  # fmt: skip
+                **({"guards": self.guards} if self.guards else {}),
+                **({"measured": measured} if self.link else {})}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, s: dict[str, object]) -> Applied:
+        """The entry as `as_dict` wrote it; KeyError, TypeError or ValueError when it has another shape."""
+        patches, pending, guards, at = s["patches"], s.get("pending", []), s.get("guards", []), s["at"]
+        if not (isinstance(patches, list) and isinstance(pending, list) and isinstance(guards, list)
+                and isinstance(at, int)):  # fmt: skip
+            raise TypeError("applied state of another shape")
+        applied = cls(str(s["series"]), str(s["base"]), [(str(n), str(h)) for n, h in patches], str(s["result_tree"]),
+                      at, [str(n) for n in pending], [str(g) for g in guards])  # fmt: skip
+        measured = s.get("measured")
+        if isinstance(measured, dict):
+            applied.measured_from(str(measured["link"]), str(measured.get("patch", "")),
+                                  str(measured.get("residue", "")), str(measured["tree"]))  # fmt: skip
+        return applied
+
+    def measured_from(self, link: str, patch: str, residue: str, tree: str) -> Applied:
+        """Mark this as (the patches of) the measured state of `link`, with `residue` on top giving `tree`."""
+        self.link, self.link_patch, self.residue, self.residue_tree = link, patch, residue, tree
+        return self
+
+    def carry_residue(self, before: Applied) -> Applied:
+        """After push/pop: the residue `before` had is carried along on top (no longer the measured patches)."""
+        if before.residue:
+            self.measured_from(before.link, "", before.residue, before.residue_tree)
+        return self
 
     @property
     def names(self) -> list[str]:
@@ -49,11 +84,7 @@ def load_applied(store: Store) -> dict[str, Applied]:
     try:
         with open(_path(store), "rb") as f:
             data = json.loads(f.read())
-        return {
-            tree: Applied(s["series"], s["base"], [(n, h) for n, h in s["patches"]], s["result_tree"], s["at"],
-                          [str(n) for n in s.get("pending", [])], [str(g) for g in s.get("guards", [])])
-            for tree, s in data["trees"].items()
-        }
+        return {tree: Applied.from_dict(s) for tree, s in data["trees"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # unreadable or of another shape
         return {}
 

@@ -1,0 +1,78 @@
+"""The residue of a measured state (docs/FORMATS.md#applied-state): what `apply --link` put on top of the patches
+that is in no saved patch, kept by content under `artifacts/`.
+
+A change counts as preserved by it only while the store can reproduce it exactly: the residue's file is still
+in `artifacts/` with the bytes its sha256 names, and the path has, byte for byte, the mode and content the
+measured state gives it (full blob ids: a lookup). An edit made since, however small, is the user's: not
+preserved, so `check` says so and `reset` refuses."""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False  # `typing` stays out of `check`'s start-up
+if TYPE_CHECKING:
+    from stackmgr.safety.assessment import Assessment
+    from stackmgr.safety.snapshot import Snapshot
+    from stackmgr.store.applied import Applied
+    from stackmgr.store.config import Store
+
+
+def held(store: Store, snap: Snapshot, applied: Applied) -> dict[bytes, tuple[str, str]] | None:
+    """path -> (mode, blob) of each path the residue gives (mode 000000: it deletes the path), or None when it
+    cannot be reproduced here (its artifact missing or damaged, the measured tree not in the repository)."""
+    if not applied.residue or not applied.residue_tree:
+        return None
+    from stackmgr.errors import StackmgrError
+    from stackmgr.store.fs import sha256_hex
+    from stackmgr.store.patchfile import post_images
+
+    rel = applied.residue  # artifacts/sha256/<2 hex>/<62 hex>: named by the sha256 of its bytes
+    named = os.path.basename(os.path.dirname(rel)) + os.path.basename(rel)
+    try:
+        with open(os.path.join(store.root, rel), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if not rel.startswith("artifacts/") or ".." in rel.split("/") or sha256_hex(data) != named:
+        return None
+    try:
+        paths = [im.path for im in post_images(data, rel)]
+    except (StackmgrError, ValueError, IndexError):
+        return None
+    repo = snap.repo
+    if not paths or not repo.has_object(applied.residue_tree):
+        return None
+    there = repo.blob_entries(applied.residue_tree, paths)  # the measured state: what the residue leaves
+    return {p: there.get(p, ("000000", "")) for p in paths}
+
+
+def holds(entries: dict[bytes, tuple[str, str]] | None, path: bytes, mode: str, blob: str) -> bool:
+    """The residue gives `path` exactly this mode and blob (or deletes it, as the tree has)."""
+    want = (entries or {}).get(path)
+    return want is not None and want[0] == mode and (mode == "000000" or want[1] == blob)
+
+
+def count_residue(store: Store, snap: Snapshot, result: Assessment) -> Assessment:
+    """Move the unpreserved changes the tree's recorded residue holds exactly into `result.preserved`."""
+    if not result.unpreserved:
+        return result
+    from stackmgr.store.applied import load_applied
+    from stackmgr.types import GITLINK_MODE
+
+    applied = load_applied(store).get(snap.tree)
+    if applied is None or not applied.residue:
+        return result
+    entries = held(store, snap, applied)
+    if not entries:
+        return result
+    owner = f"residue of {applied.link}"
+    left = []
+    for change in result.unpreserved:
+        if GITLINK_MODE not in (change.old_mode, change.new_mode) and holds(entries, change.path, change.new_mode,
+                                                                          change.new_blob):  # fmt: skip
+            result.preserved[change.path] = [owner]
+        else:
+            left.append(change)
+    result.unpreserved = left
+    return result
