@@ -20,7 +20,7 @@ from stackmgr.safety.assessment import refuse_unpreserved
 from stackmgr.safety.preserved import assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store import patchfile
-from stackmgr.store.applied import Applied, record_applied
+from stackmgr.store.applied import Applied, applied_result, record_applied
 from stackmgr.store.config import Store
 from stackmgr.store.fs import sha256_hex
 from stackmgr.store.names import inside
@@ -117,7 +117,7 @@ def preflight(store: Store, tree: str, base: str, taken: Callable[[Snapshot], No
     A tree already at `already` (that tree id, HEAD at `base`) is not moved: it has nothing to preserve."""
     config = store.trees[tree]
     snap = take_snapshot(tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
-                         results=config.results)  # fmt: skip
+                         results=config.results, held=applied_result(store, tree))  # fmt: skip
     taken(snap)
     if snap.operation:
         raise StackmgrError(f"tree {tree} is in the middle of {snap.operation}", "finish or abort it first")

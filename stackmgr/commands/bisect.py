@@ -22,7 +22,7 @@ from stackmgr.git.scratch import tree_with_entries
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
 from stackmgr.safety.snapshot import take_snapshot
-from stackmgr.store.applied import clear_applied, load_applied, record_applied
+from stackmgr.store.applied import applied_result, clear_applied, load_applied, record_applied
 from stackmgr.store.config import Store
 
 
@@ -141,7 +141,7 @@ def _put_back(store: Store, tree: str, tree_id: str, head: str, branch: str | No
     config = store.tree(tree)
     with operation(store, f"bisect: back to {tree}'s state before"):
         snap = take_snapshot(tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
-                             results=config.results)  # fmt: skip
+                             results=config.results, held=applied_result(store, tree))  # fmt: skip
         try:
             now = load_applied(store).get(tree)
             left = snap.index.changes_against(now.result_tree) if now is not None else []

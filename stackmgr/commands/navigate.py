@@ -21,7 +21,7 @@ from stackmgr.safety import tree_move
 from stackmgr.safety.assessment import describe
 from stackmgr.safety.preserved import assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
-from stackmgr.store.applied import Applied, load_applied, record_applied
+from stackmgr.store.applied import Applied, applied_result, load_applied, record_applied
 from stackmgr.store.config import Store
 from stackmgr.types import Change, TreeId
 
@@ -168,7 +168,7 @@ def _move(store: Store, where: Position, wanted: int, verb: str) -> Moved:
     config = store.tree(where.tree)
     applied = where.applied
     snap = take_snapshot(where.tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
-                         results=config.results)
+                         results=config.results, held=applied_result(store, where.tree))
     try:
         _refuse_off_base(snap, applied)
         prefix = TreePlan(where.tree, config.path)

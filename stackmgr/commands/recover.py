@@ -12,7 +12,7 @@ from stackmgr.safety.assessment import refuse_unpreserved
 from stackmgr.safety.preserved import assess
 from stackmgr.safety.recovery import Recovery, find, list_recoveries
 from stackmgr.safety.snapshot import take_snapshot
-from stackmgr.store.applied import clear_applied, record_applied
+from stackmgr.store.applied import applied_result, clear_applied, record_applied
 from stackmgr.store.config import Store
 
 __all__ = ["Recovery", "finish_interrupted", "list_recoveries", "restore"]
@@ -25,7 +25,7 @@ def restore(store: Store, wanted: str) -> Recovery:
     config = store.tree(rec.tree)
     with operation(store, f"recover {rec.id}"):
         snap = take_snapshot(rec.tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
-                             results=config.results)
+                             results=config.results, held=applied_result(store, rec.tree))
         try:
             if snap.operation:
                 raise StackmgrError(f"tree {rec.tree} is in the middle of {snap.operation}", "finish or abort it first")

@@ -18,7 +18,7 @@ from stackmgr.safety.assessment import describe
 from stackmgr.safety.preserved import assess
 from stackmgr.safety.recovery import drop_recovery, store_recovery
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
-from stackmgr.store.applied import Applied, clear_applied, load_applied, record_applied
+from stackmgr.store.applied import Applied, applied_result, clear_applied, load_applied, record_applied
 from stackmgr.store.config import Store, TreeConfig
 from stackmgr.types import CommitId
 
@@ -67,7 +67,7 @@ def _exists(config: TreeConfig) -> bool:
 
 def _plan(store: Store, config: TreeConfig, to: str | None) -> _Planned:
     snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
-                         results=config.results)
+                         results=config.results, held=applied_result(store, config.name))
     try:
         return _Planned(config, snap, *_target_and_blockers(store, config, snap, to))
     except BaseException:

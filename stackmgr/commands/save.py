@@ -12,6 +12,7 @@ from stackmgr.journal.operation import operation
 from stackmgr.safety.preserved import PatchIndex, assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store import patchfile
+from stackmgr.store.applied import applied_result
 from stackmgr.store.config import Store
 from stackmgr.store.fs import discard, read_or_none, sha256_hex, write_temp
 from stackmgr.store.names import VERSIONS, inside, patch_name
@@ -69,7 +70,7 @@ def pick_tree(store: Store, wanted: str | None, index: PatchIndex, series: str |
     if wanted is not None:
         config = store.tree(wanted)
         return wanted, take_snapshot(wanted, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
-                                     results=config.results)  # fmt: skip
+                                     results=config.results, held=applied_result(store, wanted))  # fmt: skip
     if not store.trees and store.unplaced:
         raise UsageProblem(f"no tree of this store has a path on this machine ({', '.join(store.unplaced)})",
                            f"say where yours is: `stackmgr tree set {store.unplaced[0]} PATH`")  # fmt: skip
@@ -81,7 +82,8 @@ def pick_tree(store: Store, wanted: str | None, index: PatchIndex, series: str |
         for name, config in sorted(store.trees.items()):
             if os.path.isdir(config.path):
                 snaps.append((name, take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False,
-                                                  freeze=True, results=config.results)))  # fmt: skip
+                                                  freeze=True, results=config.results,
+                                                  held=applied_result(store, name))))  # fmt: skip
         drifted = _drifted_from_series(store, series) if series else (lambda _s: False)
         chosen = _only_candidate(store, index, [(n, s) for n, s in snaps if s.changes or drifted(s)])
         return chosen

@@ -10,6 +10,7 @@ from stackmgr.git.repo import read_changes
 from stackmgr.safety.assessment import Assessment
 from stackmgr.safety.preserved import assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
+from stackmgr.store.applied import applied_result
 from stackmgr.store.fs import read_or_none, sha256_hex
 from stackmgr.types import show_path
 
@@ -87,7 +88,8 @@ def report_tree(store: Store, config: TreeConfig, *, full: bool, explicit: bool)
         # status writes the tree id; from its own frozen copy of the index, since another stackmgr's snapshot
         # may be refreshing the shared private index by then (check needs no tree id, and no copy)
         snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=full, freeze=full,
-                             results=config.results)
+                             results=config.results,
+                             held=applied_result(store, config.name) if config.results else None)  # fmt: skip
     except StackmgrError as exc:
         if explicit:
             raise

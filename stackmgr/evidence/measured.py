@@ -19,7 +19,7 @@ from stackmgr.git import scratch
 from stackmgr.git.repo import Repo
 from stackmgr.safety.preserved import PatchIndex, assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
-from stackmgr.store.applied import load_applied
+from stackmgr.store.applied import applied_result, load_applied
 from stackmgr.store.config import Store
 from stackmgr.store.names import VERSIONS
 from stackmgr.store.series import SeriesFile, list_series
@@ -34,7 +34,8 @@ def measure(store: Store, trees: list[str], index: PatchIndex,
         config = store.tree(name)
         more = (outputs or {}).get(name, ())
         snap = take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False,
-                             results=tuple(dict.fromkeys(config.results + more)))  # fmt: skip
+                             results=tuple(dict.fromkeys(config.results + more)),
+                             held=applied_result(store, name))  # fmt: skip
         entries.append(measure_snapshot(store, snap, index))
     return entries
 
@@ -47,7 +48,8 @@ def snapshot_ids(store: Store, trees: list[str], outputs: dict[str, tuple[bytes,
         config = store.tree(name)
         more = (outputs or {}).get(name, ())
         ids.append(take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False,
-                                 results=tuple(dict.fromkeys(config.results + more))).tree_id())  # fmt: skip
+                                 results=tuple(dict.fromkeys(config.results + more)),
+                                 held=applied_result(store, name)).tree_id())  # fmt: skip
     return ids
 
 

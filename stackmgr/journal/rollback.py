@@ -30,6 +30,7 @@ from stackmgr.journal.record import (
 )  # fmt: skip
 from stackmgr.safety import tree_move
 from stackmgr.safety.snapshot import take_snapshot
+from stackmgr.store.applied import applied_result
 from stackmgr.store.config import Store
 from stackmgr.store.fs import atomic_write, locked, read_or_none
 from stackmgr.store.names import VERSIONS
@@ -154,7 +155,8 @@ def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, a
     blocked = StackmgrError if after_only else LeftAsIs
     reason = f"stackmgr: back to before {record.command}"
     snap = take_snapshot(move.tree, move.path, store.max_untracked_bytes, find_special=False, freeze=True,
-                         results=store.trees[move.tree].results if move.tree in store.trees else ())
+                         results=store.trees[move.tree].results if move.tree in store.trees else (),
+                         held=applied_result(store, move.tree))
     try:
         if snap.operation:
             raise StackmgrError(f"tree {move.tree} is in the middle of {snap.operation}", "finish or abort it first")

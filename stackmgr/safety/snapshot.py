@@ -14,6 +14,7 @@ from stackmgr.errors import GitFailed, StackmgrError
 from stackmgr.git import ignore
 from stackmgr.git.repo import Repo, open_repo, output, parse_raw
 from stackmgr.git.tempindex import TempIndex
+from stackmgr.safety.outputs import Held, held_paths
 from stackmgr.store.fs import locked, read_cache, write_cache
 from stackmgr.types import EMPTY_BLOB, Change, CommitId, TreeId, Unprotected
 
@@ -112,22 +113,23 @@ def _ordinary(st: _Status, xy: bytes, sub: bytes, mh: str, mi: str, hh: str, hi:
 
 def take_snapshot(
     tree: str, path: str, max_untracked_bytes: int, *, find_special: bool = True, freeze: bool = False,
-    results: tuple[bytes, ...] = (),
+    results: tuple[bytes, ...] = (), held: Held | None = None,
 ) -> Snapshot:  # fmt: skip
     """Snapshot the working tree at `path`. The real index is read, never written.
 
     With `freeze`, the snapshot keeps its own copy of the index, taken under the tree lock, so a `check`
     running meanwhile cannot move it; the caller calls `release()` when done. Untracked files below the
-    `results` directories (the tree's declared result and note directories) are outputs: left out."""
+    `results` directories (the tree's declared result and note directories) are outputs: left out, except
+    those the series applied to the tree (`held`: its base and result, see safety/outputs.py) holds."""
     repo = open_repo(path)
     index = TempIndex(repo)
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {tree}"):
         try:
-            snap = _snapshot(tree, repo, index, max_untracked_bytes, results)
+            snap = _snapshot(tree, repo, index, max_untracked_bytes, results, held)
         except GitFailed:
             # The private index is only a cache: start it afresh once (a killed git's lock, a torn write).
             index.discard()
-            snap = _snapshot(tree, repo, index, max_untracked_bytes, results)
+            snap = _snapshot(tree, repo, index, max_untracked_bytes, results, held)
         if freeze:
             snap.index = index.freeze()
     if find_special:
@@ -136,7 +138,9 @@ def take_snapshot(
     return snap
 
 
-def _snapshot(tree: str, repo: Repo, index: TempIndex, limit: int, results: tuple[bytes, ...] = ()) -> Snapshot:
+def _snapshot(
+    tree: str, repo: Repo, index: TempIndex, limit: int, results: tuple[bytes, ...], held: Held | None
+) -> Snapshot:
     try:
         index.seed()
     except StackmgrError:
@@ -154,7 +158,8 @@ def _snapshot(tree: str, repo: Repo, index: TempIndex, limit: int, results: tupl
         staged_out, _ = staged_proc.communicate()
         if staged_proc.wait() != 0:
             raise StackmgrError(f"tree {tree}: git cannot read the index of {repo.top}", "run `git status` there")
-        snap = _reconcile(tree, repo, index, st, parse_raw(staged_out), limit, probe, results)
+        outputs = (results, held_paths(repo, held, st.head, results))
+        snap = _reconcile(tree, repo, index, st, parse_raw(staged_out), limit, probe, outputs)
         snap.local_commits = orphans_proc.communicate()[0].decode().split() if orphans_proc else []
         if autocrlf.on():
             snap.eol_unstable = _eol_unstable(index, snap.changes)
@@ -225,13 +230,14 @@ def _refuse_unborn(tree: str, repo: Repo) -> None:
 
 def _reconcile(
     tree: str, repo: Repo, index: TempIndex, st: _Status, staged: list[Change], limit: int, probe: _IgnoreProbe,
-    results: tuple[bytes, ...] = (),
+    outputs: tuple[tuple[bytes, ...], frozenset[bytes]] = ((), frozenset()),
 ) -> Snapshot:  # fmt: skip
-    """Bring the private index to the working tree for the paths `git status` named, then read the changes."""
+    """Bring the private index to the working tree for the paths `git status` named, then read the changes.
+    `outputs`: the result directories, and the paths below them the applied series holds (work all the same)."""
     tracked_adds = {c.path for c in staged if c.old_mode == "000000" and c.new_mode != "000000"}
     index_only = set(st.index_only_adds) - tracked_adds  # untracked in reality, held from an earlier snapshot
-    output_dirs = tuple(d + b"/" for d in results)
-    outputs = [p for p in index_only if p.startswith(output_dirs)] if output_dirs else []
+    output_dirs, work = tuple(d + b"/" for d in outputs[0]), outputs[1] | tracked_adds
+    left_out = [p for p in index_only if p.startswith(output_dirs) and p not in work] if output_dirs else []
     disk = _Disk(os.fsencode(repo.top))
     unprotected: list[Unprotected] = []
     add: list[bytes] = []
@@ -247,7 +253,7 @@ def _reconcile(
         if kind != "gone":
             unprotected.append(Unprotected(p, "special" if kind == "special" else "large", size))
     for p in st.untracked:
-        if output_dirs and p.startswith(output_dirs) and p not in tracked_adds:
+        if output_dirs and p.startswith(output_dirs) and p not in work:
             continue  # a declared result or note: an output, not work
         if p.endswith(b"/"):
             unprotected.append(Unprotected(p.rstrip(b"/"), "nested repository", 0))
@@ -257,9 +263,9 @@ def _reconcile(
             unprotected.append(Unprotected(p, kind if kind == "special" else "large", size))
         elif kind == "file":
             add.append(p)
-    if outputs:  # held from a snapshot taken before the directory was declared
-        add = [p for p in add if p not in set(outputs)]
-        remove.extend(p for p in sorted(outputs) if p not in set(remove))
+    if left_out:  # held from a snapshot taken before the directory was declared, or while a series held them
+        add = [p for p in add if p not in set(left_out)]
+        remove.extend(p for p in sorted(left_out) if p not in set(remove))
     ignored = probe.ignored(index_only - set(remove))
     if ignored:
         add = [p for p in add if p not in ignored]

@@ -8,13 +8,14 @@ saved patch: kept by content under `artifacts/`) with the tree id the whole meas
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 from stackmgr.store.config import Store
+from stackmgr.store.fs import read_cache, write_cache
 
-STATE_FILE = "applied.json"
+STATE_FILE = "applied.json"  # json is imported where it is read or written: `check` reads the marshal copy
+COPY_FILE = "applied.marshal"  # in .stackmgr/cache/: per tree (base, result_tree), by the state file's stat data
 
 
 class Applied:
@@ -81,6 +82,8 @@ def _path(store: Store) -> str:
 
 def load_applied(store: Store) -> dict[str, Applied]:
     """tree name -> applied series; an unreadable state file counts as nothing applied (it is local state)."""
+    import json
+
     try:
         with open(_path(store), "rb") as f:
             data = json.loads(f.read())
@@ -90,9 +93,42 @@ def load_applied(store: Store) -> dict[str, Applied]:
 
 
 def _write(store: Store, state: dict[str, Applied]) -> None:
+    import json
+
     os.makedirs(store.state_dir, exist_ok=True)
     data = {"schema": 1, "trees": {tree: a.as_dict() for tree, a in sorted(state.items())}}
     store.write_file(_path(store), (json.dumps(data, indent=2) + "\n").encode())
+    _copy(store, state, _signature(store))
+
+
+def _signature(store: Store) -> list[int] | None:
+    try:
+        st = os.stat(_path(store))
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def _copy(store: Store, state: dict[str, Applied], sig: list[int] | None) -> dict[str, list[str]]:
+    """The marshal copy, under the stat data of the file `state` was read from (taken before reading it)."""
+    trees = {tree: [a.base, a.result_tree] for tree, a in state.items()}
+    write_cache(os.path.join(store.state_dir, "cache", COPY_FILE), [sig, trees])
+    return trees
+
+
+def applied_result(store: Store, tree: str) -> tuple[str, str] | None:
+    """The base and result tree of the series applied to `tree`, without json: from the marshal copy while it
+    matches the state file's stat data, else from the file (and the copy rewritten)."""
+    sig = _signature(store)
+    if sig is None:
+        return None
+    cached = read_cache(os.path.join(store.state_dir, "cache", COPY_FILE))
+    if isinstance(cached, list) and len(cached) == 2 and cached[0] == sig and isinstance(cached[1], dict):
+        trees: dict[str, list[str]] = cached[1]
+    else:
+        trees = _copy(store, load_applied(store), sig)
+    entry = trees.get(tree)
+    return (str(entry[0]), str(entry[1])) if entry and entry[0] and entry[1] else None
 
 
 def record_applied(store: Store, tree: str, applied: Applied) -> None:

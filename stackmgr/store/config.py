@@ -239,7 +239,8 @@ def _tree_table(config_path: str, raw: object) -> dict[str, str | None]:
 
 def _results(config_path: str, raw: object, name: str) -> tuple[bytes, ...]:
     """`results = ["results", "notes"]` of a tree's table: directories (relative to the tree) whose untracked
-    files are outputs, not work: never unpreserved, never saved, left alone by every move."""
+    files are outputs, not work: never unpreserved, never saved, left alone by every move (but for the files
+    the applied series holds there: safety/outputs.py)."""
     entry = raw.get(name) if isinstance(raw, dict) else None
     value = entry.get("results", []) if isinstance(entry, dict) else []
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip("/") for v in value):
