@@ -117,7 +117,7 @@ def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
     if applied is None:
         return None
     drift: list[str] = []
-    residue = held(store, snap, applied) if applied.residue else {}
+    residue = held(store, snap, applied.residue, applied.residue_tree) if applied.residue else {}
     if snap.tree_id() not in (applied.result_tree, applied.residue_tree if applied.residue else ""):
         if snap.repo.has_object(applied.result_tree):
             moved = read_changes(snap.index.start_diff_raw(applied.result_tree))

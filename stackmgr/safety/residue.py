@@ -14,20 +14,19 @@ TYPE_CHECKING = False  # `typing` stays out of `check`'s start-up
 if TYPE_CHECKING:
     from stackmgr.safety.assessment import Assessment
     from stackmgr.safety.snapshot import Snapshot
-    from stackmgr.store.applied import Applied
     from stackmgr.store.config import Store
 
 
-def held(store: Store, snap: Snapshot, applied: Applied) -> dict[bytes, tuple[str, str]] | None:
+def held(store: Store, snap: Snapshot, residue: str, residue_tree: str) -> dict[bytes, tuple[str, str]] | None:
     """path -> (mode, blob) of each path the residue gives (mode 000000: it deletes the path), or None when it
     cannot be reproduced here (its artifact missing or damaged, the measured tree not in the repository)."""
-    if not applied.residue or not applied.residue_tree:
+    if not residue or not residue_tree:
         return None
     from stackmgr.errors import StackmgrError
     from stackmgr.store.fs import sha256_hex
     from stackmgr.store.patchfile import post_images
 
-    rel = applied.residue  # artifacts/sha256/<2 hex>/<62 hex>: named by the sha256 of its bytes
+    rel = residue  # artifacts/sha256/<2 hex>/<62 hex>: named by the sha256 of its bytes
     named = os.path.basename(os.path.dirname(rel)) + os.path.basename(rel)
     try:
         with open(os.path.join(store.root, rel), "rb") as f:
@@ -41,9 +40,9 @@ def held(store: Store, snap: Snapshot, applied: Applied) -> dict[bytes, tuple[st
     except (StackmgrError, ValueError, IndexError):
         return None
     repo = snap.repo
-    if not paths or not repo.has_object(applied.residue_tree):
+    if not paths or not repo.has_object(residue_tree):
         return None
-    there = repo.blob_entries(applied.residue_tree, paths)  # the measured state: what the residue leaves
+    there = repo.blob_entries(residue_tree, paths)  # the measured state: what the residue leaves
     return {p: there.get(p, ("000000", "")) for p in paths}
 
 
@@ -57,16 +56,16 @@ def count_residue(store: Store, snap: Snapshot, result: Assessment) -> Assessmen
     """Move the unpreserved changes the tree's recorded residue holds exactly into `result.preserved`."""
     if not result.unpreserved:
         return result
-    from stackmgr.store.applied import load_applied
+    from stackmgr.store.applied import applied_residue
     from stackmgr.types import GITLINK_MODE
 
-    applied = load_applied(store).get(snap.tree)
-    if applied is None or not applied.residue:
+    found = applied_residue(store, snap.tree)
+    if found is None:
         return result
-    entries = held(store, snap, applied)
+    entries = held(store, snap, found[0], found[1])
     if not entries:
         return result
-    owner = f"residue of {applied.link}"
+    owner = f"residue of {found[2]}"
     left = []
     for change in result.unpreserved:
         if GITLINK_MODE not in (change.old_mode, change.new_mode) and holds(entries, change.path, change.new_mode,

@@ -111,24 +111,36 @@ def _signature(store: Store) -> list[int] | None:
 
 def _copy(store: Store, state: dict[str, Applied], sig: list[int] | None) -> dict[str, list[str]]:
     """The marshal copy, under the stat data of the file `state` was read from (taken before reading it)."""
-    trees = {tree: [a.base, a.result_tree] for tree, a in state.items()}
+    trees = {tree: [a.base, a.result_tree, a.residue, a.residue_tree, a.link] for tree, a in state.items()}
     write_cache(os.path.join(store.state_dir, "cache", COPY_FILE), [sig, trees])
     return trees
 
 
-def applied_result(store: Store, tree: str) -> tuple[str, str] | None:
-    """The base and result tree of the series applied to `tree`, without json: from the marshal copy while it
-    matches the state file's stat data, else from the file (and the copy rewritten)."""
+def _copied(store: Store, tree: str) -> list[str] | None:
+    """The tree's entry of the marshal copy (base, result tree, residue, residue tree, link), without json: from
+    the copy while it matches the state file's stat data, else from the file (and the copy rewritten)."""
     sig = _signature(store)
     if sig is None:
         return None
     cached = read_cache(os.path.join(store.state_dir, "cache", COPY_FILE))
-    if isinstance(cached, list) and len(cached) == 2 and cached[0] == sig and isinstance(cached[1], dict):
+    if isinstance(cached, list) and len(cached) == 2 and cached[0] == sig and isinstance(cached[1], dict) \
+            and all(isinstance(v, list) and len(v) == 5 for v in cached[1].values()):  # fmt: skip
         trees: dict[str, list[str]] = cached[1]
     else:
         trees = _copy(store, load_applied(store), sig)
-    entry = trees.get(tree)
+    return trees.get(tree)
+
+
+def applied_result(store: Store, tree: str) -> tuple[str, str] | None:
+    """The base and result tree of the series applied to `tree` (`_copied`)."""
+    entry = _copied(store, tree)
     return (str(entry[0]), str(entry[1])) if entry and entry[0] and entry[1] else None
+
+
+def applied_residue(store: Store, tree: str) -> tuple[str, str, str] | None:
+    """The residue an `apply --link` left on `tree`: (its artifacts/ path, the measured tree id, the link)."""
+    entry = _copied(store, tree)
+    return (str(entry[2]), str(entry[3]), str(entry[4])) if entry and entry[2] else None
 
 
 def record_applied(store: Store, tree: str, applied: Applied) -> None:
