@@ -110,3 +110,21 @@ def test_bisect_puts_the_index_back_exactly_staged_unstaged_and_intent_to_add(la
     assert after[2] == before[2]  # what was not staged is still not
     assert after[3] == before[3]  # intent-to-add still intent-to-add
     assert lab.worktree_id() == tree_before
+
+
+@pytest.mark.regression("bisect of a series holding a do-not-revive lane said to pass --override, which it lacked")
+def test_bisect_of_a_series_with_a_do_not_revive_lane_takes_the_override_it_asks_for(lab: Lab) -> None:
+    five_patches_the_third_breaks_the_gate(lab)
+    (lab.store / "results").mkdir(exist_ok=True)
+    (lab.store / "results" / "p4.log").write_text("broke it again\n")
+    log = str(lab.store / "results" / "p4.log")
+    linked = lab.sm("link", "p4", log, "--verdict", "rejected", "--do-not-revive", "--lesson", "no")
+    assert linked.code == 0, linked.err
+    before = lab.worktree_id()
+    gate = [sys.executable, "-c", GATE, str(lab.tree / "src" / "model.py")]
+    refused = lab.sm("bisect", "S", "--", *gate)
+    assert refused.code == 1 and "pass --override" in refused.err and lab.worktree_id() == before
+    done = stackmgr_process(lab.store, "--json", "bisect", "S", "--override", "find the gate's culprit", "--", *gate)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["first_bad"] == "p3" and lab.worktree_id() == before
+    assert "find the gate's culprit" in lab.sm("show", "p4").out, "the override is recorded"

@@ -51,15 +51,15 @@ def test_runs_at_two_request_rates_are_two_groups_never_ranked_together(ev: Lab,
         f"  replay-fix (reference): {runs['fix@1']}",
         f"  replay-probe: {runs['probe@1a']}, {runs['probe@1b']}",
         "  metric                unit   replay-fix  replay-probe",
-        "  mean_ttft_ms       ↓  ms     50          44 ± 1.41 (n=2)  -6 (-12.0%) better",
         "  output_throughput  ↑  tok/s  100         111 ± 1.41 (n=2)  +11 (+11.0%) better",
+        "  mean_ttft_ms       ↓  ms     50          44 ± 1.41 (n=2)  -6 (-12.0%) better",
         "",
         "model Qwen/Qwen3.6 · request rate 4 · max concurrency 8 · prompts 50",
         f"  replay-fix (reference): {runs['fix@4']}",
         f"  replay-probe: {runs['probe@4']}",
         "  metric                unit   replay-fix  replay-probe",
-        "  mean_ttft_ms       ↓  ms     80          85  +5 (+6.2%) worse",
         "  output_throughput  ↑  tok/s  300         290  -10 (-3.3%) worse",
+        "  mean_ttft_ms       ↓  ms     80          85  +5 (+6.2%) worse",
     ]
     groups = _compare(ev, "replay-fix", "replay-probe")["groups"]
     assert [g["config"] for g in groups] == [
@@ -105,21 +105,22 @@ def test_a_patch_means_its_current_links_not_the_amended_ones(ev: Lab, runs: dic
     assert [[r["links"] for r in g["results"]] for g in twice] == [[[runs["fix@1"]]], [[runs["fix@4"]]]]
 
 
-def test_json_keys_and_the_configured_headline_listed_first(ev: Lab, runs: dict[str, str]) -> None:
+def test_json_keys_and_the_headline_listed_first(ev: Lab, runs: dict[str, str]) -> None:
     doc = _compare(ev, runs["fix@1"], runs["probe@1a"])
-    assert list(doc) == ["schema", "headline", "groups"] and doc["schema"] == 1 and doc["headline"] is None
+    assert list(doc) == ["schema", "headline", "groups"] and doc["schema"] == 1
+    assert doc["headline"] == "output_throughput", "by default the throughput a serving change moves"
     assert json.loads(ev.sm("compare", runs["fix@1"], runs["probe@1a"], "--json").out) == doc
     (group,) = doc["groups"]
     assert list(group) == ["config", "results", "left_out", "metrics"] and group["left_out"] == []
-    assert [m["name"] for m in group["metrics"]] == ["mean_ttft_ms", "output_throughput"], "as recorded"
-    assert list(group["metrics"][0]) == ["name", "unit", "direction", "values"]
-    assert group["metrics"][0]["values"][0] == {"patch": "replay-fix", "mean": 50.0, "stdev": None, "n": 1,
+    assert [m["name"] for m in group["metrics"]] == ["output_throughput", "mean_ttft_ms"], "the headline first"
+    assert list(group["metrics"][1]) == ["name", "unit", "direction", "values"]
+    assert group["metrics"][1]["values"][0] == {"patch": "replay-fix", "mean": 50.0, "stdev": None, "n": 1,
                                                 "delta": None, "delta_pct": None, "change": None}  # fmt: skip
     config = ev.store / "stackmgr.toml"
-    config.write_text(config.read_text() + '\n[evidence]\nheadline = "output_throughput"\n')
+    config.write_text(config.read_text() + '\n[evidence]\nheadline = "mean_ttft_ms"\n')
     doc = _compare(ev, runs["fix@1"], runs["probe@1a"])
-    assert doc["headline"] == "output_throughput"
-    assert [m["name"] for m in doc["groups"][0]["metrics"]] == ["output_throughput", "mean_ttft_ms"]
+    assert doc["headline"] == "mean_ttft_ms"
+    assert [m["name"] for m in doc["groups"][0]["metrics"]] == ["mean_ttft_ms", "output_throughput"]
 
 
 def test_results_without_vllm_json_and_of_another_model_are_groups_of_their_own(ev: Lab, runs: dict[str, str]) -> None:
@@ -205,8 +206,8 @@ def test_failed_and_tainted_runs_are_left_out_of_the_means_and_said_so(ev: Lab, 
         f"  replay-probe: {runs['probe@1a']}, {runs['probe@1b']}",
         f"  left out: {failed} of replay-probe (exit 1), {tainted} of replay-probe (tainted)",
         "  metric                unit   replay-fix  replay-probe",
-        "  mean_ttft_ms       ↓  ms     50          44 ± 1.41 (n=2)  -6 (-12.0%) better",
         "  output_throughput  ↑  tok/s  100         111 ± 1.41 (n=2)  +11 (+11.0%) better",
+        "  mean_ttft_ms       ↓  ms     50          44 ± 1.41 (n=2)  -6 (-12.0%) better",
     ]
     group = _compare(ev, "replay-fix", "replay-probe")["groups"][0]
     assert [(r["patch"], r["links"], r["n"]) for r in group["results"]] == [
@@ -228,8 +229,8 @@ def test_links_named_by_id_are_columns_of_their_own(ev: Lab, runs: dict[str, str
         f"  replay-probe (reference): {a}",
         f"  replay-probe: {b}",
         f"  metric                unit   {a}  {b}",
-        "  mean_ttft_ms       ↓  ms     45                43  -2 (-4.4%) better",
         "  output_throughput  ↑  tok/s  110               112  +2 (+1.8%) better",
+        "  mean_ttft_ms       ↓  ms     45                43  -2 (-4.4%) better",
     ]
     (group,) = _compare(ev, a, b)["groups"]
     assert group["results"] == [

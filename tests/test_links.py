@@ -7,13 +7,15 @@ import hashlib
 import json
 import math
 import os
+import shlex
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import VLLM_JSON, Lab, link_records, one_line_error
+from tests.conftest import VLLM_JSON, Lab, link_records, one_line_error, stackmgr_process
 from tests.conftest import link_id as _link
 from tests.conftest import show_json as _show
 
@@ -519,14 +521,16 @@ def test_show_do_not_revive_follows_amendments(ev: Lab) -> None:
     assert _show(ev, "gemm-tile")["patch"]["do_not_revive"] is False
 
 
+@pytest.mark.regression("the headline was request_throughput, the same for runs whose output throughput differed")
 def test_links_shows_the_headline_metric_of_the_config(ev: Lab) -> None:
     lid = _link(ev, "replay-fix", "--from-json", "results/bench.json")
     row = [line for line in ev.sm("links").out.splitlines() if lid in line]
-    assert len(row) == 1 and "request_throughput 0.41 req/s" in row[0], "no headline: the first metric recorded"
+    assert len(row) == 1 and "output_throughput 107.77 tok/s" in row[0] and "request_throughput" not in row[0], \
+        "no headline configured: output_throughput"
     config = ev.store / "stackmgr.toml"
-    config.write_text(config.read_text() + '\n[evidence]\nheadline = "output_throughput"\n')
+    config.write_text(config.read_text() + '\n[evidence]\nheadline = "request_throughput"\n')
     row = [line for line in ev.sm("links").out.splitlines() if lid in line]
-    assert len(row) == 1 and "output_throughput 107.77 tok/s" in row[0] and "request_throughput" not in row[0]
+    assert len(row) == 1 and "request_throughput 0.41 req/s" in row[0] and "output_throughput" not in row[0]
     other = _link(ev, "gemm-tile", "results/probe.log", "--metric", "tput=5tok/s")
     row = [line for line in ev.sm("links").out.splitlines() if other in line]
     assert "tput 5 tok/s" in row[0], "a link without the headline metric shows its first"
@@ -742,3 +746,21 @@ def test_links_leaves_out_amended_records_unless_all_and_json_names_the_amendmen
     assert [(k["id"], k["amends"], k["amended_by"]) for k in doc] == [
         (draft, None, final), (other, None, None), (final, draft, None)], "--json lists every record"
     assert [(k["id"], k["amended_by"]) for k in _show(ev, "replay-fix")["links"]] == [(draft, final), (final, None)]
+
+
+@pytest.mark.regression("show printed a completed draft in full beside its completion, and a run's command unquoted")
+def test_show_names_an_amended_draft_in_one_line_and_quotes_the_command_of_a_run(lab: Lab) -> None:
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    assert lab.sm("save", "fix", "--series", "S", "-m", "fix").code == 0
+    script = "import sys; print('Output token throughput (tok/s): 107.7'); sys.exit(0)"
+    done = stackmgr_process(lab.store, "run", "--name", "qps1", "--", sys.executable, "-c", script)
+    assert done.returncode == 0, done.stderr
+    draft = json.loads(lab.sm("links", "--json").out)["links"][0]["id"]
+    completed = lab.sm("link", "fix", "--amends", "qps1", "--verdict", "promoted", "--lesson", "keep it")
+    assert completed.code == 0, completed.err
+    final = json.loads(lab.sm("links", "--json").out)["links"][1]["id"]
+    shown = lab.sm("show", "fix").out.splitlines()
+    assert shown[shown.index("links (2):") + 1].endswith(f"{draft}  amended by {final}")
+    assert [line.strip() for line in shown if draft in line][1:] == [f"amends {draft}"]
+    (run_line,) = [line for line in shown if "run qps1:" in line]
+    assert shlex.split(run_line.split("`")[1]) == [sys.executable, "-c", script], "a shell gives back the argv"

@@ -274,7 +274,7 @@ def test_the_index_headline_is_the_metric_the_config_names(lab: Lab, tmp_path: P
         index = _parse((tmp_path / "site" / "index.html").read_text()).all_text
         return index[index.index("fix") :]
 
-    assert "request_throughput 0.45 req/s" in headline_cell(), "no headline configured: the first metric, best"
+    assert "request_throughput 0.45 req/s" in headline_cell(), "no output_throughput: the first metric, best"
     config = lab.store / "stackmgr.toml"
     config.write_text(config.read_text() + '\n[evidence]\nheadline = "mean_ttft_ms"\n')
     cell = headline_cell()

@@ -13,10 +13,11 @@ from stackmgr.store.config import open_store
 @click.option("-t", "--tree", metavar="TREE", help="The tree to bisect, when the series has several.")
 @click.option("--metric", metavar="M", help="Judge by metric M of what CMD writes, not by its exit code.")
 @click.option("--threshold", type=float, metavar="X", help="With --metric: worse than X (by its direction) fails.")
+@click.option("--override", metavar="WHY", help="Bisect a series holding a do-not-revive lane; WHY is recorded.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_context
 def bisect_cmd(ctx: Context, series: str, tree: str | None, metric: str | None, threshold: float | None,
-               command: tuple[str, ...]) -> None:  # fmt: skip
+               override: str | None, command: tuple[str, ...]) -> None:  # fmt: skip
     """Find the first patch of SERIES whose prefix makes CMD (after `--`) fail: its exit code is not 0, or
     --metric M is worse than --threshold X. Each tested prefix is captured as `stackmgr run` captures a run;
     the tree is put back as it was at the end. Exit 0 when a first bad patch is found, 1 when none fails."""
@@ -24,7 +25,8 @@ def bisect_cmd(ctx: Context, series: str, tree: str | None, metric: str | None, 
     from stackmgr.commands.bisect import bisect
 
     argv = list(command[1:] if command[:1] == ("--",) else command)
-    found = bisect(open_store(ctx.store), series, argv, tree=tree, metric=metric, threshold=threshold)
+    found = bisect(open_store(ctx.store), series, argv, tree=tree, metric=metric, threshold=threshold,
+                   override=override)  # fmt: skip
     if ctx.json:
         output.emit_json({"schema": 1, "series": series, "first_bad": found.first_bad, "base_fails": found.base_fails,
                           "tested": [{"patches": t.count, "top": t.patch, "failed": t.failed, "link": t.link,

@@ -120,6 +120,9 @@ def show_cmd(ctx: Context, patch: str) -> None:
         output.out(f"  {line}")
     output.out(f"links ({len(links)}):" if links else "no links yet (`stackmgr link PATCH ARTIFACT…`)")
     for link in links:
+        if link.id in view.amended_by:  # a draft completed, a result corrected: the record that replaces it says all
+            output.out(output.paint(f"  {link.created[:10]} {link.id}  amended by {view.amended_by[link.id]}", "dim"))
+            continue
         base = view.baseline_metrics(link)
         gates = " ".join(f"{g.name} {_mark(g.status)}" for g in link.gates)
         vs = f" · vs baseline {link.baseline}" if base else ""

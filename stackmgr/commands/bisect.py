@@ -43,7 +43,7 @@ class Bisected:
 
 
 def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = None, metric: str | None = None,
-           threshold: float | None = None) -> Bisected:  # fmt: skip
+           threshold: float | None = None, override: str | None = None) -> Bisected:  # fmt: skip
     if not argv:
         raise UsageProblem("no command to test with", f"`stackmgr bisect {series} -- CMD ARGS…`")
     if (metric is None) != (threshold is None):
@@ -72,7 +72,7 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
         return failed
 
     try:
-        apply_series(store, series, only_tree=plan.tree)
+        apply_series(store, series, only_tree=plan.tree, override=override)  # a do-not-revive lane stops it here
         if not test(len(names)):
             return Bisected(None, tested, False)
         good, bad = 0, len(names)

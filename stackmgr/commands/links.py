@@ -11,6 +11,7 @@ different configurations are never ranked against each other.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -74,7 +75,7 @@ def measured_lines(ev: Evidence, link: Link) -> list[str]:
         name = f" {r['name']}" if r.get("name") else ""
         taint = f"; TAINTED: {', '.join(r.get('changed_trees', []))} changed while it ran" if r.get("tainted") else ""
         taint += "; interrupted (Ctrl-C)" if r.get("interrupted") else ""
-        lines.append(f"run{name}: `{' '.join(map(str, r.get('command', [])))}` exit {r.get('exit_code')}, "
+        lines.append(f"run{name}: `{shlex.join(map(str, r.get('command', [])))}` exit {r.get('exit_code')}, "
                      f"{r.get('duration_s')} s on {r.get('host', '?')}, {r.get('start', '')[:19]}Z{taint}")  # fmt: skip
     return lines
 

@@ -54,7 +54,7 @@ def direction_for(name: str, unit: str) -> str:
 
 def lead(metrics: list[Metric], headline: str | None) -> Metric | None:
     """The metric a one-line view shows: the configured headline (`[evidence] headline`) when the link has it,
-    else its first, as recorded (for `vllm bench serve` JSON, request_throughput)."""
+    else its first, as recorded."""
     return next((m for m in metrics if m.name == headline), metrics[0] if metrics else None)
 
 

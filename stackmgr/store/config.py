@@ -16,6 +16,7 @@ CONFIG_FILE = "stackmgr.toml"
 LOCAL_FILE = "stackmgr.local.toml"  # where each tree lives on this machine; git-ignored, never shared
 PYPROJECT = "pyproject.toml"
 DEFAULT_MAX_UNTRACKED = 50 * 1024 * 1024
+DEFAULT_HEADLINE = "output_throughput"  # `vllm bench serve`'s; request_throughput hides what a serving change moves
 STORE_GITIGNORE = b".stackmgr/\nstackmgr.local.toml\n"
 Table = dict[str, object]
 
@@ -94,9 +95,9 @@ class Store:
             raise UsageProblem(f"unknown tree '{name}' (known: {known})", "add it with `stackmgr tree add NAME PATH`")
         return self.trees[name]
 
-    def headline(self) -> str | None:
-        """The metric `links`, `compare` and the report lead with (`[evidence] headline`); None: each link's
-        first metric, as recorded."""
+    def headline(self) -> str:
+        """The metric `links`, `compare` and the report lead with (`[evidence] headline`, by default
+        output_throughput: the one a serving change moves); a link without it leads with its first metric."""
         return _headline(self.config_path, self.evidence)
 
     def knows(self, name: str) -> bool:
@@ -207,11 +208,9 @@ def _limit(config_path: str, table: Table) -> int:
     return value
 
 
-def _headline(config_path: str, evidence: object) -> str | None:
-    """`[evidence] headline`: a metric name, or None (each link's first metric leads, as recorded)."""
-    value = evidence.get("headline") if isinstance(evidence, dict) else ""
-    if value is None:
-        return None
+def _headline(config_path: str, evidence: object) -> str:
+    """`[evidence] headline`: a metric name (output_throughput when the config names none)."""
+    value = evidence.get("headline", DEFAULT_HEADLINE) if isinstance(evidence, dict) else ""
     name = value if isinstance(value, str) else ""
     if not (0 < len(name) <= 100 and name.isascii() and (name[0].isalpha() or name[0] == "_")
             and all(c.isalnum() or c in "_.:-" for c in name)):  # fmt: skip
