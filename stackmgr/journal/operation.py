@@ -33,6 +33,7 @@ from stackmgr.journal.record import (
     TreeMove,
     interrupted_name,
     newest_done,
+    op_names,
     ops_dir,
     read_record,
     remove_current,
@@ -106,7 +107,13 @@ class Operation:
         if self.record is not None:
             return self.record
         self._mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, _DEFERRED)
+        # The name orders the journal (`undo` reverts the newest): it must come after every name there, even when
+        # the operation before began in the same millisecond or the clock stepped back (the random id would
+        # decide). The store lock is held, so no other operation is naming itself meanwhile.
         started = time.time_ns() // 1_000_000
+        names = op_names(self.store)
+        if names and int(names[-1][:13]) >= started:
+            started = int(names[-1][:13]) + 1
         name = f"{started:013d}-{os.urandom(6).hex()}"
         self.dir = os.path.join(ops_dir(self.store), name)
         os.makedirs(os.path.join(self.dir, "files"))

@@ -405,3 +405,29 @@ def test_undo_after_a_failed_command_undoes_the_last_operation_that_stands(lab: 
     assert _ops(lab)[0]["command"] == f"undo {ops[2]['id']} (reset)"
     third = lab.sm("undo")  # right after an undo that stands: undo redoes it, as always
     assert third.code == 0 and third.out.startswith("redid `reset`") and lab.worktree_id() == clean
+
+
+@pytest.mark.regression("undo reverted the operation before the last when both began in the same millisecond")
+@pytest.mark.parametrize("clock", ["same millisecond", "stepped back"])
+def test_undo_reverts_the_last_operation_whatever_the_clock_says(lab: Lab, monkeypatch: pytest.MonkeyPatch,
+                                                                 clock: str) -> None:  # fmt: skip
+    """Two operations in a row, their names' clock equal (a fast script, in-process commands) or going backwards
+    (NTP), and random ids that sort the wrong way round: `log` and `undo` still take the second as the newest."""
+    import time
+
+    from stackmgr.journal import operation as journal_operation
+
+    now = time.time_ns()
+    stamps = iter([now, now if clock == "same millisecond" else now - 5_000_000_000])
+    ids = iter([b"\xff" * 6, b"\x00" * 6])  # the second operation's id sorts before the first's
+    real_urandom = os.urandom
+    fake_time = type("Clock", (), {"time_ns": staticmethod(lambda: next(stamps)), "time": staticmethod(time.time)})
+    monkeypatch.setattr(journal_operation, "time", fake_time)
+    monkeypatch.setattr(os, "urandom", lambda n: next(ids) if n == 6 else real_urandom(n))
+    assert lab.sm("series", "new", "A").code == 0
+    assert lab.sm("series", "new", "B").code == 0
+    monkeypatch.undo()
+    assert [o["command"] for o in _ops(lab)][:2] == ["series new B", "series new A"]
+    undone = lab.sm("undo")
+    assert undone.code == 0 and undone.out.startswith("undid `series new B`"), undone
+    assert (lab.store / "series" / "A").exists() and not (lab.store / "series" / "B").exists()
