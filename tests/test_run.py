@@ -221,3 +221,106 @@ def test_completing_a_draft_with_a_gate_keeps_the_exit_gate_of_the_run(lab: Lab,
     (final,) = [k for k in json.loads(lab.sm("links", "--json").out)["links"] if k["amends"]]
     assert final["gates"] == [{"name": "exit", "status": "pass", "detail": "exit 0"},
                               {"name": "color", "status": "fail", "detail": "3/8"}]  # fmt: skip
+
+
+@pytest.mark.regression("run read its whole log into memory (a 200 MB log, ~400 MiB); its regexes could span lines")
+def test_a_big_log_is_kept_byte_for_byte_and_scanned_line_by_line(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    import hashlib
+    import subprocess
+
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + "\n[run.metrics]\nedge = 'edge: ([0-9.]+)'\n"
+                      "late = 'late: ([0-9.]+) (\\S+)$'\nspanned = 'spanned:\\s+([0-9.]+)'\n")  # fmt: skip
+    block = 1 << 20  # how much of the log is read at a time
+    payload = (b"y" * (block - 6) + b"\n"  # the next line straddles the end of the first block
+               + b"edge: 42.5\nspanned:\n77\n" + b"\xff\xfe not UTF-8 \r\n" * 500_000  # 8 MB on
+               + b"late: 7.25 ms\n")  # fmt: skip
+    source = tmp_path / "output.bin"
+    source.write_bytes(payload)
+    done = subprocess.run([sys.executable, "-m", "stackmgr", "--store", str(lab.store), "run", "--", "cat",
+                           str(source)], capture_output=True)  # fmt: skip
+    assert done.returncode == 0 and done.stdout == payload, done.stderr
+    (record,) = [tomllib.loads(r.read_text()) for r in (lab.store / "links").glob("*/*.toml")]
+    log = record["artifact"][0]
+    assert log["sha256"] == hashlib.sha256(payload).hexdigest() and log["size"] == len(payload)
+    assert (lab.store / log["path"]).read_bytes() == payload
+    found = {m["name"]: (m["value"], m.get("unit", "")) for m in record["metric"]}
+    assert found == {"edge": (42.5, ""), "late": (7.25, "ms")}  # a regex matches within one line, as verify reads it
+    assert lab.sm("verify").code == 0
+
+
+@pytest.mark.regression("run held its whole log in memory, twice: a 200 MB log made a 400 MiB process")
+def test_the_memory_a_run_takes_does_not_grow_with_its_log(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    import subprocess
+
+    source = tmp_path / "output.txt"
+    peak = """import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"""  # KiB, of the biggest process it waited for
+    peaks = []
+    for megabytes in (0, 32):
+        source.write_bytes(b"%d\n" % megabytes + (b"z" * 99 + b"\n") * (megabytes * 10_000))
+        argv = [sys.executable, "-m", "stackmgr", "--store", str(lab.store), "run", "--", "cat", str(source)]
+        measured = subprocess.run([sys.executable, "-c", peak, *argv], capture_output=True, text=True, check=True)
+        peaks.append(int(measured.stdout))
+    assert peaks[1] - peaks[0] < 16 * 1024, peaks  # the log's size does not show in stackmgr's memory
+
+
+LINKS = """\
+import json, os, sys
+out, secret = sys.argv[1], sys.argv[2]
+os.makedirs(os.path.join(out, "sub"), exist_ok=True)
+json.dump({"output_throughput": 100.0, "request_rate": "1"}, open(os.path.join(out, "bench-1.json"), "w"))
+open(os.path.join(out, "sub", "notes.txt"), "w").write("notes\\n")
+os.symlink("bench-1.json", os.path.join(out, "latest.json"))  # the usual `latest` link, to a result written here
+os.symlink(secret, os.path.join(out, "outside.json"))
+os.symlink("sub", os.path.join(out, "notes"))
+os.symlink("nothing.json", os.path.join(out, "gone.json"))
+"""
+
+
+@pytest.mark.regression("symbolic links in a result directory were ignored; one to outside must never be followed")
+def test_symlinks_in_a_result_directory_are_kept_only_inside_it(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    import errno
+    import os
+
+    out, secret = tmp_path / "r", tmp_path / "secret.json"
+    secret.write_text(json.dumps({"output_throughput": 999.0, "request_rate": "9"}))
+    links = tmp_path / "links.py"
+    links.write_text(LINKS)
+    code, _o, err, (record,) = run(lab, "--result-dir", str(out), "--", sys.executable, str(links), str(out),
+                                   str(secret))  # fmt: skip
+    assert code == 0, err
+    by_origin = {a["origin"]: a for a in record["artifact"][1:]}
+    assert list(by_origin) == [str(out / "bench-1.json"), str(out / "latest.json"), str(out / "sub" / "notes.txt")]
+    result, latest = by_origin[str(out / "bench-1.json")], by_origin[str(out / "latest.json")]
+    assert (latest["path"], latest["sha256"], latest["size"]) == (result["path"], result["sha256"], result["size"])
+    assert f"{out / 'outside.json'}: a symbolic link to outside the results directory, not kept" in err
+    assert f"{out / 'gone.json'}: a symbolic link to nothing, not kept" in err
+    assert {m["name"]: m["value"] for m in record["metric"]}["output_throughput"] == 100.0
+    assert record["run"]["config"]["request_rate"] == "1" and "vllm bench results were written" not in err
+    assert not any(b"999" in p.read_bytes() for p in (lab.store / "artifacts").rglob("*") if p.is_file())
+    assert lab.sm("verify").code == 0
+    from stackmgr.evidence.artifacts import keep_file
+    from stackmgr.store.config import load_store
+
+    with pytest.raises(OSError) as refused:  # a file swapped for a link meanwhile is not followed either
+        keep_file(load_store(str(lab.store)), str(out / "outside.json"))
+    assert refused.value.errno == errno.ELOOP and os.path.islink(out / "outside.json")
+
+
+@pytest.mark.regression("a taint by files the command wrote in the tree never said which, nor how to keep them")
+def test_a_taint_names_what_changed_and_how_to_keep_it_as_results(lab: Lab, bench: Path) -> None:
+    out = lab.tree / "out"
+    write = f"import os; os.makedirs({str(out)!r}); [open(f'{out}/{{i}}.txt', 'w') for i in range(7)]"
+    code, _o, err, (record,) = run(lab, "--name", "a", "--", sys.executable, "-c", write)
+    assert code == 0 and record["run"]["tainted"] is True
+    assert ("tainted: vllm changed while the command ran (out/0.txt, out/1.txt, out/2.txt, out/3.txt, out/4.txt and "
+            "2 more); the result is recorded with the state before it; to keep what the command writes in the tree "
+            'as results, declare its directory (results = ["out"] under [trees.vllm] in stackmgr.toml) or pass '
+            "--result-dir") in err  # fmt: skip
+    code, _o, err, records = run(lab, "--name", "b", "--result-dir", str(out), "--", sys.executable, "-c",
+                                 f"open({str(out / 'new.txt')!r}, 'w')")  # fmt: skip
+    b = next(r for r in records if r["run"]["name"] == "b")
+    assert code == 0 and b["run"]["tainted"] is False and "tainted" not in err
+    assert [a["origin"] for a in b["artifact"][1:]] == [str(out / "new.txt")]  # kept as a result instead

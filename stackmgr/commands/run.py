@@ -5,10 +5,11 @@ run a benchmark and record it as a draft (`experimental`) link.
    measured state is taken (evidence/measured.py) and the result directories listed; the store is not locked
    while the command runs, however long.
 2. The command runs with its output shown and written to a log as it comes (evidence/capture.py).
-3. Each tree is measured again: one that changed meanwhile taints the result. The files the command wrote under
-   the result directories (new or changed) are kept by content with the log; metrics come from the vllm bench
-   JSON among them (and `--from-json`), and from `[run.metrics]` regexes on the log; the run's configuration
-   (model, request rate, concurrency, prompts) from the JSON.
+3. Each tree is measured again: one that changed meanwhile taints the result, and the warning names the paths
+   that changed. The files the command wrote under the result directories (new or changed) are kept by content
+   with the log, a block at a time (evidence/collect.py); metrics come from the vllm bench JSON among them (and
+   `--from-json`), and from `[run.metrics]` regexes on the log, line by line; the run's configuration (model,
+   request rate, concurrency, prompts) from the JSON.
 4. One record per patch, written together; `run` exits with the command's own code. What goes wrong after the
    command ran (a JSON that is no vllm result) is a warning: the run is recorded anyway.
 """
@@ -22,20 +23,18 @@ from typing import Any
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import artifacts as kept
-from stackmgr.evidence import capture, metrics
-from stackmgr.evidence.compare import CONFIG_KEYS
+from stackmgr.evidence import capture, collect
 from stackmgr.evidence.linking import author_of
-from stackmgr.evidence.measured import measure, snapshot_ids
-from stackmgr.evidence.metrics import Gate, Metric
+from stackmgr.evidence.measured import changed_paths, measure, snapshot_ids
+from stackmgr.evidence.metrics import Gate
 from stackmgr.evidence.records import Artifact, Link, StackEntry, utc_now, write_link
 from stackmgr.evidence.states import Evidence
 from stackmgr.journal.operation import operation
 from stackmgr.store.applied import load_applied
-from stackmgr.store.config import Store
-from stackmgr.store.fs import sha256_hex
+from stackmgr.store.config import Store, tree_key
 from stackmgr.store.series import SeriesFile
 
-MAX_COLLECTED = 1000  # files kept from the result directories of one run
+SHOWN_CHANGES = 5  # paths a taint warning names, per tree
 
 
 class RunRequest:
@@ -53,11 +52,13 @@ class RunRequest:
 
 
 class RunOutcome:
-    def __init__(self, links: list[Link], exit_code: int, tainted: list[str], warnings: list[str]) -> None:
+    def __init__(self, links: list[Link], exit_code: int, tainted: list[str], warnings: list[str],
+                 taints: list[str] | None = None) -> None:  # fmt: skip
         self.links = links
         self.exit_code = exit_code
         self.tainted = tainted  # the trees that changed while the command ran
         self.warnings = warnings
+        self.taints = taints or []  # per tainted tree, what changed and how to keep such files as results
 
 
 def run(store: Store, req: RunRequest) -> RunOutcome:
@@ -84,7 +85,7 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
     outputs = _outputs_inside(store, trees, dirs)
     with operation(store, f"run {req.name or req.argv[0]} (measure)"):
         before = measure(store, trees, evidence.index, outputs)
-    listed = {d: _files(d) for d in dirs}
+    listed = {d: collect.listing(d) for d in dirs}
     log = os.path.join(store.state_dir, f"run-{os.getpid()}.log")
     ran = capture.tee(req.argv, log)
     try:
@@ -95,42 +96,27 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
                             f"its output is kept in {os.path.relpath(log, store.root)} (in the store)") from None
 
 
-Listing = dict[str, dict[str, tuple[int, int]]]  # result directory -> path -> (size, mtime)
-
-
 def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tuple[str, str]], trees: list[str],
-            outputs: dict[str, tuple[bytes, ...]], before: list[StackEntry], listed: Listing, log: str,
+            outputs: dict[str, tuple[bytes, ...]], before: list[StackEntry], listed: collect.Listing, log: str,
             ran: capture.Ran) -> RunOutcome:  # fmt: skip
     warnings = [f"{os.fsdecode(d)}/ is in tree {t} but not declared a results directory: what the command left "
-                f"there counts as work for `check`; declare it (results = [\"{os.fsdecode(d)}\"] under [trees.{t}])"
+                f"there counts as work for `check`; declare it (results = [\"{os.fsdecode(d)}\"] under "
+                f"[{tree_key(store, t)}])"
                 for t, dirs in outputs.items() for d in dirs if d not in store.trees[t].results]  # fmt: skip
     with operation(store, f"run {req.name or req.argv[0]}"):
         after = snapshot_ids(store, trees, outputs)
         tainted = [b.tree for b, a in zip(before, after, strict=True) if b.snapshot != a]
-        with open(log, "rb") as f:
-            log_data = f.read()
-        output = "the command's output"
-        found = [Artifact(kept.keep(store, log_data), sha256_hex(log_data), len(log_data), origin=output)]
-        written = [p for d, old in listed.items() for p, sig in _files(d).items() if old.get(p) != sig]
-        if len(written) > MAX_COLLECTED:
-            warnings.append(f"{len(written)} files were written under the result directories; the first "
-                            f"{MAX_COLLECTED} are kept")  # fmt: skip
+        rel, digest, size = kept.keep_file(store, log)  # read a block at a time: a log of any size
+        found = [Artifact(rel, digest, size, origin="the command's output")]
         matched = sorted({p for pattern in req.from_json for p in glob.glob(pattern, recursive=True)})
         asked = [p for p in matched if _written_since(p, ran.began)]  # an earlier run's file is not this run's
         if len(asked) < len(matched):
             warnings.append(f"--from-json: {len(matched) - len(asked)} matching file(s) older than the run left out")
-        data: dict[str, bytes] = {}
-        for path in dict.fromkeys(sorted(written)[:MAX_COLLECTED] + asked):
-            try:
-                with open(path, "rb") as f:
-                    data[path] = f.read()
-            except OSError as exc:
-                warnings.append(f"{path}: not kept ({exc.strerror})")
-                continue
-            digest = sha256_hex(data[path])
-            found.append(Artifact(kept.keep(store, data[path], digest), digest, len(data[path]),
-                                  origin=capture.text(path)))  # fmt: skip
-        measured, config = _metrics(store, found, data, set(asked), log_data, warnings)
+        files, data = collect.written(store, listed, asked, warnings)
+        found += files
+        measured, config = collect.run_metrics(store, found, data, set(asked), log, warnings)
+        taints = [_taint(store, b.tree, changed_paths(store, b.tree, b.snapshot, a))
+                  for b, a in zip(before, after, strict=True) if b.snapshot != a]  # fmt: skip
         run_table = _run_table(store, req, ran, tainted, before, after, config)
         links = []
         for patch, tree in targets:
@@ -144,7 +130,7 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
             links.append(link)
         evidence.save()
     os.unlink(log)
-    return RunOutcome(links, ran.exit_code, tainted, warnings)
+    return RunOutcome(links, ran.exit_code, tainted, warnings, taints)
 
 
 def _default_trees(store: Store) -> list[str]:
@@ -205,69 +191,8 @@ def _outputs_inside(store: Store, trees: list[str], dirs: list[str]) -> dict[str
     return out
 
 
-def _files(directory: str) -> dict[str, tuple[int, int]]:
-    """path -> (size, mtime) of every regular file below `directory`."""
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(directory):
-        dirnames[:] = [d for d in dirnames if d != ".git"]
-        for f in filenames:
-            path = os.path.join(dirpath, f)
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            if st.st_mode & 0o170000 == 0o100000:
-                found[path] = (st.st_size, st.st_mtime_ns)
-    return found
-
-
-def _metrics(store: Store, found: list[Artifact], data: dict[str, bytes], asked: set[str], log: bytes,
-             warnings: list[str]) -> tuple[list[Metric], dict[str, Any]]:  # fmt: skip
-    """The metrics of the run, and its configuration (the vllm bench JSON's model, rate, concurrency, prompts)."""
-    import json
-
-    out: list[Metric] = []
-    config: dict[str, Any] = {}
-    by_origin = {a.origin: a.path for a in found}
-    results = []
-    for path, raw in sorted(data.items(), key=lambda item: -_mtime(item[0])):  # the newest result first
-        if not path.endswith(".json") and path not in asked:
-            continue
-        try:
-            got = metrics.from_vllm_json(raw, by_origin[capture.text(path)])
-            doc = json.loads(raw)
-        except StackmgrError as exc:
-            if path in asked:
-                warnings.append(f"--from-json {exc.message}")
-            continue
-        results.append(path)
-        if len(results) == 1:  # one result's metrics and configuration, never a mix of two runs'
-            config = {k: doc[k] for k in CONFIG_KEYS if isinstance(doc.get(k), (str, int, float))}
-            out += got
-    if len(results) > 1:
-        warnings.append(f"{len(results)} vllm bench results were written; metrics and configuration are from the "
-                        f"newest, {capture.text(results[0])} (all are kept as artifacts)")  # fmt: skip
-    table = store.run.get("metrics", {}) if isinstance(store.run, dict) else {}
-    for name, pattern in (table.items() if isinstance(table, dict) else []):
-        try:
-            metric = metrics.from_regex(str(name), str(pattern), log.decode("utf-8", "replace"), found[0].path)
-        except (StackmgrError, ValueError) as exc:
-            warnings.append(f"[run.metrics] {name}: {getattr(exc, 'message', exc)}")
-            continue
-        if metric is not None and metric.name not in {m.name for m in out}:
-            out.append(metric)
-    return out, config
-
-
-def _mtime(path: str) -> float:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return 0.0
-
-
 def _written_since(path: str, began: float) -> bool:
-    return _mtime(path) >= began - 0.05  # the kernel stamps files with a coarse clock: a little grace
+    return collect.mtime(path) >= began - 0.05  # the kernel stamps files with a coarse clock: a little grace
 
 
 def _run_table(store: Store, req: RunRequest, ran: capture.Ran, tainted: list[str], before: list[StackEntry],
@@ -292,6 +217,23 @@ def say(outcome: RunOutcome) -> None:
                          f"{link.run['duration_s']} s, {len(link.artifacts)} artifact(s), {len(link.metrics)} "
                          f"metric(s)); complete it: `stackmgr link {link.patch} --amends {link.id} --verdict … "
                          "--lesson …`\n")  # fmt: skip
-    if outcome.tainted:
-        sys.stderr.write(f"stackmgr: warning: tainted: {', '.join(outcome.tainted)} changed while the command "
-                         "ran; the result is recorded with the state before it\n")  # fmt: skip
+    for taint in outcome.taints:
+        sys.stderr.write(f"stackmgr: warning: {taint}\n")
+
+
+def _taint(store: Store, tree: str, changes: list[tuple[str, str]]) -> str:
+    """The warning for a tree that changed while the command ran: which paths (the first few), and, for files it
+    wrote there, how to keep them as results instead."""
+    paths = [p for _, p in changes]
+    named = ", ".join(paths[:SHOWN_CHANGES]) + (f" and {len(paths) - SHOWN_CHANGES} more"
+                                                 if len(paths) > SHOWN_CHANGES else "")  # fmt: skip
+    note = f"tainted: {tree} changed while the command ran{f' ({named})' if named else ''}; the result is " \
+           "recorded with the state before it"  # fmt: skip
+    new = [p for status, p in changes if status == "A"]
+    if not new:
+        return note
+    tops = {p.split("/", 1)[0] for p in new}
+    directory = tops.pop() if len(tops) == 1 and all("/" in p for p in new) else "DIR"
+    return (f"{note}; to keep what the command writes in the tree as results, declare its directory "
+            f"(results = [\"{directory}\"] under [{tree_key(store, tree)}] in {os.path.basename(store.config_path)}) "
+            "or pass --result-dir")  # fmt: skip

@@ -5,14 +5,20 @@ them; a big one is a git LFS object where the store is set up for it."""
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
+import stat
+from collections.abc import Iterator
+from typing import BinaryIO
 
 from stackmgr.errors import StackmgrError
 from stackmgr.store import lfs
 from stackmgr.store.config import Store
-from stackmgr.store.fs import sha256_hex
+from stackmgr.store.fs import discard, sha256_hex, write_temp_from
 
 DIRECTORY = "artifacts/sha256"
+BLOCK = 1 << 20  # a file is hashed and copied this much at a time
 
 
 def path_of(sha256: str) -> str:
@@ -26,21 +32,90 @@ def keep(store: Store, data: bytes, sha256: str | None = None) -> str:
     digest = sha256 or sha256_hex(data)
     rel = path_of(digest)
     full = os.path.join(store.root, rel)
-    try:
-        with open(full, "rb") as f:
-            if sha256_hex(f.read()) == digest:
-                return rel
-    except OSError:
-        pass
+    if _holds(full, digest):
+        return rel
     try:
         os.makedirs(os.path.dirname(full), exist_ok=True)
         store.write_file(full, data)
     except OSError as exc:
-        raise StackmgrError(f"cannot keep a copy in {os.path.dirname(rel)}/: {exc.strerror}",
-                            "free some space or check the store's permissions; nothing was linked",
-                            ) from None  # fmt: skip
+        raise _keep_error(rel, exc) from None
     lfs.track(store, [rel])
     return rel
+
+
+def keep_file(store: Store, path: str) -> tuple[str, str, int]:
+    """Keep the regular file at `path` in the store by content, read a block at a time (a log of any size takes
+    little memory): its store-relative path, sha256 and size. A symbolic link there is never followed. The
+    bytes kept are those hashed: a file still being written is kept as it was when copied."""
+    with open_regular(path) as f:
+        digest, size = _hash(f)
+        rel = path_of(digest)
+        full = os.path.join(store.root, rel)
+        if _holds(full, digest):
+            return rel, digest, size
+        f.seek(0)
+        copied, size = hashlib.sha256(), 0
+
+        def blocks() -> Iterator[bytes]:
+            nonlocal size
+            while block := f.read(BLOCK):
+                copied.update(block)
+                size += len(block)
+                yield block
+
+        try:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+        except OSError as exc:
+            raise _keep_error(rel, exc) from None
+        tmp = write_temp_from(full, blocks())
+    if copied.hexdigest() != digest:  # it changed between the two reads: what was copied is what is kept
+        digest = copied.hexdigest()
+        rel = path_of(digest)
+        full = os.path.join(store.root, rel)
+        try:
+            if _holds(full, digest):
+                discard(tmp)
+                return rel, digest, size
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+        except OSError as exc:
+            discard(tmp)
+            raise _keep_error(rel, exc) from None
+    store.publish(tmp, full)
+    lfs.track(store, [rel])
+    return rel, digest, size
+
+
+def open_regular(path: str) -> BinaryIO:
+    """`path` opened for reading if it is a regular file: a symbolic link is not followed (OSError ELOOP), and
+    anything else (a FIFO, a device) is refused without blocking on it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return os.fdopen(fd, "rb")
+
+
+def _hash(f: BinaryIO) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    while block := f.read(BLOCK):
+        digest.update(block)
+        size += len(block)
+    return digest.hexdigest(), size
+
+
+def _holds(full: str, sha256: str) -> bool:
+    """Whether the kept file `full` is there with the bytes its sha256 names (read a block at a time)."""
+    try:
+        with open(full, "rb") as f:
+            return _hash(f)[0] == sha256
+    except OSError:
+        return False
+
+
+def _keep_error(rel: str, exc: OSError) -> StackmgrError:
+    return StackmgrError(f"cannot keep a copy in {os.path.dirname(rel)}/: {exc.strerror}",
+                         "free some space or check the store's permissions; nothing was linked")  # fmt: skip
 
 
 def read_kept(store: Store, rel: str, sha256: str) -> bytes | None:

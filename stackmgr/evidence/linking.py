@@ -178,8 +178,7 @@ def _metrics(
             continue
         assert regex is not None
         name, pattern = regex
-        texts = ((path, blob.decode("utf-8", "replace")) for path, blob in data.items())
-        hit = next((m for path, text in texts if (m := metrics.from_regex(name, pattern, text, path))), None)
+        hit = next((m for path, blob in data.items() if (m := metrics.from_regex(name, pattern, blob, path))), None)
         if hit is None:
             raise StackmgrError(f"--metric {name}: /{pattern}/ matches no artifact", "check the regex and the files")
         out.append(hit)

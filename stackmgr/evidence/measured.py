@@ -16,7 +16,7 @@ from stackmgr.errors import StackmgrError
 from stackmgr.evidence import artifacts
 from stackmgr.evidence.records import StackEntry
 from stackmgr.git import scratch
-from stackmgr.git.repo import Repo
+from stackmgr.git.repo import Repo, open_repo, output, parse_raw
 from stackmgr.safety.preserved import PatchIndex, assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store.applied import applied_result, load_applied
@@ -51,6 +51,14 @@ def snapshot_ids(store: Store, trees: list[str], outputs: dict[str, tuple[bytes,
                                  results=tuple(dict.fromkeys(config.results + more)),
                                  held=applied_result(store, name)).tree_id())  # fmt: skip
     return ids
+
+
+def changed_paths(store: Store, tree: str, old: str, new: str) -> list[tuple[str, str]]:
+    """What changed in `tree` between two of its snapshots (tree ids), as a run's taint warning names it: (status,
+    path) of each path that differs, the status git's letter (A for a new file, M, D, T), the path as text."""
+    repo = open_repo(store.tree(tree).path)
+    return [(c.status, c.path.decode("utf-8", "backslashreplace"))
+            for c in parse_raw(output(repo.start_raw_diff(old, new)))]  # fmt: skip
 
 
 def measure_snapshot(store: Store, snap: Snapshot, index: PatchIndex) -> StackEntry:

@@ -1,12 +1,15 @@
 """Metrics and gates of a link record: parsed from the command line, pulled from `vllm bench serve` JSON or a log
-by regex, and re-derived later by `verify` from the source each one records."""
+by regex (a match within one line, the log read a block at a time), and re-derived later by `verify` from the
+source each one records."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from stackmgr.errors import StackmgrError, UsageProblem
 
@@ -26,6 +29,9 @@ _LATENCY = re.compile(r"(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms
 _NUMBER = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*((?:[A-Za-z%µ/][^\s]*)?)$")
 _LOWER_UNITS = {"s", "ms", "us", "µs", "ns", "sec", "seconds", "min", "h"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,99}")
+BLOCK = 1 << 20  # a log is scanned this much at a time
+LONGEST_LINE = 4 << 20  # a line with no newline in this many bytes is scanned in pieces
+_SEES_PAST_LINE = re.compile(r"\\[AZz]|\(\?(?![P:#])")  # \A, \Z, lookarounds, flags: matched line by line
 
 
 @dataclass
@@ -121,12 +127,21 @@ def parse_gate(spec: str) -> Gate:
 
 def from_vllm_json(data: bytes, artifact: str) -> list[Metric]:
     """The headline metrics of a `vllm bench serve --save-result` file, each with its JSON pointer."""
+    return vllm_metrics(parse_json(data, artifact), artifact)
+
+
+def parse_json(data: bytes, artifact: str) -> Any:
+    """The parsed JSON of an artifact; a StackmgrError naming it when it is not JSON."""
     try:
-        doc = json.loads(data)
+        return json.loads(data)
     except ValueError as exc:
         raise StackmgrError(
             f"{artifact}: not JSON ({exc})", "pass what `vllm bench serve --save-result` wrote"
         ) from None
+
+
+def vllm_metrics(doc: Any, artifact: str) -> list[Metric]:
+    """`from_vllm_json` of the parsed file."""
     if not isinstance(doc, dict):
         raise StackmgrError(f"{artifact}: not a `vllm bench serve` result (no top-level object)")
     metrics = []
@@ -149,10 +164,71 @@ def from_vllm_json(data: bytes, artifact: str) -> list[Metric]:
     return metrics
 
 
-def from_regex(name: str, pattern: str, text: str, artifact: str) -> Metric | None:
-    m = re.search(pattern, text, re.M)
-    if not m:
-        return None
+def compile_regex(pattern: str) -> re.Pattern[str]:
+    """A metric's regex as it is matched: within one line, `^` and `$` at the line's ends (re.M)."""
+    return re.compile(pattern, re.M)
+
+
+def text_blocks(source: bytes | BinaryIO) -> Iterator[str]:
+    """`source` as text (UTF-8, bad bytes replaced) in blocks of whole lines, about BLOCK bytes each, joined by
+    newlines, without the last one: a log of any size scanned in little memory. A line longer than LONGEST_LINE
+    is read in pieces of about that size."""
+    f = io.BytesIO(source) if isinstance(source, bytes) else source
+    rest = b""
+    while block := f.read(BLOCK):
+        data = rest + block
+        end = data.rfind(b"\n")
+        if end < 0:
+            if len(data) < LONGEST_LINE:
+                rest = data
+                continue
+            end = len(data)
+        yield data[:end].decode("utf-8", "replace")
+        rest = data[end + 1 :]
+    if rest:
+        yield rest.decode("utf-8", "replace")
+
+
+def first_matches(patterns: dict[str, re.Pattern[str]], source: bytes | BinaryIO) -> dict[str, re.Match[str]]:
+    """The first match of each pattern (`compile_regex`) within one line of `source`, a block at a time, in one
+    pass; a pattern that never matches is left out."""
+    found: dict[str, re.Match[str]] = {}
+    for text in text_blocks(source):
+        for name, rx in patterns.items():
+            if name not in found and (hit := _in_lines(rx, text)) is not None:
+                found[name] = hit
+        if len(found) == len(patterns):
+            break
+    return found
+
+
+def _in_lines(rx: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The first match of `rx` within one of the lines of `text`."""
+    start = 0
+    if not _SEES_PAST_LINE.search(rx.pattern):  # then a match within a line is one of the whole block too
+        hit = rx.search(text)
+        if hit is None:
+            return None
+        if "\n" not in hit.group():
+            return hit
+        start = text.rfind("\n", 0, hit.start()) + 1  # it spans lines: look line by line from where it starts
+    for line in text[start:].split("\n"):
+        if (hit := rx.search(line)) is not None:
+            return hit
+    return None
+
+
+def from_regex(name: str, pattern: str, source: bytes | BinaryIO, artifact: str) -> Metric | None:
+    """Metric `name` from the first match of `pattern` within one line of `source` (a file's bytes, or the file
+    itself, read a block at a time): group 1 is the number, the unit group 2 or the number's suffix."""
+    hit = first_matches({name: compile_regex(pattern)}, source).get(name)
+    return None if hit is None else regex_metric(name, hit, artifact)
+
+
+def regex_metric(name: str, m: re.Match[str], artifact: str) -> Metric:
+    """The metric a regex's match gives (see `from_regex`)."""
+    if m.re.groups < 1:
+        raise StackmgrError(f"--metric {name}: the regex has no group around the number", "e.g. tok\\/s: ([0-9.]+)")
     if m.group(1) is None:
         raise StackmgrError(f"--metric {name}: the regex matched without its number group", "make group 1 required")
     number = _NUMBER.match(m.group(1).strip())
@@ -163,14 +239,14 @@ def from_regex(name: str, pattern: str, text: str, artifact: str) -> Metric | No
         value = finite(number.group(1), f"--metric {name}")
     except UsageProblem as exc:
         raise StackmgrError(exc.message, "fix the log or the regex") from None
-    return Metric(name, value, unit, direction_for(name, unit), {"artifact": artifact, "regex": pattern})
+    return Metric(name, value, unit, direction_for(name, unit), {"artifact": artifact, "regex": m.re.pattern})
 
 
-def rederive(metric: Metric, data: bytes) -> float | None:
-    """The value the metric's source gives today (None when it no longer gives one)."""
+def rederive(metric: Metric, data: bytes | BinaryIO) -> float | None:
+    """The value the metric's source (its bytes, or the file) gives today (None when it no longer gives one)."""
     if "pointer" in metric.source:
         try:
-            node: Any = json.loads(data)
+            node: Any = json.loads(data if isinstance(data, bytes) else data.read())
             for part in metric.source["pointer"].lstrip("/").split("/"):
                 node = node[part.replace("~1", "/").replace("~0", "~")]
             return float(node)
@@ -178,7 +254,7 @@ def rederive(metric: Metric, data: bytes) -> float | None:
             return None
     if "regex" in metric.source:
         try:
-            found = from_regex(metric.name, metric.source["regex"], data.decode("utf-8", "replace"), "")
+            found = from_regex(metric.name, metric.source["regex"], data, "")
         except (StackmgrError, re.error):
             return None
         return found.value if found else None

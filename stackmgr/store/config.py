@@ -319,7 +319,7 @@ def add_tree(store: Store, name: str, path: str) -> Store:
             data = f.read()
         if data and not data.endswith(b"\n"):
             data += b"\n"
-        data += f"\n[{_tree_key(store, name)}]\n".encode()
+        data += f"\n[{tree_key(store, name)}]\n".encode()
         _parse(store.config_path, data)  # never write a config that no longer parses
         store.write_file(store.config_path, data)
     return _write_local(store, {**store.local_paths, name: path})
@@ -338,7 +338,7 @@ def remove_tree(store: Store, name: str) -> Store:
         store.tree(name)
     with open(store.config_path, "rb") as f:
         lines = f.read().split(b"\n")
-    header = f"[{_tree_key(store, name)}]".encode()
+    header = f"[{tree_key(store, name)}]".encode()
     kept, skipping = [], False
     for line in lines:
         if line.strip().startswith(b"["):
@@ -357,7 +357,8 @@ def remove_tree(store: Store, name: str) -> Store:
     return _write_local(store, {n: p for n, p in store.local_paths.items() if n != name})
 
 
-def _tree_key(store: Store, name: str) -> str:
+def tree_key(store: Store, name: str) -> str:
+    """The TOML table of tree `name` in the store's shared config (`trees.NAME`, quoted where it must be)."""
     import re
 
     prefix = "tool.stackmgr.trees" if store.config_path.endswith(PYPROJECT) else "trees"

@@ -17,6 +17,7 @@ from stackmgr.errors import StackmgrError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Protocol
 
     class Journal(Protocol):
@@ -50,11 +51,17 @@ def atomic_write(
 
 def write_temp(path: str, data: bytes, mode: int = 0o644, *, durable: bool = True) -> str:
     """Write `data`, synced, to a new temp file beside `path` (to be published or removed by the caller)."""
+    return write_temp_from(path, (data,), mode, durable=durable)
+
+
+def write_temp_from(path: str, chunks: Iterable[bytes], mode: int = 0o644, *, durable: bool = True) -> str:
+    """`write_temp` of the bytes `chunks` gives, one at a time: a big file copied in little memory."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = _create_exclusive(directory, "." + os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
             f.flush()
             if durable:
                 os.fsync(f.fileno())
