@@ -24,6 +24,9 @@ from tests.conftest import Lab
          ("save", {"message": "x", "series": "s", "update": True, "as_json": True}, ["p"])),
         (["apply", "s", "--guard", "xpu", "--guard=cuda", "--3way", "-t", "vllm", "--dry-run"],
          ("apply", {"guards": ("xpu", "cuda"), "three_way": True, "only_tree": "vllm", "dry_run": True}, ["s"])),
+        (["run", "-t", "vllm", "--name", "qps1", "--result-dir=r", "--", "vllm", "bench", "-x", "--", "y"],
+         ("run", {"trees": ("vllm",), "name": "qps1", "result_dirs": ("r",)}, ["--", "vllm", "bench", "-x", "--", "y"])),  # noqa: E501
+        (["run", "--json", "./bench.sh", "--help"], ("run", {"as_json": True}, ["./bench.sh", "--help"])),
     ],
 )  # fmt: skip
 def test_plain_forms_are_parsed(argv: list[str], parsed: tuple[str, dict[str, object], list[str]]) -> None:
@@ -34,7 +37,7 @@ def test_plain_forms_are_parsed(argv: list[str], parsed: tuple[str, dict[str, ob
     "argv",
     [["--help"], ["check", "--help"], ["save", "-mx", "p"], ["check", "-vq"], ["save", "p", "--", "-x"],
      ["save", "p", "-m"], ["status"], ["--store"], ["--bogus", "check"], ["check", "--update"],
-     ["save", "p", "--update=yes"]],
+     ["save", "p", "--update=yes"], ["run", "--help"], ["run", "--bogus", "--", "x"], ["run", "--name"]],
 )  # fmt: skip
 def test_anything_unusual_goes_to_click(argv: list[str]) -> None:
     assert parse_fast(argv) is None

@@ -121,3 +121,19 @@ def test_plain_import_and_rebase_start_without_click(tmp_path: Path) -> None:
     assert code == 0 and sorted(loaded & HEAVY) == []
     code, loaded = loaded_by(*sm, "rebase", "s", "--onto", "HEAD", cwd=tmp_path)
     assert code == 0 and sorted(loaded & HEAVY) == []
+
+
+def test_run_starts_without_click(tmp_path: Path) -> None:
+    """`run`'s own overhead counts in every benchmark it captures: its plain form skips click and rich."""
+    for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        os.environ.setdefault(name, "Jane Doe" if name.endswith("NAME") else "jane@example.com")
+    tree = make_repo(tmp_path / "vllm", {"README": "hello\n"})
+    store = tmp_path / "store"
+    sm = ("--store", str(store))
+    assert loaded_by("init", str(store), cwd=tmp_path, site=True)[0] == 0
+    assert loaded_by(*sm, "tree", "add", "vllm", str(tree), cwd=tmp_path, site=True)[0] == 0
+    (tree / "README").write_text("patched\n")
+    assert loaded_by(*sm, "save", "fix", "--series", "s", "-m", "fix", cwd=tmp_path)[0] == 0
+    code, loaded = loaded_by(*sm, "run", "--name", "bare", "--", sys.executable, "-c", "pass", cwd=tmp_path)
+    assert code == 0 and sorted(loaded & {"click", "rich"}) == []
+    assert list((store / "links" / "fix").glob("*.toml")), "the run was recorded"

@@ -1,8 +1,8 @@
 """The command line: parse, call the core, render. No git calls and no business rules here.
 
 This module holds the `stackmgr` group, the click side of the commands whose bodies must start without click
-(`check`, `status`, `save`, `apply`, `import`, `rebase`: bodies in check.py, status.py, save.py, apply.py,
-import_.py, rebase.py), `init` and `demo`, and
+(`check`, `status`, `save`, `apply`, `import`, `rebase`, `run`: bodies in check.py, status.py, save.py,
+apply.py, import_.py, rebase.py, run.py), `init` and `demo`, and
 COMMANDS: every other command, registered once, at the end. Each lives in the module named after it (`series
 …` in series.py, `log`/`undo`/`gc` in undo.py, `trees`/`tree add` in trees.py, `reset` in reset.py, …).
 """
@@ -19,6 +19,7 @@ from stackmgr.cli import argspec
 from stackmgr.cli import check as check_body
 from stackmgr.cli import import_ as import_body
 from stackmgr.cli import rebase as rebase_body
+from stackmgr.cli import run as run_body
 from stackmgr.cli import save as save_body
 from stackmgr.cli import status as status_body
 from stackmgr.cli.bisect import bisect_cmd
@@ -33,7 +34,6 @@ from stackmgr.cli.navigate import drop_cmd, pop_cmd, push_cmd, refresh_cmd, rena
 from stackmgr.cli.recover import recover_cmd
 from stackmgr.cli.report import report_cmd
 from stackmgr.cli.reset import reset_cmd
-from stackmgr.cli.run import run_cmd
 from stackmgr.cli.series import series_group
 from stackmgr.cli.shell import guard_cmd, shell_init_cmd
 from stackmgr.cli.trees import tree_group, trees_cmd  # tree_group holds `tree add`
@@ -110,6 +110,17 @@ def import_cmd(ctx: Context, /, files: tuple[str, ...], **values: Any) -> None:
     saved in stackmgr's format; files that are not patches, truncated or for another tree are refused one by
     one. Exit 0 when all were imported, 1 when some were refused, 3 when none could be."""
     raise SystemExit(import_body.run(ctx.store, ctx.json, files, values))
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@options(argspec.RUN)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@pass_context
+def run_cmd(ctx: Context, /, command: tuple[str, ...], **values: Any) -> None:
+    """Run CMD (after `--`), tee its output to a log, record the measured state before and after, the command,
+    its exit code, times, environment, host and accelerators, the files written under the result directories
+    and the metrics in them, as a draft (experimental) link; exit with CMD's own code."""
+    raise SystemExit(run_body.run(ctx.store, ctx.json, command, values))
 
 
 @click.command("rebase")

@@ -1,11 +1,11 @@
-"""Options of the commands that must start fast (`check`, `save`, `apply`, `import`, `rebase`), and `--json`,
+"""Options of the commands that must start fast (`check`, `save`, `apply`, `import`, `rebase`, `run`), and `--json`,
 declared once.
 
 context.py turns these into click options (help, completion, errors); entry.py parses the same declarations
-directly, without importing click, for the plain forms people type and scripts run. Anything unusual
-(`--help`, bundled short flags, `--`, an unknown option) falls through to click. Either way the values land in
-one `Values` mapping (dest -> str, True, or a tuple of str), read into each command's typed arguments record
-(CheckArgs, SaveArgs, ApplyArgs) with `text`, `flag` and `texts`.
+directly, without importing click, for the plain forms people type and scripts run. Anything unusual (`--help`,
+bundled short flags, `--` but before `run`'s command, an unknown option) falls through to click. Either way the
+values land in one `Values` mapping (dest -> str, True, or a tuple of str), read into each command's typed
+arguments record (CheckArgs, SaveArgs, ApplyArgs) with `text`, `flag` and `texts`.
 """
 
 from __future__ import annotations
@@ -86,7 +86,22 @@ REBASE = (
     JSON,
 )
 
-FAST_COMMANDS = {"check": CHECK, "save": SAVE, "apply": APPLY, "import": IMPORT, "rebase": REBASE}
+RUN = (
+    Opt(("-t", "--tree"), "trees", True, "A tree to measure (repeatable); default: those with a series applied.",
+        "TREE", multiple=True),
+    Opt(("--link",), "link", True, "Link the result to this patch.", "PATCH"),
+    Opt(("--series",), "series", True, "Link it to the last patch of S in each measured tree.", "S"),
+    Opt(("--name",), "name", True, "A name for the run (`--baseline N`, `apply --link N`).", "N"),
+    Opt(("--result-dir",), "result_dirs", True,
+        "Keep the files the command writes here (repeatable); default: the trees' declared results.", "DIR",
+        multiple=True),
+    Opt(("--from-json",), "from_json", True, "vllm bench JSON to take metrics from, wherever it is (repeatable).",
+        "GLOB", multiple=True),
+    JSON,
+)
+
+FAST_COMMANDS = {"check": CHECK, "save": SAVE, "apply": APPLY, "import": IMPORT, "rebase": REBASE, "run": RUN}
+COMMAND_AFTER_OPTIONS = {"run"}  # `run [OPTIONS] [--] CMD…`: the first word that is no option starts CMD
 
 Values = dict[str, object]
 
@@ -146,6 +161,9 @@ def parse_fast(argv: list[str]) -> tuple[str, Values, list[str]] | None:
     positionals: list[str] = []
     i += 1
     while i < len(argv):
+        if command in COMMAND_AFTER_OPTIONS and (argv[i] == "--" or not argv[i].startswith("-")):
+            positionals = argv[i:]  # a leading `--` kept, as click keeps it: the body drops it
+            break
         if argv[i].startswith("-") and argv[i] != "-":
             nxt = _take(argv, i, specs, values)
             if nxt is None:

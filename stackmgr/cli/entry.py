@@ -1,10 +1,11 @@
 """The console-script entry point: error mapping (docs/FORMATS.md#exit-codes) and a start-up fast path.
 
 `check` runs in shell prompts and `save` many times a day, so their plain forms (and those of `apply`, `import`
-and `rebase`, held to git's own times) are dispatched here without importing click (about 30 ms, more than the
-git work of a typical `check`); anything else, `--help` included, goes through the full CLI. Both paths parse
-the same option declarations (argspec.py) into the same arguments (CheckArgs, SaveArgs, ApplyArgs, or the
-values themselves) and run the same click-free bodies (check.py, save.py, apply.py, import_.py, rebase.py).
+and `rebase`, held to git's own times, and `run`, whose own overhead counts in every benchmark) are dispatched
+here without importing click (about 30 ms, more than the git work of a typical `check`); anything else, `--help`
+included, goes through the full CLI. Both paths parse the same option declarations (argspec.py) into the same
+arguments (CheckArgs, SaveArgs, ApplyArgs, or the values themselves) and run the same click-free bodies (check.py,
+save.py, apply.py, import_.py, rebase.py, run.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from stackmgr.errors import StackmgrError
 
 
 def _fast(argv: list[str]) -> int | None:
-    """Run a plain `check`, `save`, `apply`, `import` or `rebase` without importing click; None when argv needs
+    """Run a plain `check`, `save`, `apply`, `import`, `rebase` or `run` without importing click; None when argv needs
     the full CLI."""
     from stackmgr.cli.argspec import flag, parse_fast, text
 
@@ -42,6 +43,10 @@ def _fast(argv: list[str]) -> int | None:
         from stackmgr.cli import rebase
 
         return rebase.run(store, as_json, positionals[0] if positionals else None, values)
+    if command == "run":
+        from stackmgr.cli import run
+
+        return run.run(store, as_json, tuple(positionals), values)
     if command == "apply":
         if len(positionals) != 1:
             return None  # let click say what is missing or extra
