@@ -240,3 +240,33 @@ def test_links_named_by_id_are_columns_of_their_own(ev: Lab, runs: dict[str, str
     assert [r["label"] for r in group["results"]] == ["replay-fix", "replay-probe"]
     group, _ = _compare(ev, a, "replay-probe")["groups"]  # the patch: its current links but the one named first
     assert [(r["links"], r["label"]) for r in group["results"]] == [([a], a), ([b], "replay-probe")]
+
+
+@pytest.mark.regression("a baseline linked to a patch was averaged in as one of its repeats and shown as 'measured "
+                        "this version of the patch'; a broken result was compared unmarked")  # fmt: skip
+def test_a_baseline_linked_to_the_patch_and_a_broken_result_are_left_out_of_its_repeats(
+    ev: Lab, runs: dict[str, str]
+) -> None:  # fmt: skip
+    assert ev.sm("reset", "vllm").code == 0  # the series' patches are saved; the tree at its base
+    base = link_id(ev, "replay-probe", "--from-json", _bench(ev, "upstream-1.json", 1.0, 90.0, 60.0))
+    shown = ev.sm("show", "replay-probe").out
+    assert "measured without the patch: its changes were not in tree vllm's measured state" in shown
+    _bench(ev, "probe-1b.json", 1, 999.0, 1.0)  # a result's file rewritten since it was linked: broken
+    group = _compare(ev, "replay-probe")["groups"][0]
+    assert group["results"] == [{"patch": "replay-probe", "links": [runs["probe@1a"]], "n": 1, "reference": True,
+                                 "label": "replay-probe"}]  # fmt: skip
+    assert {k["link"]: k["why"] for k in group["left_out"]} == {
+        runs["probe@1b"]: "broken: an artifact changed or is missing (`stackmgr verify`)",
+        base: "measured without the patch"}  # fmt: skip
+    named = _compare(ev, base, runs["probe@1a"])["groups"][0]
+    assert [r["links"] for r in named["results"]] == [[base], [runs["probe@1a"]]], "named by id: a column"
+
+
+@pytest.mark.regression("--baseline of a run at another request rate was taken silently, its deltas shown as gains")
+def test_a_baseline_of_another_run_configuration_is_said(ev: Lab, runs: dict[str, str]) -> None:
+    done = ev.sm("link", "replay-probe", "--amends", runs["probe@4"], "--baseline", runs["fix@1"])
+    assert done.code == 0, done.err
+    assert ("stackmgr: warning: --baseline " + runs["fix@1"] + " was measured with another run configuration "
+            "(request_rate 1 vs 4): its deltas compare unlike runs") in done.err  # fmt: skip
+    same = ev.sm("link", "replay-probe", "--amends", runs["probe@1a"], "--baseline", runs["fix@1"])
+    assert same.code == 0 and "warning" not in same.err

@@ -166,8 +166,9 @@ def test_report_needs_a_target_and_refuses_a_lessons_path_it_cannot_write(ev: La
     one_line_error(result, 2)
     assert result.err == ("stackmgr: report needs -o DIR, --markdown FILE, or both; e.g. "
                           "`stackmgr report -o /tmp/lab-report --markdown /tmp/lessons.md`\n")  # fmt: skip
+    (tmp_path / "afile").write_text("")
     for file, says in ((str(tmp_path), f"{tmp_path} is a directory"),
-                       (str(tmp_path / "no" / "lessons.md"), f"{tmp_path / 'no'} is not a directory; create it first"),
+                       (str(tmp_path / "afile" / "lessons.md"), f"{tmp_path / 'afile'} is not a directory"),
                        ("links/lessons.md", "links/lessons.md is inside the store's links/"),
                        ("patches/x.patch", "patches/x.patch is inside the store's patches/")):  # fmt: skip
         result = ev.sm("report", "--markdown", file, "-o", str(tmp_path / "site"))
@@ -175,6 +176,9 @@ def test_report_needs_a_target_and_refuses_a_lessons_path_it_cannot_write(ev: La
         assert result.err.startswith(f"stackmgr: {says}"), result.err
     assert not (tmp_path / "site").exists(), "nothing is written when a target is refused"
     assert sorted(os.listdir(ev.store / "links")) == [] and not (ev.store / "patches" / "x.patch").exists()
+    made = ev.sm("report", "--markdown", "docs/lessons.md")  # as the README has it, in a store with no docs/ yet
+    assert made.code == 0, made.err
+    assert (ev.store / "docs" / "lessons.md").read_text().startswith("# Lessons")
 
 
 @pytest.mark.regression("the lessons page named a copied result by its sha256 path alone")

@@ -594,8 +594,8 @@ def test_a_promotion_is_refused_when_the_patch_is_not_in_its_trees_measured_stat
     refused = ev.sm("link", "replay-fix", "results/probe.log", "--verdict", "promoted")
     one_line_error(refused, 2)
     assert refused.err == ("stackmgr: cannot promote replay-fix: its changes are not in tree vllm's measured state; "
-                           "apply its series (`stackmgr apply replay`) and measure again, or record the result "
-                           "with --verdict experimental\n")  # fmt: skip
+                           "push it (`stackmgr push -t vllm replay-fix`: series replay is applied) and measure "
+                           "again, or record the result with --verdict experimental\n")  # fmt: skip
     assert not (ev.store / "links" / "replay-fix").exists()
     # A draft measured off-tree cannot be completed as a promotion either: its own stack is what counts.
     draft = _link(ev, "replay-fix", "results/probe.log")
@@ -764,3 +764,45 @@ def test_show_names_an_amended_draft_in_one_line_and_quotes_the_command_of_a_run
     assert [line.strip() for line in shown if draft in line][1:] == [f"amends {draft}"]
     (run_line,) = [line for line in shown if "run qps1:" in line]
     assert shlex.split(run_line.split("`")[1]) == [sys.executable, "-c", script], "a shell gives back the argv"
+
+
+@pytest.mark.regression("link --amends with an artifact threw away the draft's run and measured state, and promoted "
+                        "a baseline run measured without the patch")  # fmt: skip
+def test_amending_a_run_with_a_new_result_keeps_what_the_run_measured(ev: Lab) -> None:
+    script = "print('Output token throughput (tok/s): 99.5')"
+    done = stackmgr_process(ev.store, "run", "--name", "qps1", "--", sys.executable, "-c", script)
+    assert done.returncode == 0, done.stderr
+    drafts = {k["patch"]: k for k in json.loads(ev.sm("links", "--json").out)["links"]}
+    assert sorted(drafts) == ["gemm-tile", "replay-probe"], "one draft per measured tree, both named qps1"
+    done = ev.sm("--json", "link", "replay-probe", "results/bench.json", "--from-json", "results/bench.json",
+                 "--amends", "qps1", "--verdict", "experimental")  # fmt: skip
+    assert done.code == 0, done.err
+    final = next(k for k in json.loads(ev.sm("links", "--json").out)["links"] if k["id"] == json.loads(done.out)["id"])
+    draft = drafts["replay-probe"]
+    assert final["amends"] == draft["id"] and final["run"] == draft["run"] and final["stack"] == draft["stack"]
+    assert [a["path"] for a in final["artifacts"]] == [a["path"] for a in draft["artifacts"]] + ["results/bench.json"]
+    assert {m["name"] for m in final["metrics"]} >= {"output_throughput", "mean_ttft_ms"}
+    kernel = ev.sm("--json", "link", "gemm-tile", "--amends", "qps1", "--verdict", "rejected", "--lesson", "no")
+    assert kernel.code == 0, "the run's name stands for each patch's own draft"
+    again = ev.sm("link", "replay-probe", "--amends", draft["id"], "--verdict", "inconclusive")
+    one_line_error(again, 2)
+    assert f"amended already, by {final['id']}" in again.err, "a second amendment of one record would fork it"
+
+    assert ev.sm("reset", "vllm").code == 0  # the patches are saved; the tree is at its base
+    done = stackmgr_process(ev.store, "run", "-t", "vllm", "--link", "replay-fix", "--name", "upstream", "--",
+                            sys.executable, "-c", script)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    refused = ev.sm("link", "replay-fix", "results/probe.log", "--amends", "upstream", "--verdict", "promoted")
+    one_line_error(refused, 2)
+    assert "its changes are not in tree vllm's measured state" in refused.err
+
+
+@pytest.mark.regression("links --sort metric ranked a failed run best; an unknown --tree listed nothing, exit 0")
+def test_sorting_by_metric_ranks_failed_runs_last_and_an_unknown_tree_is_a_usage_error(ev: Lab) -> None:
+    good = _link(ev, "replay-fix", "--metric", "output_throughput=100tok/s")
+    failed = _link(ev, "replay-fix", "--metric", "output_throughput=300tok/s", "--gate", "exit=fail:exit 1")
+    better = _link(ev, "replay-probe", "--metric", "output_throughput=110tok/s")
+    shown = ev.sm("links", "--metric", "output_throughput", "--sort", "metric").out
+    assert [lid for line in shown.splitlines() for lid in (good, failed, better) if lid in line] == [
+        better, good, failed]  # fmt: skip
+    one_line_error(ev.sm("links", "--tree", "nosuch"), 2)

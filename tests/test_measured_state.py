@@ -210,3 +210,18 @@ def test_the_residue_counts_as_preserved_only_while_byte_identical(lab: Lab) -> 
     assert lab.worktree_id() == git(lab.tree, "rev-parse", "HEAD^{tree}").decode().strip()
     assert applied_state(lab) is not None and applied_state(lab)["measured"] is None  # type: ignore[index]
     assert lab.sm("apply", "--link", link).code == 0 and lab.worktree_id() == measured  # and it comes back
+
+
+@pytest.mark.regression("status after apply --link of a result measured at the base said the series' patches were "
+                        "appended since")  # fmt: skip
+def test_status_after_rebuilding_a_state_measured_at_the_base_says_no_false_edits(lab: Lab) -> None:
+    for n in (1, 2):
+        (lab.tree / f"f{n}.txt").write_text(f"{n}\n")
+        assert lab.sm("save", f"p{n}", "--series", "S", "-m", f"p{n}").code == 0
+    assert lab.sm("reset").code == 0
+    upstream = link_id(lab, "p1", str(lab.store / "stackmgr.toml"))  # measured on the base alone
+    assert lab.sm("apply", "S").code == 0
+    done = lab.sm("apply", "--link", upstream)
+    assert done.code == 0, done.err
+    status = lab.sm("status").out
+    assert "appended" not in status and "edited since" not in status, status

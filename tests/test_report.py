@@ -405,3 +405,19 @@ def test_a_record_that_names_another_patch_or_climbs_out_stops_the_report(lab: L
     result = lab.sm("report", "-o", str(tmp_path / "site"))
     assert result.code == 3 and "climbs with '..'" in result.err
     assert not (tmp_path / "site").exists(), "nothing is written when the records cannot be read"
+
+
+@pytest.mark.regression("the index ranked a newer log-only run's decode_tput 500 as the best result over the "
+                        "promoting run's output_throughput")  # fmt: skip
+def test_the_best_result_is_of_the_headline_metric_when_any_link_has_it(lab: Lab, tmp_path: Path) -> None:
+    (lab.tree / "README").write_text("edited\n")
+    _ok(lab, "save", "fix", "--series", "s", "-m", "fix")
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"model_id": "m", "request_rate": 1.0, "num_prompts": 50,
+                                 "output_throughput": 100.5, "mean_ttft_ms": 40.0}))  # fmt: skip
+    _link(lab, "fix", "--from-json", str(bench), "--verdict", "promoted")
+    _link(lab, "fix", "--metric", "decode_tput=500")  # newer, another metric, no run configuration
+    _ok(lab, "report", "-o", str(tmp_path / "site"))
+    index = _parse((tmp_path / "site" / "index.html").read_text()).all_text
+    cell = index[index.index("fix") :]
+    assert "output_throughput 100.5 tok/s" in cell and "decode_tput" not in cell

@@ -128,7 +128,8 @@ def show_cmd(ctx: Context, patch: str) -> None:
         vs = f" · vs baseline {link.baseline}" if base else ""
         output.out(f"  {link.created[:10]} {link.id}" + (f"  {gates}" if gates else "")
                    + f" · {link.verdict} · {view.states[link.id]}" + (vs if link.metrics else "")
-                   + ("" if link.metrics else " · no metrics"))  # fmt: skip
+                   + ("" if link.metrics else " · no metrics")
+                   + (" · " + output.paint("TAINTED", "red") if link.tainted else ""))  # fmt: skip
         for line in metric_table(link.metrics, base):
             output.out(line)
         if link.lesson:

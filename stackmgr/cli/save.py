@@ -60,6 +60,7 @@ def run(args: SaveArgs) -> int:
     rel = os.path.relpath(result.path, store.root)
     what = {"saved": "saved", "updated": "updated", "unchanged": "unchanged, already saved as"}[result.outcome]
     tail = f"; in series {result.series}" if result.series else ""
-    output.out(f"{what} {rel}: {result.files} files, +{result.insertions} -{result.deletions} "
+    files = f"{result.files} file{'' if result.files == 1 else 's'}"
+    output.out(f"{what} {rel}: {files}, +{result.insertions} -{result.deletions} "
                f"(tree {result.tree}, base {result.base[:12]}){tail}")  # fmt: skip
     return 0

@@ -14,8 +14,10 @@ direction. What a column is depends on how it was named:
 
 A run that failed (its `exit` gate `fail` or `error`, or a `[run]` exit code other than 0) or was tainted (a
 measured tree changed while it ran) is not a measurement of the patch: it is never averaged in, never a column
-and never a reference, however it was named. It is listed under its configuration's group as left out, with
-why (`exit 3`, `tainted`); `show PATCH` still shows its numbers.
+and never a reference, however it was named; nor is, among a PATCH's links, one measured without the patch (a
+baseline linked to it: named by itself, it is a column), nor one whose evidence is broken (an artifact changed or
+missing). Each is listed under its configuration's group as left out, with why (`exit 3`, `tainted`, `measured
+without the patch`, `broken: …`); `show PATCH` still shows its numbers.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stackmgr.errors import UsageProblem
-from stackmgr.evidence.compare import CONFIG_KEYS, run_config
+from stackmgr.evidence.compare import CONFIG_KEYS, left_out_why, run_config
 from stackmgr.evidence.metrics import change
 from stackmgr.evidence.reading import find_links, find_ref, load_links
 from stackmgr.evidence.records import Link
@@ -70,20 +72,6 @@ class Group:
     results: list[Result]
     rows: list[Row] = field(default_factory=list)
     left_out: list[tuple[Link, str]] = field(default_factory=list)  # failed or tainted runs, with why
-
-
-def left_out_why(link: Link) -> str | None:
-    """Why a result is no measurement to average or compare (`exit 3`, `tainted`, `exit 3, tainted`), or None."""
-    why = []
-    code = link.run.get("exit_code")
-    gate = next((g for g in link.gates if g.name == "exit"), None)
-    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
-        why.append(f"exit {code}")
-    elif gate is not None and gate.status in ("fail", "error"):
-        why.append(gate.detail if gate.detail.startswith("exit ") else f"exit gate {gate.status}")
-    if link.tainted:
-        why.append("tainted")
-    return ", ".join(why) or None
 
 
 def resolve(store: Store, targets: list[str]) -> list[tuple[Link, bool]]:
@@ -160,10 +148,16 @@ class Comparison:
     def __init__(self, store: Store, targets: list[str]) -> None:
         self.headline = store.headline()
         groups: dict[tuple[tuple[str, str], ...], Group] = {}
+        from stackmgr.evidence.states import ArtifactHashes
+
+        hashes = ArtifactHashes(store)  # a result whose files changed or went (broken) is no measurement to show
         for link, alone in resolve(store, targets):
             config = run_config(store, link)
             group = groups.setdefault(tuple(sorted(config.items())), Group(config, []))
-            if (why := left_out_why(link)) is not None:
+            why = left_out_why(link, alone)
+            if any(hashes.sha256(a.path) != a.sha256 for a in link.artifacts):
+                why = ", ".join(filter(None, [why, "broken: an artifact changed or is missing (`stackmgr verify`)"]))
+            if why is not None:
                 group.left_out.append((link, why))
                 continue
             named = link.id if alone else ""
@@ -179,6 +173,7 @@ class Comparison:
                 r.label = r.named if r.named and shared else r.patch
             group.rows = _rows(group.results, self.headline)
         self.groups = list(groups.values())
+        hashes.save()
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": 1, "headline": self.headline, "groups": [{

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from stackmgr.errors import UsageProblem
-from stackmgr.evidence.compare import CONFIG_KEYS, run_config
+from stackmgr.evidence.compare import CONFIG_KEYS, left_out_why, run_config
 from stackmgr.evidence.metrics import Metric, lead
 from stackmgr.evidence.reading import Brief, find_links, load_briefs, load_links
 from stackmgr.evidence.records import Link
@@ -51,7 +51,7 @@ def link_json(ev: Evidence, link: Link, state: str, baseline: Link | None, repla
                    "residue": s.residue, "residue_patch": s.residue_patch or None,
                    "patches": [{"name": n, "sha256": h} for n, h in s.patches],
                    "present": [{"name": n, "sha256": h} for n, h in s.present]} for s in link.stack],
-        "measured_current_version": ev.sha256_of(link.patch) == link.sha256,
+        "measured_current_version": ev.sha256_of(link.patch) == link.sha256, "measured_patch": link.measures_patch,
         "run": link.run or None,
     }  # fmt: skip
 
@@ -68,6 +68,8 @@ def measured_lines(ev: Evidence, link: Link) -> list[str]:
     now = ev.sha256_of(link.patch)
     version = "this version of the patch" if now == link.sha256 else \
         f"an older version of the patch (sha256 {link.sha256[:12]}; now {now[:12] if now else 'gone'})"  # fmt: skip
+    if not link.measures_patch:
+        version = f"without the patch: its changes were not in tree {link.tree}'s measured state (a baseline?)"
     rebuild = f"; `stackmgr apply --link {link.id}` rebuilds it" if any(s.snapshot for s in link.stack) else ""
     lines.append(f"measured {version}{rebuild}")
     if link.run:
@@ -172,10 +174,20 @@ def config_order(config: dict[str, str]) -> tuple[Any, ...]:
 Configured = Callable[[Listed], dict[str, str]]
 
 
+def _failed(link: Listed) -> bool:
+    """A run that failed or was tainted: never ranked among the results it would seem to beat (`compare` leaves
+    it out)."""
+    if isinstance(link, Brief):  # as left_out_why reads a whole record
+        failed_gate = any(g.name == "exit" and g.status in ("fail", "error") for g in link.gates)
+        return link.tainted or link.exit_code not in (None, 0) or (link.exit_code is None and failed_gate)
+    return left_out_why(link, named=True) is not None
+
+
 def _sort_key(sort_by: str, metric: str | None, direction: str = "higher",
               config: Configured | None = None) -> Callable[[tuple[Listed, str]], Any]:  # fmt: skip
     """`links --sort`: date, patch, state, or the metric: by run configuration first (`config`), then best first
-    by the metric's direction (largest, or smallest for a lower-is-better one; links without it last)."""
+    by the metric's direction (largest, or smallest for a lower-is-better one; links without it last), failed
+    and tainted runs after the rest of their configuration."""
     if sort_by == "metric":
         sign = 1.0 if direction == "lower" else -1.0
         group = config or (lambda _: {})
@@ -188,7 +200,7 @@ def _sort_key(sort_by: str, metric: str | None, direction: str = "higher",
                 orders[key] = config_order(seen)
             return orders[key]
 
-        return lambda r: (order(r[0]),
+        return lambda r: (order(r[0]), _failed(r[0]),
                           (1, 0.0) if (m := metric_of(r[0], str(metric))) is None else (0, sign * m.value))  # fmt: skip
     keys: dict[str, Callable[[tuple[Listed, str]], Any]] = {
         "date": lambda r: (r[0].created, r[0].id), "patch": lambda r: (r[0].patch, r[0].created),
@@ -211,6 +223,9 @@ class LinkTable:
         self.ev = ev = Evidence.gather(store)
         self.store = store
         links: list[Link] | list[Brief] = load_links(store) if whole else load_briefs(store)
+        if tree and not store.knows(tree) and all(k.tree != tree for k in links):  # a tree forgotten: its links
+            known = ", ".join(sorted([*store.trees, *store.unplaced])) or "none yet"
+            raise UsageProblem(f"unknown tree '{tree}' (known: {known})", "see `stackmgr trees`")
         self.amended_by = replaced = amended_by(links)
         self.hidden = 0  # amended records that passed the filters, left out
         wanted = set(SeriesFile.load(store, series).patch_names()) if series else None

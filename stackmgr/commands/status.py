@@ -165,7 +165,9 @@ def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str],
     mine = [e for e in entries if active(e, applied.guards) and _patch_tree(store, e.patch) == tree]
     edits = [f"{n} no longer in the series" for n in applied.names if n not in names and not applied.link]
     last = max((names.index(n) for n in applied.names if n in names), default=-1)
-    for entry in entries[last + 1 :]:  # after the last applied one, for this tree, not left to push: appended since
+    # After the last applied one, for this tree, not left to push: appended since (not for a measured state
+    # rebuilt by `apply --link`: the series' later patches may have been there when it was measured).
+    for entry in entries[last + 1 :] if not applied.link else []:
         if entry in mine and entry.name not in applied.pending:
             edits.append(f"{entry.name} appended")
     kept = [n for n in names if n in set(applied.names)]

@@ -1,6 +1,7 @@
 """Creating a link record (`stackmgr link`, and the drafts `stackmgr run` writes): the patch, the measured state
 of the trees (evidence/measured.py), the artifacts (those from outside the store copied in by content), the
-metrics and gates; a draft completed with `--amends` keeps what it recorded."""
+metrics and gates; a record amended (`--amends`: a draft completed, a result corrected) keeps what it measured,
+and what is given is added to it."""
 
 from __future__ import annotations
 
@@ -59,21 +60,23 @@ def _create_link(
         raise StackmgrError(f"patches/{patch}.patch has no stackmgr header ({rec['error']})", "save it again")
     if verdict not in metrics.VERDICTS:
         raise UsageProblem(f"verdict '{verdict}' is not one of {', '.join(metrics.VERDICTS)}", "pick one of them")
-    amended, based = _named(store, amends, "--amends"), _named(store, baseline, "--baseline")
+    amended, based = _named(store, amends, "--amends", patch), _named(store, baseline, "--baseline", patch)
     amends, baseline = amended.id if amended else "", based.id if based else ""
-    if amended is not None and amended.patch != patch:
-        raise UsageProblem(f"--amends {amends}: that link is about {amended.patch}, not {patch}",
-                           f"amend it with `stackmgr link {amended.patch} … --amends {amends}`")  # fmt: skip
-    completed = amended if amended is not None and not artifacts and not from_json else None  # a draft completed
+    if amended is not None:
+        _refuse_amending(store, amended, patch)
+    # Completing a draft or correcting a result: the same measurement (its measured state, run, artifacts), what
+    # is given now added to it or replacing its own (a metric, a gate); a new measurement is a new link.
+    completed = amended
     run = amended.run if amended is not None else {}
     if verdict == "promoted" and (run.get("tainted") or run.get("exit_code", 0) != 0):
-        why = "a tree changed while it ran (tainted)" if run.get("tainted") else \
-            f"its command exited {run['exit_code']}"  # fmt: skip
-        raise UsageProblem(f"cannot promote {amends}: {why}", "run it again on a quiet tree, or record another verdict")
+        why, hint = ("a tree changed while it ran (tainted)", "run it again with the tree left alone") \
+            if run.get("tainted") else (f"its command exited {run['exit_code']}", "run it again")  # fmt: skip
+        raise UsageProblem(f"cannot promote {amends}: {why}", f"{hint}, or record another verdict")
     resolved = [resolve_artifact(store, raw) for raw in dict.fromkeys(artifacts + from_json)]
     found: list[Artifact] = list(completed.artifacts) if completed else []
     data_by_path: dict[str, bytes] = _kept_bytes(store, found)
     by_raw: dict[str, str] = {}
+    new: list[Artifact] = []
     for raw, (recorded, full) in zip(dict.fromkeys(artifacts + from_json), resolved, strict=True):
         with open(full, "rb") as f:
             data = f.read()
@@ -82,7 +85,9 @@ def _create_link(
         # path it had kept as information.
         artifact = Artifact(kept_artifacts.path_of(digest), digest, len(data), origin=recorded) \
             if os.path.isabs(recorded) else Artifact(recorded, digest, len(data))  # fmt: skip
-        found.append(artifact)
+        if all((a.path, a.sha256) != (artifact.path, artifact.sha256) for a in found):
+            found.append(artifact)
+            new.append(artifact)
         data_by_path[artifact.path] = data
         by_raw[raw] = artifact.path
     measured = _metrics(metric_specs, from_json, by_raw, data_by_path)
@@ -102,26 +107,55 @@ def _create_link(
         verdict=verdict, lesson=lesson, do_not_revive=do_not_revive, amends=amends, baseline=baseline,
         run=completed.run if completed else {},
     )  # fmt: skip
-    for artifact in found if completed is None else []:
+    for artifact in new:
         if artifact.origin:
             kept_artifacts.keep(store, data_by_path[artifact.path], artifact.sha256)
     write_link(store, link)
     lfs.track(store, [a.path for a in found if not os.path.isabs(a.path)])  # a big result stays out of git's objects
     evidence.save()
+    if based is not None:
+        _warn_unlike_baseline(store, link, based)
     return link
+
+
+def _warn_unlike_baseline(store: Store, link: Link, based: Link) -> None:
+    """A baseline measured with another run configuration: its deltas compare unlike runs (`compare` never
+    ranks them together); said, not refused (a model change may be the point)."""
+    import sys
+
+    from stackmgr.evidence.compare import run_config
+
+    ours, theirs = run_config(store, link), run_config(store, based)
+    differ = [k for k in sorted(set(ours) | set(theirs)) if ours.get(k) != theirs.get(k)]
+    if ours and theirs and differ:
+        said = ", ".join(f"{k} {theirs.get(k, '—')} vs {ours.get(k, '—')}" for k in differ)
+        sys.stderr.write(f"stackmgr: warning: --baseline {based.id} was measured with another run configuration "
+                         f"({said}): its deltas compare unlike runs\n")  # fmt: skip
 
 
 def _refuse_promotion_off_tree(store: Store, patch: str, tree: str, stack: list[StackEntry]) -> None:
     """A promotion says the result measured the patch: its changes must be in its own tree's measured state (in
     the chain that rebuilds it, or present whatever the series)."""
     entry = next((s for s in stack if s.tree == tree), None)
-    if entry is not None and patch in {n for n, _ in entry.patches + entry.present}:
+    if entry is not None and patch in {n for n, _ in entry.patches + entry.present}:  # as Link.measures_patch
         return
-    series = _series_listing(store, patch)
-    how = f"`stackmgr apply {series}`" if series else "`stackmgr apply SERIES`"
+    applied = load_applied(store).get(tree)
+    if applied is not None and applied.series and patch in _listed(store, applied.series):
+        how = f"push it (`stackmgr push -t {tree} {patch}`: series {applied.series} is applied)"
+    else:
+        series = _series_listing(store, patch)
+        how = f"apply its series (`stackmgr apply {series}`)" if series else "apply its series"
     raise UsageProblem(f"cannot promote {patch}: its changes are not in tree {tree}'s measured state",
-                       f"apply its series ({how}) and measure again, or record the result with "
-                       "--verdict experimental")  # fmt: skip
+                       f"{how} and measure again, or record the result with --verdict experimental")  # fmt: skip
+
+
+def _listed(store: Store, series: str) -> list[str]:
+    from stackmgr.store.series import SeriesFile
+
+    try:
+        return SeriesFile.load(store, series).patch_names()
+    except StackmgrError:
+        return []
 
 
 def _series_listing(store: Store, patch: str) -> str | None:
@@ -142,15 +176,29 @@ def _gates(completed: Link | None, given: list[metrics.Gate]) -> list[metrics.Ga
     return [g for g in (completed.gates if completed else []) if g.name not in named] + given
 
 
-def _named(store: Store, ref: str, what: str) -> Link | None:
+def _named(store: Store, ref: str, what: str, patch: str) -> Link | None:
     """The link `ref` names: its id (`lnk-` optional), or the name `stackmgr run --name` gave it (the latest run
-    of that name); None for ""."""
+    of that name, of `patch` when that run recorded one for it); None for ""."""
     if not ref:
         return None
-    found = find_ref(store, ref)
+    found = find_ref(store, ref, patch)
     if found is None:
-        raise UsageProblem(f"{what} {ref}: no such link or run", "see `stackmgr links` for ids and run names")
+        raise UsageProblem(f"{what} {ref}: no such link or run",
+                           "see `stackmgr links --json` for ids (`id`) and run names (`run.name`)")  # fmt: skip
     return found
+
+
+def _refuse_amending(store: Store, amended: Link, patch: str) -> None:
+    """An amendment replaces one current record: of this patch, not already replaced by another."""
+    from stackmgr.evidence.reading import load_links
+
+    if amended.patch != patch:
+        raise UsageProblem(f"--amends {amended.id}: that link is about {amended.patch}, not {patch}",
+                           f"amend it with `stackmgr link {amended.patch} … --amends {amended.id}`")  # fmt: skip
+    later = [k.id for k in load_links(store, patch) if k.amends == amended.id]
+    if later:
+        raise UsageProblem(f"--amends {amended.id}: it is amended already, by {later[-1]}",
+                           f"amend the current record: `--amends {later[-1]}`")  # fmt: skip
 
 
 def _kept_bytes(store: Store, found: list[Artifact]) -> dict[str, bytes]:

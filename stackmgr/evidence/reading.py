@@ -150,14 +150,15 @@ def find_links(store: Store, ids: set[str]) -> dict[str, Link]:
     return found
 
 
-def find_ref(store: Store, ref: str) -> Link | None:
+def find_ref(store: Store, ref: str, patch: str | None = None) -> Link | None:
     """The record a user names: its id (the `lnk-` may be left out) or a run's name (`stackmgr run --name`; the
-    latest run of that name)."""
+    latest run of that name: of `patch`, when a run of several trees recorded one for it)."""
     ident = ref if ref.startswith("lnk-") else f"lnk-{ref}"
     hit = find_links(store, {ident}).get(ident)
     if hit is not None:
         return hit
     named = [b for b in load_briefs(store) if b.run_name == ref]
+    named = [b for b in named if b.patch == patch] or named
     if not named:
         return None
     return next((k for k in find_links(store, {named[-1].id}).values()), None)

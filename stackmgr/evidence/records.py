@@ -77,6 +77,14 @@ class Link:
         """A run during which a measured tree changed."""
         return bool(self.run.get("tainted", False))
 
+    @property
+    def measures_patch(self) -> bool:
+        """Whether the patch's changes were in its own tree's measured state (in the chain that rebuilds it, or
+        present whatever the series): a result linked to a patch it did not measure (a baseline) is not one of
+        the patch's. A record with no measured state of its tree says nothing against it."""
+        entry = next((s for s in self.stack if s.tree == self.tree), None)
+        return entry is None or self.patch in {n for n, _ in entry.patches + entry.present}
+
 
 # --- writing ---------------------------------------------------------------------------------------------------
 

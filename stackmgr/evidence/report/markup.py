@@ -8,7 +8,7 @@ import posixpath
 import time
 from urllib.parse import quote
 
-from stackmgr.evidence.compare import run_config, short
+from stackmgr.evidence.compare import left_out_why, run_config, short
 from stackmgr.evidence.metrics import Metric
 from stackmgr.evidence.records import Link
 from stackmgr.evidence.report.assets import CSS, content_security_policy
@@ -112,15 +112,18 @@ class Markup(ReportData):
         return f'<a class="mono lid" href="{self.href(here, info.page, link.id)}">{e(link.id)}</a>'
 
     def best_headline(self, info: PatchInfo) -> tuple[Link, Metric] | None:
-        """The best value of the headline metric (the first metric of the newest link with metrics) among links
-        whose evidence holds (fresh or equivalent), measured with the run configuration of the newest of them
-        (results of other configurations are never ranked against it): that link and metric."""
-        good = [k for k in effective(info.links) if self.states[k.id] in ("fresh", "equivalent") and k.metrics]
+        """The best value of the headline metric among links whose evidence holds (fresh or equivalent) that
+        measured the patch (no failed or tainted run, no baseline) and have that metric (else the first metric of
+        the newest such link), measured with the run configuration of the newest of them (results of other
+        configurations are never ranked against it): that link and metric."""
+        good = [k for k in effective(info.links) if self.states[k.id] in ("fresh", "equivalent") and k.metrics
+                and left_out_why(k) is None]  # a failed or tainted run, a baseline: no result of the patch
+        configured = self.store.headline()
+        good = [k for k in good if any(m.name == configured for m in k.metrics)] or good  # never two metrics ranked
         if not good:
             return None
         wanted = self.config_of(good[-1])
         good = [k for k in good if self.config_of(k) == wanted]
-        configured = self.store.headline()
         has = any(m.name == configured for k in good for m in k.metrics)
         name = configured if configured is not None and has else good[-1].metrics[0].name
         best: tuple[Link, Metric] | None = None

@@ -152,6 +152,13 @@ def check_markdown_target(store: Store, file: str) -> tuple[str, str | None]:
         raise StackmgrError(f"{file} is a directory", "give the Markdown file's path, e.g. DIR/lessons.md")
     if os.path.lexists(target) and not os.path.isfile(target):
         raise StackmgrError(f"{file} exists and is not a regular file", "pick another path for the lessons page")
+    if not os.path.lexists(directory):  # as -o makes its directory: a docs folder a new store does not have yet
+        try:
+            os.makedirs(directory)
+        except OSError as exc:
+            raise StackmgrError(f"cannot create {os.path.dirname(file)}: {exc.strerror}",
+                                "create it first, or pick another path") from None  # fmt: skip
+        directory = os.path.realpath(directory)
     if not os.path.isdir(directory):
         raise StackmgrError(f"{os.path.dirname(file) or '.'} is not a directory", "create it first")
     root = os.path.realpath(store.root)
