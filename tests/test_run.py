@@ -324,3 +324,31 @@ def test_a_taint_names_what_changed_and_how_to_keep_it_as_results(lab: Lab, benc
     b = next(r for r in records if r["run"]["name"] == "b")
     assert code == 0 and b["run"]["tainted"] is False and "tainted" not in err
     assert [a["origin"] for a in b["artifact"][1:]] == [str(out / "new.txt")]  # kept as a result instead
+
+
+def run_in(lab: Lab, cwd: Path, *args: str) -> tuple[int, str, list[dict[str, Any]]]:
+    """`stackmgr run` from the directory `cwd`, as a user types it there."""
+    import os
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "stackmgr", "--store", str(lab.store), "run", *args], cwd=cwd,
+                          capture_output=True, text=True, env=os.environ)  # fmt: skip
+    records = sorted((lab.store / "links").glob("*/*.toml"))
+    return done.returncode, done.stderr, [tomllib.loads(r.read_text()) for r in records]
+
+
+@pytest.mark.regression("README's example run from the store lost its benchmark JSON to store/results/, silently")
+def test_a_run_that_wrote_nothing_where_results_are_looked_for_says_so(lab: Lab, bench: Path) -> None:
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + 'results = ["results"]\n')  # under [trees.vllm]
+    code, err, (record,) = run_in(lab, lab.store, "--name", "a", "--", sys.executable, str(bench), "4", "results")
+    assert code == 0 and (lab.store / "results" / "bench-4.json").is_file() and record["run"].get("config") is None
+    assert (f"stackmgr: warning: nothing was written under the result directories (vllm/results/); the command ran "
+            f"in {lab.store}, outside the measured trees: run it from the tree, or pass --result-dir DIR / "
+            "--from-json GLOB for where it writes\n") in err  # fmt: skip
+    assert err.count("nothing was written") == 1
+    code, err, records = run_in(lab, lab.tree, "--name", "b", "--", sys.executable, str(bench), "4", "results")
+    b = next(r for r in records if r["run"]["name"] == "b")
+    assert code == 0 and b["run"]["config"]["request_rate"] == "4" and "nothing was written" not in err, err
+    code, err, _ = run_in(lab, lab.tree / "src", "--name", "c", "--", sys.executable, "-c", "pass")
+    assert code == 0 and "warning: nothing was written under the result directories (vllm/results/)\n" in err

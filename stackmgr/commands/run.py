@@ -114,6 +114,8 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
             warnings.append(f"--from-json: {len(matched) - len(asked)} matching file(s) older than the run left out")
         files, data = collect.written(store, listed, asked, warnings)
         found += files
+        if len(found) == 1 and listed:  # nothing kept but the log: the command wrote somewhere else
+            warnings.append(_nothing_written(store, trees, list(listed)))
         measured, config = collect.run_metrics(store, found, data, set(asked), log, warnings)
         taints = [_taint(store, b.tree, changed_paths(store, b.tree, b.snapshot, a))
                   for b, a in zip(before, after, strict=True) if b.snapshot != a]  # fmt: skip
@@ -189,6 +191,27 @@ def _outputs_inside(store: Store, trees: list[str], dirs: list[str]) -> dict[str
                   if os.path.realpath(d).startswith(top + os.sep)]  # fmt: skip
         out[tree] = tuple(inside)
     return out
+
+
+def _within(path: str, top: str) -> bool:
+    path, top = os.path.realpath(path), os.path.realpath(top)
+    return path == top or path.startswith(top + os.sep)
+
+
+def _nothing_written(store: Store, trees: list[str], dirs: list[str]) -> str:
+    """The warning for a run that kept nothing but its log: where it looked, and, when the command ran outside
+    every measured tree (a relative `--result-dir results/` then lands where it ran), what to do."""
+    named = []
+    for d in dirs:
+        tree = next((t for t in trees if _within(d, store.trees[t].path)), None)
+        rel = os.path.relpath(os.path.realpath(d), os.path.realpath(store.trees[tree].path)) if tree else ""
+        named.append(capture.text(f"{tree}/{rel}/" if tree else d.rstrip(os.sep) + "/"))
+    note = f"nothing was written under the result directories ({', '.join(named)})"
+    here = os.getcwd()
+    if any(_within(here, store.trees[t].path) for t in trees):
+        return note
+    return (f"{note}; the command ran in {capture.text(here)}, outside the measured trees: run it from the tree, "
+            "or pass --result-dir DIR / --from-json GLOB for where it writes")
 
 
 def _written_since(path: str, began: float) -> bool:
