@@ -352,3 +352,83 @@ def test_a_run_that_wrote_nothing_where_results_are_looked_for_says_so(lab: Lab,
     assert code == 0 and b["run"]["config"]["request_rate"] == "4" and "nothing was written" not in err, err
     code, err, _ = run_in(lab, lab.tree / "src", "--name", "c", "--", sys.executable, "-c", "pass")
     assert code == 0 and "warning: nothing was written under the result directories (vllm/results/)\n" in err
+
+
+TERMINATED = """\
+import os, signal, sys, time
+def partial(signum, frame):
+    print(f"caught {signal.Signals(signum).name}, writing partial results", flush=True)
+    sys.exit(5)
+if sys.argv[1] == "handle":
+    signal.signal(signal.SIGTERM, partial)
+    signal.signal(signal.SIGINT, partial)
+print("started", os.getpid(), flush=True)
+time.sleep(30)
+"""
+
+
+def start_run(lab: Lab, tmp_path: Path, how: str) -> tuple[Any, int]:
+    """`stackmgr run` of a command that prints its pid and sleeps (handling SIGTERM and SIGINT if `how` says)."""
+    import subprocess
+
+    script = tmp_path / "terminated.py"
+    script.write_text(TERMINATED)
+    argv = [sys.executable, "-m", "stackmgr", "--store", str(lab.store), "run", "--", sys.executable, str(script), how]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline().split()
+    assert line[0] == b"started", line
+    return proc, int(line[1])
+
+
+@pytest.mark.regression("SIGTERM to run (timeout, Slurm, systemd) left the benchmark orphaned and recorded nothing")
+def test_a_signal_to_run_reaches_the_command_and_the_run_is_recorded(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    import os
+    import signal
+
+    for how, sig, code in (("handle", signal.SIGTERM, 5), ("die", signal.SIGTERM, 143), ("handle", signal.SIGINT, 5),
+                           ("die", signal.SIGHUP, 129)):  # fmt: skip
+        proc, child = start_run(lab, tmp_path, how)
+        time.sleep(0.2)
+        os.kill(proc.pid, sig)  # to stackmgr alone, as `timeout` and `kill PID` send it
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == code, (how, sig, err)
+        with pytest.raises(ProcessLookupError):
+            os.kill(child, 0)  # the command is not left running
+        if how == "handle":
+            assert f"caught {sig.name}, writing partial results".encode() in out
+        records = [tomllib.loads(r.read_text()) for r in (lab.store / "links").glob("*/*.toml")]
+        (record,) = [r for r in records if r["created"] == max(x["created"] for x in records)]
+        assert record["run"]["interrupted"] is True and record["run"]["signal"] == sig.name
+        assert record["run"]["exit_code"] == code
+    assert not list((lab.store / ".stackmgr").glob("run-*.log"))
+
+
+@pytest.mark.regression("run's log was written buffered: a run killed -9 left it empty, and it stayed forever")
+def test_the_log_of_a_killed_run_is_written_as_it_comes_and_named_by_the_next_run(lab: Lab, bench: Path,
+                                                                                   tmp_path: Path) -> None:  # fmt: skip
+    import os
+    import signal
+    import subprocess
+
+    proc, child = start_run(lab, tmp_path, "die")
+    log = lab.store / ".stackmgr" / f"run-{proc.pid}.log"
+    try:
+        time.sleep(0.2)
+        assert log.read_bytes() == f"started {child}\n".encode()  # on disk already, while the command runs
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        os.kill(child, signal.SIGKILL)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    empty = lab.store / ".stackmgr" / f"run-{int(gone.stdout)}.log"  # of a run killed before its command printed
+    empty.write_bytes(b"")
+    code, _o, err, _ = run(lab, "--name", "next", "--", sys.executable, "-c", "pass")
+    assert code == 0, err
+    assert (f"stackmgr: warning: the log of an earlier run that was killed is kept in .stackmgr/run-{proc.pid}"
+            ".killed.log (it was not recorded)") in err  # fmt: skip
+    assert not log.exists() and not empty.exists() and err.count("earlier run") == 1
+    assert (lab.store / ".stackmgr" / f"run-{proc.pid}.killed.log").read_bytes() == f"started {child}\n".encode()
+    code, _o, err, _ = run(lab, "--name", "after", "--", sys.executable, "-c", "pass")
+    assert code == 0 and "earlier run" not in err

@@ -86,10 +86,17 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
     with operation(store, f"run {req.name or req.argv[0]} (measure)"):
         before = measure(store, trees, evidence.index, outputs)
     listed = {d: collect.listing(d) for d in dirs}
+    earlier = _earlier_logs(store)
     log = os.path.join(store.state_dir, f"run-{os.getpid()}.log")
-    ran = capture.tee(req.argv, log)
     try:
-        return _record(store, req, evidence, targets, trees, outputs, before, listed, log, ran)
+        ran = capture.tee(req.argv, log)
+    except capture.NotStarted as exc:
+        _unlink(log)
+        raise UsageProblem(str(exc), "check the command after `--`; nothing ran and nothing was recorded") from None
+    try:
+        outcome = _record(store, req, evidence, targets, trees, outputs, before, listed, log, ran)
+        outcome.warnings[:0] = earlier
+        return outcome
     except (StackmgrError, OSError) as exc:  # the command ran: say where its output is, whatever went wrong
         message = exc.message if isinstance(exc, StackmgrError) else str(exc)
         raise StackmgrError(f"the command ran (exit {ran.exit_code}) but was not recorded: {message}",
@@ -133,6 +140,49 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
         evidence.save()
     os.unlink(log)
     return RunOutcome(links, ran.exit_code, tainted, warnings, taints)
+
+
+def _earlier_logs(store: Store) -> list[str]:
+    """The logs an earlier `run` left when it was killed (its pid is gone): an empty one is deleted, one with
+    output is named once, then kept as `run-PID.killed.log` (not named again)."""
+    warnings = []
+    try:
+        names = sorted(os.listdir(store.state_dir))
+    except OSError:
+        return []
+    for name in names:
+        pid = name[len("run-"):-len(".log")] if name.startswith("run-") and name.endswith(".log") else ""
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        path = os.path.join(store.state_dir, name)
+        try:
+            if os.path.getsize(path) == 0:
+                os.unlink(path)
+                continue
+            kept_as = os.path.join(store.state_dir, f"run-{pid}.killed.log")
+            os.replace(path, kept_as)
+        except OSError:
+            continue
+        warnings.append(f"the log of an earlier run that was killed is kept in "
+                        f"{os.path.relpath(kept_as, store.root)} (it was not recorded)")  # fmt: skip
+    return warnings
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _default_trees(store: Store) -> list[str]:
@@ -227,6 +277,7 @@ def _run_table(store: Store, req: RunRequest, ran: capture.Ran, tainted: list[st
         "start": ran.start, "duration_s": round(ran.duration, 3), "host": capture.host(),
         "accelerators": capture.accelerators(), "env": capture.environment(e for e in extra if isinstance(e, str)),
         "tainted": bool(tainted), "changed_trees": tainted, "interrupted": ran.interrupted,
+        **({"signal": ran.signal} if ran.signal else {}),
         "after": [{"tree": b.tree, "snapshot": a} for b, a in zip(before, after, strict=True)], "config": config,
     }  # fmt: skip
 
