@@ -432,3 +432,28 @@ def test_the_log_of_a_killed_run_is_written_as_it_comes_and_named_by_the_next_ru
     assert (lab.store / ".stackmgr" / f"run-{proc.pid}.killed.log").read_bytes() == f"started {child}\n".encode()
     code, _o, err, _ = run(lab, "--name", "after", "--", sys.executable, "-c", "pass")
     assert code == 0 and "earlier run" not in err
+
+
+@pytest.mark.regression("the taint hint suggested a top-level source directory (tests/) as results, hiding it")
+def test_the_taint_hint_names_only_a_directory_of_new_files_and_bad_result_dirs_are_refused(
+    lab: Lab, bench: Path, tmp_path: Path
+) -> None:
+    def taint(name: str, *files: str) -> str:
+        write = f"import os\nfor f in {[str(lab.tree / f) for f in files]!r}:\n" \
+                "    os.makedirs(os.path.dirname(f), exist_ok=True); open(f, 'w').write('x')"  # fmt: skip
+        code, _o, err, _ = run(lab, "--name", name, "--", sys.executable, "-c", write)
+        assert code == 0 and "tainted: vllm changed" in err, err
+        return err
+
+    err = taint("deep", "src/client/bench_out/r.json", "src/client/bench_out/s/t.json")
+    assert 'declare its directory (results = ["src/client/bench_out"] under [trees.vllm]' in err
+    for name, files in (("tracked", ("src/a.txt", "src/new/b.txt")), ("top", ("top.txt",))):
+        err = taint(name, *files)
+        assert "to keep what the command writes in the tree as results, pass --result-dir DIR\n" in err, err
+        assert "results = [" not in err
+    marker = tmp_path / "ran"
+    for given, words in (("README", "--result-dir README is not a directory; "),
+                         (".", "--result-dir . would hide the tree's own files from check; name the directory the "
+                               "command writes to"), ("src", "--result-dir src would hide")):  # fmt: skip
+        code, err, _ = run_in(lab, lab.tree, "--result-dir", given, "--", "touch", str(marker))
+        assert code == 2 and words in err and not marker.exists(), (given, err)

@@ -79,6 +79,7 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
     trees = list(dict.fromkeys(req.trees)) or _default_trees(store)
     for name in trees:
         store.tree(name)  # a usage error for an unknown or unplaced tree, before anything runs
+    _check_result_dirs(store, trees, req.result_dirs)
     evidence = Evidence.gather(store)
     targets = _targets(store, req, trees, evidence)
     dirs = [os.path.abspath(d) for d in req.result_dirs] or _declared_dirs(store, trees)
@@ -306,8 +307,29 @@ def _taint(store: Store, tree: str, changes: list[tuple[str, str]]) -> str:
     new = [p for status, p in changes if status == "A"]
     if not new:
         return note
-    tops = {p.split("/", 1)[0] for p in new}
-    directory = tops.pop() if len(tops) == 1 and all("/" in p for p in new) else "DIR"
+    directory = os.path.commonpath([os.path.dirname(p) for p in new])  # the deepest holding all of them
+    if not directory or _tracks(store, tree, directory):  # the tree's top, or its own files there: never hide
+        return f"{note}; to keep what the command writes in the tree as results, pass --result-dir DIR"
     return (f"{note}; to keep what the command writes in the tree as results, declare its directory "
             f"(results = [\"{directory}\"] under [{tree_key(store, tree)}] in {os.path.basename(store.config_path)}) "
             "or pass --result-dir")  # fmt: skip
+
+
+def _tracks(store: Store, tree: str, directory: str) -> bool:
+    from stackmgr.git.repo import open_repo
+
+    return open_repo(store.trees[tree].path).tracks_below(os.fsencode(directory))
+
+
+def _check_result_dirs(store: Store, trees: list[str], given: tuple[str, ...]) -> None:
+    """A `--result-dir` that is a file, holds a measured tree's top, or holds files the tree tracks is refused
+    before anything runs: what is under it is left out of the measured state."""
+    for d in given:
+        where = os.path.realpath(d)
+        if os.path.exists(where) and not os.path.isdir(where):
+            raise UsageProblem(f"--result-dir {d} is not a directory", "name the directory the command writes to")
+        for tree in trees:
+            top = os.path.realpath(store.trees[tree].path)
+            if _within(top, where) or (_within(where, top) and _tracks(store, tree, os.path.relpath(where, top))):
+                raise UsageProblem(f"--result-dir {d} would hide the tree's own files from check",
+                                   "name the directory the command writes to")  # fmt: skip
