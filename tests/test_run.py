@@ -457,3 +457,13 @@ def test_the_taint_hint_names_only_a_directory_of_new_files_and_bad_result_dirs_
                                "command writes to"), ("src", "--result-dir src would hide")):  # fmt: skip
         code, err, _ = run_in(lab, lab.tree, "--result-dir", given, "--", "touch", str(marker))
         assert code == 2 and words in err and not marker.exists(), (given, err)
+
+
+@pytest.mark.regression("run --name took a link id's shape, spaces and / (names --amends and --baseline take)")
+def test_a_run_name_that_could_be_mistaken_is_refused_before_running(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    for name in ("lnk-0123abcd4567", "lnk-ab", "two words", "a/b", "tab\there"):
+        done = stackmgr_process(lab.store, "run", "--name", name, "--", "touch", str(marker))
+        assert done.returncode == 2 and "--name" in done.stderr and done.stderr.count("\n") == 1, (name, done.stderr)
+    assert not marker.exists()
+    assert run(lab, "--name", "lnk-bench", "--", sys.executable, "-c", "pass")[0] == 0  # not hex after lnk-

@@ -3,7 +3,7 @@ prefix makes CMD fail (exit code not 0), or makes metric M worse than X by its d
 the result directories, as `run` collects it).
 
 The tree must be preserved first, as for `apply`. The series is applied, then each tested prefix is reached with
-`push`/`pop` and captured by `run` (a draft link to the prefix's top patch, named `bisect-SERIES-K`); the whole
+`push`/`pop` and captured by `run` (a draft link to the prefix's top patch, named `bisect-SERIES-<UTC yyyymmddThhmmss>-K`, unique to the bisect); the whole
 series is tested first, then the prefixes are halved as `git bisect` does, the base taken as good (it is tested
 when the first patch is blamed). At the end the tree is put back as it was (HEAD and branch too, and the index
 byte for byte: what was staged stays staged, intent-to-add stays so; what the command left there is carried along,
@@ -59,11 +59,11 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
               tree_move.real_index(snap.repo))  # fmt: skip
     snap.release()
     tested: list[Tested] = []
+    prefix = _run_prefix(store, series)
 
     def test(k: int) -> bool:
         _go_to(store, plan.tree, names, k)
-        outcome = run(store, RunRequest(argv, trees=(plan.tree,), link=names[k - 1], name=f"bisect-{series}-{k}",
-                                        unique=False))  # fmt: skip
+        outcome = run(store, RunRequest(argv, trees=(plan.tree,), link=names[k - 1], name=f"{prefix}-{k}"))
         if outcome.exit_code == 130 or outcome.exit_code == 125 or outcome.exit_code == 128 + 9:
             raise _Stopped(outcome.exit_code, names[k - 1])
         failed, detail = _judge(outcome.exit_code, outcome.links[0].metrics if outcome.links else [], metric,
@@ -96,6 +96,22 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
         raise stopped from None
     finally:
         _put_back(store, plan.tree, *before)
+
+
+def _run_prefix(store: Store, series: str) -> str:
+    """`bisect-SERIES-<UTC yyyymmddThhmmss>`: the names of this bisect's runs are `PREFIX-K`, never an earlier
+    bisect's (one in the same second gets `-2`, `-3`…)."""
+    import time
+
+    from stackmgr.evidence.reading import load_briefs
+
+    stamp = f"bisect-{series}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+    taken = {k.run_name.rsplit("-", 1)[0] for k in load_briefs(store) if k.run_name}
+    prefix, n = stamp, 1
+    while prefix in taken:
+        n += 1
+        prefix = f"{stamp}-{n}"
+    return prefix
 
 
 class _Stopped(Exception):

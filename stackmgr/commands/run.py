@@ -42,7 +42,7 @@ class RunRequest:
                  series: str | None = None, name: str | None = None, result_dirs: tuple[str, ...] = (),
                  from_json: tuple[str, ...] = (), unique: bool = True) -> None:  # fmt: skip
         self.argv = argv
-        self.unique = unique  # a --name given twice is refused (bisect's own names repeat per bisect)
+        self.unique = unique  # a --name given twice is refused
         self.trees = trees
         self.link = link
         self.series = series
@@ -66,6 +66,8 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
         raise UsageProblem("no command to run", "`stackmgr run -- CMD ARGS…`")
     if req.link and req.series:
         raise UsageProblem("--link and --series say the same thing twice", "give one of them")
+    if req.name is not None:
+        _check_name(req.name)
     why = capture.startable(req.argv)
     if why is not None:
         raise UsageProblem(f"cannot run the command: {why}", "check the command after `--`; nothing was recorded")
@@ -141,6 +143,16 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
         evidence.save()
     os.unlink(log)
     return RunOutcome(links, ran.exit_code, tainted, warnings, taints)
+
+
+def _check_name(name: str) -> None:
+    """A run's name stands for its record where a link id does (`--amends`, `--baseline`): it may not look like
+    one, nor hold whitespace or `/`."""
+    if name.startswith("lnk-") and all(c in "0123456789abcdef" for c in name[4:]):
+        raise UsageProblem(f"--name {name} looks like a link id", "pick a name that does not start with lnk-")
+    if not name or any(c.isspace() or c == "/" for c in name):
+        raise UsageProblem(f"--name {name!r} holds whitespace or a /" if name else "--name is empty",
+                           "name a run with letters, digits and . _ + -, e.g. qps4")  # fmt: skip
 
 
 def _earlier_logs(store: Store) -> list[str]:
