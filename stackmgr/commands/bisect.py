@@ -3,11 +3,13 @@ prefix makes CMD fail (exit code not 0), or makes metric M worse than X by its d
 the result directories, as `run` collects it).
 
 The tree must be preserved first, as for `apply`. The series is applied, then each tested prefix is reached with
-`push`/`pop` and captured by `run` (a draft link to the prefix's top patch, named `bisect-SERIES-<UTC yyyymmddThhmmss>-K`, unique to the bisect); the whole
-series is tested first, then the prefixes are halved as `git bisect` does, the base taken as good (it is tested
-when the first patch is blamed). At the end the tree is put back as it was (HEAD and branch too, and the index
-byte for byte: what was staged stays staged, intent-to-add stays so; what the command left there is carried along,
-as `push` and `pop` carry changes), however the bisect ended."""
+`push`/`pop` and captured by `run` (a draft link to the prefix's top patch, named
+`bisect-SERIES-<UTC yyyymmddThhmmss>-K`, unique to the bisect); the whole series is tested first, then the
+prefixes are halved as `git bisect` does, the base taken as good (it is tested when the first patch is blamed:
+by its exit code, or by the metric of what it writes, collected as `run` collects it, no record written). At the
+end the tree is put back as it was (HEAD and branch too, and the index byte for byte: what was staged stays
+staged, intent-to-add stays so; what the command left there is carried along, as `push` and `pop` carry
+changes), however the bisect ended."""
 
 from __future__ import annotations
 
