@@ -467,3 +467,23 @@ def test_a_run_name_that_could_be_mistaken_is_refused_before_running(lab: Lab, b
         assert done.returncode == 2 and "--name" in done.stderr and done.stderr.count("\n") == 1, (name, done.stderr)
     assert not marker.exists()
     assert run(lab, "--name", "lnk-bench", "--", sys.executable, "-c", "pass")[0] == 0  # not hex after lnk-
+
+
+@pytest.mark.regression("a --from-json that matched nothing, or a broken JSON result, gave 0 metrics and no word")
+def test_metrics_files_that_give_nothing_are_named(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    write = (f"import os; os.makedirs({str(out)!r}); d = {str(out)!r}; "
+             "open(d + '/cut.json', 'w').write('{\"output_throughput\": 1'); "
+             "open(d + '/nan.json', 'w').write('{\"output_throughput\": NaN}'); "
+             "open(d + '/latin.json', 'wb').write(b'{\"model_id\": \"caf\\xe9\"}'); "
+             "open(d + '/config.json', 'w').write('[1, 2]')")  # fmt: skip
+    code, _o, err, (record,) = run(lab, "--result-dir", str(out), "--from-json", str(tmp_path / "none" / "*.json"),
+                                   "--", sys.executable, "-c", write)  # fmt: skip
+    assert code == 0, err
+    assert f"stackmgr: warning: --from-json {tmp_path / 'none' / '*.json'}: no file matches\n" in err
+    for name in ("cut", "latin"):
+        assert f"stackmgr: warning: {out / name}.json: not JSON (" in err, err
+    nan = f"{out / 'nan.json'}: output_throughput: nan is not a finite number, kept as an artifact, no metrics from it"
+    assert nan in err
+    assert err.count("kept as an artifact, no metrics from it") == 3 and "config.json" not in err
+    assert len(record["artifact"]) == 5 and "metric" not in record

@@ -118,7 +118,9 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
         tainted = [b.tree for b, a in zip(before, after, strict=True) if b.snapshot != a]
         rel, digest, size = kept.keep_file(store, log)  # read a block at a time: a log of any size
         found = [Artifact(rel, digest, size, origin="the command's output")]
-        matched = sorted({p for pattern in req.from_json for p in glob.glob(pattern, recursive=True)})
+        globbed = {pattern: glob.glob(pattern, recursive=True) for pattern in req.from_json}
+        warnings += [f"--from-json {capture.text(p)}: no file matches" for p, hits in globbed.items() if not hits]
+        matched = sorted({p for hits in globbed.values() for p in hits})
         asked = [p for p in matched if _written_since(p, ran.began)]  # an earlier run's file is not this run's
         if len(asked) < len(matched):
             warnings.append(f"--from-json: {len(matched) - len(asked)} matching file(s) older than the run left out")

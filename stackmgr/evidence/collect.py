@@ -155,12 +155,18 @@ def run_metrics(store: Store, found: list[Artifact], data: dict[str, bytes], ask
     for path, raw in sorted(data.items(), key=lambda item: -mtime(item[0])):  # the newest result first
         if not path.endswith(".json") and path not in asked:
             continue
+        origin, name = by_origin[capture.text(path)], shown(path)
+        lead, tail = ("--from-json ", "") if path in asked else ("", ", kept as an artifact, no metrics from it")
         try:
-            doc = metrics.parse_json(raw, by_origin[capture.text(path)])
-            got = metrics.vllm_metrics(doc, by_origin[capture.text(path)])
+            doc = metrics.parse_json(raw, name)  # truncated, NaN-free but broken, not UTF-8: said, never silent
         except StackmgrError as exc:
-            if path in asked:
-                warnings.append(f"--from-json {exc.message}")
+            warnings.append(f"{lead}{exc.message}{tail}")
+            continue
+        try:
+            got = metrics.vllm_metrics(doc, origin)
+        except StackmgrError as exc:  # another JSON (a config) says nothing; a NaN in a result does
+            if path in asked or "not a finite number" in exc.message:
+                warnings.append(f"{lead}{name}{exc.message.removeprefix(origin)}{tail}")
             continue
         results.append(path)
         if len(results) == 1:  # one result's metrics and configuration, never a mix of two runs'
