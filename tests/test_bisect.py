@@ -144,3 +144,25 @@ def test_each_bisect_names_its_runs_apart_from_every_other_bisect(lab: Lab) -> N
     assert len({n.rsplit("-", 1)[0] for n in third}) == 2
     done = lab.sm("link", "p3", "--amends", third[0], "--verdict", "rejected", "--lesson", "breaks the gate")
     assert done.code == 0, done.err
+
+
+@pytest.mark.regression("bisect --metric never tested the base: it blamed the first patch when the base already failed")
+def test_bisect_by_a_metric_tests_the_base_before_blaming_the_first_patch(lab: Lab) -> None:
+    five_patches_the_third_breaks_the_gate(lab)
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + 'results = ["out"]\n')  # under [trees.vllm]
+    slow = ("import json, os, sys; os.chdir(sys.argv[1]); os.makedirs('out', exist_ok=True); "
+            "json.dump({'output_throughput': 60.0}, open('out/b.json', 'w'))")  # fmt: skip
+    args = ("--json", "bisect", "S", "--metric", "output_throughput", "--threshold", "90", "--")
+    done = stackmgr_process(lab.store, *args, sys.executable, "-c", slow, str(lab.tree))
+    found = json.loads(done.stdout)
+    assert done.returncode == 1 and found["base_fails"] is True and found["base_tested"] is True, done.stderr
+    assert len(json.loads(lab.sm("links", "--json").out)["links"]) == len(found["tested"])  # the base: no record
+    text = stackmgr_process(lab.store, *args[1:], sys.executable, "-c", slow, str(lab.tree))
+    assert text.returncode == 1 and "S: the base already fails, before p1" in text.stdout
+    only_p1 = slow.replace("os.makedirs", "os.path.exists('f1.txt') or sys.exit(0); os.makedirs")  # none at the base
+    done = stackmgr_process(lab.store, *args, sys.executable, "-c", only_p1, str(lab.tree))
+    found = json.loads(done.stdout)
+    assert done.returncode == 0 and found["first_bad"] == "p1" and found["base_tested"] is False, done.stderr
+    text = stackmgr_process(lab.store, *args[1:], sys.executable, "-c", only_p1, str(lab.tree))
+    assert "S: first bad patch: p1 (the base itself was not tested)" in text.stdout

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from stackmgr.commands import navigate
 from stackmgr.commands.apply import apply_series, plan_series, preflight
-from stackmgr.commands.run import RunRequest, run
+from stackmgr.commands.run import RunRequest, probe, run
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.evidence import capture
 from stackmgr.evidence.metrics import Metric
 from stackmgr.git import refs
 from stackmgr.git.scratch import tree_with_entries
@@ -38,10 +37,13 @@ class Tested:
 
 
 class Bisected:
-    def __init__(self, first_bad: str | None, tested: list[Tested], base_fails: bool) -> None:
+    def __init__(self, first_bad: str | None, tested: list[Tested], base_fails: bool, *, base_tested: bool = False,
+                 blamed_first: bool = False) -> None:  # fmt: skip
         self.first_bad = first_bad  # None: the whole series passes
         self.tested = tested
         self.base_fails = base_fails
+        self.base_tested = base_tested  # the base was run (when the first patch is blamed) and judged
+        self.blamed_first = blamed_first
 
 
 def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = None, metric: str | None = None,
@@ -84,11 +86,16 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
                 bad = mid
             else:
                 good = mid
-        base_fails = False
-        if bad == 1 and metric is None:  # blamed on the first patch: does the base itself pass?
+        base_fails = base_tested = False
+        if bad == 1:  # blamed on the first patch: does the base itself pass?
             _go_to(store, plan.tree, names, 0)
-            base_fails = _bare_run(store, argv) != 0
-        return Bisected(names[bad - 1], tested, base_fails)
+            code, measured = probe(store, argv, plan.tree)
+            try:
+                base_fails, _detail = _judge(code, measured, metric, threshold)
+                base_tested = True
+            except StackmgrError:  # the base wrote no metric M: it says nothing either way
+                pass
+        return Bisected(names[bad - 1], tested, base_fails, base_tested=base_tested, blamed_first=bad == 1)
     except _Stopped as stop:
         why = {130: "interrupted", 125: "could not be tested (exit 125, git bisect's skip)"}.get(
             stop.code, "was killed (exit 137: out of memory, a timeout?)")  # fmt: skip
@@ -142,14 +149,6 @@ def _go_to(store: Store, tree: str, names: list[str], k: int) -> None:
         navigate.push(store, tree, names[k - 1], False)
     elif k < count:
         navigate.pop(store, tree, names[k - 1] if k else None, k == 0)
-
-
-def _bare_run(store: Store, argv: list[str]) -> int:
-    import os
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="stackmgr-bisect-") as scratch:
-        return capture.tee(argv, os.path.join(scratch, "base.log")).exit_code
 
 
 def _put_back(store: Store, tree: str, tree_id: str, head: str, branch: str | None, applied: object,

@@ -26,7 +26,7 @@ from stackmgr.evidence import artifacts as kept
 from stackmgr.evidence import capture, collect
 from stackmgr.evidence.linking import author_of
 from stackmgr.evidence.measured import changed_paths, measure, snapshot_ids
-from stackmgr.evidence.metrics import Gate
+from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.records import Artifact, Link, StackEntry, utc_now, write_link
 from stackmgr.evidence.states import Evidence
 from stackmgr.journal.operation import operation
@@ -145,6 +145,23 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
         evidence.save()
     os.unlink(log)
     return RunOutcome(links, ran.exit_code, tainted, warnings, taints)
+
+
+def probe(store: Store, argv: list[str], tree: str) -> tuple[int, list[Metric]]:
+    """The command run as `run` runs it, at `tree` as it is, and the metrics of what it wrote under the tree's
+    declared result directories and of its log, collected as `run` collects them; nothing is kept and no record
+    written (bisect's test of a series' base, which no patch stands for)."""
+    import tempfile
+
+    listed = {d: collect.listing(d) for d in _declared_dirs(store, [tree])}
+    with tempfile.TemporaryDirectory(prefix="stackmgr-probe-") as scratch:
+        log = os.path.join(scratch, "base.log")
+        ran = capture.tee(argv, log)
+        warnings: list[str] = []
+        files, data = collect.read_written(listed, warnings)
+        found = [Artifact(log, "", 0, origin="the command's output"), *files]
+        measured, _config = collect.run_metrics(store, found, data, set(), log, warnings)
+    return ran.exit_code, measured
 
 
 def _check_name(name: str) -> None:

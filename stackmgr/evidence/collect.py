@@ -61,11 +61,7 @@ def written(store: Store, listed: Listing, asked: list[str],
             warnings: list[str]) -> tuple[list[Artifact], dict[str, bytes]]:  # fmt: skip
     """The artifacts of what the command wrote under the result directories (new or changed since `listed`), in
     path order, then of the `--from-json` files `asked`; and the bytes of the JSON among them, by path."""
-    changed: dict[str, tuple[str, str]] = {}  # path -> (kind, its result directory)
-    for directory, old in listed.items():
-        for path, entry in listing(directory).items():
-            if old.get(path) != entry:
-                changed.setdefault(path, (entry[0], directory))
+    changed = _changed(listed)
     if len(changed) > MAX_COLLECTED:
         warnings.append(f"{len(changed)} files were written under the result directories; the first "
                         f"{MAX_COLLECTED} are kept")  # fmt: skip
@@ -85,6 +81,32 @@ def written(store: Store, listed: Listing, asked: list[str],
         if artifact is not None:
             kept[path] = artifact
     return [kept[p] for p in dict.fromkeys(chosen + asked) if p in kept], data
+
+
+def _changed(listed: Listing) -> dict[str, tuple[str, str]]:
+    """path -> (kind, its result directory) of what is new or changed under the directories since `listed`."""
+    changed: dict[str, tuple[str, str]] = {}
+    for directory, old in listed.items():
+        for path, entry in listing(directory).items():
+            if old.get(path) != entry:
+                changed.setdefault(path, (entry[0], directory))
+    return changed
+
+
+def read_written(listed: Listing, warnings: list[str]) -> tuple[list[Artifact], dict[str, bytes]]:
+    """The JSON files written under the result directories since `listed`, read but not kept (no record is
+    written of this run): an artifact of each naming the file itself, and its bytes, by path."""
+    found, data = [], {}
+    changed = _changed(listed)
+    for path in sorted(p for p, (kind, _) in changed.items() if kind == "file" and p.endswith(".json")):
+        try:
+            raw = _read(path, shown(path), warnings)
+        except OSError:
+            continue
+        if raw is not None:
+            data[path] = raw
+            found.append(Artifact(capture.text(path), sha256_hex(raw), len(raw), origin=capture.text(path)))
+    return found, data
 
 
 def _keep(store: Store, path: str, opened: str, parse: bool, data: dict[str, bytes],
