@@ -487,3 +487,23 @@ def test_metrics_files_that_give_nothing_are_named(lab: Lab, bench: Path, tmp_pa
     assert nan in err
     assert err.count("kept as an artifact, no metrics from it") == 3 and "config.json" not in err
     assert len(record["artifact"]) == 5 and "metric" not in record
+
+
+@pytest.mark.regression("a command that could not be started by permission or a bad #! was recorded as a run")
+def test_a_command_that_cannot_start_is_a_usage_error_and_nothing_is_recorded(lab: Lab, bench: Path,
+                                                                               tmp_path: Path) -> None:  # fmt: skip
+    import os
+
+    bad = tmp_path / "bin"
+    bad.mkdir()
+    (bad / "plain").write_text("echo hi\n")  # on PATH, not executable
+    shebang = bad / "shebang"
+    shebang.write_text("#!/nonexistent/interpreter\n")
+    shebang.chmod(0o755)
+    path = f"{bad}{os.pathsep}{os.environ['PATH']}"
+    for argv, words in ((["plain"], f"{bad / 'plain'} is not executable (permission denied)"),
+                        ([str(bad)], f"{bad} is a directory"), ([str(shebang)], "cannot start")):  # fmt: skip
+        done = stackmgr_process(lab.store, "run", "--", *argv, PATH=path)
+        assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, (argv, done.stderr)
+    assert not list((lab.store / "links").glob("*/*.toml"))
+    assert not list((lab.store / ".stackmgr").glob("run-*.log"))

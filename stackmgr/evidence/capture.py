@@ -101,8 +101,13 @@ def startable(argv: list[str]) -> str | None:
     if os.sep in program:
         if not os.path.exists(program):
             return f"{program} does not exist"
-        return None if os.access(program, os.X_OK) else f"{program} is not executable"
-    return None if shutil.which(program) else f"{program} is not on PATH"
+        if os.path.isdir(program):
+            return f"{program} is a directory"
+        return None if os.access(program, os.X_OK) else f"{program} is not executable (permission denied)"
+    if shutil.which(program):  # a file on PATH that we may execute
+        return None
+    found = shutil.which(program, mode=os.F_OK)
+    return f"{found} is not executable (permission denied)" if found else f"{program} is not on PATH"
 
 
 def text(value: str) -> str:
