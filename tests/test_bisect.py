@@ -4,6 +4,7 @@ each tested prefix captured as `run` captures it, the tree put back as it was at
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -41,9 +42,9 @@ def test_bisect_finds_the_patch_that_breaks_the_gate_and_puts_the_tree_back(lab:
     assert [(t["patches"], t["failed"]) for t in found["tested"]] == [(5, True), (2, False), (3, True)]
     assert lab.worktree_id() == before  # the tree as it was, HEAD and its branch too
     assert git_text(lab.tree, "rev-parse", "HEAD") == head and git_text(lab.tree, "symbolic-ref", "HEAD") == branch
-    runs = {k["run"]["name"]: k for k in json.loads(lab.sm("links", "--json").out)["links"]}
-    assert sorted(runs) == ["bisect-S-2", "bisect-S-3", "bisect-S-5"]
-    assert runs["bisect-S-3"]["patch"] == "p3" and runs["bisect-S-3"]["gates"][0]["status"] == "fail"
+    runs = {k["run"]["name"].rsplit("-", 1)[1]: k for k in json.loads(lab.sm("links", "--json").out)["links"]}
+    assert sorted(runs) == ["2", "3", "5"] and runs["3"]["run"]["name"].startswith("bisect-S-20")
+    assert runs["3"]["patch"] == "p3" and runs["3"]["gates"][0]["status"] == "fail"
 
 
 def test_bisect_of_a_series_that_passes_says_so(lab: Lab) -> None:
@@ -128,3 +129,40 @@ def test_bisect_of_a_series_with_a_do_not_revive_lane_takes_the_override_it_asks
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["first_bad"] == "p3" and lab.worktree_id() == before
     assert "find the gate's culprit" in lab.sm("show", "p4").out, "the override is recorded"
+
+
+@pytest.mark.regression("every bisect named its runs bisect-SERIES-K: --amends bisect-S-3 picked one of several")
+def test_each_bisect_names_its_runs_apart_from_every_other_bisect(lab: Lab) -> None:
+    five_patches_the_third_breaks_the_gate(lab)
+    gate = [sys.executable, "-c", GATE, str(lab.tree / "src" / "model.py")]
+    for _ in range(2):
+        assert stackmgr_process(lab.store, "bisect", "S", "--", *gate).returncode == 0
+    names = [k["run"]["name"] for k in json.loads(lab.sm("links", "--json").out)["links"]]
+    assert len(names) == 6 and len(set(names)) == 6, names
+    assert all(re.fullmatch(r"bisect-S-\d{8}T\d{6}(-2)?-[235]", n) for n in names), names
+    third = [n for n in names if n.endswith("-3")]
+    assert len({n.rsplit("-", 1)[0] for n in third}) == 2
+    done = lab.sm("link", "p3", "--amends", third[0], "--verdict", "rejected", "--lesson", "breaks the gate")
+    assert done.code == 0, done.err
+
+
+@pytest.mark.regression("bisect --metric never tested the base: it blamed the first patch when the base already failed")
+def test_bisect_by_a_metric_tests_the_base_before_blaming_the_first_patch(lab: Lab) -> None:
+    five_patches_the_third_breaks_the_gate(lab)
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + 'results = ["out"]\n')  # under [trees.vllm]
+    slow = ("import json, os, sys; os.chdir(sys.argv[1]); os.makedirs('out', exist_ok=True); "
+            "json.dump({'output_throughput': 60.0}, open('out/b.json', 'w'))")  # fmt: skip
+    args = ("--json", "bisect", "S", "--metric", "output_throughput", "--threshold", "90", "--")
+    done = stackmgr_process(lab.store, *args, sys.executable, "-c", slow, str(lab.tree))
+    found = json.loads(done.stdout)
+    assert done.returncode == 1 and found["base_fails"] is True and found["base_tested"] is True, done.stderr
+    assert len(json.loads(lab.sm("links", "--json").out)["links"]) == len(found["tested"])  # the base: no record
+    text = stackmgr_process(lab.store, *args[1:], sys.executable, "-c", slow, str(lab.tree))
+    assert text.returncode == 1 and "S: the base already fails, before p1" in text.stdout
+    only_p1 = slow.replace("os.makedirs", "os.path.exists('f1.txt') or sys.exit(0); os.makedirs")  # none at the base
+    done = stackmgr_process(lab.store, *args, sys.executable, "-c", only_p1, str(lab.tree))
+    found = json.loads(done.stdout)
+    assert done.returncode == 0 and found["first_bad"] == "p1" and found["base_tested"] is False, done.stderr
+    text = stackmgr_process(lab.store, *args[1:], sys.executable, "-c", only_p1, str(lab.tree))
+    assert "S: first bad patch: p1 (the base itself was not tested)" in text.stdout

@@ -324,3 +324,186 @@ def test_a_taint_names_what_changed_and_how_to_keep_it_as_results(lab: Lab, benc
     b = next(r for r in records if r["run"]["name"] == "b")
     assert code == 0 and b["run"]["tainted"] is False and "tainted" not in err
     assert [a["origin"] for a in b["artifact"][1:]] == [str(out / "new.txt")]  # kept as a result instead
+
+
+def run_in(lab: Lab, cwd: Path, *args: str) -> tuple[int, str, list[dict[str, Any]]]:
+    """`stackmgr run` from the directory `cwd`, as a user types it there."""
+    import os
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "stackmgr", "--store", str(lab.store), "run", *args], cwd=cwd,
+                          capture_output=True, text=True, env=os.environ)  # fmt: skip
+    records = sorted((lab.store / "links").glob("*/*.toml"))
+    return done.returncode, done.stderr, [tomllib.loads(r.read_text()) for r in records]
+
+
+@pytest.mark.regression("README's example run from the store lost its benchmark JSON to store/results/, silently")
+def test_a_run_that_wrote_nothing_where_results_are_looked_for_says_so(lab: Lab, bench: Path) -> None:
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + 'results = ["results"]\n')  # under [trees.vllm]
+    code, err, (record,) = run_in(lab, lab.store, "--name", "a", "--", sys.executable, str(bench), "4", "results")
+    assert code == 0 and (lab.store / "results" / "bench-4.json").is_file() and record["run"].get("config") is None
+    assert (f"stackmgr: warning: nothing was written under the result directories (vllm/results/); the command ran "
+            f"in {lab.store}, outside the measured trees: run it from the tree, or pass --result-dir DIR / "
+            "--from-json GLOB for where it writes\n") in err  # fmt: skip
+    assert err.count("nothing was written") == 1
+    code, err, records = run_in(lab, lab.tree, "--name", "b", "--", sys.executable, str(bench), "4", "results")
+    b = next(r for r in records if r["run"]["name"] == "b")
+    assert code == 0 and b["run"]["config"]["request_rate"] == "4" and "nothing was written" not in err, err
+    code, err, _ = run_in(lab, lab.tree / "src", "--name", "c", "--", sys.executable, "-c", "pass")
+    assert code == 0 and "warning: nothing was written under the result directories (vllm/results/)\n" in err
+
+
+TERMINATED = """\
+import os, signal, sys, time
+def partial(signum, frame):
+    print(f"caught {signal.Signals(signum).name}, writing partial results", flush=True)
+    sys.exit(5)
+if sys.argv[1] == "handle":
+    signal.signal(signal.SIGTERM, partial)
+    signal.signal(signal.SIGINT, partial)
+print("started", os.getpid(), flush=True)
+time.sleep(30)
+"""
+
+
+def start_run(lab: Lab, tmp_path: Path, how: str) -> tuple[Any, int]:
+    """`stackmgr run` of a command that prints its pid and sleeps (handling SIGTERM and SIGINT if `how` says)."""
+    import subprocess
+
+    script = tmp_path / "terminated.py"
+    script.write_text(TERMINATED)
+    argv = [sys.executable, "-m", "stackmgr", "--store", str(lab.store), "run", "--", sys.executable, str(script), how]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline().split()
+    assert line[0] == b"started", line
+    return proc, int(line[1])
+
+
+@pytest.mark.regression("SIGTERM to run (timeout, Slurm, systemd) left the benchmark orphaned and recorded nothing")
+def test_a_signal_to_run_reaches_the_command_and_the_run_is_recorded(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    import os
+    import signal
+
+    for how, sig, code in (("handle", signal.SIGTERM, 5), ("die", signal.SIGTERM, 143), ("handle", signal.SIGINT, 5),
+                           ("die", signal.SIGHUP, 129)):  # fmt: skip
+        proc, child = start_run(lab, tmp_path, how)
+        time.sleep(0.2)
+        os.kill(proc.pid, sig)  # to stackmgr alone, as `timeout` and `kill PID` send it
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == code, (how, sig, err)
+        with pytest.raises(ProcessLookupError):
+            os.kill(child, 0)  # the command is not left running
+        if how == "handle":
+            assert f"caught {sig.name}, writing partial results".encode() in out
+        records = [tomllib.loads(r.read_text()) for r in (lab.store / "links").glob("*/*.toml")]
+        (record,) = [r for r in records if r["created"] == max(x["created"] for x in records)]
+        assert record["run"]["interrupted"] is True and record["run"]["signal"] == sig.name
+        assert record["run"]["exit_code"] == code
+    assert not list((lab.store / ".stackmgr").glob("run-*.log"))
+
+
+@pytest.mark.regression("run's log was written buffered: a run killed -9 left it empty, and it stayed forever")
+def test_the_log_of_a_killed_run_is_written_as_it_comes_and_named_by_the_next_run(lab: Lab, bench: Path,
+                                                                                   tmp_path: Path) -> None:  # fmt: skip
+    import os
+    import signal
+    import subprocess
+
+    proc, child = start_run(lab, tmp_path, "die")
+    log = lab.store / ".stackmgr" / f"run-{proc.pid}.log"
+    try:
+        time.sleep(0.2)
+        assert log.read_bytes() == f"started {child}\n".encode()  # on disk already, while the command runs
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        os.kill(child, signal.SIGKILL)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    empty = lab.store / ".stackmgr" / f"run-{int(gone.stdout)}.log"  # of a run killed before its command printed
+    empty.write_bytes(b"")
+    code, _o, err, _ = run(lab, "--name", "next", "--", sys.executable, "-c", "pass")
+    assert code == 0, err
+    assert (f"stackmgr: warning: the log of an earlier run that was killed is kept in .stackmgr/run-{proc.pid}"
+            ".killed.log (it was not recorded)") in err  # fmt: skip
+    assert not log.exists() and not empty.exists() and err.count("earlier run") == 1
+    assert (lab.store / ".stackmgr" / f"run-{proc.pid}.killed.log").read_bytes() == f"started {child}\n".encode()
+    code, _o, err, _ = run(lab, "--name", "after", "--", sys.executable, "-c", "pass")
+    assert code == 0 and "earlier run" not in err
+
+
+@pytest.mark.regression("the taint hint suggested a top-level source directory (tests/) as results, hiding it")
+def test_the_taint_hint_names_only_a_directory_of_new_files_and_bad_result_dirs_are_refused(
+    lab: Lab, bench: Path, tmp_path: Path
+) -> None:
+    def taint(name: str, *files: str) -> str:
+        write = f"import os\nfor f in {[str(lab.tree / f) for f in files]!r}:\n" \
+                "    os.makedirs(os.path.dirname(f), exist_ok=True); open(f, 'w').write('x')"  # fmt: skip
+        code, _o, err, _ = run(lab, "--name", name, "--", sys.executable, "-c", write)
+        assert code == 0 and "tainted: vllm changed" in err, err
+        return err
+
+    err = taint("deep", "src/client/bench_out/r.json", "src/client/bench_out/s/t.json")
+    assert 'declare its directory (results = ["src/client/bench_out"] under [trees.vllm]' in err
+    for name, files in (("tracked", ("src/a.txt", "src/new/b.txt")), ("top", ("top.txt",))):
+        err = taint(name, *files)
+        assert "to keep what the command writes in the tree as results, pass --result-dir DIR\n" in err, err
+        assert "results = [" not in err
+    marker = tmp_path / "ran"
+    for given, words in (("README", "--result-dir README is not a directory; "),
+                         (".", "--result-dir . would hide the tree's own files from check; name the directory the "
+                               "command writes to"), ("src", "--result-dir src would hide")):  # fmt: skip
+        code, err, _ = run_in(lab, lab.tree, "--result-dir", given, "--", "touch", str(marker))
+        assert code == 2 and words in err and not marker.exists(), (given, err)
+
+
+@pytest.mark.regression("run --name took a link id's shape, spaces and / (names --amends and --baseline take)")
+def test_a_run_name_that_could_be_mistaken_is_refused_before_running(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    for name in ("lnk-0123abcd4567", "lnk-ab", "two words", "a/b", "tab\there"):
+        done = stackmgr_process(lab.store, "run", "--name", name, "--", "touch", str(marker))
+        assert done.returncode == 2 and "--name" in done.stderr and done.stderr.count("\n") == 1, (name, done.stderr)
+    assert not marker.exists()
+    assert run(lab, "--name", "lnk-bench", "--", sys.executable, "-c", "pass")[0] == 0  # not hex after lnk-
+
+
+@pytest.mark.regression("a --from-json that matched nothing, or a broken JSON result, gave 0 metrics and no word")
+def test_metrics_files_that_give_nothing_are_named(lab: Lab, bench: Path, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    write = (f"import os; os.makedirs({str(out)!r}); d = {str(out)!r}; "
+             "open(d + '/cut.json', 'w').write('{\"output_throughput\": 1'); "
+             "open(d + '/nan.json', 'w').write('{\"output_throughput\": NaN}'); "
+             "open(d + '/latin.json', 'wb').write(b'{\"model_id\": \"caf\\xe9\"}'); "
+             "open(d + '/config.json', 'w').write('[1, 2]')")  # fmt: skip
+    code, _o, err, (record,) = run(lab, "--result-dir", str(out), "--from-json", str(tmp_path / "none" / "*.json"),
+                                   "--", sys.executable, "-c", write)  # fmt: skip
+    assert code == 0, err
+    assert f"stackmgr: warning: --from-json {tmp_path / 'none' / '*.json'}: no file matches\n" in err
+    for name in ("cut", "latin"):
+        assert f"stackmgr: warning: {out / name}.json: not JSON (" in err, err
+    nan = f"{out / 'nan.json'}: output_throughput: nan is not a finite number, kept as an artifact, no metrics from it"
+    assert nan in err
+    assert err.count("kept as an artifact, no metrics from it") == 3 and "config.json" not in err
+    assert len(record["artifact"]) == 5 and "metric" not in record
+
+
+@pytest.mark.regression("a command that could not be started by permission or a bad #! was recorded as a run")
+def test_a_command_that_cannot_start_is_a_usage_error_and_nothing_is_recorded(lab: Lab, bench: Path,
+                                                                               tmp_path: Path) -> None:  # fmt: skip
+    import os
+
+    bad = tmp_path / "bin"
+    bad.mkdir()
+    (bad / "plain").write_text("echo hi\n")  # on PATH, not executable
+    shebang = bad / "shebang"
+    shebang.write_text("#!/nonexistent/interpreter\n")
+    shebang.chmod(0o755)
+    path = f"{bad}{os.pathsep}{os.environ['PATH']}"
+    for argv, words in ((["plain"], f"{bad / 'plain'} is not executable (permission denied)"),
+                        ([str(bad)], f"{bad} is a directory"), ([str(shebang)], "cannot start")):  # fmt: skip
+        done = stackmgr_process(lab.store, "run", "--", *argv, PATH=path)
+        assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, (argv, done.stderr)
+    assert not list((lab.store / "links").glob("*/*.toml"))
+    assert not list((lab.store / ".stackmgr").glob("run-*.log"))

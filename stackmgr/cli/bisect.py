@@ -29,6 +29,7 @@ def bisect_cmd(ctx: Context, series: str, tree: str | None, metric: str | None, 
                    override=override)  # fmt: skip
     if ctx.json:
         output.emit_json({"schema": 1, "series": series, "first_bad": found.first_bad, "base_fails": found.base_fails,
+                          "base_tested": found.base_tested,
                           "tested": [{"patches": t.count, "top": t.patch, "failed": t.failed, "link": t.link,
                                       "detail": t.detail} for t in found.tested]})  # fmt: skip
     else:
@@ -40,5 +41,6 @@ def bisect_cmd(ctx: Context, series: str, tree: str | None, metric: str | None, 
         elif found.base_fails:
             output.out(f"{series}: the base already fails, before {found.first_bad}: no patch of it is to blame")
         else:
-            output.out(f"{series}: first bad patch: {found.first_bad}")
+            untested = " (the base itself was not tested)" if found.blamed_first and not found.base_tested else ""
+            output.out(f"{series}: first bad patch: {found.first_bad}{untested}")
     raise SystemExit(0 if found.first_bad is not None and not found.base_fails else 1)

@@ -3,19 +3,20 @@ prefix makes CMD fail (exit code not 0), or makes metric M worse than X by its d
 the result directories, as `run` collects it).
 
 The tree must be preserved first, as for `apply`. The series is applied, then each tested prefix is reached with
-`push`/`pop` and captured by `run` (a draft link to the prefix's top patch, named `bisect-SERIES-K`); the whole
-series is tested first, then the prefixes are halved as `git bisect` does, the base taken as good (it is tested
-when the first patch is blamed). At the end the tree is put back as it was (HEAD and branch too, and the index
-byte for byte: what was staged stays staged, intent-to-add stays so; what the command left there is carried along,
-as `push` and `pop` carry changes), however the bisect ended."""
+`push`/`pop` and captured by `run` (a draft link to the prefix's top patch, named
+`bisect-SERIES-<UTC yyyymmddThhmmss>-K`, unique to the bisect); the whole series is tested first, then the
+prefixes are halved as `git bisect` does, the base taken as good (it is tested when the first patch is blamed:
+by its exit code, or by the metric of what it writes, collected as `run` collects it, no record written). At the
+end the tree is put back as it was (HEAD and branch too, and the index byte for byte: what was staged stays
+staged, intent-to-add stays so; what the command left there is carried along, as `push` and `pop` carry
+changes), however the bisect ended."""
 
 from __future__ import annotations
 
 from stackmgr.commands import navigate
 from stackmgr.commands.apply import apply_series, plan_series, preflight
-from stackmgr.commands.run import RunRequest, run
+from stackmgr.commands.run import RunRequest, probe, run
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.evidence import capture
 from stackmgr.evidence.metrics import Metric
 from stackmgr.git import refs
 from stackmgr.git.scratch import tree_with_entries
@@ -36,10 +37,13 @@ class Tested:
 
 
 class Bisected:
-    def __init__(self, first_bad: str | None, tested: list[Tested], base_fails: bool) -> None:
+    def __init__(self, first_bad: str | None, tested: list[Tested], base_fails: bool, *, base_tested: bool = False,
+                 blamed_first: bool = False) -> None:  # fmt: skip
         self.first_bad = first_bad  # None: the whole series passes
         self.tested = tested
         self.base_fails = base_fails
+        self.base_tested = base_tested  # the base was run (when the first patch is blamed) and judged
+        self.blamed_first = blamed_first
 
 
 def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = None, metric: str | None = None,
@@ -59,11 +63,11 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
               tree_move.real_index(snap.repo))  # fmt: skip
     snap.release()
     tested: list[Tested] = []
+    prefix = _run_prefix(store, series)
 
     def test(k: int) -> bool:
         _go_to(store, plan.tree, names, k)
-        outcome = run(store, RunRequest(argv, trees=(plan.tree,), link=names[k - 1], name=f"bisect-{series}-{k}",
-                                        unique=False))  # fmt: skip
+        outcome = run(store, RunRequest(argv, trees=(plan.tree,), link=names[k - 1], name=f"{prefix}-{k}"))
         if outcome.exit_code == 130 or outcome.exit_code == 125 or outcome.exit_code == 128 + 9:
             raise _Stopped(outcome.exit_code, names[k - 1])
         failed, detail = _judge(outcome.exit_code, outcome.links[0].metrics if outcome.links else [], metric,
@@ -82,11 +86,16 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
                 bad = mid
             else:
                 good = mid
-        base_fails = False
-        if bad == 1 and metric is None:  # blamed on the first patch: does the base itself pass?
+        base_fails = base_tested = False
+        if bad == 1:  # blamed on the first patch: does the base itself pass?
             _go_to(store, plan.tree, names, 0)
-            base_fails = _bare_run(store, argv) != 0
-        return Bisected(names[bad - 1], tested, base_fails)
+            code, measured = probe(store, argv, plan.tree)
+            try:
+                base_fails, _detail = _judge(code, measured, metric, threshold)
+                base_tested = True
+            except StackmgrError:  # the base wrote no metric M: it says nothing either way
+                pass
+        return Bisected(names[bad - 1], tested, base_fails, base_tested=base_tested, blamed_first=bad == 1)
     except _Stopped as stop:
         why = {130: "interrupted", 125: "could not be tested (exit 125, git bisect's skip)"}.get(
             stop.code, "was killed (exit 137: out of memory, a timeout?)")  # fmt: skip
@@ -96,6 +105,22 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
         raise stopped from None
     finally:
         _put_back(store, plan.tree, *before)
+
+
+def _run_prefix(store: Store, series: str) -> str:
+    """`bisect-SERIES-<UTC yyyymmddThhmmss>`: the names of this bisect's runs are `PREFIX-K`, never an earlier
+    bisect's (one in the same second gets `-2`, `-3`…)."""
+    import time
+
+    from stackmgr.evidence.reading import load_briefs
+
+    stamp = f"bisect-{series}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+    taken = {k.run_name.rsplit("-", 1)[0] for k in load_briefs(store) if k.run_name}
+    prefix, n = stamp, 1
+    while prefix in taken:
+        n += 1
+        prefix = f"{stamp}-{n}"
+    return prefix
 
 
 class _Stopped(Exception):
@@ -124,14 +149,6 @@ def _go_to(store: Store, tree: str, names: list[str], k: int) -> None:
         navigate.push(store, tree, names[k - 1], False)
     elif k < count:
         navigate.pop(store, tree, names[k - 1] if k else None, k == 0)
-
-
-def _bare_run(store: Store, argv: list[str]) -> int:
-    import os
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="stackmgr-bisect-") as scratch:
-        return capture.tee(argv, os.path.join(scratch, "base.log")).exit_code
 
 
 def _put_back(store: Store, tree: str, tree_id: str, head: str, branch: str | None, applied: object,

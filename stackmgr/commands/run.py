@@ -26,7 +26,7 @@ from stackmgr.evidence import artifacts as kept
 from stackmgr.evidence import capture, collect
 from stackmgr.evidence.linking import author_of
 from stackmgr.evidence.measured import changed_paths, measure, snapshot_ids
-from stackmgr.evidence.metrics import Gate
+from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.records import Artifact, Link, StackEntry, utc_now, write_link
 from stackmgr.evidence.states import Evidence
 from stackmgr.journal.operation import operation
@@ -42,7 +42,7 @@ class RunRequest:
                  series: str | None = None, name: str | None = None, result_dirs: tuple[str, ...] = (),
                  from_json: tuple[str, ...] = (), unique: bool = True) -> None:  # fmt: skip
         self.argv = argv
-        self.unique = unique  # a --name given twice is refused (bisect's own names repeat per bisect)
+        self.unique = unique  # a --name given twice is refused
         self.trees = trees
         self.link = link
         self.series = series
@@ -66,6 +66,8 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
         raise UsageProblem("no command to run", "`stackmgr run -- CMD ARGS…`")
     if req.link and req.series:
         raise UsageProblem("--link and --series say the same thing twice", "give one of them")
+    if req.name is not None:
+        _check_name(req.name)
     why = capture.startable(req.argv)
     if why is not None:
         raise UsageProblem(f"cannot run the command: {why}", "check the command after `--`; nothing was recorded")
@@ -79,6 +81,7 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
     trees = list(dict.fromkeys(req.trees)) or _default_trees(store)
     for name in trees:
         store.tree(name)  # a usage error for an unknown or unplaced tree, before anything runs
+    _check_result_dirs(store, trees, req.result_dirs)
     evidence = Evidence.gather(store)
     targets = _targets(store, req, trees, evidence)
     dirs = [os.path.abspath(d) for d in req.result_dirs] or _declared_dirs(store, trees)
@@ -86,10 +89,17 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
     with operation(store, f"run {req.name or req.argv[0]} (measure)"):
         before = measure(store, trees, evidence.index, outputs)
     listed = {d: collect.listing(d) for d in dirs}
+    earlier = _earlier_logs(store)
     log = os.path.join(store.state_dir, f"run-{os.getpid()}.log")
-    ran = capture.tee(req.argv, log)
     try:
-        return _record(store, req, evidence, targets, trees, outputs, before, listed, log, ran)
+        ran = capture.tee(req.argv, log)
+    except capture.NotStarted as exc:
+        _unlink(log)
+        raise UsageProblem(str(exc), "check the command after `--`; nothing ran and nothing was recorded") from None
+    try:
+        outcome = _record(store, req, evidence, targets, trees, outputs, before, listed, log, ran)
+        outcome.warnings[:0] = earlier
+        return outcome
     except (StackmgrError, OSError) as exc:  # the command ran: say where its output is, whatever went wrong
         message = exc.message if isinstance(exc, StackmgrError) else str(exc)
         raise StackmgrError(f"the command ran (exit {ran.exit_code}) but was not recorded: {message}",
@@ -108,12 +118,16 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
         tainted = [b.tree for b, a in zip(before, after, strict=True) if b.snapshot != a]
         rel, digest, size = kept.keep_file(store, log)  # read a block at a time: a log of any size
         found = [Artifact(rel, digest, size, origin="the command's output")]
-        matched = sorted({p for pattern in req.from_json for p in glob.glob(pattern, recursive=True)})
+        globbed = {pattern: glob.glob(pattern, recursive=True) for pattern in req.from_json}
+        warnings += [f"--from-json {capture.text(p)}: no file matches" for p, hits in globbed.items() if not hits]
+        matched = sorted({p for hits in globbed.values() for p in hits})
         asked = [p for p in matched if _written_since(p, ran.began)]  # an earlier run's file is not this run's
         if len(asked) < len(matched):
             warnings.append(f"--from-json: {len(matched) - len(asked)} matching file(s) older than the run left out")
         files, data = collect.written(store, listed, asked, warnings)
         found += files
+        if len(found) == 1 and listed:  # nothing kept but the log: the command wrote somewhere else
+            warnings.append(_nothing_written(store, trees, list(listed)))
         measured, config = collect.run_metrics(store, found, data, set(asked), log, warnings)
         taints = [_taint(store, b.tree, changed_paths(store, b.tree, b.snapshot, a))
                   for b, a in zip(before, after, strict=True) if b.snapshot != a]  # fmt: skip
@@ -131,6 +145,76 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
         evidence.save()
     os.unlink(log)
     return RunOutcome(links, ran.exit_code, tainted, warnings, taints)
+
+
+def probe(store: Store, argv: list[str], tree: str) -> tuple[int, list[Metric]]:
+    """The command run as `run` runs it, at `tree` as it is, and the metrics of what it wrote under the tree's
+    declared result directories and of its log, collected as `run` collects them; nothing is kept and no record
+    written (bisect's test of a series' base, which no patch stands for)."""
+    import tempfile
+
+    listed = {d: collect.listing(d) for d in _declared_dirs(store, [tree])}
+    with tempfile.TemporaryDirectory(prefix="stackmgr-probe-") as scratch:
+        log = os.path.join(scratch, "base.log")
+        ran = capture.tee(argv, log)
+        warnings: list[str] = []
+        files, data = collect.read_written(listed, warnings)
+        found = [Artifact(log, "", 0, origin="the command's output"), *files]
+        measured, _config = collect.run_metrics(store, found, data, set(), log, warnings)
+    return ran.exit_code, measured
+
+
+def _check_name(name: str) -> None:
+    """A run's name stands for its record where a link id does (`--amends`, `--baseline`): it may not look like
+    one, nor hold whitespace or `/`."""
+    if name.startswith("lnk-") and all(c in "0123456789abcdef" for c in name[4:]):
+        raise UsageProblem(f"--name {name} looks like a link id", "pick a name that does not start with lnk-")
+    if not name or any(c.isspace() or c == "/" for c in name):
+        raise UsageProblem(f"--name {name!r} holds whitespace or a /" if name else "--name is empty",
+                           "name a run with letters, digits and . _ + -, e.g. qps4")  # fmt: skip
+
+
+def _earlier_logs(store: Store) -> list[str]:
+    """The logs an earlier `run` left when it was killed (its pid is gone): an empty one is deleted, one with
+    output is named once, then kept as `run-PID.killed.log` (not named again)."""
+    warnings = []
+    try:
+        names = sorted(os.listdir(store.state_dir))
+    except OSError:
+        return []
+    for name in names:
+        pid = name[len("run-"):-len(".log")] if name.startswith("run-") and name.endswith(".log") else ""
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        path = os.path.join(store.state_dir, name)
+        try:
+            if os.path.getsize(path) == 0:
+                os.unlink(path)
+                continue
+            kept_as = os.path.join(store.state_dir, f"run-{pid}.killed.log")
+            os.replace(path, kept_as)
+        except OSError:
+            continue
+        warnings.append(f"the log of an earlier run that was killed is kept in "
+                        f"{os.path.relpath(kept_as, store.root)} (it was not recorded)")  # fmt: skip
+    return warnings
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _default_trees(store: Store) -> list[str]:
@@ -191,6 +275,27 @@ def _outputs_inside(store: Store, trees: list[str], dirs: list[str]) -> dict[str
     return out
 
 
+def _within(path: str, top: str) -> bool:
+    path, top = os.path.realpath(path), os.path.realpath(top)
+    return path == top or path.startswith(top + os.sep)
+
+
+def _nothing_written(store: Store, trees: list[str], dirs: list[str]) -> str:
+    """The warning for a run that kept nothing but its log: where it looked, and, when the command ran outside
+    every measured tree (a relative `--result-dir results/` then lands where it ran), what to do."""
+    named = []
+    for d in dirs:
+        tree = next((t for t in trees if _within(d, store.trees[t].path)), None)
+        rel = os.path.relpath(os.path.realpath(d), os.path.realpath(store.trees[tree].path)) if tree else ""
+        named.append(capture.text(f"{tree}/{rel}/" if tree else d.rstrip(os.sep) + "/"))
+    note = f"nothing was written under the result directories ({', '.join(named)})"
+    here = os.getcwd()
+    if any(_within(here, store.trees[t].path) for t in trees):
+        return note
+    return (f"{note}; the command ran in {capture.text(here)}, outside the measured trees: run it from the tree, "
+            "or pass --result-dir DIR / --from-json GLOB for where it writes")
+
+
 def _written_since(path: str, began: float) -> bool:
     return collect.mtime(path) >= began - 0.05  # the kernel stamps files with a coarse clock: a little grace
 
@@ -204,6 +309,7 @@ def _run_table(store: Store, req: RunRequest, ran: capture.Ran, tainted: list[st
         "start": ran.start, "duration_s": round(ran.duration, 3), "host": capture.host(),
         "accelerators": capture.accelerators(), "env": capture.environment(e for e in extra if isinstance(e, str)),
         "tainted": bool(tainted), "changed_trees": tainted, "interrupted": ran.interrupted,
+        **({"signal": ran.signal} if ran.signal else {}),
         "after": [{"tree": b.tree, "snapshot": a} for b, a in zip(before, after, strict=True)], "config": config,
     }  # fmt: skip
 
@@ -232,8 +338,29 @@ def _taint(store: Store, tree: str, changes: list[tuple[str, str]]) -> str:
     new = [p for status, p in changes if status == "A"]
     if not new:
         return note
-    tops = {p.split("/", 1)[0] for p in new}
-    directory = tops.pop() if len(tops) == 1 and all("/" in p for p in new) else "DIR"
+    directory = os.path.commonpath([os.path.dirname(p) for p in new])  # the deepest holding all of them
+    if not directory or _tracks(store, tree, directory):  # the tree's top, or its own files there: never hide
+        return f"{note}; to keep what the command writes in the tree as results, pass --result-dir DIR"
     return (f"{note}; to keep what the command writes in the tree as results, declare its directory "
             f"(results = [\"{directory}\"] under [{tree_key(store, tree)}] in {os.path.basename(store.config_path)}) "
             "or pass --result-dir")  # fmt: skip
+
+
+def _tracks(store: Store, tree: str, directory: str) -> bool:
+    from stackmgr.git.repo import open_repo
+
+    return open_repo(store.trees[tree].path).tracks_below(os.fsencode(directory))
+
+
+def _check_result_dirs(store: Store, trees: list[str], given: tuple[str, ...]) -> None:
+    """A `--result-dir` that is a file, holds a measured tree's top, or holds files the tree tracks is refused
+    before anything runs: what is under it is left out of the measured state."""
+    for d in given:
+        where = os.path.realpath(d)
+        if os.path.exists(where) and not os.path.isdir(where):
+            raise UsageProblem(f"--result-dir {d} is not a directory", "name the directory the command writes to")
+        for tree in trees:
+            top = os.path.realpath(store.trees[tree].path)
+            if _within(top, where) or (_within(where, top) and _tracks(store, tree, os.path.relpath(where, top))):
+                raise UsageProblem(f"--result-dir {d} would hide the tree's own files from check",
+                                   "name the directory the command writes to")  # fmt: skip

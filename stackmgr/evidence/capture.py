@@ -17,32 +17,60 @@ ENV_PREFIXES = ("VLLM_", "CUDA_", "HIP_", "ZE_", "ONEAPI_", "TORCH_", "PYTORCH_"
 ACCELERATOR_TOOLS = (("nvidia-smi", "-L"), ("xpu-smi", "discovery"), ("rocm-smi", "--showproductname"))
 
 
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 class Ran:
-    def __init__(self, exit_code: int, start: str, duration: float, interrupted: bool) -> None:
+    def __init__(self, exit_code: int, start: str, duration: float, interrupted: bool,
+                 signal_name: str = "") -> None:  # fmt: skip
         self.began = time.time() - duration  # seconds since the epoch
         self.exit_code = exit_code
         self.start = start  # RFC 3339 UTC
         self.duration = duration  # seconds
         self.interrupted = interrupted
+        self.signal = signal_name  # the first signal stackmgr got while the command ran ("SIGTERM"), or ""
+
+
+class NotStarted(Exception):
+    """The command could not be started (nothing ran): why."""
 
 
 def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
-    """Run `argv` with stdout and stderr going both to file descriptor `out` and to `log_path`, as they come.
-    Ctrl-C reaches the command (it is in our process group); here it only sets a flag, so no byte the command
-    writes afterwards (its partial results) is lost; we wait for it and report what it exited with."""
+    """Run `argv` with stdout and stderr going both to file descriptor `out` and to `log_path`, unbuffered (a
+    stackmgr killed with -9 leaves the log up to the last byte). SIGINT, SIGTERM and SIGHUP that reach stackmgr
+    while it runs only set a flag and are passed on to the command, so no byte it writes afterwards (its partial
+    results) is lost; we wait for it and report what it exited with. Without a terminal the command runs in a
+    process group of its own, so a signal to stackmgr's group (`timeout`, `kill -TERM -PGID`) reaches it once,
+    from stackmgr; on a terminal it stays in the foreground group (it may read the terminal), so Ctrl-C and a
+    hangup reach it from the terminal and only SIGTERM is passed on."""
     began = time.time()
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(began)) + f".{int(began % 1 * 1e6):06d}Z"
     seen: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: seen.append(signum))
-    try:
-        with open(log_path, "wb") as log:
+    own_group = not _isatty(0)
+    forwarded = FORWARDED if own_group else (signal.SIGTERM,)
+    child: subprocess.Popen[bytes] | None = None
+    early: list[int] = []  # caught before the command existed
+
+    def caught(signum: int, _frame: object) -> None:
+        seen.append(signum)
+        if child is None:
+            early.append(signum)
+        elif signum in forwarded and child.returncode is None:
             try:
-                child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=None)
+                child.send_signal(signum)
+            except OSError:
+                pass
+
+    previous = {s: signal.signal(s, caught) for s in FORWARDED}
+    try:
+        with open(log_path, "wb", buffering=0) as log:
+            try:
+                child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=None,
+                                         process_group=0 if own_group else None)  # fmt: skip
             except OSError as exc:
-                message = f"stackmgr run: cannot start {argv[0]}: {exc.strerror}\n".encode()
-                log.write(message)
-                os.write(2, message)
-                return Ran(126 if isinstance(exc, PermissionError) else 127, start, time.time() - began, False)
+                raise NotStarted(f"cannot start {argv[0]}: {exc.strerror}") from None
+            for signum in [s for s in early if s in forwarded][:1]:  # passed on now that the command exists
+                child.send_signal(signum)
             assert child.stdout is not None
             fd = child.stdout.fileno()
             while chunk := os.read(fd, 1 << 16):  # EINTR is retried by Python (PEP 475)
@@ -53,9 +81,18 @@ def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
                     pass
             code = child.wait()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     exit_code = code if code >= 0 else 128 + (-code)  # killed by a signal: as a shell reports it
-    return Ran(exit_code, start, time.time() - began, bool(seen) or code == -signal.SIGINT)
+    first = seen[0] if seen else (-code if code in (-signal.SIGINT, -signal.SIGTERM, -signal.SIGHUP) else 0)
+    return Ran(exit_code, start, time.time() - began, bool(first), signal.Signals(first).name if first else "")
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
 
 
 def startable(argv: list[str]) -> str | None:
@@ -64,8 +101,13 @@ def startable(argv: list[str]) -> str | None:
     if os.sep in program:
         if not os.path.exists(program):
             return f"{program} does not exist"
-        return None if os.access(program, os.X_OK) else f"{program} is not executable"
-    return None if shutil.which(program) else f"{program} is not on PATH"
+        if os.path.isdir(program):
+            return f"{program} is a directory"
+        return None if os.access(program, os.X_OK) else f"{program} is not executable (permission denied)"
+    if shutil.which(program):  # a file on PATH that we may execute
+        return None
+    found = shutil.which(program, mode=os.F_OK)
+    return f"{found} is not executable (permission denied)" if found else f"{program} is not on PATH"
 
 
 def text(value: str) -> str:

@@ -61,11 +61,7 @@ def written(store: Store, listed: Listing, asked: list[str],
             warnings: list[str]) -> tuple[list[Artifact], dict[str, bytes]]:  # fmt: skip
     """The artifacts of what the command wrote under the result directories (new or changed since `listed`), in
     path order, then of the `--from-json` files `asked`; and the bytes of the JSON among them, by path."""
-    changed: dict[str, tuple[str, str]] = {}  # path -> (kind, its result directory)
-    for directory, old in listed.items():
-        for path, entry in listing(directory).items():
-            if old.get(path) != entry:
-                changed.setdefault(path, (entry[0], directory))
+    changed = _changed(listed)
     if len(changed) > MAX_COLLECTED:
         warnings.append(f"{len(changed)} files were written under the result directories; the first "
                         f"{MAX_COLLECTED} are kept")  # fmt: skip
@@ -85,6 +81,32 @@ def written(store: Store, listed: Listing, asked: list[str],
         if artifact is not None:
             kept[path] = artifact
     return [kept[p] for p in dict.fromkeys(chosen + asked) if p in kept], data
+
+
+def _changed(listed: Listing) -> dict[str, tuple[str, str]]:
+    """path -> (kind, its result directory) of what is new or changed under the directories since `listed`."""
+    changed: dict[str, tuple[str, str]] = {}
+    for directory, old in listed.items():
+        for path, entry in listing(directory).items():
+            if old.get(path) != entry:
+                changed.setdefault(path, (entry[0], directory))
+    return changed
+
+
+def read_written(listed: Listing, warnings: list[str]) -> tuple[list[Artifact], dict[str, bytes]]:
+    """The JSON files written under the result directories since `listed`, read but not kept (no record is
+    written of this run): an artifact of each naming the file itself, and its bytes, by path."""
+    found, data = [], {}
+    changed = _changed(listed)
+    for path in sorted(p for p, (kind, _) in changed.items() if kind == "file" and p.endswith(".json")):
+        try:
+            raw = _read(path, shown(path), warnings)
+        except OSError:
+            continue
+        if raw is not None:
+            data[path] = raw
+            found.append(Artifact(capture.text(path), sha256_hex(raw), len(raw), origin=capture.text(path)))
+    return found, data
 
 
 def _keep(store: Store, path: str, opened: str, parse: bool, data: dict[str, bytes],
@@ -155,12 +177,18 @@ def run_metrics(store: Store, found: list[Artifact], data: dict[str, bytes], ask
     for path, raw in sorted(data.items(), key=lambda item: -mtime(item[0])):  # the newest result first
         if not path.endswith(".json") and path not in asked:
             continue
+        origin, name = by_origin[capture.text(path)], shown(path)
+        lead, tail = ("--from-json ", "") if path in asked else ("", ", kept as an artifact, no metrics from it")
         try:
-            doc = metrics.parse_json(raw, by_origin[capture.text(path)])
-            got = metrics.vllm_metrics(doc, by_origin[capture.text(path)])
+            doc = metrics.parse_json(raw, name)  # truncated, NaN-free but broken, not UTF-8: said, never silent
         except StackmgrError as exc:
-            if path in asked:
-                warnings.append(f"--from-json {exc.message}")
+            warnings.append(f"{lead}{exc.message}{tail}")
+            continue
+        try:
+            got = metrics.vllm_metrics(doc, origin)
+        except StackmgrError as exc:  # another JSON (a config) says nothing; a NaN in a result does
+            if path in asked or "not a finite number" in exc.message:
+                warnings.append(f"{lead}{name}{exc.message.removeprefix(origin)}{tail}")
             continue
         results.append(path)
         if len(results) == 1:  # one result's metrics and configuration, never a mix of two runs'

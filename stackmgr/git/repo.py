@@ -138,6 +138,11 @@ class Repo:
         """Which of `paths` commit `rev` holds."""
         return set(zsplit(run(self.top, ["ls-tree", "-r", "-z", "--name-only", rev, *pathspec(paths)])))
 
+    def tracks_below(self, directory: bytes) -> bool:
+        """Whether the index tracks a file at or below `directory` (relative to the top; b"" is the whole tree)."""
+        rc, out, _ = run_rc(self.top, ["ls-files", "-z", *pathspec([directory] if directory else [])])
+        return rc != 0 or bool(out)  # a git that cannot say: as if it did (never suggest hiding tracked files)
+
     def diff_trees(self, old: str, new: str, paths: Sequence[bytes] = ()) -> bytes:
         """The binary-safe, full-index patch from tree `old` to tree `new` (only `paths`, when given)."""
         return run(self.top, ["diff-tree", "-r", "-p", *DIFF_FLAGS, old, new, *pathspec(paths)])
