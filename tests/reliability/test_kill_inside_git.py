@@ -87,6 +87,10 @@ def scenario(name: str, root: Path) -> tuple[Lab, list[str]]:
     lab = _lab(root)
     if name == "reset-force":
         return lab, ["reset", "--force"]
+    if name == "apply":
+        assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
+        assert lab.sm("reset").code == 0
+        return lab, ["apply", "S"]
     assert lab.sm("save", "p", "-m", "p").code == 0
     if name == "reset":
         return lab, ["reset"]
@@ -141,7 +145,7 @@ def assert_rolled_back(lab: Lab, before: tuple[dict[str, tuple[int, bytes]], tup
 @needs_strace
 @pytest.mark.catalogue(59)
 @pytest.mark.regression("a kill inside git read-tree -m -u left a half-switched tree that recover called rolled back")
-@pytest.mark.parametrize("name", ["reset", "reset-force", "undo"])
+@pytest.mark.parametrize("name", ["reset", "reset-force", "undo", "apply"])
 def test_kill_while_git_writes_the_switch(name: str, tmp_path: Path) -> None:
     """Row 59: the process group is killed while `read-tree -m -u` writes README.md (0 bytes written): the files
     the target does not hold are already deleted, untracked ones included. `recover` used to exit 0 "rolled back"
@@ -156,6 +160,21 @@ def test_kill_while_git_writes_the_switch(name: str, tmp_path: Path) -> None:
     assert_rolled_back(lab, before, name)
     listed = sm(lab, "recover").stdout
     assert listed.count("vllm") == (2 if name == "reset-force" else 1), listed  # the half-written tree is kept too
+
+
+@needs_strace
+@pytest.mark.catalogue(59)
+@pytest.mark.parametrize("name", ["reset-force", "undo"])
+def test_kill_inside_the_rollbacks_own_switch(name: str, tmp_path: Path) -> None:
+    """Row 59: killed inside git's switch, then `recover` killed inside its own switch back (README.md half
+    written again, its own index.lock held): the next `recover` still puts every byte back."""
+    lab, args = scenario(name, tmp_path / "t")
+    before = before_state(lab)
+    opts = f"-P {lab.tree / 'README.md'} -e trace=write -e inject=write:signal=KILL:when=1"
+    assert run_group(lab, args, wrapper_env(tmp_path, KILL_GIT_STRACE=opts)) == -9
+    assert run_group(lab, ["recover"], wrapper_env(tmp_path, KILL_GIT_STRACE=opts)) == -9
+    assert (lab.tree / "README.md").read_bytes() == b"" and (lab.tree / ".git" / "index.lock").exists()
+    assert_rolled_back(lab, before, name)
 
 
 @needs_strace
