@@ -32,11 +32,13 @@ before_switch: Callable[[Snapshot], None] | None = None
 class Moved:
     """How to put a moved tree back: where it went, and what its index and HEAD were."""
 
-    def __init__(self, snap: Snapshot, target: TreeId, real_index: bytes | None, branch: str | None) -> None:
+    def __init__(self, snap: Snapshot, target: TreeId, real_index: bytes | None, branch: str | None,
+                 journal: _Journal | None = None) -> None:  # fmt: skip
         self.snap = snap
         self.target = target
         self.real_index = real_index
         self.branch = branch
+        self.journal = journal  # the move's journal entry: moving back is recorded there
 
 
 def move_tree(
@@ -102,7 +104,7 @@ def move_tree(
             lock.release()
             if work is not None:
                 work.discard()
-    return Moved(snap, target, real_index, branch)
+    return Moved(snap, target, real_index, branch, step)
 
 
 def _refuse_hidden(snap: Snapshot, moving: list[Change]) -> None:
@@ -174,6 +176,8 @@ def move_back(moved: Moved, reason: str) -> None:
     """Undo `move_tree`: the working tree back to the checked snapshot, the index bytes and HEAD as they were."""
     snap, repo = moved.snap, moved.snap.repo
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
+        if moved.journal is not None:  # a switch again: a kill in it leaves a move under way
+            moved.journal.state("moving", durable=True)
         private = TempIndex(repo)
         private.switch(moved.target, snap.tree_id())
         snap.index.install_as(private)
@@ -186,3 +190,5 @@ def move_back(moved: Moved, reason: str) -> None:
             refs.attach_head(repo, moved.branch, reason)
         else:
             refs.detach_head(repo, snap.head, reason)
+        if moved.journal is not None:
+            moved.journal.state("put-back")

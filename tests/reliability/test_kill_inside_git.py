@@ -267,3 +267,18 @@ def test_recover_does_not_report_success_when_it_left_a_tree(tmp_path: Path) -> 
     assert (lab.tree / "README.md").read_text() == "my edit after the crash\n"
     assert "interrupted" not in sm(lab, "check").stderr
     assert sm(lab, "save", "mine", "-m", "mine").returncode == 0
+
+
+def test_index_lock_without_hard_links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a filesystem without hard links the index.lock is taken by git's own O_EXCL create (no marker): the move
+    still works and leaves neither a lock nor a marker behind."""
+    lab, args = scenario("reset", tmp_path / "t")
+
+    def no_links(*_args: object, **_kw: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    assert lab.sm(*args).code == 0
+    assert not (lab.tree / ".git" / "index.lock").exists()
+    assert [p.name for p in (lab.tree / ".git" / "stackmgr").iterdir() if p.name.endswith(".index-lock")] == []
+    assert lab.sm("check").code == 0
