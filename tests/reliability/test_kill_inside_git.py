@@ -3,9 +3,10 @@ SIGKILLed while a git child runs, or while stackmgr holds the user's `index.lock
 
 A `git` script first on PATH runs the real git, and, as the environment asks:
 
-- `KILL_GIT_STRACE=<strace -e options>`: the working-tree switch (`read-tree … -m -u`) runs under strace, which
-  SIGKILLs git at the syscall those options pick (e.g. its first write to README.md: git has deleted what the
-  target does not hold and left a 0-byte file); then the script kills the whole process group;
+- `KILL_GIT_STRACE=<strace -e options>`: the working-tree switch (`read-tree … -m -u`; with `KILL_GIT_NTH=n`
+  only the n-th, counted in the file `KILL_GIT_SWITCHES`) runs under strace, which SIGKILLs git at the syscall
+  those options pick (e.g. its first write to README.md: git has deleted what the target does not hold and left
+  a 0-byte file); then the script kills the whole process group;
 - `KILL_GIT_LOCKED=<n>`: the n-th git started while `.git/index.lock` exists kills the group before it runs.
 
 `strace` on stackmgr itself (`-P .git/index.lock`) kills it at the n-th rename of an index.lock (taken, filled,
@@ -43,7 +44,10 @@ WRAPPER = """#!/bin/sh
 real='{git}'
 case " $* " in
   *" read-tree --no-recurse-submodules -m -u "*)
-    if [ -n "$KILL_GIT_STRACE" ]; then
+    switches=$(cat "${{KILL_GIT_SWITCHES:-/dev/null}}" 2>/dev/null || echo 0)
+    switches=$((switches + 1))
+    [ -n "$KILL_GIT_SWITCHES" ] && echo "$switches" > "$KILL_GIT_SWITCHES"
+    if [ -n "$KILL_GIT_STRACE" ] && [ "${{KILL_GIT_NTH:-$switches}}" = "$switches" ]; then
       # shellcheck disable=SC2086
       '{strace}' -f -qq -o /dev/null $KILL_GIT_STRACE "$real" "$@"
       rc=$?
@@ -282,3 +286,34 @@ def test_index_lock_without_hard_links(tmp_path: Path, monkeypatch: pytest.Monke
     assert not (lab.tree / ".git" / "index.lock").exists()
     assert [p.name for p in (lab.tree / ".git" / "stackmgr").iterdir() if p.name.endswith(".index-lock")] == []
     assert lab.sm("check").code == 0
+
+
+@needs_strace
+@pytest.mark.catalogue(59)
+@pytest.mark.regression("a kill while apply put an earlier tree back left it half-switched, recorded as moved")
+def test_kill_while_apply_puts_the_first_tree_back(tmp_path: Path) -> None:
+    """Row 59: a series on two trees; another git holds the second tree's index.lock, so apply puts the first
+    back, and the group is killed inside that switch back (README.md half written). The move was recorded as
+    `moved`, so the rollback took the 0-byte file for a later edit and left the tree half-switched."""
+    lab = _lab(tmp_path / "t")
+    kernels = make_repo(tmp_path / "t" / "kernels", {"k.cpp": "int k;\n"})
+    assert lab.sm("tree", "add", "kernels", str(kernels)).code == 0
+    assert lab.sm("save", "v", "-t", "vllm", "-m", "v").code == 0
+    (kernels / "k.cpp").write_text("int k = 1;\n")
+    assert lab.sm("save", "k", "-t", "kernels", "-m", "k").code == 0
+    assert lab.sm("reset").code == 0
+    (lab.store / "series" / "both").write_text("v.patch\nk.patch\n")
+    before = before_state(lab)
+    foreign = kernels / ".git" / "index.lock"
+    fd = os.open(foreign, os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # another git at work in the second tree
+    try:
+        opts = f"-P {lab.tree / 'README.md'} -e trace=write -e inject=write:signal=KILL:when=1"
+        env = wrapper_env(tmp_path, KILL_GIT_STRACE=opts, KILL_GIT_NTH="2",
+                          KILL_GIT_SWITCHES=str(tmp_path / "switches"))  # fmt: skip
+        assert run_group(lab, ["apply", "both"], env) == -9
+        assert (lab.tree / "README.md").read_bytes() == b""
+    finally:
+        os.close(fd)
+    assert foreign.exists(), "another git's index.lock was removed"
+    foreign.unlink()
+    assert_rolled_back(lab, before, "apply both")
