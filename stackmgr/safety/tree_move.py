@@ -142,7 +142,10 @@ class _Journal:
         if self.move is not None:
             self.move.state = state
             if durable and self.op is not None:
-                self.op.save(durable=True)
+                try:
+                    self.op.save(durable=True)
+                except OSError:  # a full disk must not stop the putting back this state is written for
+                    pass
 
 
 def _put_back(snap: Snapshot, target: TreeId, real_index: bytes | None, branch: str | None, reason: str) -> None:
