@@ -207,7 +207,7 @@ def test_kill_at_every_write_of_the_switch(name: str, tmp_path: Path, crash_poin
 
 @pytest.mark.catalogue(59)
 @pytest.mark.regression("a kill right after stackmgr took index.lock left it unrecorded; check said all was well")
-@pytest.mark.parametrize("name", ["reset", "reset-force", "undo"])
+@pytest.mark.parametrize("name", ["reset", "reset-force", "undo", "apply"])
 def test_kill_at_each_git_call_while_index_lock_is_held(name: str, tmp_path: Path, crash_points: list[str]) -> None:
     """Row 59: the process group is killed as each git child starts while stackmgr holds `.git/index.lock` (the
     first: `git symbolic-ref`, run between taking the lock and recording the move). The lock used to be left with
@@ -230,7 +230,7 @@ def test_kill_at_each_git_call_while_index_lock_is_held(name: str, tmp_path: Pat
 @needs_strace
 @pytest.mark.catalogue(59)
 @pytest.mark.regression("a killed undo left the index.lock of its index restore unrecorded; recover was stuck")
-@pytest.mark.parametrize("name", ["undo", "reset"])
+@pytest.mark.parametrize("name", ["undo", "reset", "apply"])
 def test_kill_while_each_index_lock_is_held(name: str, tmp_path: Path, crash_points: list[str]) -> None:
     """Row 59: stackmgr is killed as it renames each index.lock it took into place (taken and filled, not yet the
     index), the undo's restore of the index bytes included. `recover` used to say "cannot be rolled back:
