@@ -200,13 +200,21 @@ class Operation:
         if changed:
             self.save()
 
-    def tree_moving(self, snap: Snapshot, target: str, head: str | None, branch: str | None,
-                    real_index: bytes | None, lock_fd: int) -> TreeMove:  # fmt: skip
+    def tree_planned(self, snap: Snapshot, target: str, head: str | None, marker: str) -> TreeMove:
+        """Before a move takes the user's index.lock: the move and the lock's marker, on disk (a kill from here on
+        leaves a record that `check` reports and a rollback that removes exactly that lock)."""
         record = self.begin()
-        st = os.fstat(lock_fd)
         move = TreeMove(tree=snap.tree, path=snap.repo.top, before=snap.tree_id(), target=target,
-                        head_before=snap.head, head_after=head or snap.head, branch=branch or "-",
-                        lock=f"{st.st_dev}:{st.st_ino}")  # fmt: skip
+                        head_before=snap.head, head_after=head or snap.head, lock=f"mark:{marker}",
+                        state="planned")  # fmt: skip
+        record.trees.append(move)
+        self._announce(durable=True)
+        return move
+
+    def tree_moving(self, move: TreeMove, snap: Snapshot, branch: str | None, real_index: bytes | None) -> None:
+        """Right before git starts writing the working tree: the branch and the real index's bytes kept, and the
+        state `moving` on disk (the switch may be under way from now until `switched` is recorded)."""
+        move.branch = branch or "-"
         if real_index is not None:
             os.makedirs(os.path.join(self.dir, "index"), exist_ok=True)
             saved = os.path.join(self.dir, "index", snap.tree)
@@ -218,10 +226,9 @@ class Operation:
             except OSError:
                 atomic_write(saved, real_index)
             move.index = "saved"
-        record.trees.append(move)
-        self._announce(durable=True)  # before the first file of a tree changes, the record is on disk
+        move.state = "moving"
+        self.save(durable=True)  # before the first file of a tree changes, the record is on disk
         self.step(f"move {snap.tree}")
-        return move
 
     def anchor_before(self, snap: Snapshot) -> None:
         """`git gc` must not take the state a rollback goes back to: a ref to it before the move starts."""
@@ -233,12 +240,14 @@ class Operation:
         self.anchored.append((snap.repo.top, snap.tree))
 
     def tree_progress(self, move: TreeMove, label: str, state: str | None = None, lock_released: bool = False) -> None:
-        """A step of a move. Only the release of the index.lock is written out: after a crash every other state is
-        checked against the tree itself."""
+        """A step of a move. Written out: the end of git's switch (a path holding neither its old nor its new version
+        after that was edited by someone, not half-written by git) and the release of the index.lock; after a crash
+        every other state is checked against the tree itself."""
         if state is not None:
             move.state = state
-        if lock_released:  # renamed into place: the inode is the index's now, and may later be a new lock's
+        if lock_released:  # renamed into place: the lock is gone, and its marker with it
             move.lock = "-"
+        if lock_released or state == "switched":
             self.save()
         self.step(f"{label} {move.tree}")
 

@@ -43,8 +43,11 @@ class TreeMove:
         self.head_before = self.head_after = ""
         self.branch = "-"  # the branch HEAD was on, or "-" when detached
         self.index = "-"  # "saved" when the real index before the move is kept under index/<tree>
-        self.lock = "-"  # "dev:ino" of the index.lock this operation created, until released
-        self.state = "moving"  # moving | moved | put-back
+        self.lock = "-"  # "mark:<marker>" of the index.lock it takes (git/real_index.py), until released; older
+        # records: its "dev:ino"
+        # planned: recorded, lock not yet taken or no file changed | moving: git's switch may be under way |
+        # switched: git's switch completed | moved | put-back (after a failure, in the same process)
+        self.state = "moving"
         for key, value in values.items():
             setattr(self, key, value)
 
@@ -63,6 +66,7 @@ class Record:
         self.trees: list[TreeMove] = []
         self.notes: list[tuple[str, str, str]] = []  # (tree, snapshot tree id, HEAD) of trees it did not move
         self.failed_after: tuple[int, str] | None = None  # on an undo's record: (time, command) that failed since
+        self.left: list[str] = []  # not stored: what a rollback just left as it is (rollback.roll_back), as notes
 
     def render(self) -> bytes:
         lines = [FORMAT, f"command\t{_esc(self.command)}", f"started\t{self.started}", f"state\t{self.state}",

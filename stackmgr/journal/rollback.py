@@ -12,8 +12,9 @@ import os
 import sys
 import time
 
-from stackmgr.errors import StackmgrError
+from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.git import refs
+from stackmgr.git.real_index import drop_dead_locks, drop_own_lock
 from stackmgr.git.repo import Repo, open_repo, read_changes
 from stackmgr.git.scratch import tree_with_entries
 from stackmgr.git.tempindex import start_tree_diff
@@ -29,7 +30,7 @@ from stackmgr.journal.record import (
     stat_key,
 )  # fmt: skip
 from stackmgr.safety import tree_move
-from stackmgr.safety.snapshot import take_snapshot
+from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store.applied import applied_result
 from stackmgr.store.config import Store
 from stackmgr.store.fs import atomic_write, locked, read_or_none
@@ -48,10 +49,11 @@ def roll_back(store: Store, record: Record, directory: str) -> list[str]:
     notes = []
     for move in reversed(record.trees):
         try:
-            tree_back(store, move, directory, record, after_only=False)
+            notes += tree_back(store, move, directory, record, after_only=False)
         except LeftAsIs as exc:
-            notes.append(f"{exc.message}; its state before `{record.command}` is kept as "
-                         f"{ANCHOR_PREFIX}{record.id}/{move.tree}/before")  # fmt: skip
+            record.left.append(f"{exc.message}: left as it is; its state before `{record.command}` is kept as "
+                               f"{ANCHOR_PREFIX}{record.id}/{move.tree}/before")  # fmt: skip
+            notes.append(record.left[-1])
     for change in reversed(record.files):
         current = stat_key(os.path.join(store.root, change.path))
         backup = os.path.join(directory, "files", change.path)
@@ -98,14 +100,24 @@ def roll_back_interrupted(store: Store, *, announce: bool) -> Record | None:
         sys.stderr.write(f"stackmgr: note: {note}\n")
     if announce:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started))
-        sys.stderr.write(f"stackmgr: `{record.command}` (op {record.id}, {when}) was interrupted; rolled back\n")
+        but = " except what the note above names" if record.left else ""
+        sys.stderr.write(f"stackmgr: `{record.command}` (op {record.id}, {when}) was interrupted; rolled back{but}\n")
     return record
 
 
 def recover_interrupted(store: Store) -> Record | None:
-    """`stackmgr recover` without an id: roll back an interrupted operation, if there is one."""
+    """`stackmgr recover` without an id: roll back an interrupted operation, if there is one. Raises (exit 1)
+    when a tree could not be put back (something written since stands there): recover never reports success
+    while a path it should have put back differs."""
     with locked(store.lock_path, "the store"):
-        return roll_back_interrupted(store, announce=False)
+        record = roll_back_interrupted(store, announce=False)
+    if record is not None and record.left:
+        trees = sorted({m.tree for m in record.trees})
+        raise NotPreserved(f"`{record.command}` (op {record.id}) was interrupted and rolled back only in part: "
+                           f"tree {', '.join(trees)} left as it is (the note above says where its state before is)",
+                           "save what stands there (`stackmgr save NAME`), then put back the rest from that ref "
+                           "(`git restore --source=REF -- PATH`)")  # fmt: skip
+    return record
 
 
 def file_back(store: Store, rel: str, existed: bool, directory: str) -> None:
@@ -143,17 +155,25 @@ def _drop_temp_files(path: str) -> None:
             os.unlink(os.path.join(folder, name))
 
 
-def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, after_only: bool) -> None:
-    """The tree as it was before `move`: the moved paths back, the real index bytes, HEAD and its branch.
+def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, after_only: bool) -> list[str]:
+    """The tree as it was before `move`: the moved paths back, the real index bytes, HEAD and its branch. Returns
+    notes for the user.
 
     `after_only` (undo): the tree must be where the operation left it (HEAD, and the moved paths at their new or
     old versions), else it refuses. After a crash (not `after_only`), what stands in the way is left as it is
-    (LeftAsIs): the user can still save it, and the old state is anchored."""
+    (LeftAsIs): the user can still save it, and the old state is anchored; unless git's switch was under way
+    (`moving`): a path holding neither version may then be a file git was writing when it was killed, so the tree
+    as it stands is kept in a recovery snapshot and every touched path is rebuilt from the state before."""
     repo = open_repo(move.path)
-    _drop_own_index_lock(repo, move)
+    drop_own_lock(repo, move.lock)
+    drop_dead_locks(repo)
     _drop_dead_scratch_indexes(repo)
+    if move.state == "planned":  # killed before git changed anything: the index.lock was all it left
+        return []
     blocked = StackmgrError if after_only else LeftAsIs
     reason = f"stackmgr: back to before {record.command}"
+    saved = read_or_none(os.path.join(directory, "index", move.tree)) if move.index == "saved" else None
+    notes: list[str] = []
     snap = take_snapshot(move.tree, move.path, store.max_untracked_bytes, find_special=False, freeze=True,
                          results=store.trees[move.tree].results if move.tree in store.trees else (),
                          held=applied_result(store, move.tree))
@@ -164,21 +184,36 @@ def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, a
         if snap.head not in allowed:
             raise blocked(f"HEAD of tree {move.tree} moved since `{record.command}` (now {snap.head[:12]})",
                           "put it back where it was, or leave this operation alone")  # fmt: skip
-        if snap.staged_differs:  # a version that lives only in the index: putting the index back would drop it
+        index_moved = saved is not None and read_or_none(os.path.join(repo.git_dir, "index")) != saved
+        if snap.staged_differs and (index_moved or saved is None):  # a version only in the index, staged since
             shown = ", ".join(show_path(p) for p in snap.staged_differs[:3])
             raise blocked(f"tree {move.tree}: {shown} has a staged version that differs from the file",
                           "commit or unstage it (git restore --staged), then retry")  # fmt: skip
         now = snap.tree_id()
         branch_now = refs.symbolic_head(repo) or "-"
-        if now != move.before or snap.head != move.head_before or branch_now != move.branch:
-            target = _old_versions(repo, move, now, blocked) if now != move.before else now
-            tree_move.move_tree(snap, target, index_tree=repo.tree_of(move.head_before),
-                               head=move.head_before, reason=reason, op=store.journal)  # fmt: skip
+        if now != move.before or snap.head != move.head_before or branch_now != move.branch or index_moved:
+            target, kept = now, None
+            if now != move.before:
+                target, stray = _old_versions(repo, move, now)
+                if stray:
+                    shown = ", ".join(stray[:5]) + (" …" if len(stray) > 5 else "")
+                    if after_only or move.state != "moving":
+                        raise blocked(f"tree {move.tree}: {shown} changed after the operation",
+                                      "save the change (`stackmgr save NAME`) or put the file back, then retry")
+                    kept = _keep(snap, shown, record.command)
+                    notes.append(kept)
+            if not after_only and move.state != "moving":  # a kill in this switch back: a switch under way too
+                move.state = "moving"
+                atomic_write(os.path.join(directory, "op"), record.render(), durable=True)
+            try:
+                tree_move.move_tree(snap, target, index_tree=repo.tree_of(move.head_before), head=move.head_before,
+                                    reason=reason, op=store.journal, index_bytes=saved)  # fmt: skip
+            except StackmgrError as exc:
+                if kept is None:
+                    raise
+                raise StackmgrError(f"{exc.message} ({kept})", exc.hint) from None
     finally:
         snap.release()
-    saved = read_or_none(os.path.join(directory, "index", move.tree)) if move.index == "saved" else None
-    if saved is not None and read_or_none(os.path.join(repo.git_dir, "index")) != saved:
-        tree_move.restore_index(repo, saved)
     on_branch = move.branch == "-" or refs.symbolic_head(repo) == move.branch
     if not on_branch and repo.ref_commit(move.branch) == move.head_before:
         if refs.branch_checked_out_elsewhere(repo, move.branch):
@@ -186,10 +221,23 @@ def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, a
                              f"HEAD left detached at {move.head_before[:12]}\n")  # fmt: skip
         else:
             refs.attach_head(repo, move.branch, reason)
+    return notes
 
 
-def _old_versions(repo: Repo, move: TreeMove, now: str, blocked: type[StackmgrError]) -> TreeId:
-    """The tree `now` with every path the move touched set back to its version in `move.before`."""
+def _keep(snap: Snapshot, shown: str, command: str) -> str:
+    """Paths the interrupted switch touched hold neither their version before nor after it (a file git was
+    writing when it was killed, or an edit since): the tree as it stands goes into a recovery snapshot first."""
+    from stackmgr.safety.recovery import store_recovery
+
+    rid = store_recovery(snap)
+    return (f"tree {snap.tree}: {shown} held neither its version before `{command}` nor after it (git was killed "
+            f"while writing it, or it was edited since): the tree as it stood is kept as recovery snapshot {rid} "
+            f"(`stackmgr recover {rid}` brings it back); put back as before `{command}`")
+
+
+def _old_versions(repo: Repo, move: TreeMove, now: str) -> tuple[TreeId, list[str]]:
+    """The tree `now` with every path the move touched set back to its version in `move.before`, and the touched
+    paths that hold neither their old nor their new version now."""
     changes = read_changes(start_tree_diff(repo, move.before, move.target))
     current = repo.blob_entries(now, [c.path for c in changes]) if changes else {}
     stray = []
@@ -200,11 +248,7 @@ def _old_versions(repo: Repo, move: TreeMove, now: str, blocked: type[StackmgrEr
         if current.get(c.path) not in (was, became):
             stray.append(c.path.decode("utf-8", "backslashreplace"))
         old[c.path] = was
-    if stray:
-        shown = ", ".join(stray[:5]) + (" …" if len(stray) > 5 else "")
-        raise blocked(f"tree {move.tree}: {shown} changed after the operation",
-                      "save the change (`stackmgr save NAME`) or put the file back, then retry")  # fmt: skip
-    return tree_with_entries(repo, now, old)
+    return tree_with_entries(repo, now, old), stray
 
 
 def _drop_dead_scratch_indexes(repo: Repo) -> None:
@@ -229,19 +273,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _drop_own_index_lock(repo: Repo, move: TreeMove) -> None:
-    """A killed stackmgr leaves the `index.lock` it created; remove it only if it is that very file."""
-    if move.lock == "-":
-        return
-    path = os.path.join(repo.git_dir, "index.lock")
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if f"{st.st_dev}:{st.st_ino}" == move.lock:
-        os.unlink(path)
 
 
 def forget_unmoved(record: Record, anchored: list[tuple[str, str]]) -> None:

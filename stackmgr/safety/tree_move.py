@@ -12,7 +12,7 @@ import os
 
 from stackmgr.errors import StackmgrError
 from stackmgr.git import ignore, refs
-from stackmgr.git.real_index import RealIndexLock, write_real_index
+from stackmgr.git.real_index import RealIndexLock, new_marker, write_real_index
 from stackmgr.git.repo import Repo, read_changes
 from stackmgr.git.tempindex import TempIndex, start_tree_diff
 from stackmgr.safety.snapshot import Snapshot
@@ -32,11 +32,13 @@ before_switch: Callable[[Snapshot], None] | None = None
 class Moved:
     """How to put a moved tree back: where it went, and what its index and HEAD were."""
 
-    def __init__(self, snap: Snapshot, target: TreeId, real_index: bytes | None, branch: str | None) -> None:
+    def __init__(self, snap: Snapshot, target: TreeId, real_index: bytes | None, branch: str | None,
+                 journal: _Journal | None = None) -> None:  # fmt: skip
         self.snap = snap
         self.target = target
         self.real_index = real_index
         self.branch = branch
+        self.journal = journal  # the move's journal entry: moving back is recorded there
 
 
 def move_tree(
@@ -56,12 +58,13 @@ def move_tree(
         _refuse_hidden(snap, moving)  # before the lock and the journal: a refusal changes nothing
         if op is not None:  # anchor the state a rollback returns to, before holding the user's index.lock
             op.anchor_before(snap)
-        lock = RealIndexLock(repo)  # taken before the first file changes, held until the new index is in place
+        marker = new_marker()
+        step = _Journal(op, snap, target, head, marker)  # the move and its lock recorded before the lock exists
+        lock = RealIndexLock(repo, marker)  # taken before the first file changes, held until the new index is in place
         work: TempIndex | None = None
         try:
             real_index = read_or_none(os.path.join(repo.git_dir, "index"))
             branch = refs.symbolic_head(repo)
-            step = _Journal(op, snap, target, head, branch, real_index, lock.fd)  # recorded before anything changes
             work = snap.index.freeze("switch")
             if before_switch is not None:
                 before_switch(snap)
@@ -73,13 +76,14 @@ def move_tree(
             added = [c.path for c in to_index if c.new_mode == "000000"]
             ignored = ignore.start_ignored(repo, added)
             try:
+                step.moving(snap, branch, real_index)  # on disk before git writes the first file
                 work.switch(snap.tree_id(), target, moving)
             finally:
                 keep = set(ignore.started_answer(ignored)) if ignored is not None else set()
             if ignored is None and added:
                 keep = set(ignore.ignored_paths(repo, added))
             try:
-                step("switched")
+                step("switched", state="switched")
                 work.install_as(TempIndex(repo))  # the private index describes the new tree, with fresh stat data
                 if index_bytes is None:
                     work.retarget(target, index_tree, keep=keep, changes=to_index)
@@ -89,6 +93,7 @@ def move_tree(
                     refs.detach_head(repo, head, reason, expect=snap.head)
                 step("moved", state="moved")
             except BaseException as exc:
+                step.state("moving", durable=True)  # putting back is a switch too: a kill in it, one under way
                 _put_back(snap, target, real_index, branch, reason)
                 step.state("put-back")
                 if isinstance(exc, OSError):
@@ -99,7 +104,7 @@ def move_tree(
             lock.release()
             if work is not None:
                 work.discard()
-    return Moved(snap, target, real_index, branch)
+    return Moved(snap, target, real_index, branch, step)
 
 
 def _refuse_hidden(snap: Snapshot, moving: list[Change]) -> None:
@@ -117,20 +122,30 @@ def _refuse_hidden(snap: Snapshot, moving: list[Change]) -> None:
 
 
 class _Journal:
-    """The move's entry in the operation journal (when a command records one): its steps and state."""
+    """The move's entry in the operation journal (when a command records one): its steps and state. It is recorded,
+    durably, before the index.lock is taken (`planned`, naming the lock's marker) and again before git writes the
+    first file (`moving`: a rollback then rebuilds every path the move touches)."""
 
-    def __init__(self, op: Operation | None, snap: Snapshot, target: str, head: str | None, branch: str | None,
-                 real_index: bytes | None, lock_fd: int) -> None:  # fmt: skip
+    def __init__(self, op: Operation | None, snap: Snapshot, target: str, head: str | None, marker: str) -> None:
         self.op = op
-        self.move = self.op.tree_moving(snap, target, head, branch, real_index, lock_fd) if self.op else None
+        self.move = self.op.tree_planned(snap, target, head, marker) if self.op else None
+
+    def moving(self, snap: Snapshot, branch: str | None, real_index: bytes | None) -> None:
+        if self.op is not None and self.move is not None:
+            self.op.tree_moving(self.move, snap, branch, real_index)
 
     def __call__(self, label: str, state: str | None = None, lock_released: bool = False) -> None:
         if self.op is not None and self.move is not None:
             self.op.tree_progress(self.move, label, state, lock_released)
 
-    def state(self, state: str) -> None:
+    def state(self, state: str, durable: bool = False) -> None:
         if self.move is not None:
             self.move.state = state
+            if durable and self.op is not None:
+                try:
+                    self.op.save(durable=True)
+                except OSError:  # a full disk must not stop the putting back this state is written for
+                    pass
 
 
 def _put_back(snap: Snapshot, target: TreeId, real_index: bytes | None, branch: str | None, reason: str) -> None:
@@ -164,6 +179,8 @@ def move_back(moved: Moved, reason: str) -> None:
     """Undo `move_tree`: the working tree back to the checked snapshot, the index bytes and HEAD as they were."""
     snap, repo = moved.snap, moved.snap.repo
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
+        if moved.journal is not None:  # a switch again: a kill in it leaves a move under way
+            moved.journal.state("moving", durable=True)
         private = TempIndex(repo)
         private.switch(moved.target, snap.tree_id())
         snap.index.install_as(private)
@@ -176,3 +193,5 @@ def move_back(moved: Moved, reason: str) -> None:
             refs.attach_head(repo, moved.branch, reason)
         else:
             refs.detach_head(repo, snap.head, reason)
+        if moved.journal is not None:
+            moved.journal.state("put-back")
