@@ -22,6 +22,7 @@ from stackmgr.journal.record import (
     stat_key,
 )  # fmt: skip
 from stackmgr.journal.rollback import file_back, tree_back
+from stackmgr.safety.recovery import give_back_raw_of
 from stackmgr.store.config import Store
 from stackmgr.store.fs import locked, read_or_none
 
@@ -61,6 +62,8 @@ def undo(store: Store, wanted: str | None) -> tuple[Record, Record | None, str |
         for move in reversed(record.trees):
             if move.state == "moved":
                 tree_back(store, move, directory, record, after_only=True)
+                if record.undoes == "-" and record.command.startswith("reset ") and "--force" in record.command.split():
+                    give_back_raw_of(store, move.tree, move.before)  # the bytes on disk, past git's conversions
         for change in reversed(record.files):
             file_back(store, change.path, change.existed, directory)
     return record, op.record, failed

@@ -431,3 +431,24 @@ def test_undo_reverts_the_last_operation_whatever_the_clock_says(lab: Lab, monke
     undone = lab.sm("undo")
     assert undone.code == 0 and undone.out.startswith("undid `series new B`"), undone
     assert (lab.store / "series" / "A").exists() and not (lab.store / "series" / "B").exists()
+
+
+@pytest.mark.regression("undo of reset --force gave LF files back as CRLF under core.autocrlf=true")
+def test_undo_of_a_forced_reset_gives_back_the_bytes_on_disk_under_autocrlf(lab: Lab) -> None:
+    """core.autocrlf=true: a file written with LF (git stores LF, a checkout writes CRLF) and an untracked LF
+    file are forced away, then `undo` brings back the same bytes, not CRLF ones; a CRLF file saved, reset,
+    applied and the apply undone keeps its CRLF bytes at each step (apply writes what a checkout writes)."""
+    git(lab.tree, "config", "core.autocrlf", "true")
+    wrote = {"README": b"lf\nonly\n", "new.txt": b"untracked lf\n", "crlf.txt": b"kept\r\ncrlf\r\n"}
+    for name, data in wrote.items():
+        (lab.tree / name).write_bytes(data)
+    assert lab.sm("reset", "--force").code == 0
+    assert lab.sm("undo").code == 0
+    assert {name: (lab.tree / name).read_bytes() for name in wrote} == wrote
+    assert lab.sm("reset", "--force").code == 0
+    (lab.tree / "src" / "model.py").write_bytes(b"def f():\r\n    return 2\r\n")
+    assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
+    assert lab.sm("reset").code == 0 and lab.sm("apply", "S").code == 0
+    assert (lab.tree / "src" / "model.py").read_bytes() == b"def f():\r\n    return 2\r\n"
+    assert lab.sm("undo").code == 0
+    assert (lab.tree / "src" / "model.py").read_bytes() == b"def f():\r\n    return 1\r\n"
