@@ -60,10 +60,15 @@ class Interrupted:
 
 
 def finish_interrupted(store: Store) -> Interrupted | None:
-    """`recover` first rolls back an interrupted operation, if one stands (or marks done one that completed)."""
+    """`recover` first rolls back an interrupted operation, if one stands (or marks done one that completed),
+    then removes the temp files killed commands left anywhere in the store (store/temps.py)."""
     from stackmgr.journal.rollback import recover_interrupted
+    from stackmgr.store.fs import locked
+    from stackmgr.store.temps import sweep
 
     rolled = recover_interrupted(store)
+    with locked(store.lock_path, "the store"):
+        sweep(store, deep=True)
     if rolled is None:
         return None
     return Interrupted(rolled.command, rolled.id, rolled.state == "rolled-back")
