@@ -120,7 +120,8 @@ def test_temp_files_of_killed_writers_are_swept_and_lint_reports_none_left(lab: 
               lab.store / ".stackmgr" / "cache" / f"patch-index.marshal.{dead}.tmp",
               lab.store / "links" / "p" / f".20260613-abc.toml.{dead}.3.tmp"]  # fmt: skip
     live = lab.store / "patches" / f".q.patch.{alive}.1.tmp"
-    for path in [*litter, live]:
+    users = lab.store / "results" / f".bench.{dead}.1.tmp"  # a folder of the user's own in the store: not ours
+    for path in [*litter, live, users]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"half")
     linted = lab.sm("lint", "--json")
@@ -130,7 +131,7 @@ def test_temp_files_of_killed_writers_are_swept_and_lint_reports_none_left(lab: 
     assert lab.sm("series", "new", "X").code == 0  # a mutating command: the directories it writes most
     assert [p.exists() for p in litter] == [False, False, False, True] and live.exists()
     assert lab.sm("recover").code == 0
-    assert not any(p.exists() for p in litter) and live.exists()
+    assert not any(p.exists() for p in litter) and live.exists() and users.exists()
     live.unlink()
     after = lab.sm("lint", "--json")
     assert [f for f in json.loads(after.out)["findings"] if f["kind"] == "store"] == [], after.out

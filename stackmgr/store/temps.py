@@ -15,6 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from stackmgr.store.config import Store
 
+OWNED = ("patches", "series", "links", "artifacts", ".stackmgr")
 QUICK = ("", "patches", "series", ".stackmgr", os.path.join(".stackmgr", "ops"), os.path.join(".stackmgr", "cache"))
 
 
@@ -44,12 +45,15 @@ def _alive(pid: int) -> bool:
 
 
 def _folders(store: Store, deep: bool) -> list[str]:
+    """The folders to look in: `QUICK`, or (deep) the store's top and every folder below the ones stackmgr owns
+    (`patches/`, `series/`, `links/`, `artifacts/`, `.stackmgr/`), never the user's own folders in the store."""
     if not deep:
         return [os.path.join(store.root, d) for d in QUICK]
-    found = []
-    for dirpath, dirs, _files in os.walk(store.root):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        found.append(dirpath)
+    found = [store.root]
+    for owned in OWNED:
+        for dirpath, dirs, _files in os.walk(os.path.join(store.root, owned)):
+            dirs[:] = [d for d in dirs if d != ".git"]
+            found.append(dirpath)
     return found
 
 
