@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import Lab, git_text
 
@@ -96,3 +99,39 @@ def test_lint_writes_nothing(lab: Lab) -> None:
     assert lab.sm("lint").code == 1
     after = {p: p.read_bytes() for p in lab.store.rglob("*") if p.is_file() and ".stackmgr" not in p.parts}
     assert after == before
+
+
+@pytest.mark.regression("temp files a killed command left stayed in the store forever")
+def test_temp_files_of_killed_writers_are_swept_and_lint_reports_none_left(lab: Lab) -> None:
+    """A command killed between writing a temp file and renaming it (save verifying its patch, link writing its
+    record, the journal writing CURRENT, a cache write) leaves `.NAME.<pid>.<n>.tmp` / `NAME.<pid>.tmp` behind,
+    forever: nothing removed them. `lint` reports them; the next mutating command removes those in the
+    directories written most, `recover` every one; one whose writer is alive stays."""
+    import subprocess
+
+    (lab.tree / "README").write_text("edited\n")
+    assert lab.sm("save", "p", "-m", "p").code == 0
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead, alive = gone.pid, os.getpid()
+    (lab.store / "links" / "p").mkdir(parents=True)
+    litter = [lab.store / "patches" / f".p.patch.{dead}.7.tmp",
+              lab.store / ".stackmgr" / "ops" / f".CURRENT.{dead}.1.tmp",
+              lab.store / ".stackmgr" / "cache" / f"patch-index.marshal.{dead}.tmp",
+              lab.store / "links" / "p" / f".20260613-abc.toml.{dead}.3.tmp"]  # fmt: skip
+    live = lab.store / "patches" / f".q.patch.{alive}.1.tmp"
+    users = lab.store / "results" / f".bench.{dead}.1.tmp"  # a folder of the user's own in the store: not ours
+    for path in [*litter, live, users]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half")
+    linted = lab.sm("lint", "--json")
+    assert linted.code == 1
+    reported = {f["file"] for f in json.loads(linted.out)["findings"] if f["kind"] == "store"}
+    assert reported == {str(p.relative_to(lab.store)) for p in litter}
+    assert lab.sm("series", "new", "X").code == 0  # a mutating command: the directories it writes most
+    assert [p.exists() for p in litter] == [False, False, False, True] and live.exists()
+    assert lab.sm("recover").code == 0
+    assert not any(p.exists() for p in litter) and live.exists() and users.exists()
+    live.unlink()
+    after = lab.sm("lint", "--json")
+    assert [f for f in json.loads(after.out)["findings"] if f["kind"] == "store"] == [], after.out

@@ -688,3 +688,53 @@ def test_abort_after_a_rebase_killed_while_writing_puts_the_patches_back(lab: La
     assert aborted.code == 0, aborted.err
     assert {p.name: p.read_bytes() for p in (lab.store / "patches").glob("*.patch")} == before
     assert lab.sm("lint").code == 0
+
+
+def _killed_with_its_git(stacked: Lab, tmp_path: Path) -> Path:
+    """`rebase S --onto HEAD` killed after p03 together with the git child working in the scratch worktree: that
+    git's `index.lock` stays behind (nobody holds it); the scratch worktree's git dir is returned."""
+    lab = stacked
+    _edit(lab.tree / "f01.txt", "line 1\n", "new first line\nline 1\n")
+    git(lab.tree, "commit", "-q", "-am", "upstream")
+    flag = tmp_path / "killed-once"
+    kill = (f"if grep -q 'patched by p03' f03.txt && test ! -e {flag}; then touch {flag}; "
+            "touch \"$(git rev-parse --absolute-git-dir)/index.lock\"; kill -9 $PPID; fi")  # fmt: skip
+    assert stackmgr(lab.store, "rebase", "S", "--onto", "HEAD", "--exec", kill).returncode == -9
+    locks = list((lab.tree / ".git" / "worktrees").glob("*/index.lock"))
+    assert len(locks) == 1
+    old = locks[0].stat().st_mtime - 60  # the kill was a while ago
+    os.utime(locks[0], (old, old))
+    return locks[0].parent
+
+
+@pytest.mark.slow
+@pytest.mark.regression("a rebase killed with its git child could neither --continue nor --abort (index.lock)")
+def test_a_rebase_killed_with_its_git_goes_on_and_can_be_aborted(stacked: Lab, tmp_path: Path) -> None:
+    """The dead git's index.lock in the scratch worktree made `rebase --continue` fail forever ("Unable to
+    create … index.lock: File exists"): the rebase stayed in progress. `--continue` removes that lock (its own
+    scratch worktree's, held by no process) and finishes as an uninterrupted run; `--abort` works the same."""
+    lab = stacked
+    _killed_with_its_git(stacked, tmp_path)
+    done = stackmgr(lab.store, "rebase", "--continue", "--json")
+    assert done.returncode == 0, done.stderr
+    outcomes = [p["outcome"] for p in json.loads(done.stdout)["patches"]]
+    assert outcomes == ["unchanged", "context drift"] + ["unchanged"] * (N - 2)
+    assert git_text(lab.tree, "worktree", "list").count("\n") == 0
+
+
+@pytest.mark.slow
+@pytest.mark.regression("edge case: a killed rebase's --continue must not remove a lock a live git holds")
+def test_a_rebase_killed_with_its_git_can_be_aborted_and_a_live_lock_is_left(stacked: Lab, tmp_path: Path) -> None:
+    """A lock some live process holds open is another git's: `--continue` refuses naming it and leaves it;
+    once it is gone, `--abort` removes the worktree and the state, nothing changed."""
+    lab = stacked
+    before = _fingerprint(lab)
+    gitdir = _killed_with_its_git(stacked, tmp_path)
+    with open(gitdir / "index.lock", "rb"):  # held open: a git at work there
+        refused = stackmgr(lab.store, "rebase", "--continue")
+        assert refused.returncode == 3 and "index.lock" in refused.stderr, refused.stderr
+        assert (gitdir / "index.lock").exists()
+    aborted = stackmgr(lab.store, "rebase", "--abort")
+    assert aborted.returncode == 0, aborted.stderr
+    assert _fingerprint(lab) == before and not (lab.store / ".stackmgr" / "rebase" / "S.json").exists()
+    assert git_text(lab.tree, "worktree", "list").count("\n") == 0

@@ -139,3 +139,39 @@ def test_recover_puts_the_work_back_onto_the_series_it_was_on(lab: Lab) -> None:
     assert lab.sm("save", "more", "--series", "S", "-m", "more").code == 0
     assert (lab.store / "series" / "S").read_text() == "fix.patch\nmore.patch\n"
     assert lab.sm("check").code == 0
+
+
+def _converting(lab: Lab, case: str) -> dict[str, bytes]:
+    """A tree where git's checkout would not write back the bytes on disk (`case`), and the files the user wrote."""
+    if case == "autocrlf":
+        git(lab.tree, "config", "core.autocrlf", "true")
+        return {"README": b"lf\nonly\n", "new.txt": b"untracked lf\n", "crlf.txt": b"kept\r\ncrlf\r\n"}
+    if case == "eol=crlf":
+        (lab.tree / ".gitattributes").write_text("* text eol=crlf\n")
+    elif case == "filter":
+        (lab.tree / ".gitattributes").write_text("*.txt filter=x\n")
+        git(lab.tree, "config", "filter.x.smudge", "sed s/a/A/")
+        git(lab.tree, "config", "filter.x.clean", "cat")
+    else:
+        (lab.tree / ".gitattributes").write_text("* ident\n")
+    git(lab.tree, "add", ".gitattributes")
+    git(lab.tree, "commit", "-qm", "attributes")
+    return {"README": b"$Id$ lf\n", "new.txt": b"a line\n", "src/model.py": b"def f():\n    return 'a'\n"}
+
+
+@pytest.mark.regression("recover gave LF files back as CRLF under core.autocrlf=true (and smudged others)")
+@pytest.mark.parametrize("case", ["autocrlf", "eol=crlf", "filter", "ident"])
+def test_recover_gives_back_the_bytes_on_disk_whatever_git_converts(lab: Lab, case: str) -> None:
+    """`reset --force` then `recover ID`: every changed file comes back byte for byte as it was on disk, though
+    git's checkout of the snapshot would convert it (LF → CRLF under core.autocrlf=true or `eol=crlf`, a smudge
+    filter, `$Id$` expanded by `ident`). Cause: the recovery commit kept only what git stores (the cleaned
+    content), and the move writes it through git's checkout conversions."""
+    wrote = _converting(lab, case)
+    for name, data in wrote.items():
+        (lab.tree / name).write_bytes(data)
+    before = lab.worktree_id()
+    forced = lab.sm("reset", "--force")
+    assert forced.code == 0, forced.err
+    assert lab.sm("recover", recovery_id(forced.err)).code == 0
+    assert {name: (lab.tree / name).read_bytes() for name in wrote} == wrote
+    assert lab.worktree_id() == before

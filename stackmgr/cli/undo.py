@@ -49,11 +49,15 @@ def undo_cmd(ctx: Context, op_id: str | None) -> None:
     """Revert the newest operation (or OP): its store files and its trees. Undo is itself undoable."""
     from stackmgr.commands.undo import record_json, undid, undo
 
-    undone, mine, failed = undo(open_store(ctx.store), op_id)
+    done = undo(open_store(ctx.store), op_id)
+    undone, mine, failed = done.record, done.mine, done.failed
     if ctx.json:
         output.emit_json({"schema": 1, "undone": record_json(undone), "operation": mine and record_json(mine),
-                          "after_failed": failed})  # fmt: skip
+                          "after_failed": failed, "after_rolled_back": done.rolled_back})  # fmt: skip
         return
+    if done.hidden:
+        output.err(f"stackmgr: note: tree {undone.command.split()[2]}: {done.hidden} recovery snapshot(s) are no "
+                   "longer listed by `stackmgr recover`; they stay under refs/stackmgr/recovery/ in its repository")
     if mine is None:
         output.out(f"nothing to change: `{undone.command}` (op {undone.id}) left no trace to revert")
         return
@@ -61,6 +65,10 @@ def undo_cmd(ctx: Context, op_id: str | None) -> None:
     if failed is not None:
         output.out(f"undid `{what}` (op {undone.id}), the last operation that stands: `{failed}` failed and "
                    "changed nothing, so the undo before it is not redone; `stackmgr undo` again redoes it")  # fmt: skip
+    elif done.rolled_back is not None:
+        output.out(f"{'redid' if verb == 'redo' else 'undid'} `{what}` (op {undone.id}), the last "
+                   f"operation that took effect: `{done.rolled_back}` was interrupted and rolled back, changing "
+                   "nothing; `stackmgr undo` again redoes it")  # fmt: skip
     elif verb == "redo":
         output.out(f"redid `{what}` (op {mine.id}); `stackmgr undo` undoes it again")
     else:

@@ -39,6 +39,11 @@ def lint_store(store: Store) -> list[Finding]:
     pending = pending_message(store)
     if pending:  # what the store holds now is half of something: every finding below may be about that
         findings.append(Finding("store", ".stackmgr/ops/", pending))
+    from stackmgr.store.temps import stale
+
+    for path in stale(store):
+        findings.append(Finding("store", os.path.relpath(path, store.root),
+                                "a temp file a killed command left; `stackmgr recover` removes it"))  # fmt: skip
     listed: set[str] = set()
     series_entries: dict[str, list[str]] = {}
     unknown_listing = False  # a series mid-merge: which patches it lists is not known, so none is an orphan

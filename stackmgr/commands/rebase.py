@@ -26,6 +26,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
+from stackmgr.commands import rebase_state
 from stackmgr.commands.apply import plan_series
 from stackmgr.commands.rebase_fast import carry_at_once
 from stackmgr.commands.rebase_merge import carry_by_merge
@@ -59,6 +60,7 @@ class Outcome:
                 "own_copies": s.get("copies", {})}  # fmt: skip
 
 
+@rebase_state.while_running
 def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str | None,
           own_copy: bool = False) -> Outcome:  # fmt: skip
     if os.path.exists(state_path(store, series)):
@@ -112,8 +114,10 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
     return _run(store, state)
 
 
+@rebase_state.while_running
 def resume(store: Store, series: str | None) -> Outcome:
     state = load_state(store, series)
+    rebase_state.ready_to_go_on(state)  # a killed run's git left its locks in the scratch worktree
     wt = state["worktree"]
     if not os.path.isdir(wt):
         raise StackmgrError(f"the rebase worktree {wt} is gone", f"`stackmgr rebase {state['series']} --abort`")

@@ -5,9 +5,12 @@ run learns once instead of asking for it per patch (`Carried`)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.repo import open_repo, patch_ids, upstream_moves
@@ -15,12 +18,12 @@ from stackmgr.git.worktree import ScratchWorktree, remove_worktree
 from stackmgr.journal.operation import operation
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
-from stackmgr.store.fs import atomic_write, read_or_none, sha256_hex
-from stackmgr.store.names import check_name
+from stackmgr.store.fs import atomic_write, locked, read_or_none, sha256_hex
+from stackmgr.store.names import check_name, valid_name
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from typing import Any
-
     State = dict[str, Any]  # the JSON of .stackmgr/rebase/SERIES.json
 
 
@@ -42,6 +45,23 @@ def where(store: Store, tree: str, series: str) -> tuple[str, str]:
     repo = open_repo(store.tree(tree).path)
     key = sha256_hex(os.path.realpath(store.root).encode())[:8]
     return repo.top, os.path.join(repo.stackmgr_dir, "rebase", f"{series}-{key}")
+
+
+def running(store: Store, series: str) -> locked:
+    """Held while a rebase of `series` runs (start, --continue, --abort): flock dies with its process, so a
+    second one knows whether the first is still at work or was killed."""
+    return locked(state_path(store, series)[: -len(".json")] + ".lock", f"the rebase of series {series}")
+
+
+def ready_to_go_on(state: State) -> None:
+    """After a kill: the locks the killed run's git left in its scratch worktree go (never one a live process
+    holds: that one is reported)."""
+    if not os.path.isdir(state["worktree"]):
+        return
+    held = ScratchWorktree(state["worktree"]).drop_dead_locks()
+    if held:
+        raise StackmgrError(f"{held[0]} is held by a running process (a git at work in the rebase's worktree)",
+                            f"let it finish, then `stackmgr rebase {state['series']} --continue`")
 
 
 def claim(store: Store, series: str) -> None:
@@ -156,7 +176,7 @@ def abort(store: Store, series: str | None) -> str:
     """Remove the worktree and the state; a damaged state is removed too (its worktree found from the name). A
     rewrite of the patches that was killed half-way is rolled back first (the operation does that on entry), so
     "nothing was changed" is true."""
-    with operation(store, f"rebase {series or ''} --abort".replace("  ", " ")):
+    with _running_one(store, series), operation(store, f"rebase {series or ''} --abort".replace("  ", " ")):
         return _abort(store, series)
 
 
@@ -178,3 +198,21 @@ def _abort(store: Store, series: str | None) -> str:
     remove_worktree(state["top"], state["worktree"])
     os.unlink(state_path(store, state["series"]))
     return str(state["series"])
+
+
+def _running_one(store: Store, series: str | None) -> AbstractContextManager[object]:
+    """`running` for the series named, or the one rebase in progress (none to hold when that is not clear)."""
+    going = in_progress(store)
+    name = series or (going[0] if len(going) == 1 else None)
+    return running(store, name) if name and valid_name(name) else nullcontext()
+
+
+def while_running(fn: Callable[..., T]) -> Callable[..., T]:
+    """`start(store, series, …)` and `resume(store, series)` run holding `running` for their series."""
+
+    @functools.wraps(fn)
+    def wrapper(store: Store, series: str | None, *args: Any, **kwargs: Any) -> T:
+        with _running_one(store, series):
+            return fn(store, series, *args, **kwargs)
+
+    return wrapper

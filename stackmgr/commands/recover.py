@@ -10,7 +10,7 @@ from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
 from stackmgr.safety.assessment import refuse_unpreserved
 from stackmgr.safety.preserved import assess
-from stackmgr.safety.recovery import Recovery, find, list_recoveries
+from stackmgr.safety.recovery import Recovery, find, give_back_raw, list_recoveries
 from stackmgr.safety.snapshot import take_snapshot
 from stackmgr.store.applied import applied_result, clear_applied, record_applied
 from stackmgr.store.config import Store
@@ -33,9 +33,12 @@ def restore(store: Store, wanted: str) -> Recovery:
                                "save them first, so restoring cannot lose them")  # fmt: skip
             repo = snap.repo
             parents = refs.commit_parents(repo, rec.commit)
-            index_tree = repo.tree_of(parents[1] if len(parents) > 1 else parents[0])
-            tree_move.move_tree(snap, repo.tree_of(rec.commit), index_tree=index_tree, head=parents[0],
+            index_tree = repo.tree_of(rec.index_parent(parents))
+            target = repo.tree_of(rec.commit)
+            tree_move.move_tree(snap, target, index_tree=index_tree, head=parents[0],
                                reason=f"stackmgr recover {rec.id}", op=store.journal)  # fmt: skip
+            if rec.raw in parents:  # the bytes that were on disk, where git's checkout converted them
+                give_back_raw(repo, rec.raw, target)
             if rec.branch.startswith("refs/heads/") and repo.ref_commit(rec.branch) == parents[0]:
                 refs.attach_head(snap.repo, rec.branch, f"stackmgr recover {rec.id}")
             if rec.applied is not None and rec.applied.base == parents[0]:  # the work goes back onto its series
@@ -57,10 +60,15 @@ class Interrupted:
 
 
 def finish_interrupted(store: Store) -> Interrupted | None:
-    """`recover` first rolls back an interrupted operation, if one stands (or marks done one that completed)."""
+    """`recover` first rolls back an interrupted operation, if one stands (or marks done one that completed),
+    then removes the temp files killed commands left anywhere in the store (store/temps.py)."""
     from stackmgr.journal.rollback import recover_interrupted
+    from stackmgr.store.fs import locked
+    from stackmgr.store.temps import sweep
 
     rolled = recover_interrupted(store)
+    with locked(store.lock_path, "the store"):
+        sweep(store, deep=True)
     if rolled is None:
         return None
     return Interrupted(rolled.command, rolled.id, rolled.state == "rolled-back")

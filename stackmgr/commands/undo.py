@@ -22,6 +22,7 @@ from stackmgr.journal.record import (
     stat_key,
 )  # fmt: skip
 from stackmgr.journal.rollback import file_back, tree_back
+from stackmgr.safety.recovery import give_back_raw_of, list_recoveries
 from stackmgr.store.config import Store
 from stackmgr.store.fs import locked, read_or_none
 
@@ -43,14 +44,41 @@ def log_records(store: Store) -> list[Record]:
     return records
 
 
-def undo(store: Store, wanted: str | None) -> tuple[Record, Record | None, str | None]:
+class Undone:
+    """What `undo` did: the operation it reverted, its own record (None: nothing to change), and why it chose that
+    one when the newest thing in the journal is not it: the command that failed after an undo (`failed`), or the
+    interrupted command that was rolled back since (`rolled_back`); and the recovery snapshots that an undo of
+    `tree add`/`tree set` named explicitly leaves out of `recover`'s list (`hidden`)."""
+
+    def __init__(self, record: Record, mine: Record | None, failed: str | None, rolled_back: str | None,
+                 hidden: int) -> None:  # fmt: skip
+        self.record = record
+        self.mine = mine
+        self.failed = failed
+        self.rolled_back = rolled_back
+        self.hidden = hidden
+
+
+def undo(store: Store, wanted: str | None) -> Undone:
     """Revert the newest completed operation (or the one `wanted` names): its store files and its trees. The
     undo is an operation itself, so undoing it redoes the original, but only right after it: once a command
-    failed after an undo, `undo` reverts the newest operation that still stands instead. Also returns that
-    failed command (None when the toggle rule did not come into it)."""
+    failed after an undo, `undo` reverts the newest operation that still stands instead. A command that was
+    interrupted and rolled back did nothing (as in git and jj): `undo` reverts the last operation that took
+    effect, and says so. An undo of `tree add`/`tree set` that would take recovery snapshots out of `recover`'s
+    list is refused unless that operation is named (`undo OP`)."""
     with operation(store, "undo") as op:
-        failed = None if wanted is not None else failed_after_undo(log_records(store))
+        records = log_records(store)
+        failed = None if wanted is not None else failed_after_undo(records)
         record = _pick(store, wanted) if failed is None else _standing(store, failed)
+        rolled_back = None if wanted is not None or failed is not None else _rolled_back_since(records, record)
+        hidden = _hidden_recoveries(store, record)
+        if hidden and wanted is None:
+            why = f"`{rolled_back}` was interrupted and rolled back, so " if rolled_back else ""
+            raise StackmgrError(
+                f"not undone: {why}the last operation that took effect is `{record.command}` (op {record.id}), and "
+                f"undoing it would take {hidden} recovery snapshot{'s' if hidden != 1 else ''} of tree "
+                f"{record.command.split()[2]} out of `stackmgr recover`'s list; nothing changed",
+                f"`stackmgr undo {record.id}` does it anyway (the snapshots stay in that repository)")  # fmt: skip
         directory = os.path.join(ops_dir(store), record.name)
         changed = _changed_since(store, record)
         if changed:
@@ -61,9 +89,27 @@ def undo(store: Store, wanted: str | None) -> tuple[Record, Record | None, str |
         for move in reversed(record.trees):
             if move.state == "moved":
                 tree_back(store, move, directory, record, after_only=True)
+                if record.undoes == "-" and record.command.startswith("reset ") and "--force" in record.command.split():
+                    give_back_raw_of(store, move.tree, move.before)  # the bytes on disk, past git's conversions
         for change in reversed(record.files):
             file_back(store, change.path, change.existed, directory)
-    return record, op.record, failed
+    return Undone(record, op.record, failed, rolled_back, hidden)
+
+
+def _rolled_back_since(records: list[Record], record: Record) -> str | None:
+    """The newest command rolled back (interrupted, or failed after changing something) since `record`."""
+    return next((r.command for r in records if r.name > record.name and r.state == "rolled-back"), None)
+
+
+def _hidden_recoveries(store: Store, record: Record) -> int:
+    """How many recovery snapshots `recover` would no longer list once `record` is undone: those of the tree a
+    `tree add` registered or a `tree set` moved (recover finds them through the tree's registration)."""
+    words = record.command.split()
+    if record.undoes != "-" or words[:2] not in (["tree", "add"], ["tree", "set"]) or len(words) < 3:
+        return 0
+    if words[2] not in store.trees:
+        return 0
+    return sum(1 for rec in list_recoveries(store) if rec.tree == words[2])
 
 
 def _changed_since(store: Store, record: Record) -> list[str]:

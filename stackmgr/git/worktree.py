@@ -57,6 +57,30 @@ class ScratchWorktree:
     def tree_of(self, commit: str) -> str:
         return run(self.path, ["rev-parse", "--verify", f"{commit}^{{tree}}"]).decode().strip()
 
+    def drop_dead_locks(self) -> list[str]:
+        """The `index.lock` and `HEAD.lock` a git killed with stackmgr left in this scratch worktree's own git dir:
+        removed when no running process holds the file open and it is over a second old. Returns the locks left
+        because a live process may hold them (a git at work there, or no /proc to tell)."""
+        import time
+
+        left = []
+        for lock in (os.path.join(self.git_dir(), name) for name in ("index.lock", "HEAD.lock")):
+            try:
+                age = time.time() - os.lstat(lock).st_mtime
+            except FileNotFoundError:
+                continue
+            if age < 1 or _held_open(lock) is not False:
+                left.append(lock)
+            else:
+                os.unlink(lock)
+        return left
+
+    def git_dir(self) -> str:
+        """This worktree's own git directory (`.git/worktrees/NAME` of the repository), from its `.git` file."""
+        with open(os.path.join(self.path, ".git"), encoding="utf-8", errors="surrogateescape") as f:
+            where = f.read().strip().removeprefix("gitdir: ")
+        return os.path.normpath(os.path.join(self.path, where))
+
     def reset_hard(self, commit: str) -> None:
         run(self.path, ["reset", "-q", "--hard", commit])
 
@@ -196,3 +220,24 @@ class ScratchWorktree:
         run(self.path, ["read-tree", commit])
         run_rc(self.path, ["update-index", "-q", "--refresh"])  # stat info back, or the next `apply --index` refuses
         return commit
+
+
+def _held_open(path: str) -> bool | None:
+    """Whether a running process has `path` open (Linux `/proc`); None when that cannot be told."""
+    if not os.path.isdir("/proc/self/fd"):
+        return None
+    target = os.path.realpath(path)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # gone meanwhile, or another user's (who cannot write in this worktree)
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return True
+            except OSError:
+                continue
+    return False

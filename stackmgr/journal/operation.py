@@ -40,6 +40,7 @@ from stackmgr.journal.record import (
     stat_key,
 )  # fmt: skip
 from stackmgr.store.fs import atomic_write, locked, read_or_none
+from stackmgr.store.temps import sweep
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -317,10 +318,12 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
     def __enter__(self) -> Operation:
         self.lock.__enter__()
         try:
-            if interrupted_name(self.store) is not None:
+            interrupted = interrupted_name(self.store) is not None
+            if interrupted:
                 from stackmgr.journal.rollback import roll_back_interrupted
 
                 roll_back_interrupted(self.store, announce=True)
+            sweep(self.store, deep=interrupted)  # temp files killed writers left (a few listdirs; all after a kill)
         except BaseException:
             self.lock.__exit__(None, None, None)
             raise

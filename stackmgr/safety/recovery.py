@@ -4,7 +4,10 @@ their format lives in one place.
 A recovery snapshot is a commit under `refs/stackmgr/recovery/<12 hex>` in its tree: its tree is the working tree
 at the time (untracked files included), its first parent the HEAD of then, its second (when there was one) the
 index, and its message carries `Stackmgr-Tree/Head/Branch/Files/Time` trailers
-(docs/FORMATS.md#state-in-each-tree).
+(docs/FORMATS.md#state-in-each-tree). Its tree holds the files as git stores them (what `check` and the index
+compare); the bytes on disk of the changed files, past any conversion (`core.autocrlf`, `.gitattributes`
+`text`/`eol`/`ident`, filters), are a last parent commit that the `Stackmgr-Raw` trailer names, so `recover`
+gives back exactly those bytes.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ import time
 from typing import TYPE_CHECKING
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.git import refs
+from stackmgr.git import raw_files, refs
 from stackmgr.git.repo import open_repo
 from stackmgr.git.tempindex import TempIndex
 
 if TYPE_CHECKING:
+    from stackmgr.git.repo import Repo
     from stackmgr.safety.snapshot import Snapshot
     from stackmgr.store.applied import Applied
     from stackmgr.store.config import Store
@@ -48,6 +52,10 @@ def store_recovery(snap: Snapshot, applied: Applied | None = None) -> str:
     message = (f"stackmgr recovery: tree {snap.tree}, {files} changed file{'s' if files != 1 else ''}\n\n"
                f"Stackmgr-Tree: {snap.tree}\nStackmgr-Head: {snap.head}\nStackmgr-Branch: {branch}\n"
                f"Stackmgr-Files: {files}\nStackmgr-Time: {int(time.time())}\n")  # fmt: skip
+    raw = raw_files.raw_tree(repo, [c.path for c in snap.changes if c.new_mode in ("100644", "100755")])
+    if raw is not None:
+        parents.append(refs.commit_tree(repo, raw, [snap.head], f"bytes on disk of tree {snap.tree}"))
+        message += f"Stackmgr-Raw: {parents[-1]}\n"
     if applied is not None and applied.base == snap.head:
         message += f"Stackmgr-Applied: {json.dumps(applied.as_dict(), separators=(',', ':'))}\n"
     commit = refs.commit_tree(repo, snap.tree_id(), parents, message)
@@ -75,6 +83,12 @@ class Recovery:
         self.branch = trailers.get("Stackmgr-Branch", "(detached)")
         self.head = trailers.get("Stackmgr-Head", "")
         self.applied = _applied(trailers.get("Stackmgr-Applied"))
+        self.raw = trailers.get("Stackmgr-Raw", "")  # the commit of the changed files' bytes on disk, if kept
+
+    def index_parent(self, parents: list[str]) -> str:
+        """The commit holding the index of then (HEAD's when it could not be kept)."""
+        kept = [p for p in parents[1:] if p != self.raw]
+        return kept[0] if kept else parents[0]
 
     def to_json(self) -> dict[str, object]:
         return {"id": self.id, "tree": self.tree, "time": self.time, "files": self.files, "branch": self.branch,
@@ -118,3 +132,21 @@ def find(store: Store, wanted: str) -> Recovery:
     if len(hits) > 1:
         raise UsageProblem(f"recovery id {wanted} is ambiguous", "give more of its 12 hex digits")
     return hits[0]
+
+
+def give_back_raw(repo: Repo, raw_commit: str, stored_tree: str) -> list[bytes]:
+    """After a move to a snapshot's tree: the changed files' bytes exactly as they were on disk (git's checkout
+    applies core.autocrlf, eol, ident and smudge filters to what it writes). Paths written meanwhile stay."""
+    raw = raw_files.tree_entries(repo, raw_commit)
+    return raw_files.give_back(repo, raw, repo.blob_entries(stored_tree, list(raw)) if raw else {})
+
+
+def give_back_raw_of(store: Store, tree: str, snapshot_tree: str) -> None:
+    """After a move back to the state a `reset --force` stored (its undo): the bytes on disk that its recovery
+    snapshot of `tree` kept, where that snapshot's tree is `snapshot_tree`."""
+    for rec in list_recoveries(store):
+        if rec.tree == tree and rec.raw:
+            repo = open_repo(store.trees[tree].path)
+            if repo.tree_of(rec.commit) == snapshot_tree and rec.raw in refs.commit_parents(repo, rec.commit):
+                give_back_raw(repo, rec.raw, snapshot_tree)
+                return

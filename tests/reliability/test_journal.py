@@ -431,3 +431,119 @@ def test_undo_reverts_the_last_operation_whatever_the_clock_says(lab: Lab, monke
     undone = lab.sm("undo")
     assert undone.code == 0 and undone.out.startswith("undid `series new B`"), undone
     assert (lab.store / "series" / "A").exists() and not (lab.store / "series" / "B").exists()
+
+
+@pytest.mark.regression("undo of reset --force gave LF files back as CRLF under core.autocrlf=true")
+def test_undo_of_a_forced_reset_gives_back_the_bytes_on_disk_under_autocrlf(lab: Lab) -> None:
+    """core.autocrlf=true: a file written with LF (git stores LF, a checkout writes CRLF) and an untracked LF
+    file are forced away, then `undo` brings back the same bytes, not CRLF ones; a CRLF file saved, reset,
+    applied and the apply undone keeps its CRLF bytes at each step (apply writes what a checkout writes)."""
+    git(lab.tree, "config", "core.autocrlf", "true")
+    wrote = {"README": b"lf\nonly\n", "new.txt": b"untracked lf\n", "crlf.txt": b"kept\r\ncrlf\r\n"}
+    for name, data in wrote.items():
+        (lab.tree / name).write_bytes(data)
+    assert lab.sm("reset", "--force").code == 0
+    assert lab.sm("undo").code == 0
+    assert {name: (lab.tree / name).read_bytes() for name in wrote} == wrote
+    assert lab.sm("reset", "--force").code == 0
+    (lab.tree / "src" / "model.py").write_bytes(b"def f():\r\n    return 2\r\n")
+    assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
+    assert lab.sm("reset").code == 0 and lab.sm("apply", "S").code == 0
+    assert (lab.tree / "src" / "model.py").read_bytes() == b"def f():\r\n    return 2\r\n"
+    assert lab.sm("undo").code == 0
+    assert (lab.tree / "src" / "model.py").read_bytes() == b"def f():\r\n    return 1\r\n"
+
+
+def _undo_steps(tmp_path: Path) -> list[str]:
+    lab = _reset_of_saved_work(tmp_path / "trace")[0]
+    trace = tmp_path / "steps.txt"
+    assert stackmgr(lab.store, "undo", STACKMGR_TRACE_STEPS=str(trace)).returncode == 0
+    return trace.read_text().splitlines()
+
+
+def _reset_of_saved_work(root: Path) -> tuple[Lab, str]:
+    """A dirty tree saved into series S (so preserved), then `reset`: the dirty tree's id is returned."""
+    from tests.conftest import make_repo, run_stackmgr
+
+    tree = make_repo(root / "vllm", {"README": "hello\n", "src/model.py": "def f():\n    return 1\n"})
+    lab = Lab(root / "store", tree)
+    assert run_stackmgr("init", str(lab.store)).code == 0 and lab.sm("tree", "add", "vllm", str(tree)).code == 0
+    (tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    (tree / "notes.txt").write_text("untracked, saved\n")
+    assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
+    dirty = lab.worktree_id()
+    assert lab.sm("reset").code == 0
+    return lab, dirty
+
+
+@pytest.mark.slow
+@pytest.mark.regression("after a killed undo was rolled back, the reset could never be undone")
+def test_after_a_killed_undo_is_rolled_back_undo_still_works(tmp_path: Path) -> None:
+    """`reset` of saved work, then `undo` killed at each of its steps (and once more with its record put back to
+    `running` after applied.json was replaced, as a kill inside a git call of its finish would leave it), then
+    `recover` rolls it back: the next `undo` reverts the reset (the dirty tree is back, by tree id), rather than
+    failing forever with "applied.json changed since" because the rollback rewrote the file."""
+    steps = _undo_steps(tmp_path)
+    for n, step in enumerate([*steps, "after the rename"], 1):
+        lab, dirty = _reset_of_saved_work(tmp_path / f"crash{n}")
+        killed = stackmgr(lab.store, "undo", STACKMGR_CRASH_AT=f"undo:{min(n, len(steps))}")
+        assert killed.returncode == -9, (step, killed.stderr)
+        if step == "after the rename":
+            ops = lab.store / ".stackmgr" / "ops"
+            record = ops / (ops / "CURRENT").read_text().strip() / "op"
+            record.write_text(record.read_text().replace("state\tdone", "state\trunning"))
+        assert stackmgr(lab.store, "recover").returncode == 0, step
+        again = stackmgr(lab.store, "undo")
+        assert again.returncode == 0, (step, again.stderr)
+        if step.endswith(":finish"):  # it had completed: the undo stands, and undo redoes the reset
+            assert again.stdout.startswith("redid `reset`"), (step, again.stdout)
+            continue
+        assert again.stdout.startswith("undid `reset`"), (step, again.stdout)
+        assert lab.worktree_id() == dirty, step
+        redo = stackmgr(lab.store, "undo")  # and that undo toggles as any other
+        assert redo.returncode == 0 and redo.stdout.startswith("redid `reset`"), (step, redo.stderr)
+        assert stackmgr(lab.store, "undo").returncode == 0 and lab.worktree_id() == dirty, step
+
+
+@pytest.mark.slow
+@pytest.mark.regression("undo after a rolled-back reset --force reverted `tree add`, hiding the recovery snapshot")
+def test_undo_after_a_rolled_back_operation_never_hides_recovery_snapshots(lab: Lab) -> None:
+    """`tree add vllm`, then `reset --force` of unsaved work killed mid-move (its recovery snapshot is stored)
+    and rolled back by `recover`. The last operation that took effect is `tree add`: a plain `undo` unregistered
+    the tree without a word, and `recover` then listed no snapshot at all. It must refuse, saying which operation
+    it would revert and why not, and change nothing; `undo OP` naming it does it, with a note."""
+    (lab.tree / "README").write_text("never saved\n")
+    killed = stackmgr(lab.store, "reset", "--force", STACKMGR_CRASH_AT="reset:2")
+    assert killed.returncode == -9
+    assert stackmgr(lab.store, "recover").returncode == 0
+    assert (lab.tree / "README").read_text() == "never saved\n"
+    listed = json.loads(lab.sm("recover", "--json").out)["recoveries"]
+    assert len(listed) == 1
+    before = fingerprint(lab.store, lab.tree)
+    result = lab.sm("undo")
+    assert result.code == 3
+    assert_one_line_error(result.err, "`reset --force` was interrupted and rolled back", "`tree add vllm`",
+                          "1 recovery snapshot")  # fmt: skip
+    assert changed_paths(before, fingerprint(lab.store, lab.tree), REBUILDABLE) == []
+    assert json.loads(lab.sm("recover", "--json").out)["recoveries"] == listed
+    tree_add = next(o for o in _ops(lab) if o["command"] == "tree add vllm")
+    named = lab.sm("undo", str(tree_add["id"]))
+    assert named.code == 0, named.err
+    assert "1 recovery snapshot(s) are no longer listed" in named.err
+
+
+@pytest.mark.slow
+@pytest.mark.regression("undo after a rolled-back operation reverted the one before it without saying so")
+def test_undo_after_a_rolled_back_operation_says_which_it_reverts(lab: Lab) -> None:
+    """save, reset, then `apply S` killed and rolled back: the apply did nothing, so `undo` reverts the reset
+    (the last operation that took effect, as git and jj would) and says that, naming the rolled-back apply."""
+    _saved_and_reset(lab)
+    assert stackmgr(lab.store, "apply", "S", STACKMGR_CRASH_AT="apply:2").returncode == -9
+    assert stackmgr(lab.store, "recover").returncode == 0
+    reset = _ops(lab)[1]
+    assert reset["command"] == "reset" and _ops(lab)[0]["state"] == "rolled-back"
+    result = lab.sm("undo")
+    assert result.code == 0, result.err
+    assert result.out == (f"undid `reset` (op {reset['id']}), the last operation that took effect: `apply S` was "
+                          "interrupted and rolled back, changing nothing; `stackmgr undo` again redoes it\n")
+    assert (lab.tree / "src" / "model.py").read_text() == "def f():\n    return 2\n"
