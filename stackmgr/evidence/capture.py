@@ -24,6 +24,7 @@ class Ran:
         self.start = start  # RFC 3339 UTC
         self.duration = duration  # seconds
         self.interrupted = interrupted
+        self.log_error: OSError | None = None  # the log could not be written (a full disk): the output was shown
 
 
 def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
@@ -35,7 +36,7 @@ def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
     seen: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda signum, _frame: seen.append(signum))
     try:
-        with open(log_path, "wb") as log:
+        with open(log_path, "wb", buffering=0) as log:  # unbuffered: a full disk is seen at the chunk it hits
             try:
                 child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=None)
             except OSError as exc:
@@ -45,8 +46,13 @@ def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
                 return Ran(126 if isinstance(exc, PermissionError) else 127, start, time.time() - began, False)
             assert child.stdout is not None
             fd = child.stdout.fileno()
+            log_error = None
             while chunk := os.read(fd, 1 << 16):  # EINTR is retried by Python (PEP 475)
-                log.write(chunk)
+                if log_error is None:
+                    try:
+                        log.write(chunk)
+                    except OSError as exc:  # the command goes on, shown on the terminal; reported when it ends
+                        log_error = exc
                 try:
                     os.write(out, chunk)
                 except OSError:  # the terminal went away: the log still gets everything
@@ -55,7 +61,9 @@ def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
     finally:
         signal.signal(signal.SIGINT, previous)
     exit_code = code if code >= 0 else 128 + (-code)  # killed by a signal: as a shell reports it
-    return Ran(exit_code, start, time.time() - began, bool(seen) or code == -signal.SIGINT)
+    ran = Ran(exit_code, start, time.time() - began, bool(seen) or code == -signal.SIGINT)
+    ran.log_error = log_error
+    return ran
 
 
 def startable(argv: list[str]) -> str | None:
