@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from stackmgr.errors import StackmgrError, disk_error
+from stackmgr.errors import DiskError, StackmgrError, disk_error
 from stackmgr.git.process import Process
 from stackmgr.git.runner import (
     DIFF_FLAGS,
@@ -183,8 +183,13 @@ class TempIndex:
 
         room_for_switch(self.repo, changes, self.path)
         # Never into submodules (whatever submodule.recurse says): their checkouts and commits are not stackmgr's.
-        rc, _, err = run_rc(self.repo.top, ["read-tree", "--no-recurse-submodules", "-m", "-u", old, new],
-                            index=self.path)  # fmt: skip
+        try:
+            rc, _, err = run_rc(self.repo.top, ["read-tree", "--no-recurse-submodules", "-m", "-u", old, new],
+                                index=self.path)  # fmt: skip
+        except DiskError as exc:  # filled up since room_for_switch: git may have written some files already
+            raise StackmgrError(f"{exc.message}: the switch of {self.repo.top} failed part way (git writes files "
+                                "first, the index last)", "free some space there, then `stackmgr status`: what it "
+                                "overwrote was checked as preserved first") from None  # fmt: skip
         if rc != 0:
             raise WorkingTreeMoved(_refusal(err))
 
