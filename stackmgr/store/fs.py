@@ -51,7 +51,7 @@ def atomic_write(
 def write_temp(path: str, data: bytes, mode: int = 0o644, *, durable: bool = True) -> str:
     """Write `data`, synced, to a new temp file beside `path` (to be published or removed by the caller)."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = _create_exclusive(directory, "." + os.path.basename(path), path)
+    fd, tmp = _create_exclusive(directory, "." + os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -67,8 +67,9 @@ def write_temp(path: str, data: bytes, mode: int = 0o644, *, durable: bool = Tru
     return tmp
 
 
-def _create_exclusive(directory: str, prefix: str, path: str) -> tuple[int, str]:
-    """A new file that did not exist (O_EXCL, never through a symlink); like mkstemp without `tempfile`."""
+def _create_exclusive(directory: str, prefix: str) -> tuple[int, str]:
+    """A new file that did not exist (O_EXCL, never through a symlink); like mkstemp without `tempfile`. `prefix`
+    is "." and the name of the file it is for (named in an error)."""
     for attempt in range(100):
         tmp = os.path.join(directory, f"{prefix}.{os.getpid()}.{time.monotonic_ns() % 1_000_000}{attempt}.tmp")
         try:
@@ -76,7 +77,7 @@ def _create_exclusive(directory: str, prefix: str, path: str) -> tuple[int, str]
         except FileExistsError:
             continue
         except OSError as exc:
-            raise _write_error(directory, exc, path) from None
+            raise _write_error(directory, exc, os.path.join(directory, prefix[1:])) from None
     raise StackmgrError(f"cannot create a temporary file in {directory}", "remove stale *.tmp files there")
 
 

@@ -408,3 +408,25 @@ def test_a_switch_with_no_room_for_its_files_is_refused_before_any_file_changes(
     assert lab.sm("check").code == 0
     _ok(lab.sm(*args))
     assert (lab.tree / "big.txt").exists()
+
+
+@pytest.mark.catalogue(58)
+@pytest.mark.regression("seeding the private index on a full .git was an internal error, even for check")
+@pytest.mark.parametrize("args", [("check",), ("check", "vllm"), ("status", "vllm")], ids=["check", "check-tree",
+                                                                                            "status-tree"])
+def test_seeding_the_private_index_on_a_full_git_dir_fails_closed(
+    tmp_path: Path, small: Small, args: tuple[str, ...]
+) -> None:
+    """Row 58: no private index yet (a fresh clone, or one removed) and no room in `.git` to seed it: `check` fails
+    closed (exit 1, one line naming the tree and the mount point; 3 for a tree named on the command line), and no
+    seed file is left half-copied."""
+    lab = _lab(tmp_path, small, "tree")
+    private = lab.tree / ".git" / "stackmgr"
+    for name in ("index", "index.sig"):
+        (private / name).unlink(missing_ok=True)
+    small.fill()
+    result = lab.sm(*args)
+    _fails_naming(result, 1 if args == ("check",) else 3, small.mount, "no space left on", str(private / "index"))
+    assert not (private / "index").exists() and not (private / "index.seed").exists()
+    small.free()
+    assert lab.sm(*args).code == 0
