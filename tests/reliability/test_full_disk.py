@@ -430,3 +430,28 @@ def test_seeding_the_private_index_on_a_full_git_dir_fails_closed(
     assert not (private / "index").exists() and not (private / "index.seed").exists()
     small.free()
     assert lab.sm(*args).code == 0
+
+
+@pytest.mark.catalogue(58)
+@pytest.mark.parametrize(("stderr", "code", "names"), [
+    (b"fatal: sha1 file '{top}/.git/priv.lock' write error. Out of diskspace\n", errno.ENOSPC, "/.git/priv.lock"),
+    (b"fatal: unable to write loose object file: No space left on device\n", errno.ENOSPC, "/.git"),
+    (b"error: unable to create temporary file: Read-only file system\nfatal: Unable to add b to database\n",
+     errno.EROFS, "/.git"),
+    (b"fatal: Unable to create '{top}/.git/index.lock': Read-only file system\n", errno.EROFS, "/.git/index.lock"),
+    (b"error: unable to write file big\nfatal: Input/output error\n", errno.EIO, "/.git"),
+    (b"fatal: unable to write sha1 file: Disk quota exceeded\n", errno.EDQUOT, "/.git"),
+], ids=["out-of-diskspace", "loose-object", "ro-object", "ro-lock", "eio", "edquot"])  # fmt: skip
+def test_git_saying_its_disk_failed_is_a_disk_error(tmp_path: Path, stderr: bytes, code: int, names: str) -> None:
+    """Row 58: git's own wording for a failed write (as git 2.x prints it under LC_ALL=C, seen on a full and a
+    read-only tmpfs) is read as the file system's failure, naming the file git names, else the repository; any
+    other failure stays git's."""
+    from stackmgr.errors import DiskError
+    from stackmgr.git.runner import raise_disk_failure
+
+    top = str(make_repo(tmp_path / "r"))
+    with pytest.raises(DiskError) as caught:
+        raise_disk_failure(stderr.replace(b"{top}", top.encode()), top, None)
+    assert caught.value.errno == code
+    assert caught.value.path == top + names
+    raise_disk_failure(b"error: patch failed: README:1\nerror: README: patch does not apply\n", top, None)
