@@ -23,7 +23,7 @@ import _signal  # type: ignore[import-not-found]  # `signal` imports enum (start
 import os
 import time
 
-from stackmgr.errors import StackmgrError
+from stackmgr.errors import DiskError, StackmgrError
 from stackmgr.journal.record import (
     ANCHOR_PREFIX,
     CURRENT,
@@ -382,5 +382,8 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
                 shutil.rmtree(op.dir, ignore_errors=True)
         except StackmgrError as failed:
             first = exc.message if isinstance(exc, StackmgrError) else repr(exc)
+            hint = failed.hint or "then run `stackmgr recover`"
+            if isinstance(failed, DiskError):  # its "nothing was changed" is not so here: the rest is put back later
+                hint = "free some space there, then run `stackmgr recover`"
             raise StackmgrError(f"{first}; putting back what `{op.command}` changed failed too: {failed.message}",
-                                failed.hint or "then run `stackmgr recover`") from None  # fmt: skip
+                                hint) from None  # fmt: skip
