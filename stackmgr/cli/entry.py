@@ -111,6 +111,14 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the safety net: a write that failed for the file system's sake, wherever it was
+        from stackmgr.errors import disk_error
+
+        mapped = disk_error(exc)
+        if mapped is None:
+            return _click_or_crash(exc, debug)
+        sys.stderr.write(f"stackmgr: {mapped}\n")
+        return mapped.exit_code
     except Exception as exc:
         return _click_or_crash(exc, debug)
 

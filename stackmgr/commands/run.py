@@ -96,11 +96,23 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
     except capture.NotStarted as exc:
         _unlink(log)
         raise UsageProblem(str(exc), "check the command after `--`; nothing ran and nothing was recorded") from None
+    if ran.log_error is not None:  # nothing recorded: the partial log goes, the one line says what filled up
+        from stackmgr.errors import disk_error
+
+        _unlink(log)
+        full = disk_error(ran.log_error, log)
+        raise StackmgrError(f"the command ran (exit {ran.exit_code}) but was not recorded: "
+                            f"{full.message if full else ran.log_error.strerror}",
+                            "free some space there and run it again" if full else None)  # fmt: skip
     try:
         outcome = _record(store, req, evidence, targets, trees, outputs, before, listed, log, ran)
         outcome.warnings[:0] = earlier
         return outcome
     except (StackmgrError, OSError) as exc:  # the command ran: say where its output is, whatever went wrong
+        if isinstance(exc, OSError):
+            from stackmgr.errors import disk_error
+
+            exc = disk_error(exc) or exc
         message = exc.message if isinstance(exc, StackmgrError) else str(exc)
         raise StackmgrError(f"the command ran (exit {ran.exit_code}) but was not recorded: {message}",
                             f"its output is kept in {os.path.relpath(log, store.root)} (in the store)") from None

@@ -366,5 +366,14 @@ def keep_previous(store: Store, filename: str, existing: bytes) -> None:
     """--update keeps the replaced version under patches/.versions/ for interdiff."""
     digest = sha256_hex(existing)[:12]
     directory = os.path.join(store.patches_dir, VERSIONS, filename[: -len(".patch")])
+    made = [d for d in (os.path.dirname(directory), directory) if not os.path.isdir(d)]
     os.makedirs(directory, exist_ok=True)
-    store.write_file(os.path.join(directory, f"{digest}.patch"), existing)
+    try:
+        store.write_file(os.path.join(directory, f"{digest}.patch"), existing)
+    except BaseException:
+        for folder in reversed(made):  # made for this version (a full disk): they go with it
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
+        raise

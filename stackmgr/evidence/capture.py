@@ -29,6 +29,7 @@ class Ran:
         self.duration = duration  # seconds
         self.interrupted = interrupted
         self.signal = signal_name  # the first signal stackmgr got while the command ran ("SIGTERM"), or ""
+        self.log_error: OSError | None = None  # the log could not be written (a full disk): the output was shown
 
 
 class NotStarted(Exception):
@@ -62,6 +63,7 @@ def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
                 pass
 
     previous = {s: signal.signal(s, caught) for s in FORWARDED}
+    log_error: OSError | None = None
     try:
         with open(log_path, "wb", buffering=0) as log:
             try:
@@ -74,7 +76,11 @@ def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
             assert child.stdout is not None
             fd = child.stdout.fileno()
             while chunk := os.read(fd, 1 << 16):  # EINTR is retried by Python (PEP 475)
-                log.write(chunk)
+                if log_error is None:
+                    try:
+                        log.write(chunk)
+                    except OSError as exc:  # the command goes on, shown on the terminal; reported when it ends
+                        log_error = exc
                 try:
                     os.write(out, chunk)
                 except OSError:  # the terminal went away: the log still gets everything
@@ -85,7 +91,9 @@ def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
             signal.signal(s, handler)
     exit_code = code if code >= 0 else 128 + (-code)  # killed by a signal: as a shell reports it
     first = seen[0] if seen else (-code if code in (-signal.SIGINT, -signal.SIGTERM, -signal.SIGHUP) else 0)
-    return Ran(exit_code, start, time.time() - began, bool(first), signal.Signals(first).name if first else "")
+    ran = Ran(exit_code, start, time.time() - began, bool(first), signal.Signals(first).name if first else "")
+    ran.log_error = log_error
+    return ran
 
 
 def _isatty(fd: int) -> bool:

@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from stackmgr.errors import StackmgrError
+from stackmgr.errors import StackmgrError, disk_error
 from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.toml_out import table as _table
 from stackmgr.evidence.toml_out import value as _v
@@ -122,17 +122,27 @@ def new_id(link: Link) -> str:
 def write_link(store: Store, link: Link) -> str:
     """Write a new record; never overwrites one (ids are content hashes, file names carry the time)."""
     directory = inside(store.links_dir, patch_name(link.patch))
+    made = not os.path.isdir(directory)
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:
-        raise StackmgrError(f"cannot create {directory}: {exc.strerror}", "check the store's permissions") from None
+        raise disk_error(exc, directory) or StackmgrError(f"cannot create {directory}: {exc.strerror}",
+                                                          "check the store's permissions") from None  # fmt: skip
     link.id = new_id(link)
     stamp = link.created.replace("-", "").replace(":", "")
     path = os.path.join(directory, f"{stamp}-{link.id}.toml")
     if os.path.exists(path):
         raise StackmgrError(f"link {link.id} already exists ({os.path.relpath(path, store.root)})")
     data = render(link)
-    store.write_file(path, data)
+    try:
+        store.write_file(path, data)
+    except BaseException:
+        if made:  # the folder was made for this record: it goes with it
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
+        raise
     WrittenOnce(store).remember({os.path.relpath(path, store.root): sha256_hex(data)})
     link.file = path
     return path

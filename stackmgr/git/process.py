@@ -20,6 +20,7 @@ class Process:
 
     def __init__(self, argv: list[str | bytes], env: dict[str, str], *, stdin: bool = False) -> None:
         self.argv = argv
+        self.index = env.get("GIT_INDEX_FILE")  # the index it works on (named when a write of it fails)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         in_r, in_w = os.pipe() if stdin else (os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), -1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from stackmgr.errors import GitFailed, StackmgrError
+from stackmgr.errors import DiskError, GitFailed, StackmgrError
 from stackmgr.git.process import Process
 from stackmgr.types import Change
 
@@ -66,9 +66,14 @@ def run(
 
 
 def run_rc(top: str, args: Sequence[str | bytes], *, index: str | None = None) -> tuple[int, bytes, bytes]:
+    """Run git in `top`; its exit code, stdout and stderr for the caller to judge. A failure for lack of space (or
+    a read-only or failing disk) is never an answer: it raises DiskError."""
     proc = start(top, args, index=index)
     out, err = proc.communicate()
-    return proc.wait(), out, err
+    code = proc.wait()
+    if code != 0:
+        raise_disk_failure(err, top, index)
+    return code, out, err
 
 
 def start(
@@ -97,8 +102,63 @@ def finish(proc: Process, stdin: bytes | None = None, ok: Sequence[int] = (0,)) 
     out, err = proc.communicate(stdin)
     code = proc.wait()
     if code not in ok:
-        raise GitFailed([os.fsdecode(a) for a in proc.argv], code, err)
+        argv = [os.fsdecode(a) for a in proc.argv]
+        raise_disk_failure(err, argv[2] if argv[1:2] == ["-C"] else ".", proc.index)
+        raise GitFailed(argv, code, err)
     return code, out
+
+
+# How git says a write failed for the file system's sake (its own wording, or strerror under LC_ALL=C).
+_DISK_WORDS = (
+    (b"No space left on device", "ENOSPC"), (b"Out of diskspace", "ENOSPC"), (b"Disk quota exceeded", "EDQUOT"),
+    (b"Read-only file system", "EROFS"), (b"Input/output error", "EIO"),
+)  # fmt: skip
+_WRITE_WORDS = (b"couldn't write", b"unable to write", b"could not write", b"write error", b"short write")
+
+
+def raise_disk_failure(err: bytes, top: str, index: str | None) -> None:
+    """Raise DiskError when git's stderr says a write failed for lack of space, a quota, a read-only or failing
+    disk; naming the file git names (else the index, else the repository). git does not always give the reason
+    (`unable to write new index file`, `couldn't write '...'`): then the file system itself is asked."""
+    import errno
+
+    name = next((code for words, code in _DISK_WORDS if words in err), None)
+    if name is None and not any(words in err for words in _WRITE_WORDS):
+        return
+    path = _named_path(err) or index or os.path.join(top, ".git")
+    if not os.path.isabs(path):
+        path = os.path.join(top, path)
+    if name is None:
+        name = _file_system_state(path)
+        if name is None:
+            return
+    raise DiskError(getattr(errno, name), path)
+
+
+def _named_path(err: bytes) -> str | None:
+    """The first absolute path git quotes in its message ('...')."""
+    for line in err.split(b"\n"):
+        parts = line.split(b"'")
+        for quoted in parts[1:-1:2]:
+            if quoted.startswith(b"/"):
+                return os.fsdecode(quoted)
+    return None
+
+
+def _file_system_state(path: str) -> str | None:
+    """"EROFS" or "ENOSPC" when the file system of `path` is read-only or (all but) full, else None."""
+    place = path
+    while not os.path.exists(place) and os.path.dirname(place) != place:
+        place = os.path.dirname(place)
+    try:
+        fs = os.statvfs(place)
+    except OSError:
+        return None
+    if fs.f_flag & os.ST_RDONLY:
+        return "EROFS"
+    if fs.f_bavail * fs.f_frsize < 1 << 20 or (fs.f_files and fs.f_favail == 0):
+        return "ENOSPC"
+    return None
 
 
 def zsplit(data: bytes) -> list[bytes]:

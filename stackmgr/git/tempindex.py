@@ -10,9 +10,20 @@ from __future__ import annotations
 
 import os
 
-from stackmgr.errors import StackmgrError
+from stackmgr.errors import DiskError, StackmgrError, disk_error
 from stackmgr.git.process import Process
-from stackmgr.git.runner import DIFF_FLAGS, finish, meanwhile_run, parse_raw, pathspec, run, run_rc, start, zsplit
+from stackmgr.git.runner import (
+    DIFF_FLAGS,
+    finish,
+    meanwhile_run,
+    parse_raw,
+    pathspec,
+    raise_disk_failure,
+    run,
+    run_rc,
+    start,
+    zsplit,
+)  # fmt: skip
 from stackmgr.store.fs import read_cache, write_cache
 from stackmgr.types import GITLINK_MODE, Change, TreeId, show_path
 
@@ -57,8 +68,12 @@ class TempIndex:
             import shutil
 
             tmp = self.path + ".seed"
-            shutil.copy2(real, tmp)
-            os.replace(tmp, self.path)
+            try:
+                shutil.copy2(real, tmp)
+                os.replace(tmp, self.path)
+            except OSError as exc:
+                _remove(tmp)
+                raise _index_write_error(exc, self.path) from None
         else:
             self.read_tree("HEAD")
 
@@ -132,14 +147,22 @@ class TempIndex:
     def freeze(self, purpose: str = "frozen") -> TempIndex:
         """A copy of this index that no later snapshot will touch (the caller removes it with `discard`)."""
         frozen = TempIndex(self.repo, f"{purpose}.{os.getpid()}.index")
-        with open(self.path, "rb") as src, open(frozen.path, "wb") as dst:
-            dst.write(src.read())
+        try:
+            with open(self.path, "rb") as src, open(frozen.path, "wb") as dst:
+                dst.write(src.read())
+        except OSError as exc:
+            _remove(frozen.path)
+            raise _index_write_error(exc, frozen.path) from None
         return frozen
 
     def install_as(self, other: TempIndex) -> None:
         """Make `other` a copy of this index (an atomic rename of a fresh copy)."""
         copy = self.freeze("install")
-        os.replace(copy.path, other.path)
+        try:
+            os.replace(copy.path, other.path)
+        except OSError as exc:
+            _remove(copy.path)
+            raise _index_write_error(exc, other.path) from None
 
     def switch(self, old: str, new: str, changes: list[Change] | None = None) -> None:
         """Move the working tree from tree `old` (what this index describes, as checked) to tree `new`.
@@ -156,9 +179,17 @@ class TempIndex:
             raise WorkingTreeMoved(
                 f"untracked or ignored files in the way: {shown}" + (" …" if len(in_way) > 5 else "")
             )
+        from stackmgr.git.room import room_for_switch  # only when a tree moves
+
+        room_for_switch(self.repo, changes, self.path)
         # Never into submodules (whatever submodule.recurse says): their checkouts and commits are not stackmgr's.
-        rc, _, err = run_rc(self.repo.top, ["read-tree", "--no-recurse-submodules", "-m", "-u", old, new],
-                            index=self.path)  # fmt: skip
+        try:
+            rc, _, err = run_rc(self.repo.top, ["read-tree", "--no-recurse-submodules", "-m", "-u", old, new],
+                                index=self.path)  # fmt: skip
+        except DiskError as exc:  # filled up since room_for_switch: git may have written some files already
+            raise StackmgrError(f"{exc.message}: the switch of {self.repo.top} failed part way (git writes files "
+                                "first, the index last)", "free some space there, then `stackmgr status`: what it "
+                                "overwrote was checked as preserved first") from None  # fmt: skip
         if rc != 0:
             raise WorkingTreeMoved(_refusal(err))
 
@@ -241,7 +272,21 @@ def _apply(
     proc = start(top, ["apply", "--cached", "--whitespace=nowarn", *extra, f"-p{strip}", *paths], index=index)
     meanwhile_run(proc, meanwhile)
     _, err = proc.communicate()
-    return proc.wait() == 0, err.decode("utf-8", "replace").strip()
+    if proc.wait() == 0:
+        return True, ""
+    raise_disk_failure(err, top, index)  # a full disk is not a patch that does not apply
+    return False, err.decode("utf-8", "replace").strip()
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _index_write_error(exc: OSError, path: str) -> StackmgrError:
+    return disk_error(exc, path) or StackmgrError(f"cannot write {path}: {exc.strerror}", "check that directory")
 
 
 class WorkingTreeMoved(StackmgrError):

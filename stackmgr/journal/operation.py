@@ -23,7 +23,7 @@ import _signal  # type: ignore[import-not-found]  # `signal` imports enum (start
 import os
 import time
 
-from stackmgr.errors import StackmgrError
+from stackmgr.errors import DiskError, StackmgrError
 from stackmgr.journal.record import (
     ANCHOR_PREFIX,
     CURRENT,
@@ -271,9 +271,7 @@ class Operation:
 
                 anchor_moves(self.store, record)
         except StackmgrError as exc:  # the operation itself is complete: say so rather than fail it
-            import sys
-
-            sys.stderr.write(f"stackmgr: note: could not anchor the snapshots for `undo`: {exc.message}\n")
+            os.write(2, f"stackmgr: note: could not anchor the snapshots for `undo`: {exc.message}\n".encode())
         record.state = "done"
         self.save(durable=bool(record.trees))  # a power cut must not make a finished move look interrupted
         self.step("finish")
@@ -292,6 +290,25 @@ class Operation:
         return interrupted
 
 
+def _untouched(store: Store, directory: str, change: FileChange) -> bool:
+    """A store file the operation was about to replace, still as it was (never renamed over), with no temp file."""
+    if change.after != "?":
+        return False
+    path = os.path.join(store.root, change.path)
+    folder, base = os.path.split(path)
+    try:
+        if any(n.startswith(f".{base}.") and n.endswith(".tmp") for n in os.listdir(folder)):
+            return False
+    except FileNotFoundError:
+        pass
+    if not change.existed:
+        return not os.path.lexists(path)
+    try:
+        return os.path.samefile(path, os.path.join(directory, "files", change.path))
+    except OSError:
+        return False
+
+
 def _mark_failure_after_undo(store: Store, command: str) -> None:
     """A command failed (nothing it did stands) right after an undo: say so on the undo's record, so the next
     `undo` does not take that undo for the last thing the user did and redo it. Written only then: a failure
@@ -302,7 +319,7 @@ def _mark_failure_after_undo(store: Store, command: str) -> None:
     newest.failed_after = (int(time.time()), command)
     try:
         atomic_write(os.path.join(ops_dir(store), newest.name, "op"), newest.render())
-    except OSError:
+    except (OSError, StackmgrError):
         pass  # best effort: the command's own error is what the user must see
 
 
@@ -358,6 +375,13 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
         moved = {t.tree for t in op.record.trees}
         try:
             forget_unmoved(op.record, [(top, tree) for top, tree in op.anchored if tree not in moved])
+            if not op.record.trees and all(_untouched(self.store, op.dir, f) for f in op.record.files):
+                # Nothing had changed: no record to rewrite (on a full disk that write would fail), no trace left.
+                remove_current(self.store)
+                import shutil
+
+                shutil.rmtree(op.dir, ignore_errors=True)
+                return
             for note in roll_back(self.store, op.record, op.dir):
                 import sys
 
@@ -368,5 +392,8 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
                 shutil.rmtree(op.dir, ignore_errors=True)
         except StackmgrError as failed:
             first = exc.message if isinstance(exc, StackmgrError) else repr(exc)
+            hint = failed.hint or "then run `stackmgr recover`"
+            if isinstance(failed, DiskError):  # its "nothing was changed" is not so here: the rest is put back later
+                hint = "free some space there, then run `stackmgr recover`"
             raise StackmgrError(f"{first}; putting back what `{op.command}` changed failed too: {failed.message}",
-                                failed.hint or "then run `stackmgr recover`") from None  # fmt: skip
+                                hint) from None  # fmt: skip

@@ -33,7 +33,7 @@ from stackmgr.safety import tree_move
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store.applied import applied_result
 from stackmgr.store.config import Store
-from stackmgr.store.fs import atomic_write, locked, read_or_none
+from stackmgr.store.fs import atomic_write, fsync_dir, locked, read_or_none
 from stackmgr.store.names import VERSIONS
 from stackmgr.types import TreeId, show_path
 
@@ -129,7 +129,8 @@ def file_back(store: Store, rel: str, existed: bool, directory: str) -> None:
             raise StackmgrError(f"the saved copy of {rel} is missing from {directory}")
         if read_or_none(path) != data:
             os.makedirs(os.path.dirname(path), exist_ok=True)  # a removed file's folder may have gone with it
-            store.write_file(path, data)
+            if store.journal is not None or not _link_back(os.path.join(directory, "files", rel), path):
+                store.write_file(path, data)
     elif os.path.lexists(path):
         if store.journal is not None:
             store.journal.file_replacing(path)
@@ -137,10 +138,29 @@ def file_back(store: Store, rel: str, existed: bool, directory: str) -> None:
         folder = os.path.dirname(path)
         versions = os.path.join(store.patches_dir, VERSIONS)
         if os.path.dirname(folder) in (store.links_dir, versions):  # links/<patch>/, a version folder: made for it
-            try:
-                os.rmdir(folder)
-            except OSError:
-                pass
+            for made in (folder, versions) if os.path.dirname(folder) == versions else (folder,):
+                try:
+                    os.rmdir(made)  # (.versions/ too, once empty)
+                except OSError:
+                    break
+
+
+def _link_back(saved: str, path: str) -> bool:
+    """The saved file itself put back (hard-linked beside `path`, renamed over it): it needs no room, so a rollback
+    works on the full disk that made the operation fail. False where links cannot be made (the bytes are written)."""
+    folder, base = os.path.split(path)
+    tmp = os.path.join(folder, f".{base}.{os.getpid()}.back.tmp")
+    try:
+        os.link(saved, tmp)
+    except OSError:
+        return False
+    try:
+        os.replace(tmp, path)
+    except OSError:
+        os.unlink(tmp)
+        return False
+    fsync_dir(folder)
+    return True
 
 
 def _drop_temp_files(path: str) -> None:

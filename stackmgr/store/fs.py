@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from stackmgr.errors import StackmgrError
+from stackmgr.errors import StackmgrError, disk_error, is_disk_errno
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,13 +69,14 @@ def write_temp_from(path: str, chunks: Iterable[bytes], mode: int = 0o644, *, du
     except BaseException as exc:
         discard(tmp)
         if isinstance(exc, OSError):
-            raise _write_error(directory, exc) from None
+            raise _write_error(directory, exc, path) from None
         raise
     return tmp
 
 
 def _create_exclusive(directory: str, prefix: str) -> tuple[int, str]:
-    """A new file that did not exist (O_EXCL, never through a symlink); like mkstemp without `tempfile`."""
+    """A new file that did not exist (O_EXCL, never through a symlink); like mkstemp without `tempfile`. `prefix`
+    is "." and the name of the file it is for (named in an error)."""
     for attempt in range(100):
         tmp = os.path.join(directory, f"{prefix}.{os.getpid()}.{time.monotonic_ns() % 1_000_000}{attempt}.tmp")
         try:
@@ -83,7 +84,7 @@ def _create_exclusive(directory: str, prefix: str) -> tuple[int, str]:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise _write_error(directory, exc) from None
+            raise _write_error(directory, exc, os.path.join(directory, prefix[1:])) from None
     raise StackmgrError(f"cannot create a temporary file in {directory}", "remove stale *.tmp files there")
 
 
@@ -100,11 +101,19 @@ def publish(tmp: str, path: str, *, durable: bool = True, journal: Journal | Non
         os.replace(tmp, path)
     except OSError as exc:
         discard(tmp)
-        raise _write_error(directory, exc) from None
+        raise _write_error(directory, exc, path) from None
     if durable:
-        fsync_dir(directory)
+        _sync_dir(directory, path)
     if journal is not None:
         journal.file_replaced(path)
+
+
+def _sync_dir(directory: str, path: str) -> None:
+    """fsync_dir, its failure (EIO) reported naming the file just renamed there."""
+    try:
+        fsync_dir(directory)
+    except OSError as exc:
+        raise _write_error(directory, exc, path) from None
 
 
 def atomic_write_all(files: list[tuple[str, bytes]], *, journal: Journal | None = None) -> None:
@@ -119,9 +128,9 @@ def atomic_write_all(files: list[tuple[str, bytes]], *, journal: Journal | None 
             os.replace(tmp, path)
         except OSError as exc:
             discard(tmp)
-            raise _write_error(os.path.dirname(os.path.abspath(path)), exc) from None
+            raise _write_error(os.path.dirname(os.path.abspath(path)), exc, path) from None
     for directory in sorted({os.path.dirname(os.path.abspath(path)) for path, _ in files}):
-        fsync_dir(directory)
+        _sync_dir(directory, directory)
     if journal is not None:
         journal.files_replaced([path for path, _ in files])
 
@@ -133,10 +142,15 @@ def discard(path: str) -> None:
         pass
 
 
-def _write_error(directory: str, exc: OSError) -> StackmgrError:
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+def _write_error(directory: str, exc: OSError, path: str | None = None) -> StackmgrError:
+    """A failed write as one line: a full, read-only or failing file system named by its mount point (DiskError),
+    else the directory and the reason."""
+    full = disk_error(exc, path or directory)
+    if full is not None:
+        return full
+    if exc.errno in (errno.EACCES, errno.EPERM):
         return StackmgrError(f"cannot write in {directory}: {exc.strerror}", "check its permissions")
-    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+    if exc.errno == errno.EFBIG:  # a file-size limit (RLIMIT_FSIZE), not a full file system
         return StackmgrError(f"cannot write in {directory}: {exc.strerror}", "free some space and retry")
     return StackmgrError(f"cannot write in {directory}: {exc.strerror}")
 
@@ -160,12 +174,19 @@ class locked:  # lower-case: used like a function, `with locked(path, "the store
 
     def __enter__(self) -> None:
         deadline = time.monotonic() + self.wait_seconds
+        writable = True
         while True:
             try:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
             except OSError as exc:
-                raise StackmgrError(f"cannot lock {self.what} ({self.path}: {exc.strerror})",
+                fd = _read_only_lock(self.path, exc)  # a read-only file system: a reader may still lock and look
+                writable = False
+                full = disk_error(exc, self.path) if fd < 0 else None
+                if full is not None:
+                    raise full from None
+                if fd < 0:
+                    raise StackmgrError(f"cannot lock {self.what} ({self.path}: {exc.strerror})",
                                     "check the permissions of that directory") from None  # fmt: skip
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -179,16 +200,38 @@ class locked:  # lower-case: used like a function, `with locked(path, "the store
                     ) from None
                 time.sleep(0.05)
         self.fd = fd
+        if not writable:
+            return
         info = f"{os.getpid()}\t{os.uname().nodename}\tstackmgr {' '.join(sys.argv[1:4])}"
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, info.encode("utf-8", "replace"), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, info.encode("utf-8", "replace"), 0)
+        except OSError as exc:  # the holder's name is for messages only: a full disk must not stop a reader
+            if not is_disk_errno(exc.errno):
+                os.close(fd)
+                self.fd = -1
+                raise StackmgrError(f"cannot lock {self.what} ({self.path}: {exc.strerror})") from None
 
     def __exit__(self, *exc: object) -> None:
+        if self.fd < 0:
+            return
         try:
             os.ftruncate(self.fd, 0)
         except OSError:
             pass
         os.close(self.fd)
+        self.fd = -1
+
+
+def _read_only_lock(path: str, exc: OSError) -> int:
+    """On a read-only file system an existing lock file can still be opened for reading and flocked (nobody can
+    write there, but a reader must still wait for a writer's switch); -1 otherwise."""
+    if exc.errno != errno.EROFS:
+        return -1
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return -1
 
 
 def _read_holder(fd: int) -> str:
