@@ -30,7 +30,7 @@ from stackmgr.journal.record import (
     stat_key,
 )  # fmt: skip
 from stackmgr.safety import tree_move
-from stackmgr.safety.snapshot import Snapshot, take_snapshot
+from stackmgr.safety.snapshot import Snapshot, drop_dead_scratch_indexes, take_snapshot
 from stackmgr.store.applied import applied_result
 from stackmgr.store.config import Store
 from stackmgr.store.fs import atomic_write, fsync_dir, locked, read_or_none
@@ -187,7 +187,7 @@ def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, a
     repo = open_repo(move.path)
     drop_own_lock(repo, move.lock)
     drop_dead_locks(repo)
-    _drop_dead_scratch_indexes(repo)
+    drop_dead_scratch_indexes(repo)
     if move.state == "planned":  # killed before git changed anything: the index.lock was all it left
         return []
     blocked = StackmgrError if after_only else LeftAsIs
@@ -269,30 +269,6 @@ def _old_versions(repo: Repo, move: TreeMove, now: str) -> tuple[TreeId, list[st
             stray.append(c.path.decode("utf-8", "backslashreplace"))
         old[c.path] = was
     return tree_with_entries(repo, now, old), stray
-
-
-def _drop_dead_scratch_indexes(repo: Repo) -> None:
-    """Scratch and frozen indexes (`<purpose>.<pid>.index`) whose process is gone: a killed command's litter."""
-    try:
-        names = os.listdir(repo.stackmgr_dir)
-    except FileNotFoundError:
-        return
-    for name in names:
-        parts = name.split(".")
-        if len(parts) >= 3 and parts[-1] in ("index", "lock") and parts[-2 if parts[-1] == "index" else -3].isdigit():
-            pid = int(parts[-2 if parts[-1] == "index" else -3])
-            if pid != os.getpid() and not _alive(pid):
-                os.unlink(os.path.join(repo.stackmgr_dir, name))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def forget_unmoved(record: Record, anchored: list[tuple[str, str]]) -> None:

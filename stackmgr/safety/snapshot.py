@@ -130,12 +130,32 @@ def take_snapshot(
             # The private index is only a cache: start it afresh once (a killed git's lock, a torn write).
             index.discard()
             snap = _snapshot(tree, repo, index, max_untracked_bytes, results, held)
-        if freeze:
+        if freeze:  # a command about to change things: a killed one's scratch indexes go first
+            drop_dead_scratch_indexes(repo)
             snap.index = index.freeze()
     if find_special:
         snap.unprotected.extend(_special_files(repo))
     snap.operation = repo.operation_in_progress()
     return snap
+
+
+def drop_dead_scratch_indexes(repo: Repo) -> None:
+    """Scratch and frozen indexes (`<purpose>.<pid>.index`) whose process is gone: a killed command's litter."""
+    try:
+        names = os.listdir(repo.stackmgr_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        parts = name.split(".")
+        if len(parts) >= 3 and parts[-1] in ("index", "lock") and parts[-2 if parts[-1] == "index" else -3].isdigit():
+            pid = int(parts[-2 if parts[-1] == "index" else -3])
+            try:
+                if pid != os.getpid():
+                    os.kill(pid, 0)  # ProcessLookupError: gone; PermissionError: alive, another user's
+            except ProcessLookupError:
+                os.unlink(os.path.join(repo.stackmgr_dir, name))
+            except (PermissionError, OSError):
+                pass
 
 
 def _snapshot(

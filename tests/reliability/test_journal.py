@@ -547,3 +547,24 @@ def test_undo_after_a_rolled_back_operation_says_which_it_reverts(lab: Lab) -> N
     assert result.out == (f"undid `reset` (op {reset['id']}), the last operation that took effect: `apply S` was "
                           "interrupted and rolled back, changing nothing; `stackmgr undo` again redoes it\n")
     assert (lab.tree / "src" / "model.py").read_text() == "def f():\n    return 2\n"
+
+
+@pytest.mark.regression("a command killed before its first journal step left its scratch indexes in .git/stackmgr")
+def test_a_killed_commands_scratch_indexes_are_removed_by_the_next_command(lab: Lab) -> None:
+    dead = subprocess.Popen(["true"])  # a pid that has ended
+    dead.wait()
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        folder = lab.tree / ".git" / "stackmgr"
+        folder.mkdir(exist_ok=True)
+        litter = [folder / f"frozen.{dead.pid}.index", folder / f"verify.{dead.pid}.index"]
+        for path in litter:
+            path.write_bytes(b"DIRC")
+        theirs = folder / f"frozen.{live.pid}.index"
+        theirs.write_bytes(b"DIRC")
+        (lab.tree / "README").write_text("edited\n")
+        assert lab.sm("save", "fix", "-m", "fix").code == 0 and lab.sm("reset").code == 0
+        assert [p.exists() for p in litter] == [False, False] and theirs.exists(), "a live command's is its own"
+    finally:
+        live.kill()
+        live.wait()
