@@ -50,7 +50,22 @@ from tests.conftest import run_stackmgr, tree_files
 # Findings other work is fixing: a trial whose every failure is listed here is an expected failure (xfail, not
 # strict), and the summary line still counts it. Keyed by (command, kind); delete an entry once its fix is merged.
 # The command "*" stands for every command.
-KNOWN: dict[tuple[str, str], str] = {}
+_MOVERS = ("reset", "reset-force", "apply", "apply-link", "undo", "push", "pop")
+KNOWN: dict[tuple[str, str], str] = {
+    ("*", "temp-file"): "temp files left: a killed command's scratch indexes (.git/stackmgr/<purpose>.<pid>.index), "
+                        "atomic-write temps (.NAME.<pid>.<n>.tmp) and run-<pid>.log stay (fix in progress)",
+    ("*", "private-index.lock"): "finding: a git killed while writing .git/stackmgr/index leaves its lock; moves then "
+                                 "refuse, link fails (test_a_killed_gits_lock_on_the_snapshot_index_…, not yet fixed)",
+    **{(c, "index.lock"): "the index.lock window before the journal record / killed undo leaving index.lock "
+                          "(fix in progress)" for c in _MOVERS},
+    **{(c, "half-switched"): "kill inside `read-tree -m -u` leaving a half-switched tree (fix in progress)"
+       for c in _MOVERS},
+    ("undo", "recover"): "killed undo leaves index.lock, then recover/undo refuse (fix in progress)",
+    ("undo", "rerun"): "killed undo then undo refusing (fix in progress)",
+    ("undo", "half-state"): "killed undo leaves index.lock, so its rollback cannot run (fix in progress)",
+    ("rebase", "half-state"): "killed rebase leaves .stackmgr/rebase/S.json, unjournaled (fix in progress)",
+    ("rebase", "rerun"): "killed rebase: the next rebase says one is in progress (fix in progress)",
+}
 
 
 def known_reason(command: str, kind: str) -> str | None:
@@ -265,14 +280,17 @@ COMMANDS = list(SCENARIOS)
 # --- what a user finds ----------------------------------------------------------------------------------------
 
 STORE_SKIP = (".stackmgr/cache", ".stackmgr/ops", ".stackmgr/lock")
+# A killed writer's leftovers: atomic-write temp files (`.NAME.<pid>.<n>.tmp`), `run`'s tee log (`run-<pid>.log`).
+# Not store data: the litter check (e) reports them, once, as what they are.
+TEMP_NAME = re.compile(r"(^|/)(\..+\.\d+\.\d+\.tmp|\.stackmgr/run-\d+\.log)$")
 
 
 def store_files(store: Path) -> dict[str, bytes]:
-    """The store's data and state files (not caches, not the journal itself, not the lock)."""
+    """The store's data and state files (not caches, not the journal itself, not the lock, not temp files)."""
     out = {}
     for path in sorted(store.rglob("*")):
         rel = path.relative_to(store).as_posix()
-        if not rel.startswith(STORE_SKIP) and path.is_file() and not path.is_symlink():
+        if not rel.startswith(STORE_SKIP) and not TEMP_NAME.search(rel) and path.is_file() and not path.is_symlink():
             out[rel] = path.read_bytes()
     return out
 
@@ -404,8 +422,8 @@ def litter(store: Path, tree: Path) -> list[str]:
         parts = path.name.split(".")
         if len(parts) >= 3 and parts[-1] == "index" and parts[-2].isdigit():
             found.append(str(path.relative_to(tree)))
-    for path in store.rglob("*.tmp"):
-        if path.name.startswith("."):
+    for path in store.rglob("*"):
+        if TEMP_NAME.search(path.relative_to(store).as_posix()):
             found.append(str(path.relative_to(store.parent)))
     worktrees = git_dir / "worktrees"
     if worktrees.is_dir() and any(worktrees.iterdir()):
@@ -859,8 +877,11 @@ def _settled(trial: Trial, cal: Calibration, store: Path, tree: Path, allowed: t
     where = next((name for name in allowed if name in found), None)
     if where is None:
         nearest = cal.before if allowed[0] == "before" else cal.after
-        trial.fail("half-state", f"{when}: neither {' nor '.join(allowed)} ({_named(found)}); differs from "
-                                 f"{allowed[0]} in {now.diff(nearest)}")  # fmt: skip
+        trees = {"before": cal.before, "after": cal.after, "twice": cal.twice}
+        switched = not any(now.same_tree(trees[name]) for name in allowed)  # the tree itself, or only the store
+        trial.fail("half-switched" if switched else "half-state",
+                   f"{when}: neither {' nor '.join(allowed)} ({_named(found)}); differs from {allowed[0]} in "
+                   f"{now.diff(nearest)}")  # fmt: skip
     check = stackmgr(store, "check")
     trial.ran("stackmgr check", check.returncode, check.stderr)
     if where is not None and check.returncode != cal.checks[where]:
