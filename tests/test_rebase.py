@@ -738,3 +738,64 @@ def test_a_rebase_killed_with_its_git_can_be_aborted_and_a_live_lock_is_left(sta
     assert aborted.returncode == 0, aborted.stderr
     assert _fingerprint(lab) == before and not (lab.store / ".stackmgr" / "rebase" / "S.json").exists()
     assert git_text(lab.tree, "worktree", "list").count("\n") == 0
+
+
+def _two_patch_series_killed_while_writing(lab: Lab) -> dict[str, bytes]:
+    """Series S of p1, p2 and an upstream commit; `rebase S --onto upstream` killed after rewriting p1 (journal
+    step 3): the patches before are returned."""
+    one_patch_series(lab, {"README": "hello\none\n"}, "p1")
+    one_patch_series(lab, {"src/model.py": "def f():\n    return 2\n"}, "p2")
+    commit(lab.tree, {"NEWS": "upstream\n"}, "upstream")
+    git(lab.tree, "branch", "upstream")
+    before = {p.name: p.read_bytes() for p in (lab.store / "patches").glob("*.patch")}
+    killed = stackmgr(lab.store, "rebase", "S", "--onto", "upstream", STACKMGR_CRASH_AT="rebase:3")
+    assert killed.returncode == -9, killed.stderr
+    assert (lab.store / ".stackmgr" / "rebase" / "S.json").exists()
+    return before
+
+
+@pytest.mark.regression("a killed rebase stayed 'in progress' forever: recover left it, the command again refused")
+def test_recover_rolls_a_killed_rebase_back_and_it_runs_again(lab: Lab) -> None:
+    before = _two_patch_series_killed_while_writing(lab)
+    recovered = lab.sm("recover")
+    assert recovered.code == 0, recovered.err
+    assert "rolled back" in recovered.err and "a rebase of series S was killed before it finished" in recovered.err
+    assert {p.name: p.read_bytes() for p in (lab.store / "patches").glob("*.patch")} == before
+    assert not (lab.store / ".stackmgr" / "rebase" / "S.json").exists()
+    assert git_text(lab.tree, "worktree", "list").count("\n") == 0
+    again = lab.sm("rebase", "S", "--onto", "upstream")
+    assert again.code == 0, again.err
+    upstream = git_text(lab.tree, "rev-parse", "upstream").strip()
+    assert all(f"Stackmgr-Base: {upstream}".encode() in p.read_bytes() for p in (lab.store / "patches").glob("*.patch"))
+
+
+@pytest.mark.regression("a killed rebase stayed 'in progress' forever: recover left it, the command again refused")
+def test_a_killed_rebase_run_again_ends_as_an_unkilled_one(lab: Lab, tmp_path: Path) -> None:
+    _two_patch_series_killed_while_writing(lab)
+    again = lab.sm("rebase", "S", "--onto", "upstream", "--json")
+    assert again.code == 0, again.err
+    assert "a rebase of series S was killed before it finished" in again.err
+    assert [p["outcome"] for p in json.loads(again.out)["patches"]] == ["unchanged", "unchanged"]
+    assert lab.sm("apply", "S").code == 0
+    assert (lab.tree / "NEWS").read_text() == "upstream\n" and (lab.tree / "README").read_text() == "hello\none\n"
+    assert lab.sm("lint").code == 0
+
+
+def test_a_killed_rebase_that_holds_a_resolved_conflict_is_kept_for_continue(stacked: Lab) -> None:
+    """What the user did in the scratch worktree (a resolved conflict, edits after a failed --exec) is never thrown
+    away by `recover` nor by the command run again: `--continue` is the way on."""
+    lab = stacked
+    git(lab.tree, "commit", "-q", "--allow-empty", "-m", "upstream moved on")
+    stop = lab.sm("rebase", "S", "--onto", "HEAD", "--exec", "test ! -e f02.txt || grep -q fixed f02.txt")
+    assert stop.code == 3, stop.err
+    state_file = lab.store / ".stackmgr" / "rebase" / "S.json"
+    state = json.loads(state_file.read_text())
+    state["steps"][state["position"]]["outcome"] = "changed by hand"  # as a --continue killed after taking it
+    state["stopped"] = None
+    state_file.write_text(json.dumps(state))
+    recovered = lab.sm("recover")
+    assert recovered.code == 0 and "`stackmgr rebase S --continue` goes on" in recovered.err, recovered.err
+    assert state_file.exists()
+    again = lab.sm("rebase", "S", "--onto", "HEAD")
+    assert again.code == 2 and "in progress" in again.err and state_file.exists()
+    assert lab.sm("rebase", "S", "--abort").code == 0

@@ -507,3 +507,27 @@ def test_a_command_that_cannot_start_is_a_usage_error_and_nothing_is_recorded(la
         assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, (argv, done.stderr)
     assert not list((lab.store / "links").glob("*/*.toml"))
     assert not list((lab.store / ".stackmgr").glob("run-*.log"))
+
+
+@pytest.mark.regression("a run killed after its record was written, before removing its log, had that log kept as "
+                        "'not recorded' by the next run")  # fmt: skip
+@pytest.mark.parametrize("next_command", ["run", "recover"])
+def test_the_log_of_a_run_killed_after_it_was_recorded_goes_without_a_false_warning(
+    lab: Lab, bench: Path, next_command: str
+) -> None:
+    import subprocess
+
+    code, _o, err, records = run(lab, "--name", "first", "--", sys.executable, "-c", "print('tok/s 99.5')")
+    assert code == 0, err
+    (log,) = [a for a in records[0]["artifact"] if a.get("origin") == "the command's output"]
+    kept = (lab.store / log["path"]).read_bytes()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    recorded = lab.store / ".stackmgr" / f"run-{int(gone.stdout)}.log"  # the killed run's, recorded already
+    recorded.write_bytes(kept)
+    if next_command == "run":
+        code, _o, err, _ = run(lab, "--name", "next", "--", sys.executable, "-c", "pass")
+    else:
+        result = lab.sm("recover")
+        code, err = result.code, result.err
+    assert code == 0 and "earlier run" not in err, err
+    assert not recorded.exists() and not list((lab.store / ".stackmgr").glob("run-*.killed.log"))

@@ -37,6 +37,8 @@ def run(store_dir: str | None, as_json: bool, series: str | None, values: Values
             result = rebase.resume(store, series)
         else:
             result = rebase.start(store, str(series), str(onto), tree, exec_cmd, own_copy)
+    for note in result.notes:
+        output.err(f"stackmgr: {note}")
     if as_json:
         output.emit_json(result.to_json())
     else:

@@ -20,10 +20,12 @@ def recover_cmd(ctx: Context, recovery_id: str | None) -> None:
     from stackmgr.commands.recover import finish_interrupted, list_recoveries, restore
 
     store = open_store(ctx.store)
-    rolled = finish_interrupted(store)
+    rolled, notes = finish_interrupted(store)
     if rolled is not None:
         what = "rolled back" if rolled.rolled_back else "had completed; marked done"
         output.err(f"stackmgr: interrupted `{rolled.command}` (op {rolled.id}) {what}")
+    for note in notes:
+        output.err(f"stackmgr: {note}")
     if recovery_id is not None:
         rec = restore(store, recovery_id)
         output.out(f"{rec.tree}: restored recovery snapshot {rec.id} ({rec.files} changed files)")

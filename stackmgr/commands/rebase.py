@@ -47,10 +47,11 @@ OUTCOMES = ("unchanged", "context drift", "merged (3-way)", "conflict resolved",
 
 
 class Outcome:
-    def __init__(self, state: State, done: bool, stop: str = "") -> None:
+    def __init__(self, state: State, done: bool, stop: str = "", notes: list[str] | None = None) -> None:
         self.state = state
         self.done = done
         self.stop = stop  # why it stopped: the one line to show
+        self.notes = notes or []  # what happened besides (a killed rebase settled first)
 
     def to_json(self) -> State:
         s = self.state
@@ -63,6 +64,11 @@ class Outcome:
 @rebase_state.while_running
 def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str | None,
           own_copy: bool = False) -> Outcome:  # fmt: skip
+    notes = []
+    if os.path.exists(state_path(store, series)):  # a killed run's, or one stopped for the user
+        with operation(store, f"rebase {series} (settle a killed one)"):  # a half-done write is rolled back first
+            settled = rebase_state.settle_killed(store, series)
+        notes += [settled] if settled else []
     if os.path.exists(state_path(store, series)):
         raise UsageProblem(f"a rebase of series {series} is in progress",
                            f"`stackmgr rebase {series} --continue` or `--abort`")  # fmt: skip
@@ -99,10 +105,11 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
                    "outcome": None, "commit": None} for p in plan.patches],
     }  # fmt: skip
     try:
+        save_state(store, state)  # what a killed run is settled from (rebase_state.settle_killed)
         carried = carry_at_once(store, state) if exec_cmd is None else None
         if carried is not None:  # every patch carried cleanly: no worktree needed
             _finish(store, state, carried, scratch=False)
-            return Outcome(state, True)
+            return Outcome(state, True, notes=notes)
         remove_worktree(top, worktree)
         os.makedirs(os.path.dirname(worktree), exist_ok=True)
         add_worktree(top, worktree, new_base)
@@ -111,7 +118,9 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
             os.unlink(state_path(store, series))
         raise
     save_state(store, state)
-    return _run(store, state)
+    outcome = _run(store, state)
+    outcome.notes[:0] = notes
+    return outcome
 
 
 @rebase_state.while_running
@@ -343,7 +352,7 @@ def _write_rewritten(store: Store, state: State, rewritten: dict[str, bytes]) ->
     from stackmgr.commands.save import keep_previous
     from stackmgr.store.series import SeriesFile
 
-    _refuse_changed_since(store, state)
+    rebase_state.refuse_changed_since(store, state)
     copies = {old: new for old, new in state.get("copies", {}).items() if old in rewritten}
     for name, data in rewritten.items():
         path = os.path.join(store.patches_dir, copies.get(name, name))
@@ -373,18 +382,6 @@ def _rebased_bytes(old: bytes, onto: str, stat_and_diff: bytes) -> bytes:
         raise StackmgrError("a patch's header has no `Stackmgr-Base: … ---` line", "save it again, then rebase")
     kept = patchfile.original_block_of(old)
     return old[: m.start()] + f"\nStackmgr-Base: {onto}\n---\n".encode() + kept + stat_and_diff
-
-
-def _refuse_changed_since(store: Store, state: State) -> None:
-    now = sha256_hex(read_or_none(os.path.join(store.series_dir, state["series"])) or b"")
-    if now != state["series_sha256"]:
-        raise StackmgrError(f"series {state['series']} was edited during the rebase",
-                            f"`stackmgr rebase {state['series']} --abort`, then start again")  # fmt: skip
-    for step in state["steps"]:
-        data = read_or_none(os.path.join(store.patches_dir, step["file"]))
-        if data is None or sha256_hex(data) != step["sha256"]:
-            raise StackmgrError(f"patch {step['name']} changed during the rebase",
-                                f"`stackmgr rebase {state['series']} --abort`, then start again")  # fmt: skip
 
 
 def _conflict_markers(wt: str, parent: str) -> str:

@@ -47,10 +47,11 @@ def where(store: Store, tree: str, series: str) -> tuple[str, str]:
     return repo.top, os.path.join(repo.stackmgr_dir, "rebase", f"{series}-{key}")
 
 
-def running(store: Store, series: str) -> locked:
+def running(store: Store, series: str, wait_seconds: float | None = None) -> locked:
     """Held while a rebase of `series` runs (start, --continue, --abort): flock dies with its process, so a
     second one knows whether the first is still at work or was killed."""
-    return locked(state_path(store, series)[: -len(".json")] + ".lock", f"the rebase of series {series}")
+    return locked(state_path(store, series)[: -len(".json")] + ".lock", f"the rebase of series {series}",
+                  wait_seconds)
 
 
 def ready_to_go_on(state: State) -> None:
@@ -62,6 +63,68 @@ def ready_to_go_on(state: State) -> None:
     if held:
         raise StackmgrError(f"{held[0]} is held by a running process (a git at work in the rebase's worktree)",
                             f"let it finish, then `stackmgr rebase {state['series']} --continue`")
+
+
+KEPT_FOR_CONTINUE = ("conflict resolved", "changed by hand")  # outcomes that hold what the user did
+
+
+def settle_killed(store: Store, series: str) -> str | None:
+    """A rebase of `series` whose run was killed (the caller holds `running`, so the state file is a dead run's),
+    settled. One killed before it stopped for the user holds nothing the user did: its scratch worktree and state
+    go, and the store is as before the rebase or, when its one journaled write had completed, as after it (the
+    journal rolled a half-done write back). One stopped for the user (a conflict, a failed --exec), holding a
+    conflict they resolved or their edits, or damaged, stands for `--continue` or `--abort`. Returns what was
+    done, in words, or None when the state stands."""
+    path = state_path(store, series)
+    raw = read_or_none(path)
+    if raw is None:
+        return None
+    state: State | None = None
+    if raw:  # empty: killed between claiming the series and the first save; nothing was carried yet
+        try:
+            state = json.loads(raw)
+        except ValueError:
+            return None
+        if not _valid_state(state) or state["stopped"] is not None or state["tree"] not in store.trees:
+            return None
+        if any(step.get("outcome") in KEPT_FOR_CONTINUE for step in state["steps"]):
+            return None
+    for tree in [state["tree"]] if state else list(store.trees):
+        try:
+            remove_worktree(*where(store, tree, series))
+        except StackmgrError:
+            continue
+    written = state is not None and _rewritten(store, state)
+    os.unlink(path)
+    if written:
+        return f"a rebase of series {series} was killed after writing the patches; its scratch work is removed"
+    return f"a rebase of series {series} was killed before it finished; nothing of it was kept (run it again)"
+
+
+def _rewritten(store: Store, state: State) -> bool:
+    """Whether the series or one of its patches is no longer what the rebase started from."""
+    if sha256_hex(read_or_none(os.path.join(store.series_dir, state["series"])) or b"") != state["series_sha256"]:
+        return True
+    return any(sha256_hex(read_or_none(os.path.join(store.patches_dir, step["file"])) or b"") != step["sha256"]
+               for step in state["steps"])  # fmt: skip
+
+
+def settle_killed_rebases(store: Store) -> list[str]:
+    """`settle_killed` for every rebase in progress that no running process holds (`recover`)."""
+    notes = []
+    for series in in_progress(store):
+        if not valid_name(series):
+            continue
+        try:
+            with running(store, series, wait_seconds=0):
+                note = settle_killed(store, series)
+        except StackmgrError:  # running: a live rebase is its own
+            continue
+        if note is None:
+            note = (f"a rebase of series {series} is in progress: `stackmgr rebase {series} --continue` goes on, "
+                    "`--abort` drops it")  # fmt: skip
+        notes.append(note)
+    return notes
 
 
 def claim(store: Store, series: str) -> None:
@@ -216,3 +279,15 @@ def while_running(fn: Callable[..., T]) -> Callable[..., T]:
             return fn(store, series, *args, **kwargs)
 
     return wrapper
+
+
+def refuse_changed_since(store: Store, state: State) -> None:
+    now = sha256_hex(read_or_none(os.path.join(store.series_dir, state["series"])) or b"")
+    if now != state["series_sha256"]:
+        raise StackmgrError(f"series {state['series']} was edited during the rebase",
+                            f"`stackmgr rebase {state['series']} --abort`, then start again")  # fmt: skip
+    for step in state["steps"]:
+        data = read_or_none(os.path.join(store.patches_dir, step["file"]))
+        if data is None or sha256_hex(data) != step["sha256"]:
+            raise StackmgrError(f"patch {step['name']} changed during the rebase",
+                                f"`stackmgr rebase {state['series']} --abort`, then start again")  # fmt: skip

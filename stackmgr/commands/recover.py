@@ -59,9 +59,14 @@ class Interrupted:
         self.rolled_back = rolled_back  # False: it had completed, and is marked done
 
 
-def finish_interrupted(store: Store) -> Interrupted | None:
+def finish_interrupted(store: Store) -> tuple[Interrupted | None, list[str]]:
     """`recover` first rolls back an interrupted operation, if one stands (or marks done one that completed),
-    then removes the temp files killed commands left anywhere in the store (store/temps.py)."""
+    then removes the temp files killed commands left anywhere in the store (store/temps.py) and in its trees'
+    `.git/stackmgr/`, settles the logs of killed runs and the rebases killed mid-way. Returns the operation and
+    what to tell the user of the rest."""
+    from stackmgr.commands.rebase_state import settle_killed_rebases
+    from stackmgr.commands.run import settle_killed_logs
+    from stackmgr.git.leftovers import sweep_tree
     from stackmgr.journal.rollback import recover_interrupted
     from stackmgr.store.fs import locked
     from stackmgr.store.temps import sweep
@@ -69,6 +74,9 @@ def finish_interrupted(store: Store) -> Interrupted | None:
     rolled = recover_interrupted(store)
     with locked(store.lock_path, "the store"):
         sweep(store, deep=True)
+    for tree in store.trees.values():
+        sweep_tree(tree.path)
+    notes = [*settle_killed_logs(store), *settle_killed_rebases(store)]
     if rolled is None:
-        return None
-    return Interrupted(rolled.command, rolled.id, rolled.state == "rolled-back")
+        return None, notes
+    return Interrupted(rolled.command, rolled.id, rolled.state == "rolled-back"), notes

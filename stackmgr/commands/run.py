@@ -89,7 +89,7 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
     with operation(store, f"run {req.name or req.argv[0]} (measure)"):
         before = measure(store, trees, evidence.index, outputs)
     listed = {d: collect.listing(d) for d in dirs}
-    earlier = _earlier_logs(store)
+    earlier = settle_killed_logs(store)
     log = os.path.join(store.state_dir, f"run-{os.getpid()}.log")
     try:
         ran = capture.tee(req.argv, log)
@@ -186,9 +186,11 @@ def _check_name(name: str) -> None:
                            "name a run with letters, digits and . _ + -, e.g. qps4")  # fmt: skip
 
 
-def _earlier_logs(store: Store) -> list[str]:
-    """The logs an earlier `run` left when it was killed (its pid is gone): an empty one is deleted, one with
-    output is named once, then kept as `run-PID.killed.log` (not named again)."""
+def settle_killed_logs(store: Store) -> list[str]:
+    """The logs earlier `run`s left when they were killed (their pid is gone): one the store keeps already (the
+    run was recorded, then killed before removing it) or an empty one is deleted; one with output that was not
+    recorded is named once, then kept as `run-PID.killed.log` (not named again). The next `run` and `recover` call
+    this; returns what to tell the user."""
     warnings = []
     try:
         names = sorted(os.listdir(store.state_dir))
@@ -200,7 +202,7 @@ def _earlier_logs(store: Store) -> list[str]:
             continue
         path = os.path.join(store.state_dir, name)
         try:
-            if os.path.getsize(path) == 0:
+            if os.path.getsize(path) == 0 or kept.kept_already(store, path):
                 os.unlink(path)
                 continue
             kept_as = os.path.join(store.state_dir, f"run-{pid}.killed.log")

@@ -95,6 +95,13 @@ def open_regular(path: str) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
+def kept_already(store: Store, path: str) -> bool:
+    """Whether the store keeps the bytes of the file at `path` under `artifacts/` (hashed a block at a time)."""
+    with open_regular(path) as f:
+        digest = _hash(f)[0]
+    return _holds(os.path.join(store.root, path_of(digest)), digest)
+
+
 def _hash(f: BinaryIO) -> tuple[str, int]:
     digest = hashlib.sha256()
     size = 0

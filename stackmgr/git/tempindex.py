@@ -392,3 +392,4 @@ def _unheld_below(top: bytes, directory: bytes, removed: set[bytes]) -> list[byt
             if rel not in removed:
                 out.append(rel)
     return out
+

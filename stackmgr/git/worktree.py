@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from stackmgr.git.leftovers import held_open
 from stackmgr.git.runner import DIFF_FLAGS, finish, run, run_rc, start
 
 _BOT = {"GIT_COMMITTER_NAME": "stackmgr", "GIT_COMMITTER_EMAIL": "stackmgr@localhost"}
@@ -69,7 +70,7 @@ class ScratchWorktree:
                 age = time.time() - os.lstat(lock).st_mtime
             except FileNotFoundError:
                 continue
-            if age < 1 or _held_open(lock) is not False:
+            if age < 1 or held_open(lock) is not False:
                 left.append(lock)
             else:
                 os.unlink(lock)
@@ -220,24 +221,3 @@ class ScratchWorktree:
         run(self.path, ["read-tree", commit])
         run_rc(self.path, ["update-index", "-q", "--refresh"])  # stat info back, or the next `apply --index` refuses
         return commit
-
-
-def _held_open(path: str) -> bool | None:
-    """Whether a running process has `path` open (Linux `/proc`); None when that cannot be told."""
-    if not os.path.isdir("/proc/self/fd"):
-        return None
-    target = os.path.realpath(path)
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:  # gone meanwhile, or another user's (who cannot write in this worktree)
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
-                    return True
-            except OSError:
-                continue
-    return False

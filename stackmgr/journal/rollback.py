@@ -14,6 +14,7 @@ import time
 
 from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.git import refs
+from stackmgr.git.leftovers import drop_dead_scratch_indexes
 from stackmgr.git.real_index import drop_dead_locks, drop_own_lock
 from stackmgr.git.repo import Repo, open_repo, read_changes
 from stackmgr.git.scratch import tree_with_entries
@@ -30,7 +31,7 @@ from stackmgr.journal.record import (
     stat_key,
 )  # fmt: skip
 from stackmgr.safety import tree_move
-from stackmgr.safety.snapshot import Snapshot, drop_dead_scratch_indexes, take_snapshot
+from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store.applied import applied_result
 from stackmgr.store.config import Store
 from stackmgr.store.fs import atomic_write, fsync_dir, locked, read_or_none
@@ -187,7 +188,7 @@ def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, a
     repo = open_repo(move.path)
     drop_own_lock(repo, move.lock)
     drop_dead_locks(repo)
-    drop_dead_scratch_indexes(repo)
+    drop_dead_scratch_indexes(repo.stackmgr_dir)
     if move.state == "planned":  # killed before git changed anything: the index.lock was all it left
         return []
     blocked = StackmgrError if after_only else LeftAsIs

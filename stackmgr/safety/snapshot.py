@@ -12,6 +12,7 @@ import stat
 
 from stackmgr.errors import GitFailed, StackmgrError
 from stackmgr.git import ignore
+from stackmgr.git.leftovers import drop_dead_lock, drop_dead_scratch_indexes
 from stackmgr.git.repo import Repo, open_repo, output, parse_raw
 from stackmgr.git.tempindex import TempIndex
 from stackmgr.safety.outputs import Held, held_paths
@@ -124,38 +125,20 @@ def take_snapshot(
     repo = open_repo(path)
     index = TempIndex(repo)
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {tree}"):
+        drop_dead_lock(index.path + ".lock")  # a killed command's litter: a stat and one listdir of .git/stackmgr
+        drop_dead_scratch_indexes(repo.stackmgr_dir)
         try:
             snap = _snapshot(tree, repo, index, max_untracked_bytes, results, held)
         except GitFailed:
             # The private index is only a cache: start it afresh once (a killed git's lock, a torn write).
             index.discard()
             snap = _snapshot(tree, repo, index, max_untracked_bytes, results, held)
-        if freeze:  # a command about to change things: a killed one's scratch indexes go first
-            drop_dead_scratch_indexes(repo)
+        if freeze:
             snap.index = index.freeze()
     if find_special:
         snap.unprotected.extend(_special_files(repo))
     snap.operation = repo.operation_in_progress()
     return snap
-
-
-def drop_dead_scratch_indexes(repo: Repo) -> None:
-    """Scratch and frozen indexes (`<purpose>.<pid>.index`) whose process is gone: a killed command's litter."""
-    try:
-        names = os.listdir(repo.stackmgr_dir)
-    except FileNotFoundError:
-        return
-    for name in names:
-        parts = name.split(".")
-        if len(parts) >= 3 and parts[-1] in ("index", "lock") and parts[-2 if parts[-1] == "index" else -3].isdigit():
-            pid = int(parts[-2 if parts[-1] == "index" else -3])
-            try:
-                if pid != os.getpid():
-                    os.kill(pid, 0)  # ProcessLookupError: gone; PermissionError: alive, another user's
-            except ProcessLookupError:
-                os.unlink(os.path.join(repo.stackmgr_dir, name))
-            except (PermissionError, OSError):
-                pass
 
 
 def _snapshot(

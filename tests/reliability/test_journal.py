@@ -568,3 +568,18 @@ def test_a_killed_commands_scratch_indexes_are_removed_by_the_next_command(lab: 
     finally:
         live.kill()
         live.wait()
+
+
+@pytest.mark.regression("a link or run killed while verifying left .git/stackmgr/verify.PID.index; neither a link "
+                        "nor recover removed it")  # fmt: skip
+@pytest.mark.parametrize("command", [("check",), ("status",), ("recover",)])
+def test_a_killed_commands_scratch_indexes_go_with_any_look_at_the_tree(lab: Lab, command: tuple[str, ...]) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    folder = lab.tree / ".git" / "stackmgr"
+    folder.mkdir(exist_ok=True)
+    litter = [folder / f"verify.{dead.pid}.index", folder / f"verify.{dead.pid}.index.lock"]
+    for path in litter:
+        path.write_bytes(b"DIRC")
+    assert lab.sm(*command).code == 0
+    assert [p.exists() for p in litter] == [False, False]

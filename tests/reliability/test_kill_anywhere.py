@@ -71,9 +71,6 @@ def test_kill_anywhere(command: str, n: int, kit: Kit, tmp_path: Path, request: 
 
 
 @pytest.mark.regression("a git killed while refreshing the snapshot index leaves its lock; every move then refuses")
-@pytest.mark.xfail(strict=True, reason="finding of the kill-anywhere suite: a stale .git/stackmgr/index.lock keeps "
-                                       "`git status` from refreshing the snapshot index's stat data, and "
-                                       "`read-tree -m -u` refuses on stat alone")  # fmt: skip
 def test_a_killed_gits_lock_on_the_snapshot_index_does_not_block_every_move(lab: Lab) -> None:
     """A `git status` or `update-index` on stackmgr's private index (`.git/stackmgr/index`) killed with stackmgr
     leaves `.git/stackmgr/index.lock`. A file that was only touched since (same bytes, new stat data) then makes

@@ -1,0 +1,83 @@
+"""What a git killed together with stackmgr leaves in a tree's `.git/stackmgr/`: a lock on the snapshot index and
+scratch indexes (`<purpose>.<pid>.index`, with their locks) of processes that are gone. Removed by the next look at
+the tree (every snapshot, under the tree lock) and by `recover` (`sweep_tree`); never anything a live process
+holds."""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.errors import StackmgrError
+from stackmgr.store.fs import locked
+
+
+def sweep_tree(path: str) -> None:
+    """The user's `index.lock` a dead stackmgr took (by its marker) and everything below, for the tree at `path`,
+    under its tree lock (a tree missing here is skipped)."""
+    from stackmgr.git.real_index import drop_dead_locks
+    from stackmgr.git.repo import open_repo
+
+    try:
+        repo = open_repo(path)
+    except StackmgrError:
+        return
+    if not os.path.isdir(repo.stackmgr_dir):
+        return
+    with locked(os.path.join(repo.stackmgr_dir, "lock"), f"the tree at {path}"):
+        drop_dead_locks(repo)  # the user's index.lock, when it is the very file a dead stackmgr took
+        drop_dead_lock(os.path.join(repo.stackmgr_dir, "index.lock"))
+        drop_dead_scratch_indexes(repo.stackmgr_dir)
+
+
+def drop_dead_lock(lock: str) -> None:
+    """The lock a git killed with stackmgr left on the snapshot index. The caller holds the tree lock, so no
+    stackmgr is at work on it; left there, `git status` could no longer refresh the index's stat data and every
+    move would refuse on stat alone. A git still running (its stackmgr killed alone) keeps its lock."""
+    if os.path.lexists(lock) and held_open(lock) is not True:
+        try:
+            os.unlink(lock)
+        except FileNotFoundError:
+            pass
+
+
+def drop_dead_scratch_indexes(stackmgr_dir: str) -> None:
+    """Scratch and frozen indexes (`<purpose>.<pid>.index`, and their `.lock`) whose process is gone."""
+    try:
+        names = os.listdir(stackmgr_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        parts = name.split(".")
+        if len(parts) >= 3 and parts[-1] in ("index", "lock") and parts[-2 if parts[-1] == "index" else -3].isdigit():
+            pid = int(parts[-2 if parts[-1] == "index" else -3])
+            try:
+                if pid != os.getpid():
+                    os.kill(pid, 0)  # ProcessLookupError: gone; PermissionError: alive, another user's
+            except ProcessLookupError:
+                try:
+                    os.unlink(os.path.join(stackmgr_dir, name))
+                except FileNotFoundError:
+                    pass
+            except (PermissionError, OSError):
+                pass
+
+
+def held_open(path: str) -> bool | None:
+    """Whether a running process has `path` open (Linux `/proc`); None when that cannot be told."""
+    if not os.path.isdir("/proc/self/fd"):
+        return None
+    target = os.path.realpath(path)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # gone meanwhile, or another user's (who cannot write in this worktree)
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return True
+            except OSError:
+                continue
+    return False
