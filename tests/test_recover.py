@@ -175,3 +175,33 @@ def test_recover_gives_back_the_bytes_on_disk_whatever_git_converts(lab: Lab, ca
     assert lab.sm("recover", recovery_id(forced.err)).code == 0
     assert {name: (lab.tree / name).read_bytes() for name in wrote} == wrote
     assert lab.worktree_id() == before
+
+
+@pytest.mark.slow
+@pytest.mark.regression("a killed reset --force, rolled back, gave LF files back as CRLF under core.autocrlf=true")
+def test_a_killed_forced_reset_is_rolled_back_to_the_bytes_on_disk_under_autocrlf(lab: Lab, tmp_path: Path) -> None:
+    """`reset --force` killed at each of its journal steps, then `recover`: the files come back byte for byte as
+    they were on disk (LF under core.autocrlf=true, where git's checkout writes CRLF), as `undo` and `recover ID`
+    give them back. The crash rollback used to write git's checkout of them."""
+    from tests.conftest import stackmgr_process
+
+    git(lab.tree, "config", "core.autocrlf", "true")
+    wrote = {"README": b"lf\nonly\n", "new.txt": b"untracked lf\n", "crlf.txt": b"kept\r\ncrlf\r\n"}
+    trace = tmp_path / "steps"
+    for name, data in wrote.items():
+        (lab.tree / name).write_bytes(data)
+    before = lab.worktree_id()
+    assert stackmgr_process(lab.store, "reset", "--force", STACKMGR_TRACE_STEPS=str(trace)).returncode == 0
+    steps = trace.read_text().splitlines()
+    assert lab.sm("undo").code == 0
+    assert {name: (lab.tree / name).read_bytes() for name in wrote} == wrote
+    for step in steps:
+        crash = ":".join(step.split(":")[:2])
+        killed = stackmgr_process(lab.store, "reset", "--force", STACKMGR_CRASH_AT=crash)
+        assert killed.returncode == -9, (step, killed.stderr)
+        recovered = lab.sm("recover")
+        assert recovered.code == 0, (step, recovered.err)
+        if "had completed" in recovered.err:  # killed after its last change: the reset stands, `undo` reverts it
+            assert step == steps[-1] and lab.sm("undo").code == 0
+        assert {name: (lab.tree / name).read_bytes() for name in wrote} == wrote, step
+        assert lab.worktree_id() == before, step

@@ -21,7 +21,7 @@ from stackmgr.journal.record import (
     read_record,
     stat_key,
 )  # fmt: skip
-from stackmgr.journal.rollback import file_back, tree_back
+from stackmgr.journal.rollback import file_back, forced_reset, tree_back
 from stackmgr.safety.recovery import give_back_raw_of, list_recoveries
 from stackmgr.store.config import Store
 from stackmgr.store.fs import locked, read_or_none
@@ -89,7 +89,7 @@ def undo(store: Store, wanted: str | None) -> Undone:
         for move in reversed(record.trees):
             if move.state == "moved":
                 tree_back(store, move, directory, record, after_only=True)
-                if record.undoes == "-" and record.command.startswith("reset ") and "--force" in record.command.split():
+                if forced_reset(record):
                     give_back_raw_of(store, move.tree, move.before)  # the bytes on disk, past git's conversions
         for change in reversed(record.files):
             file_back(store, change.path, change.existed, directory)

@@ -51,6 +51,10 @@ def roll_back(store: Store, record: Record, directory: str) -> list[str]:
     for move in reversed(record.trees):
         try:
             notes += tree_back(store, move, directory, record, after_only=False)
+            if forced_reset(record):  # the bytes that were on disk, past git's conversions (its recovery snapshot)
+                from stackmgr.safety.recovery import give_back_raw_of
+
+                give_back_raw_of(store, move.tree, move.before)
         except LeftAsIs as exc:
             record.left.append(f"{exc.message}: left as it is; its state before `{record.command}` is kept as "
                                f"{ANCHOR_PREFIX}{record.id}/{move.tree}/before")  # fmt: skip
@@ -68,6 +72,12 @@ def roll_back(store: Store, record: Record, directory: str) -> list[str]:
     atomic_write(os.path.join(directory, "op"), record.render())
     remove_current(store)
     return notes
+
+
+def forced_reset(record: Record) -> bool:
+    """A `reset --force` (not the undo of one): its trees' state before is kept, raw bytes too, in a recovery
+    snapshot, which putting them back gives back byte for byte."""
+    return record.undoes == "-" and record.command.startswith("reset ") and "--force" in record.command.split()
 
 
 def _same_file(path: str, other: str) -> bool:
