@@ -781,6 +781,8 @@ def test_a_killed_rebase_run_again_ends_as_an_unkilled_one(lab: Lab, tmp_path: P
     assert lab.sm("lint").code == 0
 
 
+@pytest.mark.regression("recover threw away a whitespace-only conflict resolution (classified context drift) of a "
+                        "killed --continue")  # fmt: skip
 def test_a_killed_rebase_that_holds_a_resolved_conflict_is_kept_for_continue(stacked: Lab) -> None:
     """What the user did in the scratch worktree (a resolved conflict, edits after a failed --exec) is never thrown
     away by `recover` nor by the command run again: `--continue` is the way on."""
@@ -790,7 +792,9 @@ def test_a_killed_rebase_that_holds_a_resolved_conflict_is_kept_for_continue(sta
     assert stop.code == 3, stop.err
     state_file = lab.store / ".stackmgr" / "rebase" / "S.json"
     state = json.loads(state_file.read_text())
-    state["steps"][state["position"]]["outcome"] = "changed by hand"  # as a --continue killed after taking it
+    assert state["user_work"] == "exec"
+    # as a --continue killed after taking the user's edit (whitespace only: classified as context drift)
+    state["steps"][state["position"]]["outcome"] = "context drift"
     state["stopped"] = None
     state_file.write_text(json.dumps(state))
     recovered = lab.sm("recover")

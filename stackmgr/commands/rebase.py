@@ -169,7 +169,7 @@ def resume(store: Store, series: str | None) -> Outcome:
         state["position"] += 1
         if stop:
             state["position"] -= 1
-            state["stopped"] = "exec"
+            state["stopped"] = state["user_work"] = "exec"
             save_state(store, state)
             return Outcome(state, False, stop)
     state["stopped"] = None
@@ -204,7 +204,7 @@ def _run(store: Store, state: State) -> Outcome:
         if how == "conflict" or how.startswith("no merge"):
             if at != parent:  # the user resolves on top of it
                 work.set_head(parent)
-            state["stopped"] = "conflict"
+            state["stopped"] = state["user_work"] = "conflict"  # from now on the worktree may hold theirs
             save_state(store, state)
             return Outcome(state, False, _stop_line(state, step, how))
         if how == "already upstream":
@@ -223,7 +223,7 @@ def _run(store: Store, state: State) -> Outcome:
             at = head
         stop = _exec(state, step)
         if stop:
-            state["stopped"] = "exec"
+            state["stopped"] = state["user_work"] = "exec"
             save_state(store, state)
             return Outcome(state, False, stop)
         if state["exec"]:  # the command may have committed

@@ -65,15 +65,16 @@ def ready_to_go_on(state: State) -> None:
                             f"let it finish, then `stackmgr rebase {state['series']} --continue`")
 
 
-KEPT_FOR_CONTINUE = ("conflict resolved", "changed by hand")  # outcomes that hold what the user did
+KEPT_FOR_CONTINUE = ("conflict resolved", "changed by hand")  # outcomes that hold what the user did (older states)
 
 
 def settle_killed(store: Store, series: str) -> str | None:
     """A rebase of `series` whose run was killed (the caller holds `running`, so the state file is a dead run's),
-    settled. One killed before it stopped for the user holds nothing the user did: its scratch worktree and state
-    go, and the store is as before the rebase or, when its one journaled write had completed, as after it (the
-    journal rolled a half-done write back). One stopped for the user (a conflict, a failed --exec), holding a
-    conflict they resolved or their edits, or damaged, stands for `--continue` or `--abort`. Returns what was
+    settled. One killed before it ever stopped for the user holds nothing the user did: its scratch worktree and
+    state go, and the store is as before the rebase or, when its one journaled write had completed, as after it
+    (the journal rolled a half-done write back). One that stopped for the user once (a conflict, a failed --exec:
+    `user_work`, set when it stopped, kept by every later save), so may hold what they resolved or edited, or is
+    damaged, stands for `--continue` or `--abort`. Returns what was
     done, in words, or None when the state stands."""
     path = state_path(store, series)
     raw = read_or_none(path)
@@ -87,8 +88,8 @@ def settle_killed(store: Store, series: str) -> str | None:
             return None
         if not _valid_state(state) or state["stopped"] is not None or state["tree"] not in store.trees:
             return None
-        if any(step.get("outcome") in KEPT_FOR_CONTINUE for step in state["steps"]):
-            return None
+        if state.get("user_work") or any(step.get("outcome") in KEPT_FOR_CONTINUE for step in state["steps"]):
+            return None  # it stopped for the user once: what they did is in its worktree
     for tree in [state["tree"]] if state else list(store.trees):
         try:
             remove_worktree(*where(store, tree, series))

@@ -7,10 +7,7 @@ import os
 
 from stackmgr.errors import StackmgrError
 from stackmgr.git.repo import read_changes
-from stackmgr.safety.assessment import Assessment
-from stackmgr.safety.preserved import assess
-from stackmgr.safety.snapshot import Snapshot, take_snapshot
-from stackmgr.store.applied import applied_result
+from stackmgr.safety.snapshot import Snapshot, StartedSnapshot
 from stackmgr.store.fs import read_or_none, sha256_hex
 from stackmgr.types import show_path
 
@@ -18,6 +15,7 @@ TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`
 if TYPE_CHECKING:
     from typing import Any
 
+    from stackmgr.safety.assessment import Assessment
     from stackmgr.store.applied import Applied
     from stackmgr.store.config import Store, TreeConfig
 
@@ -78,8 +76,9 @@ def select_trees(store: Store, names: tuple[str, ...]) -> list[TreeConfig]:
     return [store.tree(n) for n in names] if names else [store.trees[n] for n in sorted(store.trees)]
 
 
-def report_tree(store: Store, config: TreeConfig, *, full: bool, explicit: bool) -> TreeReport:
-    """Snapshot and assess one tree. A missing tree is reported, not fatal, unless it was asked for by name."""
+def start_report(store: Store, config: TreeConfig, *, full: bool, explicit: bool) -> TreeReport | StartedSnapshot:
+    """Start one tree's snapshot (git runs while the caller goes on), or the report of a tree that cannot be looked
+    at. A missing tree is reported, not fatal, unless it was asked for by name."""
     if not os.path.isdir(config.path):
         if explicit:
             raise StackmgrError(f"tree {config.name}: {config.path} does not exist", "fix its path in the store config")
@@ -87,9 +86,28 @@ def report_tree(store: Store, config: TreeConfig, *, full: bool, explicit: bool)
     try:
         # status writes the tree id; from its own frozen copy of the index, since another stackmgr's snapshot
         # may be refreshing the shared private index by then (check needs no tree id, and no copy)
-        snap = take_snapshot(config.name, config.path, store.max_untracked_bytes, find_special=full, freeze=full,
-                             results=config.results,
-                             held=applied_result(store, config.name) if config.results else None)  # fmt: skip
+        held = None
+        if config.results:  # what the applied series holds in the result directories is work all the same
+            from stackmgr.store.applied import applied_result
+
+            held = applied_result(store, config.name)
+        return StartedSnapshot(config.name, config.path, store.max_untracked_bytes, find_special=full, freeze=full,
+                               results=config.results, held=held)  # fmt: skip
+    except StackmgrError as exc:
+        if explicit:
+            raise
+        return TreeReport(config.name, config.path, "error", str(exc))
+
+
+def finish_report(store: Store, config: TreeConfig, started: TreeReport | StartedSnapshot, *, full: bool,
+                  explicit: bool) -> TreeReport:  # fmt: skip
+    """Read the started snapshot and judge it against the store's patches."""
+    if isinstance(started, TreeReport):
+        return started
+    from stackmgr.safety.preserved import assess  # loaded while git's status runs
+
+    try:
+        snap = started.finish()
     except StackmgrError as exc:
         if explicit:
             raise
@@ -194,7 +212,18 @@ def _patch_tree(store: Store, filename: str) -> str | None:
 
 def status_reports(store: Store, names: tuple[str, ...], *, full: bool = True) -> list[TreeReport]:
     """A report per tree (those named, else all); a tree with no path on this machine is one that says so."""
-    reports = [report_tree(store, cfg, full=full, explicit=bool(names)) for cfg in select_trees(store, names)]
+    configs = select_trees(store, names)
+    started = []  # every tree's git at work before the first is read: trees are looked at side by side
+    try:
+        for cfg in configs:
+            started.append(start_report(store, cfg, full=full, explicit=bool(names)))
+    except BaseException:
+        for begun in started:
+            if isinstance(begun, StartedSnapshot):
+                begun.abandon()
+        raise
+    reports = [finish_report(store, cfg, begun, full=full, explicit=bool(names))
+               for cfg, begun in zip(configs, started, strict=True)]  # fmt: skip
     if not names:
         reports += [TreeReport(name, "", "no path", f"no path on this machine: `stackmgr tree set {name} PATH`")
                     for name in store.unplaced]  # fmt: skip
@@ -217,6 +246,10 @@ def rebases_in_progress(store: Store) -> list[str]:
 
 def interrupted(store: Store) -> str | None:
     """For `check` and `status`: the line about an interrupted operation, if one stands (journal.operation)."""
+    from stackmgr.journal.record import interrupted_name
+
+    if interrupted_name(store) is None:  # the common answer, without loading the journal
+        return None
     from stackmgr.journal.operation import pending_message
 
     return pending_message(store)

@@ -41,25 +41,38 @@ def drop_dead_lock(lock: str) -> None:
 
 
 def drop_dead_scratch_indexes(stackmgr_dir: str) -> None:
-    """Scratch and frozen indexes (`<purpose>.<pid>.index`, and their `.lock`) whose process is gone."""
+    """Scratch and frozen indexes (`<purpose>.<pid>.index`, and their `.lock`) and scratch folders
+    (`<purpose>.<pid>/`) whose process is gone."""
     try:
         names = os.listdir(stackmgr_dir)
     except FileNotFoundError:
         return
     for name in names:
         parts = name.split(".")
-        if len(parts) >= 3 and parts[-1] in ("index", "lock") and parts[-2 if parts[-1] == "index" else -3].isdigit():
-            pid = int(parts[-2 if parts[-1] == "index" else -3])
+        if len(parts) == 2 and parts[1].isdigit() and os.path.isdir(os.path.join(stackmgr_dir, name)):
+            if not _alive(int(parts[1])):  # a scratch folder (`import.<pid>/`: its indexes and diffs)
+                import shutil  # rarely: it costs `check`'s start-up a dozen modules
+
+                shutil.rmtree(os.path.join(stackmgr_dir, name), ignore_errors=True)
+            continue
+        pid = parts[-2 if parts[-1] == "index" else -3] if len(parts) >= 3 and parts[-1] in ("index", "lock") else ""
+        if pid.isdigit() and not _alive(int(pid)):
             try:
-                if pid != os.getpid():
-                    os.kill(pid, 0)  # ProcessLookupError: gone; PermissionError: alive, another user's
-            except ProcessLookupError:
-                try:
-                    os.unlink(os.path.join(stackmgr_dir, name))
-                except FileNotFoundError:
-                    pass
-            except (PermissionError, OSError):
+                os.unlink(os.path.join(stackmgr_dir, name))
+            except FileNotFoundError:
                 pass
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's
+        return True
+    return True
 
 
 def held_open(path: str) -> bool | None:

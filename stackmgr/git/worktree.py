@@ -60,7 +60,8 @@ class ScratchWorktree:
 
     def drop_dead_locks(self) -> list[str]:
         """The `index.lock` and `HEAD.lock` a git killed with stackmgr left in this scratch worktree's own git dir:
-        removed when no running process holds the file open and it is over a second old. Returns the locks left
+        removed when no running process holds the file open and it is over a second old (one younger is given the
+        rest of that second, as a git may close it just before renaming it). Returns the locks left
         because a live process may hold them (a git at work there, or no /proc to tell)."""
         import time
 
@@ -70,7 +71,11 @@ class ScratchWorktree:
                 age = time.time() - os.lstat(lock).st_mtime
             except FileNotFoundError:
                 continue
-            if age < 1 or held_open(lock) is not False:
+            if age < 1 and held_open(lock) is False:  # made a moment ago: a git may be about to rename it
+                time.sleep(1 - age)
+                if not os.path.lexists(lock):
+                    continue
+            if held_open(lock) is not False:
                 left.append(lock)
             else:
                 os.unlink(lock)

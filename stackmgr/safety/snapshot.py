@@ -12,9 +12,10 @@ import stat
 
 from stackmgr.errors import GitFailed, StackmgrError
 from stackmgr.git import ignore
-from stackmgr.git.leftovers import drop_dead_lock, drop_dead_scratch_indexes
+from stackmgr.git.leftovers import drop_dead_lock, drop_dead_scratch_indexes, held_open
 from stackmgr.git.repo import Repo, open_repo, output, parse_raw
 from stackmgr.git.tempindex import TempIndex
+from stackmgr.safety.eol import AutoCrlf, eol_unstable
 from stackmgr.safety.outputs import Held, held_paths
 from stackmgr.store.fs import locked, read_cache, write_cache
 from stackmgr.types import EMPTY_BLOB, Change, CommitId, TreeId, Unprotected
@@ -122,108 +123,105 @@ def take_snapshot(
     running meanwhile cannot move it; the caller calls `release()` when done. Untracked files below the
     `results` directories (the tree's declared result and note directories) are outputs: left out, except
     those the series applied to the tree (`held`: its base and result, see safety/outputs.py) holds."""
-    repo = open_repo(path)
-    index = TempIndex(repo)
-    with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {tree}"):
-        drop_dead_lock(index.path + ".lock")  # a killed command's litter: a stat and one listdir of .git/stackmgr
-        drop_dead_scratch_indexes(repo.stackmgr_dir)
+    return StartedSnapshot(tree, path, max_untracked_bytes, find_special=find_special, freeze=freeze,
+                           results=results, held=held).finish()  # fmt: skip
+
+
+class StartedSnapshot:
+    """`take_snapshot` in two halves: the tree lock taken and git's `status` (with the staged diff and the probes
+    beside it) started, then `finish()` reads them. `check` starts every tree's before it imports what judges
+    them, so git works while Python loads."""
+
+    def __init__(
+        self, tree: str, path: str, limit: int, *, find_special: bool = True, freeze: bool = False,
+        results: tuple[bytes, ...] = (), held: Held | None = None,
+    ) -> None:  # fmt: skip
+        self.tree, self.limit, self.find_special, self.freeze = tree, limit, find_special, freeze
+        self.results, self.held = results, held
+        self.repo = open_repo(path)
+        self.index = TempIndex(self.repo)
+        self.lock = locked(os.path.join(self.repo.stackmgr_dir, "lock"), f"tree {tree}")
+        self.lock.__enter__()
+        self.work: _Work | None = None
         try:
-            snap = _snapshot(tree, repo, index, max_untracked_bytes, results, held)
+            drop_dead_lock(self.index.path + ".lock")  # a killed command's litter: a stat, a listdir of .git/stackmgr
+            drop_dead_scratch_indexes(self.repo.stackmgr_dir)
+            self.work = _Work(tree, self.repo, self.index)
         except GitFailed:
-            # The private index is only a cache: start it afresh once (a killed git's lock, a torn write).
-            index.discard()
-            snap = _snapshot(tree, repo, index, max_untracked_bytes, results, held)
-        if freeze:
-            snap.index = index.freeze()
-    if find_special:
-        snap.unprotected.extend(_special_files(repo))
-    snap.operation = repo.operation_in_progress()
-    return snap
+            pass  # `finish` starts afresh
+        except BaseException:
+            self.lock.__exit__(None, None, None)
+            raise
 
+    def abandon(self) -> None:
+        """Never to be read (another tree failed first): its git is waited for, the tree lock released."""
+        try:
+            if self.work is not None:
+                self.work.wait()
+        finally:
+            self.lock.__exit__(None, None, None)
 
-def _snapshot(
-    tree: str, repo: Repo, index: TempIndex, limit: int, results: tuple[bytes, ...], held: Held | None
-) -> Snapshot:
-    try:
-        index.seed()
-    except StackmgrError:
-        _refuse_unborn(tree, repo)
-        raise
-    status_proc = index.start_status()
-    staged_proc = repo.start_staged_changes()
-    autocrlf = _AutoCrlf(repo)
-    orphans_proc = None if repo.head_on_branch() else repo.start_commits_on_no_ref()
-    probe = _IgnoreProbe(repo)
-    try:
-        st = _parse_status(output(status_proc))
-        if st.head in ("", "(initial)"):
-            _refuse_unborn(tree, repo)
-        staged_out, _ = staged_proc.communicate()
-        if staged_proc.wait() != 0:
-            raise StackmgrError(f"tree {tree}: git cannot read the index of {repo.top}", "run `git status` there")
-        outputs = (results, held_paths(repo, held, st.head, results))
-        snap = _reconcile(tree, repo, index, st, parse_raw(staged_out), limit, probe, outputs)
-        snap.local_commits = orphans_proc.communicate()[0].decode().split() if orphans_proc else []
-        if autocrlf.on():
-            snap.eol_unstable = _eol_unstable(index, snap.changes)
+    def finish(self) -> Snapshot:
+        try:
+            try:
+                snap = self.work.snapshot(self.limit, self.results, self.held) if self.work else None
+            except GitFailed:
+                snap = None
+            if snap is None:  # the private index is only a cache: start it afresh once (a torn write)
+                if held_open(self.index.path + ".lock"):
+                    raise StackmgrError(f"tree {self.tree}: {self.index.path}.lock is held by a running process",
+                                        "let it finish (a git that outlived its stackmgr), then retry")  # fmt: skip
+                self.index.discard()
+                snap = _Work(self.tree, self.repo, self.index).snapshot(self.limit, self.results, self.held)
+            if self.freeze:
+                snap.index = self.index.freeze()
+        finally:
+            self.lock.__exit__(None, None, None)
+        if self.find_special:
+            snap.unprotected.extend(_special_files(self.repo))
+        snap.operation = self.repo.operation_in_progress()
         return snap
-    finally:
-        for proc in (staged_proc, orphans_proc, probe.proc, autocrlf.proc):
+
+
+class _Work:
+    """The git processes of one snapshot, started together; `snapshot()` reads them."""
+
+    def __init__(self, tree: str, repo: Repo, index: TempIndex) -> None:
+        self.tree, self.repo, self.index = tree, repo, index
+        try:
+            index.seed()
+        except StackmgrError:
+            _refuse_unborn(tree, repo)
+            raise
+        self.status_proc = index.start_status()
+        self.staged_proc = repo.start_staged_changes()
+        self.autocrlf = AutoCrlf(repo)
+        self.orphans_proc = None if repo.head_on_branch() else repo.start_commits_on_no_ref()
+        self.probe = _IgnoreProbe(repo)
+
+    def snapshot(self, limit: int, results: tuple[bytes, ...], held: Held | None) -> Snapshot:
+        tree, repo, index = self.tree, self.repo, self.index
+        try:
+            st = _parse_status(output(self.status_proc))
+            if st.head in ("", "(initial)"):
+                _refuse_unborn(tree, repo)
+            staged_out, _ = self.staged_proc.communicate()
+            if self.staged_proc.wait() != 0:
+                raise StackmgrError(f"tree {tree}: git cannot read the index of {repo.top}", "run `git status` there")
+            outputs = (results, held_paths(repo, held, st.head, results))
+            snap = _reconcile(tree, repo, index, st, parse_raw(staged_out), limit, self.probe, outputs)
+            snap.local_commits = self.orphans_proc.communicate()[0].decode().split() if self.orphans_proc else []
+            if self.autocrlf.on():
+                snap.eol_unstable = eol_unstable(index, snap.changes)
+            return snap
+        finally:
+            self.wait(status=False)
+
+    def wait(self, status: bool = True) -> None:
+        procs = (self.status_proc, self.staged_proc, self.orphans_proc, self.probe.proc, self.autocrlf.proc)
+        for proc in procs if status else procs[1:]:
             if proc is not None:
                 proc.communicate()
-
-
-class _AutoCrlf:
-    """Is core.autocrlf true for this tree? Asked of git (alongside `git status`) only when a config file it
-    reads changed since the last answer; the answer is cached by their stat data, like the store config."""
-
-    def __init__(self, repo: Repo) -> None:
-        home = os.environ.get("HOME", "")
-        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-        files = [os.path.join(repo.git_dir, "config"), os.path.join(repo.git_dir, "config.worktree"),
-                 os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"), "/etc/gitconfig",
-                 os.environ.get("GIT_CONFIG_GLOBAL", ""), os.environ.get("GIT_CONFIG_SYSTEM", "")]  # fmt: skip
-        common = os.path.join(repo.git_dir, "commondir")
-        if os.path.exists(common):  # a linked worktree: the shared config lives in the main repository
-            with open(common, encoding="utf-8") as f:
-                files.append(os.path.join(repo.git_dir, f.read().strip(), "config"))
-        env = ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")
-        sig: list[object] = [os.environ.get(k) for k in env]  # (files named by include.path are not followed)
-        for path in files:
-            try:
-                st = os.stat(path) if path else None
-            except OSError:
-                st = None
-            sig.append([path, st.st_mtime_ns, st.st_size, st.st_ino] if st else [path])
-        self.sig = sig
-        self.cache = os.path.join(repo.stackmgr_dir, "autocrlf.cache")
-        cached = read_cache(self.cache)
-        self.known = cached[1] if isinstance(cached, list) and len(cached) == 2 and cached[0] == sig else None
-        self.proc = None if self.known is not None else repo.start_config_get("core.autocrlf")
-
-    def on(self) -> bool:
-        if self.known is None:
-            assert self.proc is not None
-            self.known = self.proc.communicate()[0].strip().lower() in (b"true", b"yes", b"on", b"1")
-            write_cache(self.cache, [self.sig, self.known])
-        return bool(self.known)
-
-
-def _eol_unstable(index: TempIndex, changes: list[Change]) -> list[bytes]:
-    """Under core.autocrlf=true, changed text files whose bytes a checkout would not give back: git stores them
-    with LF and writes them out with CRLF, so a file on disk with LF (or mixed) endings would come back changed."""
-    paths = [c.path for c in changes if c.new_mode in ("100644", "100755")]
-    if not paths:
-        return []
-    unstable = []
-    for rec in index.eol_info(paths):
-        meta, _, path = rec.partition(b"\t")
-        fields = meta.split()
-        if len(fields) >= 2 and fields[0] == b"i/lf" and fields[1] in (b"w/lf", b"w/mixed"):
-            attr = fields[2] if len(fields) > 2 else b""
-            if b"-text" not in attr and b"eol=lf" not in attr:
-                unstable.append(path)
-    return unstable
 
 
 def _refuse_unborn(tree: str, repo: Repo) -> None:

@@ -410,9 +410,10 @@ def test_status_beside_another_snapshot_still_reports(lab: Lab, monkeypatch: pyt
     the private index — for a moment. status must still report (exit 0): it owns its snapshot, or waits for the
     lock; it must not write the shared private index unlocked. Seen at random in the reader test above; here the
     other command is a thread started at exactly that point."""
-    import stackmgr.commands.status
-    from stackmgr.safety.snapshot import take_snapshot as real_take_snapshot  # the function status.py calls
+    from stackmgr.safety.snapshot import StartedSnapshot  # status.py starts each snapshot, then finishes it
     from stackmgr.store.fs import locked
+
+    real_finish = StartedSnapshot.finish
 
     (lab.tree / "README").write_text("changed, so status writes the snapshot's tree for its numstat\n")
     private = lab.tree / ".git" / "stackmgr"
@@ -426,15 +427,15 @@ def test_status_beside_another_snapshot_still_reports(lab: Lab, monkeypatch: pyt
             os.close(fd)
             os.unlink(private / "index.lock")
 
-    def take_snapshot_then_another_starts(*args: object, **kwargs: object) -> object:
-        snap = real_take_snapshot(*args, **kwargs)  # type: ignore[arg-type]
+    def take_snapshot_then_another_starts(self: StartedSnapshot) -> object:
+        snap = real_finish(self)
         ready = threading.Event()
         others.append(threading.Thread(target=another_snapshot, args=(ready,), daemon=True))
         others[-1].start()
         assert ready.wait(10)
         return snap
 
-    monkeypatch.setattr(stackmgr.commands.status, "take_snapshot", take_snapshot_then_another_starts)
+    monkeypatch.setattr(StartedSnapshot, "finish", take_snapshot_then_another_starts)
     result = run_stackmgr("--store", str(lab.store), "status")
     for thread in others:
         thread.join(timeout=10)

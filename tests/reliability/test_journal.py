@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -583,3 +584,33 @@ def test_a_killed_commands_scratch_indexes_go_with_any_look_at_the_tree(lab: Lab
         path.write_bytes(b"DIRC")
     assert lab.sm(*command).code == 0
     assert [p.exists() for p in litter] == [False, False]
+
+
+@pytest.mark.regression("a killed import left .git/stackmgr/import.PID/ forever")
+def test_a_killed_imports_scratch_folder_goes_with_the_next_look_at_the_tree(lab: Lab) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    folder = lab.tree / ".git" / "stackmgr" / f"import.{dead.pid}"
+    folder.mkdir(parents=True)
+    (folder / "index").write_bytes(b"DIRC")
+    (folder / "0.diff").write_bytes(b"diff")
+    assert lab.sm("check").code == 0
+    assert not folder.exists()
+
+
+@pytest.mark.regression("a snapshot index locked by a live git was discarded with its lock when git status failed")
+def test_a_live_processs_lock_on_the_snapshot_index_is_never_removed(lab: Lab) -> None:
+    lock = lab.tree / ".git" / "stackmgr" / "index.lock"
+    assert lab.sm("check").code == 0
+    holder = subprocess.Popen([sys.executable, "-c", f"import os, time; os.open({str(lock)!r}, "
+                               "os.O_CREAT | os.O_EXCL | os.O_WRONLY); print(1, flush=True); time.sleep(30)"],
+                              stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline()
+        (lab.tree / "README").write_text("touched\n")  # status wants to refresh the index: it cannot
+        result = lab.sm("check")
+        assert lock.exists(), "a live process's lock was removed"
+        assert result.code == 1 and "Traceback" not in result.err
+    finally:
+        holder.kill()
+        holder.wait()

@@ -1,0 +1,68 @@
+"""Line endings a checkout would not give back: under `core.autocrlf=true`, git stores a text file with LF and
+writes it out with CRLF, so a changed file on disk with LF (or mixed) endings cannot be rebuilt from any patch
+(safety/snapshot.py marks it `eol_unstable`; `check` reports it unpreserved with that reason)."""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.store.fs import read_cache, write_cache
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.git.repo import Repo
+    from stackmgr.git.tempindex import TempIndex
+    from stackmgr.types import Change
+
+
+class AutoCrlf:
+    """Is core.autocrlf true for this tree? Asked of git (alongside `git status`) only when a config file it
+    reads changed since the last answer; the answer is cached by their stat data, like the store config."""
+
+    def __init__(self, repo: Repo) -> None:
+        home = os.environ.get("HOME", "")
+        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+        files = [os.path.join(repo.git_dir, "config"), os.path.join(repo.git_dir, "config.worktree"),
+                 os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"), "/etc/gitconfig",
+                 os.environ.get("GIT_CONFIG_GLOBAL", ""), os.environ.get("GIT_CONFIG_SYSTEM", "")]  # fmt: skip
+        common = os.path.join(repo.git_dir, "commondir")
+        if os.path.exists(common):  # a linked worktree: the shared config lives in the main repository
+            with open(common, encoding="utf-8") as f:
+                files.append(os.path.join(repo.git_dir, f.read().strip(), "config"))
+        env = ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")
+        sig: list[object] = [os.environ.get(k) for k in env]  # (files named by include.path are not followed)
+        for path in files:
+            try:
+                st = os.stat(path) if path else None
+            except OSError:
+                st = None
+            sig.append([path, st.st_mtime_ns, st.st_size, st.st_ino] if st else [path])
+        self.sig = sig
+        self.cache = os.path.join(repo.stackmgr_dir, "autocrlf.cache")
+        cached = read_cache(self.cache)
+        self.known = cached[1] if isinstance(cached, list) and len(cached) == 2 and cached[0] == sig else None
+        self.proc = None if self.known is not None else repo.start_config_get("core.autocrlf")
+
+    def on(self) -> bool:
+        if self.known is None:
+            assert self.proc is not None
+            self.known = self.proc.communicate()[0].strip().lower() in (b"true", b"yes", b"on", b"1")
+            write_cache(self.cache, [self.sig, self.known])
+        return bool(self.known)
+
+
+def eol_unstable(index: TempIndex, changes: list[Change]) -> list[bytes]:
+    """Under core.autocrlf=true, changed text files whose bytes a checkout would not give back: git stores them
+    with LF and writes them out with CRLF, so a file on disk with LF (or mixed) endings would come back changed."""
+    paths = [c.path for c in changes if c.new_mode in ("100644", "100755")]
+    if not paths:
+        return []
+    unstable = []
+    for rec in index.eol_info(paths):
+        meta, _, path = rec.partition(b"\t")
+        fields = meta.split()
+        if len(fields) >= 2 and fields[0] == b"i/lf" and fields[1] in (b"w/lf", b"w/mixed"):
+            attr = fields[2] if len(fields) > 2 else b""
+            if b"-text" not in attr and b"eol=lf" not in attr:
+                unstable.append(path)
+    return unstable
