@@ -11,6 +11,10 @@ medians, ratios against git or quilt measured in the same run, targets and PASS/
                           5,000-patch / 20,000-link store; start-up and heavy imports
     bench_import.py       on the field suite's real data (Debian quilt series, PyPI release histories):
                           import vs `git am`, import + apply vs `quilt push -a`, rebase vs `git rebase`
+    bench_evidence.py     `run --link` overhead; show, links and compare on 20,000 link records
+    bench_real.py         on a real tree (vLLM 0.33.0 with 0.34.0's changes, sdists cached from PyPI): check vs
+                          `git status`, release-size save vs the raw git pipeline (and its peak RSS), status vs
+                          `git status` + `git diff --numstat`, apply of a real 40-patch series vs a `git apply` loop
 
 Then a summary of every target. Exit 1 when a target fails (never with --smoke), 2 when a benchmark could not
 measure. Needs the `stackmgr` command on PATH (a non-editable install measures what users run) and quilt.
@@ -31,10 +35,12 @@ import bench_apply
 import bench_check_save
 import bench_evidence
 import bench_import
+import bench_real
 import bench_scale
 
 BENCHES = (("check and save", bench_check_save.main), ("apply", bench_apply.main), ("scale", bench_scale.main),
-           ("import and rebase", bench_import.main), ("evidence", bench_evidence.main))
+           ("import and rebase", bench_import.main), ("evidence", bench_evidence.main),
+           ("real trees", bench_real.main))
 
 
 def main(argv: list[str] | None = None) -> int:
