@@ -402,3 +402,40 @@ def test_a_mode_change_of_a_tracked_file_is_preserved_alone_and_above_an_edit(la
     (lab.tree / "src" / "model.py").write_text("def f():\n    return 7\n")  # content no patch holds
     (lab.tree / "src" / "model.py").chmod(0o755)
     assert lab.sm("check").code == 1
+
+
+def test_a_big_patch_is_verified_a_part_at_a_time_with_the_same_verdict(lab: Lab, tmp_path: Path) -> None:
+    """Over `scratch.PART` bytes, save's round trip applies the written patch in parts cut at file sections (git
+    apply holds a whole patch in memory): the parts rebuild exactly what the whole does, and a damaged section in
+    a later part still fails the verification."""
+    from stackmgr.git import scratch
+    from stackmgr.git.repo import open_repo
+
+    for i in range(40):
+        (lab.tree / f"f{i:02d}.txt").write_text("".join(f"line {n} of file {i}\n" for n in range(200)))
+    os.symlink("f00.txt", lab.tree / "link")
+    assert lab.sm("save", "big", "-m", "big").code == 0
+    patch = lab.store / "patches" / "big.patch"
+    parts = list(scratch.file_sections(str(patch), 4096))
+    assert len(parts) > 5 and b"".join(parts) == patch.read_bytes()
+    assert all(p.count(b"diff --git ") >= 1 and (i == 0 or p.startswith(b"diff --git ")) for i, p in enumerate(parts))
+    repo = open_repo(str(lab.tree))
+    whole, _ = scratch.apply_to_entries(repo, [], str(patch))
+    old_part = scratch.PART
+    scratch.PART = 4096
+    try:
+        in_parts, _ = scratch.apply_to_entries(repo, [], str(patch))
+        damaged = tmp_path / "damaged.patch"
+        damaged.write_bytes(patch.read_bytes().replace(b"+line 150 of file 37\n", b"+line 150 of file 99\n"))
+        changed, _ = scratch.apply_to_entries(repo, [], str(damaged))
+        broken = tmp_path / "broken.patch"
+        data = patch.read_bytes()
+        at = data.index(b"+line 0 of file 37\n")  # a file near the end, in a later part: its hunk made to lie
+        hunk = data.rindex(b"@@ -0,0 +1,200 @@", 0, at)
+        broken.write_bytes(data[:hunk] + b"@@ -0,0 +1,201 @@" + data[hunk + 17 :])
+        failed, why = scratch.apply_to_entries(repo, [], str(broken))
+    finally:
+        scratch.PART = old_part
+    assert whole is not None and in_parts == whole
+    assert changed is not None and changed != whole
+    assert failed is None and why

@@ -21,12 +21,48 @@ def sweep_tree(path: str) -> None:
         repo = open_repo(path)
     except StackmgrError:
         return
-    if not os.path.isdir(repo.stackmgr_dir):
-        return
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"the tree at {path}"):
         drop_dead_locks(repo)  # the user's index.lock, when it is the very file a dead stackmgr took
         drop_dead_lock(os.path.join(repo.stackmgr_dir, "index.lock"))
         drop_dead_scratch_indexes(repo.stackmgr_dir)
+        drop_dead_ref_locks(repo.git_dir)
+
+
+def drop_dead_ref_locks(git_dir: str) -> None:
+    """Locks a git killed while moving stackmgr's own refs left (`refs/stackmgr/…/*.lock`: journal anchors,
+    recovery snapshots): that ref could not be updated again. The caller holds the store or tree lock."""
+    common = git_dir
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
+            common = os.path.join(git_dir, f.read().strip())  # a linked worktree: refs live in the main repository
+    except OSError:
+        pass
+    for dirpath, _dirs, files in os.walk(os.path.join(common, "refs", "stackmgr")):
+        for name in files:
+            if name.endswith(".lock"):
+                drop_stale_lock(os.path.join(dirpath, name))
+
+
+def drop_stale_lock(lock: str) -> bool:
+    """Remove a git lock file no running process holds open; False when one may (or /proc cannot tell). One made
+    a moment ago is given the rest of a second first: a git closes it just before renaming it into place."""
+    import time
+
+    try:
+        age = time.time() - os.lstat(lock).st_mtime
+    except FileNotFoundError:
+        return True
+    if age < 1 and held_open(lock) is False:
+        time.sleep(1 - age)
+        if not os.path.lexists(lock):
+            return True
+    if held_open(lock) is not False:
+        return False
+    try:
+        os.unlink(lock)
+    except FileNotFoundError:
+        pass
+    return True
 
 
 def drop_dead_lock(lock: str) -> None:

@@ -11,7 +11,7 @@ from stackmgr.types import TreeId
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from stackmgr.git.repo import Repo
 
@@ -23,10 +23,36 @@ def apply_to_entries(
     at its base. Returns what that index then holds, path -> (mode, blob), or (None, git's complaint)."""
     with TempIndex.scratch(repo, "verify") as index:
         index.set_entries({path: (mode, blob) for mode, blob, path in before})
-        ok, err = index.apply(patch_path)
+        if os.path.getsize(patch_path) <= PART:
+            ok, err = index.apply(patch_path)
+        else:  # git apply holds a whole patch, its pre- and post-images in memory: a part at a time
+            ok, err = True, ""
+            for part in file_sections(patch_path, PART):
+                ok, err = index.apply_bytes(part)
+                if not ok:
+                    break
         if not ok:
             return None, err.splitlines()[0] if err else "does not apply"
         return index.entries(), ""
+
+
+PART = 8 << 20  # bytes of patch per `git apply` when verifying a big one
+
+
+def file_sections(patch_path: str, size: int) -> Iterator[bytes]:
+    """A patch file in consecutive parts of about `size` bytes or more, each cut where a file's section starts
+    (`\ndiff --git `) and holding at least one, so applying them in turn is applying the whole. A file's sections
+    are never split (a type change's two sections may fall in two parts: in order, that is the same)."""
+    with open(patch_path, "rb") as f:
+        buf = b""
+        while block := f.read(size):
+            buf += block
+            first, cut = buf.find(b"\ndiff --git "), buf.rfind(b"\ndiff --git ")
+            if first >= 0 and cut > first:
+                yield buf[: cut + 1]
+                buf = buf[cut + 1 :]
+        if buf:
+            yield buf
 
 
 def tree_from_patches(repo: Repo, base: str, patch_files: Sequence[str], together: bool = False) -> tuple[

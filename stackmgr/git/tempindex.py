@@ -236,6 +236,10 @@ class TempIndex:
             self.repo.top, self.path, *patch_paths, three_way=three_way, meanwhile=meanwhile, strip=strip
         )
 
+    def apply_bytes(self, patch: bytes) -> tuple[bool, str]:
+        """`apply` of a patch given as bytes (git reads it from its stdin)."""
+        return _apply(self.repo.top, self.path, data=patch)
+
     def diagnose(self, patch_path: str) -> str:
         """Why a patch that failed here fails: already applied, or would apply with --3way, or neither."""
         top, path = self.repo.top, os.path.abspath(patch_path)
@@ -264,14 +268,15 @@ def _apply(
     three_way: bool = False,
     meanwhile: Callable[[], object] | None = None,
     strip: int = 1,
+    data: bytes | None = None,
 ) -> tuple[bool, str]:
-    """Strictly apply patch files, in order, to a (temporary) index: no fuzz, no recount, no whitespace fixing.
-    `meanwhile` runs while git works."""
+    """Strictly apply patch files (or `data`) in order to a (temporary) index: no fuzz, recount, whitespace fixing."""
     extra = ["--3way"] if three_way else []
     paths = [os.path.abspath(p) for p in patch_paths]
-    proc = start(top, ["apply", "--cached", "--whitespace=nowarn", *extra, f"-p{strip}", *paths], index=index)
+    argv = ["apply", "--cached", "--whitespace=nowarn", *extra, f"-p{strip}", *paths]
+    proc = start(top, argv, index=index, stdin=data is not None)
     meanwhile_run(proc, meanwhile)
-    _, err = proc.communicate()
+    _, err = proc.communicate(data)
     if proc.wait() == 0:
         return True, ""
     raise_disk_failure(err, top, index)  # a full disk is not a patch that does not apply

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from stackmgr.git.leftovers import held_open
+from stackmgr.git.leftovers import drop_stale_lock
 from stackmgr.git.runner import DIFF_FLAGS, finish, run, run_rc, start
 
 _BOT = {"GIT_COMMITTER_NAME": "stackmgr", "GIT_COMMITTER_EMAIL": "stackmgr@localhost"}
@@ -60,26 +60,10 @@ class ScratchWorktree:
 
     def drop_dead_locks(self) -> list[str]:
         """The `index.lock` and `HEAD.lock` a git killed with stackmgr left in this scratch worktree's own git dir:
-        removed when no running process holds the file open and it is over a second old (one younger is given the
-        rest of that second, as a git may close it just before renaming it). Returns the locks left
+        removed when no running process holds the file open (leftovers.drop_stale_lock). Returns the locks left
         because a live process may hold them (a git at work there, or no /proc to tell)."""
-        import time
-
-        left = []
-        for lock in (os.path.join(self.git_dir(), name) for name in ("index.lock", "HEAD.lock")):
-            try:
-                age = time.time() - os.lstat(lock).st_mtime
-            except FileNotFoundError:
-                continue
-            if age < 1 and held_open(lock) is False:  # made a moment ago: a git may be about to rename it
-                time.sleep(1 - age)
-                if not os.path.lexists(lock):
-                    continue
-            if held_open(lock) is not False:
-                left.append(lock)
-            else:
-                os.unlink(lock)
-        return left
+        locks = [os.path.join(self.git_dir(), name) for name in ("index.lock", "HEAD.lock")]
+        return [lock for lock in locks if not drop_stale_lock(lock)]
 
     def git_dir(self) -> str:
         """This worktree's own git directory (`.git/worktrees/NAME` of the repository), from its `.git` file."""

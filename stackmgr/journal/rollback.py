@@ -14,7 +14,7 @@ import time
 
 from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.git import refs
-from stackmgr.git.leftovers import drop_dead_scratch_indexes
+from stackmgr.git.leftovers import drop_dead_ref_locks, drop_dead_scratch_indexes
 from stackmgr.git.real_index import drop_dead_locks, drop_own_lock
 from stackmgr.git.repo import Repo, open_repo, read_changes
 from stackmgr.git.scratch import tree_with_entries
@@ -199,6 +199,7 @@ def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, a
     drop_own_lock(repo, move.lock)
     drop_dead_locks(repo)
     drop_dead_scratch_indexes(repo.stackmgr_dir)
+    drop_dead_ref_locks(repo.git_dir)  # a killed update of this operation's anchors
     if move.state == "planned":  # killed before git changed anything: the index.lock was all it left
         return []
     blocked = StackmgrError if after_only else LeftAsIs

@@ -614,3 +614,23 @@ def test_a_live_processs_lock_on_the_snapshot_index_is_never_removed(lab: Lab) -
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.regression("a git killed updating a journal anchor left .git/refs/stackmgr/ops/ID/TREE/after.lock "
+                        "(kill-anywhere, undo seed 11)")  # fmt: skip
+def test_recover_removes_a_killed_gits_lock_on_stackmgrs_own_refs(lab: Lab) -> None:
+    refs = lab.tree / ".git" / "refs" / "stackmgr" / "ops" / "0123456789ab" / "vllm"
+    refs.mkdir(parents=True)
+    dead = refs / "after.lock"
+    dead.write_text("0" * 40 + "\n")
+    os.utime(dead, (1, 1))
+    held = refs / "before.lock"
+    holder = subprocess.Popen([sys.executable, "-c", f"f = open({str(held)!r}, 'w'); print(1, flush=True); "
+                               "import time; time.sleep(30)"], stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline()
+        assert lab.sm("recover").code == 0
+        assert not dead.exists() and held.exists(), "a live process's lock is its own"
+    finally:
+        holder.kill()
+        holder.wait()
