@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Lab, git, git_text, rebuilt_tree, run_stackmgr
+from tests.conftest import Lab, commit, git, git_text, rebuilt_tree, run_stackmgr
 
 
 def _blob_at(lab: Lab, patch: str, path: str) -> str:
@@ -169,3 +169,63 @@ def test_other_malformed_patches_in_the_store_preserve_nothing(lab: Lab, diff: b
     (lab.store / "patches" / "bad.patch").write_bytes(_HEADER + diff)
     (lab.tree / "README").write_text("unsaved\n")
     assert lab.sm("check").code == 1
+
+
+def test_patches_verified_in_batches_get_the_verdicts_one_at_a_time_gives(lab: Lab) -> None:
+    """The first look at a store of many patches verifies them in batches of patches with disjoint paths, one
+    `git apply --cached` each (safety/batch_verify.py). Every record (what each path ends as, the error) must be
+    what verifying each patch alone gives: patches of one file stacked, a file deleted beside a patch adding a file
+    under that name, a hunk whose index line lies, a hunk that does not apply, binary content."""
+    from stackmgr.safety import batch_verify
+    from stackmgr.safety.preserved import PatchIndex
+    from stackmgr.store import patchfile
+    from stackmgr.store.config import open_store
+
+    base = git(lab.tree, "rev-parse", "HEAD").decode().strip()
+    files = {f"f{i:02d}.txt": "".join(f"line {n}\n" for n in range(30)) for i in range(16)}
+    files["d"] = "a file that becomes a directory\n"
+    base = commit(lab.tree, files, "many files")
+
+    def patch(name: str, edits: dict[str, str | bytes | None], start: str = base) -> str:
+        git(lab.tree, "checkout", "-q", "--detach", start)
+        head = commit(lab.tree, edits, name)
+        diff = git(lab.tree, "diff", "--stat", "--summary", "-p", "--binary", "--full-index", start, head)
+        data = patchfile.render(tree="vllm", base=base, subject=name, body="", name="A", email="a@example.com",
+                                date="Sat, 13 Jun 2026 10:02:11 +0000", stat_and_diff=diff)  # fmt: skip
+        (lab.store / "patches" / f"{name}.patch").write_bytes(data)
+        return head
+
+    for i in range(12):
+        patch(f"one{i:02d}", {f"f{i:02d}.txt": files[f"f{i:02d}.txt"].replace("line 7\n", f"line 7 by {i}\n")})
+    first = patch("stack1", {"f12.txt": files["f12.txt"] + "one more\n"})
+    patch("stack2", {"f12.txt": files["f12.txt"] + "one more\nand another\n"}, start=first)
+    patch("gone", {"d": None})
+    patch("dir", {"d": None, "d/x": "under d\n"})
+    patch("binary", {"f13.txt": bytes(range(256)) * 8})
+    liar = lab.store / "patches" / "liar.patch"
+    patch("liar", {"f14.txt": files["f14.txt"].replace("line 3\n", "line three\n")})
+    liar.write_bytes(liar.read_bytes().replace(b"+line three\n", b"+line 3!!!\n"))
+    broken = lab.store / "patches" / "broken.patch"
+    patch("broken", {"f15.txt": files["f15.txt"].replace("line 9\n", "line nine\n")})
+    broken.write_bytes(broken.read_bytes().replace(b" line 8\n", b" line eight\n"))
+    git(lab.tree, "checkout", "-q", "main")
+
+    store = open_store(str(lab.store))
+    names = sorted(p.name for p in (lab.store / "patches").glob("*.patch"))
+    broken.rename(broken.with_suffix(".aside"))  # a batch holding it refuses whole: each of its patches goes alone
+    assert len(batch_verify.prefetch(store, [n for n in names if n != "broken.patch"])) == 18
+    broken.with_suffix(".aside").rename(broken)
+    batched = PatchIndex(store)
+    batched.refresh()
+    alone = PatchIndex(store)
+    old = batch_verify.WORTH_IT
+    batch_verify.WORTH_IT = 10**9
+    try:
+        alone.refresh()
+    finally:
+        batch_verify.WORTH_IT = old
+    assert len(batched.records) == 19
+    assert {n: (r["entries"], r["error"]) for n, r in batched.records.items()} == \
+        {n: (r["entries"], r["error"]) for n, r in alone.records.items()}  # fmt: skip
+    assert batched.records["liar.patch"]["error"] and batched.records["broken.patch"]["error"]
+    assert not batched.records["dir.patch"]["error"] and not batched.records["stack2.patch"]["error"]

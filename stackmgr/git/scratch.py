@@ -36,6 +36,20 @@ def apply_to_entries(
         return index.entries(), ""
 
 
+def apply_disjoint(
+    repo: Repo, jobs: Sequence[tuple[Sequence[tuple[str, str, bytes]], str, frozenset[bytes]]]
+) -> list[dict[bytes, tuple[str, str]] | None]:
+    """`apply_to_entries` of several patches that touch disjoint paths, in one git call: each job is (its `before`
+    entries, its patch file, the paths it touches). What each job's paths end as; all None when git refused."""
+    with TempIndex.scratch(repo, "verify") as index:
+        index.set_entries({path: (mode, blob) for before, _patch, _paths in jobs for mode, blob, path in before})
+        ok, _err = index.apply(*(patch for _before, patch, _paths in jobs))
+        if not ok:
+            return [None] * len(jobs)
+        entries = index.entries()
+    return [{p: e for p, e in entries.items() if p in paths} for _before, _patch, paths in jobs]
+
+
 PART = 8 << 20  # bytes of patch per `git apply` when verifying a big one
 
 

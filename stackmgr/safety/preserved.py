@@ -48,6 +48,7 @@ class PatchIndex:
         self.records: dict[str, Record] = {}
         self.dirty = False
         self._bases: dict[tuple[str, str], bool] = {}
+        self._prefetched: dict[str, tuple[tuple[tuple[str, str, bytes], ...], dict[bytes, tuple[str, str]]]] = {}
 
     @classmethod
     def load(cls, store: Store) -> PatchIndex:
@@ -81,8 +82,20 @@ class PatchIndex:
         for gone in set(self.records) - names:
             del self.records[gone]
             self.dirty = True
-        for name in sorted(names):
-            self.record(name, retry=True)
+        stale = [n for n in sorted(names) if self._needs_look(n)]
+        if len(stale) >= 8:  # many new or changed patches (a first look, a pull): verified in batches first
+            from stackmgr.safety.batch_verify import prefetch
+
+            self._prefetched = prefetch(self.store, stale)
+        try:
+            for name in sorted(names):
+                self.record(name, retry=True)
+        finally:
+            self._prefetched = {}
+
+    def _needs_look(self, filename: str) -> bool:
+        rec = self.records.get(filename)
+        return rec is None or rec["sig"] != self._signature(filename) or bool(rec.get("retry"))
 
     def record(self, filename: str, retry: bool = False) -> Record | None:
         """The up-to-date record of one patch file; `retry` re-examines one that could not be checked before
@@ -224,8 +237,14 @@ class PatchIndex:
             before = [(im.old_mode or at_base.get(im.path, ("", ""))[0],
                        im.old_blob or kept.get(im.path, empty if im.path in standins else ""), im.path)
                       for im in images]  # fmt: skip
-            result, failure = scratch.apply_to_entries(repo, [b for b in before if b[0] != "000000"],
-                                                   os.path.join(self.store.patches_dir, filename))  # fmt: skip
+            applied = [b for b in before if b[0] != "000000"]
+            batched = self._prefetched.pop(filename, None)
+            result: dict[bytes, tuple[str, str]] | None
+            if batched is not None and list(batched[0]) == applied:  # verified in a batch, from the same pre-images
+                result, failure = batched[1], ""
+            else:
+                result, failure = scratch.apply_to_entries(repo, applied, os.path.join(self.store.patches_dir,
+                                                                                       filename))  # fmt: skip
         except StackmgrError as exc:
             raise _Unverifiable(f"{filename}: cannot be checked against tree {header.tree} ({exc.message})") from None
         if result is None:

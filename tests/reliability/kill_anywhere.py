@@ -264,7 +264,9 @@ COMMANDS = list(SCENARIOS)
 
 # --- what a user finds ----------------------------------------------------------------------------------------
 
-STORE_SKIP = (".stackmgr/cache", ".stackmgr/ops", ".stackmgr/lock")
+# `.stackmgr/record-shas.marshal` is the clone's ledger of link records seen (evidence/records.WrittenOnce): it
+# only grows, and the entry of a record a rollback removed is harmless (no record gets that time and id again).
+STORE_SKIP = (".stackmgr/cache", ".stackmgr/ops", ".stackmgr/lock", ".stackmgr/record-shas.marshal")
 # Empty flock files (a rebase's `.stackmgr/rebase/S.lock`, like the store's own lock): no data, kept after a run.
 FLOCK_NAME = re.compile(r"^\.stackmgr/.*\.lock$")
 # What a killed `run` measured is kept for the user, never recorded: its log, `.stackmgr/run-<pid>.killed.log`
