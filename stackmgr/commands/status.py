@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError
-from stackmgr.git.repo import read_changes
-from stackmgr.safety.snapshot import Snapshot, StartedSnapshot
+from stackmgr.git.repo import read_changes, read_numstat
+from stackmgr.safety.snapshot import Snapshot, StartedSnapshot, special_files
 from stackmgr.store.fs import read_or_none, sha256_hex
 from stackmgr.types import show_path
 
@@ -91,8 +91,8 @@ def start_report(store: Store, config: TreeConfig, *, full: bool, explicit: bool
             from stackmgr.store.applied import applied_result
 
             held = applied_result(store, config.name)
-        return StartedSnapshot(config.name, config.path, store.max_untracked_bytes, find_special=full, freeze=full,
-                               results=config.results, held=held)  # fmt: skip
+        return StartedSnapshot(config.name, config.path, store.max_untracked_bytes, find_special=False, freeze=full,
+                               results=config.results, held=held)  # fmt: skip (special files: finish_report)
     except StackmgrError as exc:
         if explicit:
             raise
@@ -113,9 +113,12 @@ def finish_report(store: Store, config: TreeConfig, started: TreeReport | Starte
             raise
         return TreeReport(config.name, config.path, "error", str(exc))
     try:
+        numstat = snap.repo.start_numstat(snap.head, snap.tree_id()) if full and snap.changes else None
+        if full:  # FIFOs and sockets, looked for while git counts lines
+            snap.unprotected.extend(special_files(snap.repo))
         report = TreeReport(config.name, config.path, "ok", snapshot=snap, assessment=assess(store, snap, full=full))
-        if full and snap.changes:
-            report.numstat = snap.repo.numstat(snap.head, snap.tree_id())
+        if numstat is not None:
+            report.numstat = read_numstat(numstat)
         if full:
             report.applied = _applied(store, snap)
             if snap.repo.config_bool("core.fileMode") is False:

@@ -157,12 +157,11 @@ class Repo:
 
     def numstat(self, old: str, new: str) -> dict[bytes, tuple[int, int] | None]:
         """path -> (lines added, lines deleted); None for a binary file."""
-        out = run(self.top, ["diff-tree", "-r", "-z", "--numstat", "--no-renames", old, new])
-        stats: dict[bytes, tuple[int, int] | None] = {}
-        for rec in zsplit(out):
-            added, deleted, path = rec.split(b"\t", 2)
-            stats[path] = None if added == b"-" else (int(added), int(deleted))
-        return stats
+        return read_numstat(self.start_numstat(old, new))
+
+    def start_numstat(self, old: str, new: str) -> Process:
+        """`numstat` started: a release-size diff takes git a second, which the caller may use (`read_numstat`)."""
+        return start(self.top, ["diff-tree", "-r", "-z", "--numstat", "--no-renames", old, new])
 
     def start_staged_changes(self) -> Process:
         """What the user's real index holds against HEAD (staged edits, unmerged paths); read-only."""
@@ -285,3 +284,11 @@ def patch_ids(cwd: str, patches: Sequence[bytes]) -> list[str]:
         pid, _, commit = line.partition(" ")
         ids[int(commit, 16)] = pid
     return [ids.get(n + 1, "") for n in range(len(patches))]
+
+
+def read_numstat(proc: Process) -> dict[bytes, tuple[int, int] | None]:
+    stats: dict[bytes, tuple[int, int] | None] = {}
+    for rec in zsplit(output(proc)):
+        added, deleted, path = rec.split(b"\t", 2)
+        stats[path] = None if added == b"-" else (int(added), int(deleted))
+    return stats

@@ -178,7 +178,7 @@ class StartedSnapshot:
         finally:
             self.lock.__exit__(None, None, None)
         if self.find_special:
-            snap.unprotected.extend(_special_files(self.repo))
+            snap.unprotected.extend(special_files(self.repo))
         snap.operation = self.repo.operation_in_progress()
         return snap
 
@@ -361,7 +361,7 @@ def _compare_staged(snap: Snapshot, staged: list[Change]) -> None:
             snap.staged_differs.append(c.path)
 
 
-def _special_files(repo: Repo) -> list[Unprotected]:
+def special_files(repo: Repo) -> list[Unprotected]:
     """FIFOs, sockets and devices: git never lists them, so look (status/save only, not `check`)."""
     found = []
     top = os.fsencode(repo.top)
