@@ -113,7 +113,8 @@ def finish_report(store: Store, config: TreeConfig, started: TreeReport | Starte
             raise
         return TreeReport(config.name, config.path, "error", str(exc))
     try:
-        numstat = snap.repo.start_numstat(snap.head, snap.tree_id()) if full and snap.changes else None
+        # +/- per change, counted on the files as they are (a moment after the snapshot: for display only)
+        numstat = snap.repo.start_worktree_numstat(snap.head, snap.index.path) if full and snap.changes else None
         if full:  # FIFOs and sockets, looked for while git counts lines
             snap.unprotected.extend(special_files(snap.repo))
         report = TreeReport(config.name, config.path, "ok", snapshot=snap, assessment=assess(store, snap, full=full))

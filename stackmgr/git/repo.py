@@ -163,6 +163,11 @@ class Repo:
         """`numstat` started: a release-size diff takes git a second, which the caller may use (`read_numstat`)."""
         return start(self.top, ["diff-tree", "-r", "-z", "--numstat", "--no-renames", old, new])
 
+    def start_worktree_numstat(self, old: str, index: str) -> Process:
+        """`numstat` of commit `old` against the files on disk as the (just refreshed) snapshot index `index` lists
+        them: the new side is read from the files, not inflated from objects (a third faster than `numstat`)."""
+        return start(self.top, ["diff-index", "-r", "-z", "--numstat", "--no-renames", old], index=index)
+
     def start_staged_changes(self) -> Process:
         """What the user's real index holds against HEAD (staged edits, unmerged paths); read-only."""
         return start(self.top, ["--no-optional-locks", "diff-index", "--cached", "-r", "-z", "--raw",
