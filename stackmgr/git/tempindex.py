@@ -109,19 +109,10 @@ class TempIndex:
         run(self.repo.top, ["read-tree", treeish], index=self.path)
 
     def start_status(self) -> Process:
-        return start(
-            self.repo.top,
-            [
-                "status",
-                "--porcelain=v2",
-                "--branch",
-                "-z",
-                "--untracked-files=all",
-                "--no-renames",
-                "--ignore-submodules=none",
-            ],
-            index=self.path,
-        )
+        # `--no-ahead-behind`: only `branch.oid` is read, so no walk of the commits between HEAD and its upstream
+        args = ["status", "--porcelain=v2", "--branch", "--no-ahead-behind", "-z", "--untracked-files=all",
+                "--no-renames", "--ignore-submodules=none"]  # fmt: skip
+        return start(self.repo.top, args, index=self.path)
 
     def update(self, add: Sequence[bytes], remove: Sequence[bytes]) -> None:
         """Record the working-tree state of `add` (hashing them into the object store) and drop `remove`."""
