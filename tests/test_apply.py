@@ -337,3 +337,57 @@ def test_a_store_and_tree_with_spaces_in_their_paths_apply_reset_and_recover(tmp
     forced = lab.sm("reset", "--force")
     assert forced.code == 0
     assert lab.sm("recover", recovery_id(forced.err)).code == 0 and (tree / "a b.txt").read_text() == "unsaved\n"
+
+
+def test_a_series_result_is_composed_from_verified_post_images_and_equals_git_applying_it(lab: Lab) -> None:
+    """`apply` of saved patches looks their results up in the patch index (each was verified once, from the
+    pre-images its full index lines name) instead of applying them again; the tree is the one git's own apply of
+    the series builds. A patch whose pre-image is not what the patches below it made (a hand-made one on another
+    base here) is applied by git as always, and a mode-only change (no content recorded) too."""
+    from stackmgr.commands import apply_compose
+    from stackmgr.commands.apply import TreePlan, plan_series
+    from stackmgr.git.repo import open_repo
+    from stackmgr.store.config import open_store
+
+    (lab.tree / "README").write_text("hello\nfirst\n")
+    (lab.tree / "new.txt").write_text("a new file\n")
+    assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0
+    (lab.tree / "README").write_text("hello\nfirst\nsecond\n")
+    (lab.tree / "src" / "model.py").unlink()
+    os.symlink("README", lab.tree / "link")
+    assert lab.sm("save", "p2", "--series", "S", "-m", "p2").code == 0
+    built = lab.worktree_id()
+    assert lab.sm("reset").code == 0
+    store = open_store(str(lab.store))
+    (plan,) = plan_series(store, "S", None, ())
+    repo = open_repo(str(lab.tree))
+    from stackmgr.safety import claims
+
+    def compose(plan: TreePlan) -> str | None:
+        each: list[list[object]] = []
+        claims.claims(plan.patches, repo, str(lab.store), each)  # type: ignore[arg-type]
+        return apply_compose.composed_result(store, plan, repo, each)  # type: ignore[arg-type]
+
+    composed = compose(plan)
+    assert composed is not None
+    git_built = git(lab.tree, "rev-parse", f"{plan.base}^{{tree}}").decode().strip()
+    scratch_index = lab.tree / ".git" / "compose-test-index"
+    env = {"GIT_INDEX_FILE": str(scratch_index)}
+    subprocess.run(["git", "read-tree", git_built], cwd=lab.tree, env={**os.environ, **env}, check=True)
+    subprocess.run(["git", "apply", "--cached", *(p.path for p in plan.patches)], cwd=lab.tree,
+                   env={**os.environ, **env}, check=True)  # fmt: skip
+    by_git = subprocess.run(["git", "write-tree"], cwd=lab.tree, env={**os.environ, **env}, check=True,
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    assert composed == by_git
+    assert lab.sm("apply", "S").code == 0 and lab.worktree_id() == built
+
+    plan.patches.reverse()  # p2 first: its README pre-image is not the base's
+    assert compose(plan) is None
+    (lab.tree / "README").chmod(0o755)
+    assert lab.sm("save", "mode", "--series", "S", "-m", "mode only").code == 0
+    assert b"\nold mode 100644\nnew mode 100755\n" in (lab.store / "patches" / "mode.patch").read_bytes()
+    (with_mode,) = plan_series(store, "S", None, ())
+    assert [p.name for p in with_mode.patches] == ["p1", "p2", "mode"]
+    assert compose(with_mode) is None  # no content recorded: git applies it
+    assert lab.sm("reset").code == 0 and lab.sm("apply", "S").code == 0
+    assert os.stat(lab.tree / "README").st_mode & 0o100

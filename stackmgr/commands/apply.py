@@ -143,7 +143,7 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
     def build() -> None:
         try:
             for plan in plans:
-                built[plan.tree] = compute_result(plan, three_way, store.root)
+                built[plan.tree] = compute_result(plan, three_way, store.root, store=store)
         except StackmgrError as exc:
             stale = made_on_older(plan) if "as it records" in exc.message else []
             failed.append(StackmgrError(f"tree {plan.tree}: patch {stale[0]} was made on an older version of a "
@@ -166,17 +166,31 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
         plan.result = built[plan.tree]
 
 
-def compute_result(plan: TreePlan, three_way: bool, store_root: str, loose: bool = False) -> TreeId:
+def compute_result(plan: TreePlan, three_way: bool, store_root: str, loose: bool = False,
+                   store: Store | None = None) -> TreeId:  # fmt: skip
     """Apply the tree's patches in order to its base in a scratch index; name the first that fails. The result
     must be what the patches record (claims.py); what they record is read while git applies them. `loose`: the
     contents may differ from what they record (a patch made on an older version of one below), files and modes
-    not."""
+    not. With the `store`, a result the patch index can compose is not applied again (apply_compose.py)."""
     repo = open_repo(plan.path)
     claimed: list[claims.Claims] = []
+    if store is not None and not three_way and not loose:
+        from stackmgr.commands.apply_compose import composed_result
+
+        each: list[list[patchfile.PostImage]] = []
+        claimed.append(claims.claims(plan.patches, repo, store_root, each))
+        result = composed_result(store, plan, repo, each)
+        if result is not None:
+            claims.check_result(repo, plan.base, result, claimed[0], plan.tree)
+            return result
     index = TempIndex.scratch(repo, "apply")
     try:
         index.read_tree(plan.base)
-        read_claims = lambda: claimed.append(claims.claims(plan.patches, repo, store_root))  # noqa: E731
+
+        def read_claims() -> None:  # while git applies (unless read before composing)
+            if not claimed:
+                claimed.append(claims.claims(plan.patches, repo, store_root))
+
         ok, _err = index.apply(*(p.path for p in plan.patches), three_way=three_way, meanwhile=read_claims)
         if ok:
             result = _result_tree(index, plan)

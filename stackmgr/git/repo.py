@@ -97,6 +97,13 @@ class Repo:
     def has_object(self, oid: str) -> bool:
         return bool(oid) and run_rc(self.top, ["cat-file", "-e", oid])[0] == 0
 
+    def missing_objects(self, oids: Sequence[str]) -> list[str]:
+        """Which of `oids` the object store lacks (one `cat-file --batch-check`)."""
+        if not oids:
+            return []
+        out = run(self.top, ["cat-file", "--batch-check=%(objectname)"], stdin="".join(o + "\n" for o in oids).encode())
+        return [line.split()[0].decode() for line in out.splitlines() if line.endswith(b" missing")]
+
     def write_blob(self, data: bytes) -> str:
         """Store `data` as a blob in the tree's object store; its id."""
         return run(self.top, ["hash-object", "-w", "--stdin"], stdin=data).decode().strip()

@@ -25,13 +25,16 @@ if TYPE_CHECKING:
 
 GITLINK = "160000"
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.M)
+_LONG_NUMBER = re.compile(rb"^@@ [-+0-9, ]*[0-9]{10}", re.M)
 Entry = tuple[str, str | None] | None  # (mode, blob or unknown), or None for "absent"
 Claims = tuple[dict[bytes, Entry], dict[bytes, Entry], dict[bytes, str]]  # first, last, owner
 
 
-def claims(patches: list[PatchRef], repo: Repo, store_root: str) -> Claims:
+def claims(patches: list[PatchRef], repo: Repo, store_root: str,
+           each: list[list[patchfile.PostImage]] | None = None) -> Claims:  # fmt: skip
     """What the patches say, in order: each path's version before the first patch touching it, after the last,
-    and which patch had the last word. Refuses what a stackmgr patch never contains."""
+    and which patch had the last word. Refuses what a stackmgr patch never contains. `each` gets every patch's
+    own sections, in order."""
     store_prefix = _store_prefix(repo.top, store_root)
     first: dict[bytes, Entry] = {}
     last: dict[bytes, Entry] = {}
@@ -46,6 +49,8 @@ def claims(patches: list[PatchRef], repo: Repo, store_root: str) -> Claims:
         except StackmgrError as exc:
             raise StackmgrError(f"patch {p.name} cannot be trusted: {exc.message}; nothing was changed",
                                 exc.hint) from None  # fmt: skip
+        if each is not None:
+            each.append(images)
         for im in images:
             if GITLINK in (im.mode, im.old_mode):
                 raise StackmgrError(f"patch {p.name} moves submodule {show_path(im.path)}: stackmgr does not move "
@@ -69,7 +74,7 @@ def _images(p: PatchRef) -> list[patchfile.PostImage]:
     if files and files != len(images):  # a type change is two sections but one file, as in the diffstat
         raise StackmgrError(f"{source} is cut short: its summary says {files} files, it holds {len(images)}",
                             "restore the whole file (git checkout it in the store), or save it again")  # fmt: skip
-    for hunk in _HUNK.finditer(diff):
+    for hunk in _HUNK.finditer(diff) if _LONG_NUMBER.search(diff) else ():  # a line number of 10 digits or more
         if any(n is not None and int(n) >= 1 << 31 for n in hunk.groups()):
             raise StackmgrError(f"{source}: a hunk header's line numbers overflow ({hunk.group(0).decode()})",
                                 "restore the patch file, or save the change again")  # fmt: skip

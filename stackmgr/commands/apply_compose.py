@@ -1,0 +1,67 @@
+"""A series' result composed from what its patches are known to make, instead of applied again.
+
+Every patch in the store's patch index was applied once (`git apply --cached`, strictly) to the pre-images its
+`--full-index` lines name, and what it made of each path was recorded (safety/preserved.py). Where each patch of
+a series finds exactly those pre-images (the base's, or what the patch before it made), applying it again would
+make the same blobs: the result is a lookup, one `update-index` and one `write-tree`, not 40 applies writing
+every intermediate blob (what full blob ids are for: docs/FORMATS.md). Anything less than certain (a patch not
+verified here, a pre-image that is not there, a mode-only change, a blob missing from the object store, a path
+that is a file in one place and a directory in another) returns None, and `apply` applies the patches as
+always. The claims check (safety/claims.py) still judges the result.
+"""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.git.scratch import tree_with_entries
+from stackmgr.store import patchfile
+
+TYPE_CHECKING = False  # `typing` stays out of `apply`'s start-up
+if TYPE_CHECKING:
+    from stackmgr.commands.apply import TreePlan
+    from stackmgr.git.repo import Repo
+    from stackmgr.store.config import Store
+    from stackmgr.types import TreeId
+
+Entry = tuple[str, str] | None  # (mode, blob), or None for no file
+TREE_MODE = "040000"
+
+
+def composed_result(store: Store, plan: TreePlan, repo: Repo, each: list[list[patchfile.PostImage]]) -> TreeId | None:
+    """The result tree, or None when it cannot be composed with certainty; `each`: every patch's own sections,
+    in order (what `claims.claims` read)."""
+    from stackmgr.safety.preserved import PatchIndex
+
+    index = PatchIndex.load(store)
+    steps: list[tuple[list[patchfile.PostImage], dict[bytes, tuple[str, str | None]]]] = []
+    for ref, images in zip(plan.patches, each, strict=True):
+        rec = index.record(os.path.relpath(ref.path, store.patches_dir))
+        if rec is None or rec["sha256"] != ref.sha256 or rec["error"] or rec["tree"] != plan.tree:
+            return None
+        steps.append((images, {path: (mode, blob) for path, mode, blob in rec["entries"]}))
+    paths = {im.path for images, _ in steps for im in images}
+    parents = {p[:i] for p in paths for i in range(len(p)) if p[i : i + 1] == b"/"}
+    at_base = repo.blob_entries(plan.base, sorted(paths | parents))
+    state: dict[bytes, Entry] = {}
+    for images, made in steps:
+        for im in images:
+            now = state[im.path] if im.path in state else _file(at_base.get(im.path))
+            if im.path in at_base and at_base[im.path][0] == TREE_MODE:
+                return None  # a directory at the base where a file goes
+            want = None if im.old_mode == "000000" else (im.old_mode, im.old_blob)
+            if now != want or (want is not None and (not im.old_blob or len(im.old_blob) != len(plan.base))):
+                return None  # not the pre-image the patch was verified on (or not named in full)
+            mode, blob = made.get(im.path, ("", None))
+            if blob is None or not mode:
+                return None  # a mode-only change: its content is not recorded
+            state[im.path] = None if mode == "000000" else (mode, blob)
+    if any(_file(state[d] if d in state else at_base.get(d)) for d in parents):
+        return None  # a file where another path needs a directory
+    if repo.missing_objects(sorted({e[1] for e in state.values() if e is not None})):
+        return None  # made in another clone: the blobs are not here
+    return tree_with_entries(repo, plan.base, state)
+
+
+def _file(entry: tuple[str, str] | None) -> Entry:
+    return None if entry is None or entry[0] == TREE_MODE else entry
