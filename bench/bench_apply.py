@@ -141,13 +141,16 @@ class Contender:
     undo: Callable[[], object]  # untimed; leaves the tree clean at its base (checked)
 
 
-def contenders(bench: Bench, state: State, patches: list[Path], quilt_pc: Path) -> list[Contender]:
+def contenders(bench: Bench, state: State, patches: list[Path], quilt_pc: Path,
+               series: str = SERIES) -> list[Contender]:  # fmt: skip
+    """stackmgr apply, quilt push -a and a git apply loop of `series` (quilt's .pc at `quilt_pc`, outside the
+    tree, so it stays out of every tree id), each with its untimed undo."""
     quilt_env = {k: v for k, v in bench.env.items() if not k.startswith("QUILT_")}  # no QUILT_PATCH_OPTS etc.
-    quilt_env.update(QUILT_PATCHES=str(bench.store / "patches"), QUILT_SERIES=str(bench.store / "series" / SERIES),
+    quilt_env.update(QUILT_PATCHES=str(bench.store / "patches"), QUILT_SERIES=str(bench.store / "series" / series),
                      QUILT_PC=str(quilt_pc))  # fmt: skip
 
     def stackmgr_apply() -> None:
-        bench.stackmgr_run("apply", SERIES)
+        bench.stackmgr_run("apply", series)
 
     def stackmgr_reset() -> None:
         bench.stackmgr_run("reset")
@@ -169,7 +172,7 @@ def contenders(bench: Bench, state: State, patches: list[Path], quilt_pc: Path) 
         state.expect_clean("git checkout -- . && git clean -fdq")
 
     return [
-        Contender(f"stackmgr apply {SERIES}", stackmgr_apply, stackmgr_reset),
+        Contender(f"stackmgr apply {series}", stackmgr_apply, stackmgr_reset),
         Contender("quilt push -a -q", quilt_push, quilt_pop),
         Contender("git apply loop (sh)", git_apply_loop, git_restore),
     ]

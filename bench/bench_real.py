@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_apply import GIT_APPLY_LOOP, QUILT, Contender, State, check_results, interleaved_medians
+from bench_apply import Contender, State, check_results, interleaved_medians
+from bench_apply import contenders as apply_contenders
 from bench_check_save import (
     BIG_BYTES,
     BIG_NAME,
@@ -298,38 +299,7 @@ def measure_status(bench: Bench) -> list[Row]:
 
 def contenders(bench: Bench, state: State, patches: list[Path]) -> list[Contender]:
     """bench_apply.py's three ways of bringing a series in, for this script's series."""
-    quilt_env = {k: v for k, v in bench.env.items() if not k.startswith("QUILT_")}  # no QUILT_PATCH_OPTS etc.
-    # quilt's .pc lives outside the tree, so it stays out of every tree id
-    quilt_env.update(QUILT_PATCHES=str(bench.store / "patches"), QUILT_SERIES=str(bench.store / "series" / SERIES),
-                     QUILT_PC=str(bench.workdir / "quilt-pc"))  # fmt: skip
-
-    def stackmgr_apply() -> None:
-        bench.stackmgr_run("apply", SERIES)
-
-    def stackmgr_reset() -> None:
-        bench.stackmgr_run("reset")
-        state.expect_clean("stackmgr reset")
-
-    def quilt_push() -> None:
-        run([*QUILT, "push", "-a", "-q"], bench.tree, quilt_env)
-
-    def quilt_pop() -> None:
-        run([*QUILT, "pop", "-a", "-q"], bench.tree, quilt_env)
-        state.expect_clean("quilt pop -a")
-
-    def git_apply_loop() -> None:
-        run(["sh", "-c", GIT_APPLY_LOOP, "sh", *map(str, patches)], bench.tree, bench.env)
-
-    def git_restore() -> None:
-        run(["git", "checkout", "--", "."], bench.tree, bench.env)
-        run(["git", "clean", "-fdq"], bench.tree, bench.env)
-        state.expect_clean("git checkout -- . && git clean -fdq")
-
-    return [
-        Contender(f"stackmgr apply {SERIES}", stackmgr_apply, stackmgr_reset),
-        Contender("quilt push -a -q", quilt_push, quilt_pop),
-        Contender("git apply loop (sh)", git_apply_loop, git_restore),
-    ]
+    return apply_contenders(bench, state, patches, bench.workdir / "quilt-pc", SERIES)
 
 
 def measure_apply(bench: Bench, state: State, patches: list[Path]) -> tuple[list[Row], list[str]]:

@@ -391,3 +391,39 @@ def test_a_series_result_is_composed_from_verified_post_images_and_equals_git_ap
     assert compose(with_mode) is None  # no content recorded: git applies it
     assert lab.sm("reset").code == 0 and lab.sm("apply", "S").code == 0
     assert os.stat(lab.tree / "README").st_mode & 0o100
+
+
+@pytest.mark.regression("apply composed a series without a hand-added ---/+++ section that git apply would apply, "
+                        "and reported success on a tree git would not build")  # fmt: skip
+def test_a_hand_added_traditional_section_is_not_composed_away(lab: Lab) -> None:
+    (lab.tree / "README").write_text("hello\nfirst\n")
+    assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0
+    assert lab.sm("reset").code == 0
+    patch = lab.store / "patches" / "p1.patch"
+    patch.write_bytes(patch.read_bytes() + b"--- /dev/null\n+++ b/EXTRA.txt\n@@ -0,0 +1 @@\n+smuggled\n")
+    result = lab.sm("apply", "S")
+    assert result.code == 3 and "EXTRA.txt" in result.err, result
+    assert not (lab.tree / "EXTRA.txt").exists() and (lab.tree / "README").read_text() == "hello\n"
+
+
+@pytest.mark.regression("a series deleting a file failed in a SHA-256 repository (a 40-zero null id to remove it)")
+def test_a_series_that_deletes_a_file_applies_in_a_sha256_repository(tmp_path: Path) -> None:
+    tree = tmp_path / "t"
+    tree.mkdir()
+    git(tree, "init", "-q", "--object-format=sha256")
+    (tree / "README").write_text("hello\n")
+    (tree / "gone.py").write_text("x = 1\n")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", "base")
+    store = tmp_path / "store"
+    assert run_stackmgr("init", str(store)).code == 0
+    lab = Lab(store, tree)
+    assert lab.sm("tree", "add", "t", str(tree)).code == 0
+    (tree / "gone.py").unlink()
+    (tree / "README").write_text("hello\nagain\n")
+    assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0
+    dirty = lab.worktree_id()
+    assert lab.sm("reset").code == 0 and (tree / "gone.py").exists()
+    applied = lab.sm("apply", "S")
+    assert applied.code == 0, applied.err
+    assert not (tree / "gone.py").exists() and lab.worktree_id() == dirty

@@ -41,6 +41,8 @@ def composed_result(store: Store, plan: TreePlan, repo: Repo, each: list[list[pa
             return None
         steps.append((images, {path: (mode, blob) for path, mode, blob in rec["entries"]}))
     paths = {im.path for images, _ in steps for im in images}
+    if repo.patch_paths([ref.path for ref in plan.patches]) != paths:
+        return None  # git sees a section the patch index does not (a hand-added `---`/`+++` one): git applies
     parents = {p[:i] for p in paths for i in range(len(p)) if p[i : i + 1] == b"/"}
     at_base = repo.blob_entries(plan.base, sorted(paths | parents))
     state: dict[bytes, Entry] = {}

@@ -32,6 +32,7 @@ from stackmgr.evidence.states import Evidence
 from stackmgr.journal.operation import operation
 from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store, tree_key
+from stackmgr.store.fs import process_alive
 from stackmgr.store.series import SeriesFile
 
 SHOWN_CHANGES = 5  # paths a taint warning names, per tree
@@ -198,7 +199,7 @@ def settle_killed_logs(store: Store) -> list[str]:
         return []
     for name in names:
         pid = name[len("run-"):-len(".log")] if name.startswith("run-") and name.endswith(".log") else ""
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or process_alive(int(pid)):
             continue
         path = os.path.join(store.state_dir, name)
         try:
@@ -212,16 +213,6 @@ def settle_killed_logs(store: Store) -> list[str]:
         warnings.append(f"the log of an earlier run that was killed is kept in "
                         f"{os.path.relpath(kept_as, store.root)} (it was not recorded)")  # fmt: skip
     return warnings
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process
-        return True
-    return True
 
 
 def _unlink(path: str) -> None:

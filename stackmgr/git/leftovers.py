@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError
-from stackmgr.store.fs import locked
+from stackmgr.store.fs import locked, process_alive
 
 
 def sweep_tree(path: str) -> None:
@@ -86,29 +86,17 @@ def drop_dead_scratch_indexes(stackmgr_dir: str) -> None:
     for name in names:
         parts = name.split(".")
         if len(parts) == 2 and parts[1].isdigit() and os.path.isdir(os.path.join(stackmgr_dir, name)):
-            if not _alive(int(parts[1])):  # a scratch folder (`import.<pid>/`: its indexes and diffs)
+            if not process_alive(int(parts[1])):  # a scratch folder (`import.<pid>/`: its indexes and diffs)
                 import shutil  # rarely: it costs `check`'s start-up a dozen modules
 
                 shutil.rmtree(os.path.join(stackmgr_dir, name), ignore_errors=True)
             continue
         pid = parts[-2 if parts[-1] == "index" else -3] if len(parts) >= 3 and parts[-1] in ("index", "lock") else ""
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             try:
                 os.unlink(os.path.join(stackmgr_dir, name))
             except FileNotFoundError:
                 pass
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's
-        return True
-    return True
 
 
 def held_open(path: str) -> bool | None:

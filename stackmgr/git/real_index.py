@@ -13,6 +13,7 @@ import os
 import time
 
 from stackmgr.errors import StackmgrError
+from stackmgr.store.fs import process_alive
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ def drop_dead_locks(repo: Repo) -> None:
         return
     for name in names:
         pid = name.split(".", 1)[0]
-        if not name.endswith(MARK_SUFFIX) or not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+        if not name.endswith(MARK_SUFFIX) or not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid)):
             continue
         marker = os.path.join(repo.stackmgr_dir, name)
         path = os.path.join(repo.git_dir, "index.lock")
@@ -157,13 +158,3 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -97,6 +97,23 @@ class Repo:
     def has_object(self, oid: str) -> bool:
         return bool(oid) and run_rc(self.top, ["cat-file", "-e", oid])[0] == 0
 
+    def patch_paths(self, patch_files: Sequence[str]) -> set[bytes]:
+        """Every path git's own parser finds in these patch files (`git apply --numstat`: both names of a rename),
+        traditional `---`/`+++` sections included; nothing is applied."""
+        out = run(self.top, ["apply", "--numstat", "-z", *(os.path.abspath(p) for p in patch_files)])
+        fields = out.split(b"\0")
+        found: set[bytes] = set()
+        i = 0
+        while i < len(fields) and fields[i]:
+            _counts, _, path = fields[i].rpartition(b"\t")
+            if path:
+                found.add(path)
+                i += 1
+            else:  # a rename: "added\tdeleted\t", then the old and the new name
+                found.update(fields[i + 1 : i + 3])
+                i += 3
+        return found
+
     def missing_objects(self, oids: Sequence[str]) -> list[str]:
         """Which of `oids` the object store lacks (one `cat-file --batch-check`)."""
         if not oids:

@@ -91,10 +91,14 @@ class TempIndex:
         self.discard()
 
     def set_entries(self, entries: dict[bytes, tuple[str, str] | None]) -> None:
-        """Set paths to (mode, blob), or remove them where None (removals first: a file may become a directory)."""
-        gone = b"".join(b"0 " + b"0" * 40 + b"\t" + path + b"\0" for path, e in entries.items() if e is None)
+        """Set paths to (mode, blob), or remove them where None (removals first: a file may become a directory;
+        by name, as a null id's length depends on the repository's hash)."""
+        gone = b"".join(path + b"\0" for path, e in entries.items() if e is None)
         put = b"".join(f"{e[0]} {e[1]}\t".encode() + path + b"\0" for path, e in entries.items() if e is not None)
-        run(self.repo.top, ["update-index", "-z", "--index-info"], index=self.path, stdin=gone + put)
+        if gone:
+            run(self.repo.top, ["update-index", "-z", "--force-remove", "--stdin"], index=self.path, stdin=gone)
+        if put:
+            run(self.repo.top, ["update-index", "-z", "--index-info"], index=self.path, stdin=put)
 
     def entries(self) -> dict[bytes, tuple[str, str]]:
         """What this index holds: path -> (mode, blob)."""

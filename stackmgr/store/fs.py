@@ -301,3 +301,17 @@ def read_or_none(path: str) -> bytes | None:
             return f.read()
     except FileNotFoundError:
         return None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether `pid` names a running process (this one included; another user's counts as running): a file named
+    after a pid that is gone is a killed command's leftover."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True

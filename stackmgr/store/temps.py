@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+from stackmgr.store.fs import process_alive
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from stackmgr.store.config import Store
@@ -30,18 +32,6 @@ def _pid_of(name: str, state: bool) -> int | None:
     if state and len(parts) >= 2 and parts[-1].isdigit() and parts[0]:
         return int(parts[-1])  # NAME.<pid>.tmp (caches)
     return None
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
 
 
 def _folders(store: Store, deep: bool) -> list[str]:
@@ -69,7 +59,7 @@ def stale(store: Store, deep: bool = True) -> list[str]:
         state = folder == state_dir or folder.startswith(state_dir + os.sep)
         for name in names:
             pid = _pid_of(name, state)
-            if pid is not None and not _alive(pid):
+            if pid is not None and not process_alive(pid):
                 path = os.path.join(folder, name)
                 if os.path.isfile(path) and not os.path.islink(path):
                     litter.append(path)
