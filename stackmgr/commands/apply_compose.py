@@ -36,8 +36,8 @@ def composed_result(store: Store, plan: TreePlan, repo: Repo, each: list[list[pa
     index = PatchIndex.load(store)
     steps: list[tuple[list[patchfile.PostImage], dict[bytes, tuple[str, str | None]]]] = []
     for ref, images in zip(plan.patches, each, strict=True):
-        rec = index.record(os.path.relpath(ref.path, store.patches_dir))
-        if rec is None or rec["sha256"] != ref.sha256 or rec["error"] or rec["tree"] != plan.tree:
+        rec = index.current(os.path.relpath(ref.path, store.patches_dir))  # never verified here: the preflight is
+        if rec is None or rec["sha256"] != ref.sha256 or rec["error"] or rec["tree"] != plan.tree:  # doing that
             return None
         steps.append((images, {path: (mode, blob) for path, mode, blob in rec["entries"]}))
     paths = {im.path for images, _ in steps for im in images}

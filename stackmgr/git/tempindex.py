@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from stackmgr.git.repo import Repo
 
 
+_made: list[None] = []  # scratch indexes made by this process
+
+
 class TempIndex:
     """A private index for one tree, kept in `.git/stackmgr/` so later snapshots are warm.
 
@@ -47,9 +50,10 @@ class TempIndex:
 
     @classmethod
     def scratch(cls, repo: Repo, purpose: str) -> TempIndex:
-        """A new, empty throwaway index (removed with `discard`)."""
+        """A new, empty throwaway index (removed with `discard`), its own even beside another thread's."""
         os.makedirs(repo.stackmgr_dir, exist_ok=True)
-        return cls(repo, f"{purpose}.{os.getpid()}.index")
+        _made.append(None)  # list.append is atomic: a number no other scratch index of this process has
+        return cls(repo, f"{purpose}-{len(_made)}.{os.getpid()}.index")
 
     def seed(self) -> None:
         """Make sure the index exists; copy2 keeps the real index's mtime, so racy-git checks stay sound.

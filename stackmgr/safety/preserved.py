@@ -119,6 +119,11 @@ class PatchIndex:
         self.dirty = True
         return rec
 
+    def current(self, filename: str) -> Record | None:
+        """The record of a patch file when it is up to date (by stat), without examining anything (no git)."""
+        rec = self.records.get(filename)
+        return rec if rec is not None and rec["sig"] == self._signature(filename) else None
+
     def _signature(self, filename: str) -> list[int] | None:
         """The stat data a record is kept by, or None when `filename` is not a patch file of the store."""
         path = os.path.join(self.store.patches_dir, filename)
