@@ -178,6 +178,19 @@ def contenders(bench: Bench, state: State, patches: list[Path], quilt_pc: Path,
     ]
 
 
+def registered(tree: Path, store: Path, workdir: Path, env: dict[str, str], repeats: int, name: str) -> Bench:
+    """stackmgr and quilt found on PATH, a new store at `store` with `tree` registered as `name`."""
+    exe = shutil.which("stackmgr", path=env.get("PATH"))
+    if exe is None:
+        raise BenchError("the `stackmgr` console script is not on PATH (activate the venv)")
+    if shutil.which("quilt", path=env.get("PATH")) is None:
+        raise BenchError("quilt is not installed (apt-get install quilt)")
+    bench = Bench(tree, store, workdir, env, exe, repeats)
+    run([exe, "init", str(store)], workdir, env)
+    bench.stackmgr_run("tree", "add", name, str(tree))
+    return bench
+
+
 def interleaved_medians(runs: Sequence[Contender], repeats: int) -> list[float]:
     """Median wall time of each contender's `do`, its `undo` untimed; every round runs all of them, starting
     with a different one each round, so drift (page cache, CPU clock) hits all alike."""
@@ -205,14 +218,7 @@ def setup(workdir: Path, scale: Scale, seed: int, npatches: int, repeats: int) -
         raise BenchError(f"tree too small: {files} files, {lines} lines")
     log(f"tree: {files} files, {lines:,} lines; committing")
     commit_tree(tree, env)
-    exe = shutil.which("stackmgr", path=env.get("PATH"))
-    if exe is None:
-        raise BenchError("the `stackmgr` console script is not on PATH (activate the venv)")
-    if shutil.which("quilt", path=env.get("PATH")) is None:
-        raise BenchError("quilt is not installed (apt-get install quilt)")
-    bench = Bench(tree, store, workdir, env, exe, repeats)
-    run([exe, "init", str(store)], workdir, env)
-    bench.stackmgr_run("tree", "add", TREE, str(tree))
+    bench = registered(tree, store, workdir, env, repeats, TREE)
     base = run(["git", "rev-parse", "HEAD"], tree, env).decode().strip()
 
     log(f"saving a series of {npatches} patches")

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_apply import Contender, State, check_results, interleaved_medians
+from bench_apply import Contender, State, check_results, interleaved_medians, registered
 from bench_apply import contenders as apply_contenders
 from bench_check_save import (
     BIG_BYTES,
@@ -347,15 +347,7 @@ def build(workdir: Path, data: Data, cache: Path, repeats: int) -> tuple[Bench, 
     run(["git", "add", "-A"], tree, env)
     run(["git", "commit", "-q", "-m", f"{data.project} {data.old}"], tree, env)
     release = compare_releases(tree, new, env)
-    exe = shutil.which("stackmgr", path=env.get("PATH"))
-    if exe is None:
-        raise BenchError("the `stackmgr` console script is not on PATH (activate the venv)")
-    if shutil.which("quilt", path=env.get("PATH")) is None:
-        raise BenchError("quilt is not installed (apt-get install quilt)")
-    bench = Bench(tree, store, workdir, env, exe, repeats)
-    run([exe, "init", str(store)], workdir, env)
-    bench.stackmgr_run("tree", "add", data.project, str(tree))
-    return bench, new, release
+    return registered(tree, store, workdir, env, repeats, data.project), new, release
 
 
 def save_series(bench: Bench, new: Path, paths: list[str], npatches: int) -> tuple[State, list[Path]]:
