@@ -1,5 +1,6 @@
-"""What a git killed together with stackmgr leaves in a tree's `.git/stackmgr/`: a lock on the snapshot index and
-scratch indexes (`<purpose>.<pid>.index`, with their locks) of processes that are gone. Removed by the next look at
+"""What a git killed together with stackmgr leaves in a tree's `.git/stackmgr/`: a lock on the snapshot index,
+scratch indexes (`<purpose>-<n>.<pid>.index`, `frozen.<pid>.index`, with their locks) and folders (`import.<pid>/`)
+of processes that are gone, and locks on stackmgr's own refs. Removed by the next look at
 the tree (every snapshot, under the tree lock) and by `recover` (`sweep_tree`); never anything a live process
 holds."""
 
@@ -77,8 +78,8 @@ def drop_dead_lock(lock: str) -> None:
 
 
 def drop_dead_scratch_indexes(stackmgr_dir: str) -> None:
-    """Scratch and frozen indexes (`<purpose>.<pid>.index`, and their `.lock`) and scratch folders
-    (`<purpose>.<pid>/`) whose process is gone."""
+    """Scratch and frozen indexes (`<name>.<pid>.index`, and their `.lock`) and scratch folders (`<name>.<pid>/`)
+    whose process is gone."""
     try:
         names = os.listdir(stackmgr_dir)
     except FileNotFoundError:

@@ -137,7 +137,7 @@ def drop_dead_locks(repo: Repo) -> None:
         return
     for name in names:
         pid = name.split(".", 1)[0]
-        if not name.endswith(MARK_SUFFIX) or not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid)):
+        if not name.endswith(MARK_SUFFIX) or not pid.isdigit() or process_alive(int(pid)):
             continue
         marker = os.path.join(repo.stackmgr_dir, name)
         path = os.path.join(repo.git_dir, "index.lock")

@@ -98,21 +98,10 @@ class Repo:
         return bool(oid) and run_rc(self.top, ["cat-file", "-e", oid])[0] == 0
 
     def patch_paths(self, patch_files: Sequence[str]) -> set[bytes]:
-        """Every path git's own parser finds in these patch files (`git apply --numstat`: both names of a rename),
-        traditional `---`/`+++` sections included; nothing is applied."""
+        """Every path git's own parser finds in these patch files (`git apply --numstat`, as layers.py reads it: the
+        new name of each section), traditional `---`/`+++` sections included; nothing is applied."""
         out = run(self.top, ["apply", "--numstat", "-z", *(os.path.abspath(p) for p in patch_files)])
-        fields = out.split(b"\0")
-        found: set[bytes] = set()
-        i = 0
-        while i < len(fields) and fields[i]:
-            _counts, _, path = fields[i].rpartition(b"\t")
-            if path:
-                found.add(path)
-                i += 1
-            else:  # a rename: "added\tdeleted\t", then the old and the new name
-                found.update(fields[i + 1 : i + 3])
-                i += 3
-        return found
+        return {rec.split(b"\t", 2)[2] for rec in zsplit(out)}
 
     def missing_objects(self, oids: Sequence[str]) -> list[str]:
         """Which of `oids` the object store lacks (one `cat-file --batch-check`)."""
@@ -179,17 +168,10 @@ class Repo:
         """The changes from tree `old` to tree `new` as `--raw` records (read them with `read_changes`)."""
         return start(self.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new])
 
-    def numstat(self, old: str, new: str) -> dict[bytes, tuple[int, int] | None]:
-        """path -> (lines added, lines deleted); None for a binary file."""
-        return read_numstat(self.start_numstat(old, new))
-
-    def start_numstat(self, old: str, new: str) -> Process:
-        """`numstat` started: a release-size diff takes git a second, which the caller may use (`read_numstat`)."""
-        return start(self.top, ["diff-tree", "-r", "-z", "--numstat", "--no-renames", old, new])
-
     def start_worktree_numstat(self, old: str, index: str) -> Process:
-        """`numstat` of commit `old` against the files on disk as the (just refreshed) snapshot index `index` lists
-        them: the new side is read from the files, not inflated from objects (a third faster than `numstat`)."""
+        """Lines added and deleted per path from commit `old` to the files on disk as the (just refreshed) snapshot
+        index `index` lists them (`read_numstat` reads it): the new side is read from the files, not inflated from
+        objects (a third faster than `diff-tree --numstat` between two trees)."""
         return start(self.top, ["diff-index", "-r", "-z", "--numstat", "--no-renames", old], index=index)
 
     def start_staged_changes(self) -> Process:
@@ -316,6 +298,7 @@ def patch_ids(cwd: str, patches: Sequence[bytes]) -> list[str]:
 
 
 def read_numstat(proc: Process) -> dict[bytes, tuple[int, int] | None]:
+    """path -> (lines added, lines deleted); None for a binary file."""
     stats: dict[bytes, tuple[int, int] | None] = {}
     for rec in zsplit(output(proc)):
         added, deleted, path = rec.split(b"\t", 2)
