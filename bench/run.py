@@ -15,6 +15,9 @@ medians, ratios against git or quilt measured in the same run, targets and PASS/
     bench_real.py         on a real tree (vLLM 0.33.0 with 0.34.0's changes, sdists cached from PyPI): check vs
                           `git status`, release-size save vs the raw git pipeline (and its peak RSS), status vs
                           `git status` + `git diff --numstat`, apply of a real 40-patch series vs a `git apply` loop
+    bench_scaling.py      past one machine, by simulation: check, status, save vs git on Chromium-shaped trees of
+                          10,000-100,000 files, with git's big-tree settings and 10-10,000 changes; check, links,
+                          show, status and report on stores of 5,000-50,000 patches; each command's growth
 
 Then a summary of every target. Exit 1 when a target fails (never with --smoke), 2 when a benchmark could not
 measure. Needs the `stackmgr` command on PATH (a non-editable install measures what users run) and quilt.
@@ -37,10 +40,11 @@ import bench_evidence
 import bench_import
 import bench_real
 import bench_scale
+import bench_scaling
 
 BENCHES = (("check and save", bench_check_save.main), ("apply", bench_apply.main), ("scale", bench_scale.main),
            ("import and rebase", bench_import.main), ("evidence", bench_evidence.main),
-           ("real trees", bench_real.main))
+           ("real trees", bench_real.main), ("scaling", bench_scaling.main))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -290,3 +290,25 @@ def test_a_split_index_with_untracked_cache_is_checked_right(lab: Lab) -> None:
     assert check_codes(lab, 2) == [1, 1]
     os.unlink(lab.tree / "src" / "u2")
     assert lab.sm("check").code == 0
+
+
+@pytest.mark.regression("the private index went split: git expired the user's shared index, or stackmgr's own")
+def test_a_split_index_whose_shared_files_expire_stays_readable_for_git_and_stackmgr(lab: Lab) -> None:
+    """With core.splitIndex on, a git writing stackmgr's private index wrote a new `.git/sharedindex.*` and
+    deleted the others older than splitIndex.sharedIndexExpire, the user's among them: the user's next
+    `git status` said 'index file open failed' (the staged entries in it gone). stackmgr's indexes are never
+    split now, so neither side's git can expire a file the other needs."""
+    git(lab.tree, "config", "core.splitIndex", "true")
+    git(lab.tree, "config", "splitIndex.sharedIndexExpire", "now")
+    git(lab.tree, "status")
+    (lab.tree / "src" / "model.py").write_text("edited\n")
+    (lab.tree / "new.txt").write_text("new\n")
+    for day in range(3):  # each round: stackmgr's private index written, then the user's git writes its own
+        assert lab.sm("check").code == 1
+        assert lab.sm("status").code == 0
+        git(lab.tree, "status")  # reads the user's split index: its shared file is still there
+        git(lab.tree, "update-index", "--split-index", "--add", "new.txt" if day == 1 else "src/model.py")
+    private = (lab.tree / ".git" / "stackmgr" / "index").read_bytes()
+    assert b"link" not in private[-200:] and not list((lab.tree / ".git" / "stackmgr").glob("sharedindex.*"))
+    assert lab.sm("save", "s", "-m", "s").code == 0 and lab.sm("check").code == 0
+    assert rebuilt_tree(lab, "s") == lab.worktree_id()

@@ -134,7 +134,7 @@ class Repo:
 
     # -- trees and diffs ---------------------------------------------------------------------------------------
 
-    def write_tree(self, index: str) -> TreeId:
+    def write_tree(self, index: str | None = None) -> TreeId:
         return TreeId(run(self.top, ["write-tree"], index=index).decode().strip())
 
     def blob_entries(self, rev: str, paths: Sequence[bytes]) -> dict[bytes, tuple[str, str]]:
@@ -189,9 +189,8 @@ class Repo:
 
     def commit_all(self, message: str) -> CommitId:
         """Commit everything in the working tree with plumbing (no hooks run); returns the new HEAD."""
-        index = os.path.join(self.git_dir, "index")
-        run(self.top, ["add", "-A"], index=index)
-        tree = self.write_tree(index)
+        run(self.top, ["add", "-A"])
+        tree = self.write_tree()
         parent = self.head_commit()
         args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
         commit = CommitId(run(self.top, args).decode().strip())

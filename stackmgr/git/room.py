@@ -1,5 +1,6 @@
-"""Is there room on a tree's file system for a switch? Asked before `read-tree -m -u`, which on a full disk writes
-some files and then fails, leaving the tree half-switched (git writes the index last)."""
+"""What a switch needs before it writes: room on the tree's file system (asked before `read-tree -m -u`, which on a
+full disk writes some files and then fails, leaving the tree half-switched: git writes the index last), and no
+file in the way that the old tree does not hold."""
 
 from __future__ import annotations
 
@@ -42,3 +43,40 @@ def _size(path: str) -> int:
         return os.stat(path).st_size
     except OSError:
         return 0
+
+
+def things_in_the_way(repo: Repo, changes: list[Change]) -> list[bytes]:
+    """Files on disk that moving the working tree along `changes` (old tree → new tree) would overwrite or delete
+    although the old tree does not hold them: ignored or untracked files at paths the new tree adds, below
+    directories it turns into files, or standing where it needs a directory. git's two-way merge treats ignored
+    files as expendable; they are never stackmgr's to destroy."""
+    removed = {c.path for c in changes if c.new_mode == "000000"}
+    top = os.fsencode(repo.top)
+    found: list[bytes] = []
+    for c in changes:
+        if c.old_mode != "000000":
+            continue
+        full = os.path.join(top, c.path)
+        if os.path.lexists(full):
+            found += (
+                _unheld_below(top, c.path, removed) if os.path.isdir(full) and not os.path.islink(full) else [c.path]
+            )
+        parent = os.path.dirname(c.path)
+        while parent:
+            here = os.path.join(top, parent)
+            if os.path.lexists(here) and (os.path.islink(here) or not os.path.isdir(here)) and parent not in removed:
+                found.append(parent)
+            parent = os.path.dirname(parent)
+    return sorted(set(found))
+
+
+def _unheld_below(top: bytes, directory: bytes, removed: set[bytes]) -> list[bytes]:
+    """Files under `directory` that the old tree does not hold (and so nothing has saved)."""
+    out = []
+    for dirpath, _dirs, files in os.walk(os.path.join(top, directory)):
+        for name in files:
+            rel = os.path.relpath(os.path.join(dirpath, name), top)
+            if rel not in removed:
+                out.append(rel)
+    return out
+

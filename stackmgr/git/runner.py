@@ -46,8 +46,14 @@ def _base_env() -> dict[str, str]:
     return env
 
 
-def _argv(top: str, args: Sequence[str | bytes]) -> list[str | bytes]:
-    return ["git", "-C", top, *PINNED, *args]
+# On stackmgr's own indexes (private, frozen, scratch: every call given `index=`): never split. A split index
+# needs `.git/sharedindex.*`, which git deletes once older than splitIndex.sharedIndexExpire when it writes a new
+# one, and git's own writes of those would expire the user's. The user's real index keeps the user's setting.
+OWN_INDEX = ("-c", "core.splitIndex=false")
+
+
+def _argv(top: str, args: Sequence[str | bytes], own_index: bool = False) -> list[str | bytes]:
+    return ["git", "-C", top, *PINNED, *(OWN_INDEX if own_index else ()), *args]
 
 
 def _env(index: str | None) -> dict[str, str]:
@@ -82,7 +88,7 @@ def start(
 ) -> Process:  # fmt: skip
     """Start git without waiting, so independent git calls of one command overlap."""
     try:
-        return Process(_argv(top, args), {**_env(index), **(extra_env or {})}, stdin=stdin)
+        return Process(_argv(top, args, bool(index)), {**_env(index), **(extra_env or {})}, stdin=stdin)
     except FileNotFoundError:
         raise StackmgrError("git is not installed or not on PATH", "install git") from None
 

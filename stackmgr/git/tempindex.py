@@ -74,10 +74,16 @@ class TempIndex:
             tmp = self.path + ".seed"
             try:
                 shutil.copy2(real, tmp)
+                if any(name.startswith("sharedindex.") for name in os.listdir(self.repo.git_dir)):
+                    # a split real index: the copy is made whole, never to need a file git may expire
+                    run(self.repo.top, ["update-index", "--no-split-index"], index=tmp)
                 os.replace(tmp, self.path)
             except OSError as exc:
                 _remove(tmp)
                 raise _index_write_error(exc, self.path) from None
+            except BaseException:
+                _remove(tmp)
+                raise
         else:
             self.read_tree("HEAD")
 
@@ -172,14 +178,14 @@ class TempIndex:
         given, is the raw diff old → new (asked for earlier, alongside other work)."""
         if changes is None:
             changes = parse_raw(finish(start_tree_diff(self.repo, old, new))[1])
+        from stackmgr.git.room import room_for_switch, things_in_the_way  # only when a tree moves
+
         in_way = things_in_the_way(self.repo, changes)
         if in_way:
             shown = ", ".join(show_path(p) for p in in_way[:5])
             raise WorkingTreeMoved(
                 f"untracked or ignored files in the way: {shown}" + (" …" if len(in_way) > 5 else "")
             )
-        from stackmgr.git.room import room_for_switch  # only when a tree moves
-
         room_for_switch(self.repo, changes, self.path)
         # Never into submodules (submodule.recurse): not stackmgr's. Over 100 files: a writer per core (1.4x on 2).
         switch = ["-c", "checkout.workers=0", "read-tree", "--no-recurse-submodules", "-m", "-u", old, new]
@@ -360,40 +366,3 @@ def _sparse_signature(repo: Repo) -> list[object]:
 
 def start_tree_diff(repo: Repo, old: str, new: str) -> Process:
     return start(repo.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new])
-
-
-def things_in_the_way(repo: Repo, changes: list[Change]) -> list[bytes]:
-    """Files on disk that moving the working tree along `changes` (old tree → new tree) would overwrite or delete
-    although the old tree does not hold them: ignored or untracked files at paths the new tree adds, below
-    directories it turns into files, or standing where it needs a directory. git's two-way merge treats ignored
-    files as expendable; they are never stackmgr's to destroy."""
-    removed = {c.path for c in changes if c.new_mode == "000000"}
-    top = os.fsencode(repo.top)
-    found: list[bytes] = []
-    for c in changes:
-        if c.old_mode != "000000":
-            continue
-        full = os.path.join(top, c.path)
-        if os.path.lexists(full):
-            found += (
-                _unheld_below(top, c.path, removed) if os.path.isdir(full) and not os.path.islink(full) else [c.path]
-            )
-        parent = os.path.dirname(c.path)
-        while parent:
-            here = os.path.join(top, parent)
-            if os.path.lexists(here) and (os.path.islink(here) or not os.path.isdir(here)) and parent not in removed:
-                found.append(parent)
-            parent = os.path.dirname(parent)
-    return sorted(set(found))
-
-
-def _unheld_below(top: bytes, directory: bytes, removed: set[bytes]) -> list[bytes]:
-    """Files under `directory` that the old tree does not hold (and so nothing has saved)."""
-    out = []
-    for dirpath, _dirs, files in os.walk(os.path.join(top, directory)):
-        for name in files:
-            rel = os.path.relpath(os.path.join(dirpath, name), top)
-            if rel not in removed:
-                out.append(rel)
-    return out
-
