@@ -314,3 +314,18 @@ def test_status_notices_patches_appended_to_the_applied_series(lab: Lab, tmp_pat
     assert lab.sm("import", "--series", "S", str(tmp_path / "p2.diff")).code == 0
     out = lab.sm("status").out
     assert "tree matches" not in out and "p2 appended" in out
+
+
+@pytest.mark.regression("`check -v | head`: a reader that stopped early turned the answer into 0")
+def test_check_whose_reader_stops_early_still_says_not_preserved(lab: Lab) -> None:
+    """entry.main caught BrokenPipeError as success: `stackmgr check -v | head -1` under `set -o pipefail`, or
+    any caller reading only the start, got 0 for a tree full of unsaved work."""
+    for k in range(400):
+        (lab.tree / f"unsaved-work-with-a-long-enough-name-{k:04d}.txt").write_text(f"{k}\n")
+    argv = [sys.executable, "-m", "stackmgr", "--store", str(lab.store), "check", "-v"]
+    for _ in range(3):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # the reader is gone before a line is written
+        err = proc.stderr.read()
+        assert proc.wait() == 1 and b"Traceback" not in err

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Lab, check_codes, git, make_repo, rebuilt_tree
+from tests.conftest import Lab, check_codes, commit, git, git_text, make_repo, rebuilt_tree
 
 # --- type changes -----------------------------------------------------------------------------------------------------
 
@@ -312,3 +312,42 @@ def test_a_split_index_whose_shared_files_expire_stays_readable_for_git_and_stac
     assert b"link" not in private[-200:] and not list((lab.tree / ".git" / "stackmgr").glob("sharedindex.*"))
     assert lab.sm("save", "s", "-m", "s").code == 0 and lab.sm("check").code == 0
     assert rebuilt_tree(lab, "s") == lab.worktree_id()
+
+
+def test_the_staged_answer_is_reused_only_while_the_index_head_and_refs_stay_as_they_were(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git/staged.py: `diff-index --cached HEAD` is asked again after any change to the index, HEAD, the branch
+    ref (loose or packed) or replace refs; meanwhile its answer is reused, and `check` says what a fresh one would."""
+    from stackmgr.git import staged
+
+    monkeypatch.setattr(staged, "_SETTLED", 0)  # the tmp file system keeps ns timestamps
+    asked = []
+    start = staged.StagedChanges._start
+    monkeypatch.setattr(staged.StagedChanges, "_start", lambda self: asked.append(1) or start(self))
+    base = git_text(lab.tree, "rev-parse", "HEAD")
+    v2 = commit(lab.tree, {"README": "v2\n"}, "v2")
+    git(lab.tree, "reset", "-q", "--soft", base)  # README v2 staged, HEAD at base
+    (lab.tree / "README").write_text("v3\n")
+    assert lab.sm("save", "p", "-m", "v3").code == 0
+    cache = lab.tree / ".git" / "stackmgr" / "staged.cache"
+
+    def check_as_fresh() -> None:
+        cached = lab.sm("check", "-v")
+        cache.unlink()
+        fresh = lab.sm("check", "-v")
+        assert (cached.code, cached.out) == (fresh.code, fresh.out)
+
+    assert lab.sm("check", "-v").code == 1 and cache.exists()  # the staged v2 is in no patch
+    before = len(asked)
+    assert lab.sm("check").code == 1 and len(asked) == before  # nothing moved: the answer is reused
+    mutations = (
+        ("update-ref", "refs/heads/main", v2), ("pack-refs", "--all"), ("update-ref", "refs/heads/main", base),
+        ("replace", base, v2), ("add", "README"), ("checkout", "-q", "--detach", v2),
+    )  # fmt: skip
+    for args in mutations:
+        assert lab.sm("check").code in (0, 1) and cache.exists()
+        before = len(asked)
+        git(lab.tree, *args)
+        check_as_fresh()
+        assert len(asked) > before, args

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stackmgr import output
 from stackmgr.cli.argspec import Values, flag
-from stackmgr.commands.check import check, check_json
+from stackmgr.commands.check import Check, check, check_json
 from stackmgr.store.config import open_store
 
 
@@ -48,6 +48,15 @@ def run(args: CheckArgs) -> int:
         names = [r.name for r in result.reports]  # nothing of this machine's to lose, and nothing looked at: said
         output.err(f"stackmgr: nothing checked: no tree of this store has a path on this machine ({', '.join(names)}); "
                    f"say where yours is: `stackmgr tree set {names[0]} PATH`")  # fmt: skip
+    code = 0 if result.preserved else 1
+    try:
+        _say(args, result)
+    except BrokenPipeError:  # the reader stopped (`check -v | head`): the verdict stands, never a 0 it did not earn
+        return code
+    return code
+
+
+def _say(args: CheckArgs, result: Check) -> None:
     for r in result.reports:
         if r.state == "error" and not args.as_json:
             output.err(f"stackmgr: {r.name}: {r.error}")
@@ -63,4 +72,3 @@ def run(args: CheckArgs) -> int:
             elif r.state == "ok" and not r.blockers:
                 output.out(f"{r.name}: all changes preserved")
             output.render_blockers(r.name, r.blockers)
-    return 0 if result.preserved else 1

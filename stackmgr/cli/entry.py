@@ -30,6 +30,7 @@ def _fast(argv: list[str]) -> int | None:
     if command == "check":
         from stackmgr.cli import check
 
+        _ended.append(None)  # read-only, no thread, every file closed: nothing for the interpreter to tidy
         return check.run(check.CheckArgs.from_values(store, as_json, tuple(positionals), values))
     if command == "import":
         if not positionals:
@@ -83,7 +84,25 @@ def _guard(argv: list[str]) -> int | None:
     return 1 if refusal else 0
 
 
+_ended: list[None] = []  # a command after which the process may end without the interpreter's tear-down
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command `argv` (the process's own arguments when None) and return its exit code. As the process's
+    own command (argv None), a `check` ends the process itself: `os._exit` once its output is flushed skips the
+    interpreter's tear-down of every module, about 3 ms of a prompt's 40."""
+    code = _main(argv)
+    if argv is None and _ended:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except OSError:  # a closed pipe (`check -v | head`): what was not read is not the caller's
+            pass
+        os._exit(code)
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args or bool(os.environ.get("STACKMGR_DEBUG"))
     if args == ["--version"]:  # scripts and prompts ask this; no click needed

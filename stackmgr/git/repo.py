@@ -174,11 +174,6 @@ class Repo:
         objects (a third faster than `diff-tree --numstat` between two trees)."""
         return start(self.top, ["diff-index", "-r", "-z", "--numstat", "--no-renames", old], index=index)
 
-    def start_staged_changes(self) -> Process:
-        """What the user's real index holds against HEAD (staged edits, unmerged paths); read-only."""
-        return start(self.top, ["--no-optional-locks", "diff-index", "--cached", "-r", "-z", "--raw",
-                                "--no-renames", "--full-index", "HEAD"])  # fmt: skip
-
     def start_commits_on_no_ref(self) -> Process:
         """Commits reachable from HEAD but from no ref at all: what a detached HEAD would drop on moving."""
         return start(self.top, ["rev-list", "HEAD", "--not", "--glob=refs/*"])

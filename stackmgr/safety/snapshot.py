@@ -14,6 +14,7 @@ from stackmgr.errors import GitFailed, StackmgrError
 from stackmgr.git import ignore
 from stackmgr.git.leftovers import drop_dead_lock, drop_dead_scratch_indexes, held_open
 from stackmgr.git.repo import Repo, open_repo, output, parse_raw
+from stackmgr.git.staged import StagedChanges
 from stackmgr.git.tempindex import TempIndex
 from stackmgr.safety.eol import AutoCrlf, eol_unstable
 from stackmgr.safety.outputs import Held, held_paths
@@ -194,7 +195,7 @@ class _Work:
             _refuse_unborn(tree, repo)
             raise
         self.status_proc = index.start_status()
-        self.staged_proc = repo.start_staged_changes()
+        self.staged = StagedChanges(repo)
         self.autocrlf = AutoCrlf(repo)
         self.orphans_proc = None if repo.head_on_branch() else repo.start_commits_on_no_ref()
         self.probe = _IgnoreProbe(repo)
@@ -205,8 +206,8 @@ class _Work:
             st = _parse_status(output(self.status_proc))
             if st.head in ("", "(initial)"):
                 _refuse_unborn(tree, repo)
-            staged_out, _ = self.staged_proc.communicate()
-            if self.staged_proc.wait() != 0:
+            code, staged_out = self.staged.output(st.head)
+            if code != 0:
                 raise StackmgrError(f"tree {tree}: git cannot read the index of {repo.top}", "run `git status` there")
             outputs = (results, held_paths(repo, held, st.head, results))
             snap = _reconcile(tree, repo, index, st, parse_raw(staged_out), limit, self.probe, outputs)
@@ -218,7 +219,7 @@ class _Work:
             self.wait(status=False)
 
     def wait(self, status: bool = True) -> None:
-        procs = (self.status_proc, self.staged_proc, self.orphans_proc, self.probe.proc, self.autocrlf.proc)
+        procs = (self.status_proc, self.staged.proc, self.orphans_proc, self.probe.proc, self.autocrlf.proc)
         for proc in procs if status else procs[1:]:
             if proc is not None:
                 proc.communicate()

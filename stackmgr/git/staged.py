@@ -1,0 +1,101 @@
+"""What the user's real index holds against HEAD (`diff-index --cached HEAD`), asked of git only when something it
+depends on changed since the last answer.
+
+Every snapshot needs it, and on a tree the size of vLLM it costs `check` a git start and a read of HEAD's trees
+beside `git status`, which on a small machine shares the cores with it. The answer depends on the index file, on
+HEAD and the ref it names, and on replace refs; git rewrites each of them by renaming a new file into place.
+The key is their stat data (inode, size, mtime and ctime in ns), taken *before* git is asked: an answer is reused
+only while every one of those files is as it was when the answer's question was put, so a change during or after
+that run makes the next snapshot ask again. A key is stored only when those files are older than 2 seconds, so a
+file system with coarse timestamps cannot hide a rewrite of the same size in the same tick. Repositories whose
+refs are not plain files (reftable) are always asked.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from stackmgr.git.runner import start
+from stackmgr.store.fs import read_cache, write_cache
+
+TYPE_CHECKING = False  # mypy treats this as true; `collections.abc` stays out of `check`'s start-up
+if TYPE_CHECKING:
+    from stackmgr.git.process import Process
+    from stackmgr.git.repo import Repo
+
+_SETTLED = 2.0  # seconds: files younger than this when the question is put leave the answer uncached
+_ARGS = ["--no-optional-locks", "diff-index", "--cached", "-r", "-z", "--raw", "--no-renames", "--full-index",
+         "HEAD"]  # fmt: skip
+
+
+class StagedChanges:
+    """Started with the snapshot's `git status`; `output(head)` gives diff-index's raw bytes and exit code."""
+
+    def __init__(self, repo: Repo) -> None:
+        self.repo = repo
+        self.cache = os.path.join(repo.stackmgr_dir, "staged.cache")
+        self.asked_at = time.time_ns()
+        self.key = _key(repo)
+        cached = read_cache(self.cache) if self.key is not None else None
+        self.known = cached if isinstance(cached, list) and len(cached) == 3 and cached[0] == self.key else None
+        self.proc: Process | None = None if self.known is not None else self._start()
+
+    def _start(self) -> Process:
+        return start(self.repo.top, _ARGS)
+
+    def output(self, head: str) -> tuple[int, bytes]:
+        """(exit code, raw output) against HEAD `head` (the commit `git status` read)."""
+        if self.known is not None:
+            if self.known[1] == head:
+                return 0, self.known[2]
+            self.proc = self._start()  # HEAD moved under an unchanged key: never happens with plain ref files
+        assert self.proc is not None
+        out, _ = self.proc.communicate()
+        code = self.proc.wait()
+        if code == 0 and self.key is not None and self.known is None and _settled(self.key, self.asked_at):
+            write_cache(self.cache, [self.key, head, out])
+        return code, out
+
+
+def _key(repo: Repo) -> list[object] | None:
+    """Stat data of every file the answer depends on, or None when they cannot all be named."""
+    git_dir = repo.git_dir
+    common = git_dir
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
+            common = os.path.join(git_dir, f.read().strip())
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    if os.path.exists(os.path.join(common, "reftable")):
+        return None
+    try:
+        with open(os.path.join(git_dir, "HEAD"), "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    files = [os.path.join(git_dir, "index"), os.path.join(git_dir, "HEAD"), os.path.join(common, "packed-refs"),
+             os.path.join(common, "refs", "replace")]  # fmt: skip
+    if head.startswith(b"ref: "):
+        ref = head[5:].strip().decode("utf-8", "surrogateescape")
+        if not ref.startswith("refs/") or ".." in ref.split("/"):
+            return None
+        files.append(os.path.join(git_dir if ref.startswith(("refs/bisect/", "refs/worktree/")) else common, ref))
+    key: list[object] = [os.environ.get("GIT_NO_REPLACE_OBJECTS"), head]
+    for path in files:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            key.append(None)
+            continue
+        except OSError:
+            return None
+        key.append([st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+    return key
+
+
+def _settled(key: list[object], asked_at: int) -> bool:
+    """Every file of the key was older than _SETTLED when the question was put (see the module's docstring)."""
+    return all(not isinstance(s, list) or asked_at - max(s[2], s[3]) >= _SETTLED * 1e9 for s in key[2:])
