@@ -168,6 +168,7 @@ def section_files(lab: Lab) -> None:
 def feature_rows(label: str, m: Medians, base: Medians) -> list[Row]:
     return [
         Row(f"git status --porcelain [{label}] / default config", m.git_status, m.git_status / base.git_status),
+        Row(f"stackmgr check [{label}] / default config", m.check, m.check / base.check),
         Row(f"stackmgr check [{label}] / git status [same]", m.check, m.check / m.git_status),
         Row(
             f"stackmgr status [{label}] / git status + numstat ({m.git_numstat:.0f} ms)",

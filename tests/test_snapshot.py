@@ -351,3 +351,37 @@ def test_the_staged_answer_is_reused_only_while_the_index_head_and_refs_stay_as_
         git(lab.tree, *args)
         check_as_fresh()
         assert len(asked) > before, args
+
+
+@pytest.mark.parametrize("rules", ["root", "nested", "info/exclude", "user default", "core.excludesFile"])
+def test_an_ignore_answer_is_reused_only_while_every_rule_file_stays_as_it_was(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, rules: str
+) -> None:
+    """git/ignore.rules_key: `check-ignore` about the files only the private index holds is asked again after any
+    of the rule files it reads changed; meanwhile its answer is reused. The file then ignored leaves the snapshot."""
+    from stackmgr.git import ignore
+
+    monkeypatch.setattr(ignore, "SETTLED_NS", 0)  # the tmp file system keeps ns timestamps
+    asked = []
+    start = ignore._start_stdin
+    monkeypatch.setattr(ignore, "_start_stdin", lambda repo: asked.append(1) or start(repo))
+    home = tmp_path / "home"
+    if rules == "core.excludesFile":
+        git(lab.tree, "config", "core.excludesFile", "~/my-ignores")
+    (lab.tree / "src" / "deep").mkdir()
+    (lab.tree / "src" / "deep" / "scratch.log").write_text("notes\n")
+    for _ in range(2):
+        assert lab.sm("check", "-v").code == 1
+    before = len(asked)
+    assert "src/deep/scratch.log (added)" in lab.sm("check", "-v").out and len(asked) == before  # reused
+    target = {"root": lab.tree / ".gitignore", "nested": lab.tree / "src" / "deep" / ".gitignore",
+              "info/exclude": lab.tree / ".git" / "info" / "exclude",
+              "user default": home / ".config" / "git" / "ignore", "core.excludesFile": home / "my-ignores"}[rules]  # fmt: skip
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("*.log\n")
+    check = lab.sm("check", "-v")
+    assert "scratch.log" not in check.out and len(asked) > before
+    if rules in ("root", "nested"):  # the new .gitignore is itself an unsaved file
+        assert check.code == 1 and ".gitignore (added)" in check.out
+    else:
+        assert check.code == 0

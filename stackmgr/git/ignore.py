@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from stackmgr.git.runner import finish, run, start, zsplit
 
 TYPE_CHECKING = False
@@ -68,3 +70,43 @@ def start_ignored(repo: Repo, paths: Sequence[bytes]) -> Process | None:
 def started_answer(proc: Process) -> list[bytes]:
     out, _ = proc.communicate()
     return [p[2:] if p.startswith(b"./") else p for p in out.split(b"\n") if p]
+
+
+SETTLED_NS = 2_000_000_000  # rule files younger than this when the question is put leave the answer uncached
+
+
+def rules_key(repo: Repo, paths: Sequence[bytes], excludes_file: str, asked_at: int) -> list[object] | None:
+    """Everything `check-ignore` of `paths` reads besides the config: the .gitignore in each of their directories
+    up to the top (and each directory's identity, so one turned into a symlink shows), info/exclude and the
+    user's excludes file, by stat data. None when a file is younger than SETTLED_NS at `asked_at` (a coarse
+    timestamp could hide a same-size rewrite in the same tick) or cannot be looked at."""
+    top = os.fsencode(repo.top)
+    common = repo.git_dir
+    if os.path.exists(os.path.join(repo.git_dir, "commondir")):
+        return None  # a linked worktree: asked every time
+    places = {b"": None}
+    for path in paths:
+        parent = os.path.dirname(path)
+        while parent and parent not in places:
+            places[parent] = None
+            parent = os.path.dirname(parent)
+    files = [os.path.join(top, d, b".gitignore") for d in sorted(places)]
+    files += [os.fsencode(os.path.join(common, "info", "exclude")), os.fsencode(excludes_file)]
+    key: list[object] = [list(paths), excludes_file]
+    try:
+        for d in sorted(places):
+            if d:
+                st = os.lstat(os.path.join(top, d))
+                key.append([st.st_ino, st.st_mode])
+        for f in files:
+            try:
+                st = os.lstat(f)
+            except (FileNotFoundError, NotADirectoryError):
+                key.append(None)
+                continue
+            if asked_at - max(st.st_mtime_ns, st.st_ctime_ns) < SETTLED_NS:
+                return None
+            key.append([st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+    except OSError:
+        return None
+    return key

@@ -122,9 +122,9 @@ class Repo:
         rc, out, _ = run_rc(self.top, ["config", "--bool", "--get", key])
         return out.strip() == b"true" if rc == 0 else None
 
-    def start_config_get(self, key: str) -> Process:
-        """`git config --get KEY`, started so it runs beside other work (read its stdout with communicate)."""
-        return start(self.top, ["config", "--get", key])
+    def start_config_values(self, pattern: str) -> Process:
+        """`git config -z --get-regexp PATTERN`: `key\\nvalue` records (exit 1 when none is set), started."""
+        return start(self.top, ["config", "-z", "--get-regexp", pattern])
 
     def git_common_dir(self) -> str:
         return run(self.top, ["rev-parse", "--git-common-dir"]).decode().strip()

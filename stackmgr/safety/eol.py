@@ -38,17 +38,44 @@ class AutoCrlf:
                 st = None
             sig.append([path, st.st_mtime_ns, st.st_size, st.st_ino] if st else [path])
         self.sig = sig
+        self.top = repo.top
         self.cache = os.path.join(repo.stackmgr_dir, "autocrlf.cache")
         cached = read_cache(self.cache)
-        self.known = cached[1] if isinstance(cached, list) and len(cached) == 2 and cached[0] == sig else None
-        self.proc = None if self.known is not None else repo.start_config_get("core.autocrlf")
+        fresh = isinstance(cached, list) and len(cached) == 3 and cached[0] == sig
+        self.known: bool | None = cached[1] if fresh else None  # type: ignore[index]
+        self.excludes: str | None = cached[2] if fresh else None  # type: ignore[index]
+        self.proc = None if fresh else repo.start_config_values(r"^core\.(autocrlf|excludesfile)$")
 
     def on(self) -> bool:
         if self.known is None:
             assert self.proc is not None
-            self.known = self.proc.communicate()[0].strip().lower() in (b"true", b"yes", b"on", b"1")
-            write_cache(self.cache, [self.sig, self.known])
+            values = {}
+            for rec in self.proc.communicate()[0].split(b"\0"):
+                key, _, value = rec.partition(b"\n")
+                values[key] = value  # the last one wins, as in git
+            self.known = values.get(b"core.autocrlf", b"").strip().lower() in (b"true", b"yes", b"on", b"1")
+            self.excludes = _excludes_file(self.top, values.get(b"core.excludesfile"))
+            write_cache(self.cache, [self.sig, self.known, self.excludes])
         return bool(self.known)
+
+    def excludes_file(self) -> str | None:
+        """The ignore file core.excludesFile names (or git's default), when known without asking git now; None
+        otherwise (then the caller asks git about ignored paths)."""
+        return self.excludes if self.known is not None else None
+
+
+def _excludes_file(top: str, value: bytes | None) -> str | None:
+    """Where git reads the user's own ignore rules: core.excludesFile (`~/` expanded; relative to the tree's top)
+    or $XDG_CONFIG_HOME/git/ignore. None for a form this does not resolve (`~user/`)."""
+    if value is None:
+        home = os.environ.get("HOME", "")
+        return os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "git", "ignore")
+    path = os.fsdecode(value)
+    if path.startswith("~/"):
+        path = os.path.join(os.environ.get("HOME", ""), path[2:])
+    elif path.startswith("~"):
+        return None
+    return os.path.join(top, path)
 
 
 def eol_unstable(index: TempIndex, changes: list[Change]) -> list[bytes]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 
 from stackmgr.errors import GitFailed, StackmgrError
 from stackmgr.git import ignore
@@ -198,7 +199,7 @@ class _Work:
         self.staged = StagedChanges(repo)
         self.autocrlf = AutoCrlf(repo)
         self.orphans_proc = None if repo.head_on_branch() else repo.start_commits_on_no_ref()
-        self.probe = _IgnoreProbe(repo)
+        self.probe = _IgnoreProbe(repo, self.autocrlf.excludes_file())
 
     def snapshot(self, limit: int, results: tuple[bytes, ...], held: Held | None) -> Snapshot:
         tree, repo, index = self.tree, self.repo, self.index
@@ -325,19 +326,27 @@ class _IgnoreProbe:
     the set the last snapshot left (remembered beside the private index) while `git status` runs, so the
     question costs no extra wait; only paths new since then are asked afterwards."""
 
-    def __init__(self, repo: Repo) -> None:
+    def __init__(self, repo: Repo, excludes_file: str | None) -> None:
         self.repo = repo
         self.cache = os.path.join(repo.stackmgr_dir, "index-only.marshal")
         previous = read_cache(self.cache)
         self.asked: set[bytes] = set(previous) if isinstance(previous, list) else set()
-        self.query = ignore.Query(repo, sorted(self.asked))
+        # The answer about the same paths is reused while no rule file they depend on changed (ignore.rules_key).
+        self.answers = os.path.join(repo.stackmgr_dir, "ignored.marshal")
+        asked = sorted(self.asked)
+        self.key = ignore.rules_key(repo, asked, excludes_file, time.time_ns()) if asked and excludes_file else None
+        known = read_cache(self.answers) if self.key is not None else None
+        self.known = known[1] if isinstance(known, list) and len(known) == 2 and known[0] == self.key else None
+        self.query = ignore.Query(repo, asked if self.known is None else [])
         self.proc = self.query.proc
 
     def ignored(self, paths: set[bytes]) -> set[bytes]:
         new = paths - self.asked
-        found = self.query.answer()
+        found = set(self.known) if self.known is not None else self.query.answer()
         if found is None:  # a remembered path is now behind a symlink: ask again about the live ones only
             found, new = set(), paths
+        elif self.key is not None and self.known is None:
+            write_cache(self.answers, [self.key, sorted(found)])
         if new:
             found |= set(ignore.ignored_paths(self.repo, sorted(new)))
         return found & paths
