@@ -27,6 +27,7 @@ from tests.conftest import Lab
         (["run", "-t", "vllm", "--name", "qps1", "--result-dir=r", "--", "vllm", "bench", "-x", "--", "y"],
          ("run", {"trees": ("vllm",), "name": "qps1", "result_dirs": ("r",)}, ["--", "vllm", "bench", "-x", "--", "y"])),  # noqa: E501
         (["run", "--json", "./bench.sh", "--help"], ("run", {"as_json": True}, ["./bench.sh", "--help"])),
+        (["status", "vllm", "--json"], ("status", {"as_json": True}, ["vllm"])),
     ],
 )  # fmt: skip
 def test_plain_forms_are_parsed(argv: list[str], parsed: tuple[str, dict[str, object], list[str]]) -> None:
@@ -36,7 +37,7 @@ def test_plain_forms_are_parsed(argv: list[str], parsed: tuple[str, dict[str, ob
 @pytest.mark.parametrize(
     "argv",
     [["--help"], ["check", "--help"], ["save", "-mx", "p"], ["check", "-vq"], ["save", "p", "--", "-x"],
-     ["save", "p", "-m"], ["status"], ["--store"], ["--bogus", "check"], ["check", "--update"],
+     ["save", "p", "-m"], ["links"], ["status", "-v"], ["--store"], ["--bogus", "check"], ["check", "--update"],
      ["save", "p", "--update=yes"], ["run", "--help"], ["run", "--bogus", "--", "x"], ["run", "--name"]],
 )  # fmt: skip
 def test_anything_unusual_goes_to_click(argv: list[str]) -> None:

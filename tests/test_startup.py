@@ -29,6 +29,7 @@ ALLOWED = {
     "--version": {"gc"},
     "check (all preserved)": CORE | {"binascii"},  # binascii: sha256 hex digests of patch files
     "check (unpreserved work)": CORE | {"binascii"},
+    "status": CORE | {"binascii"} | RE | JSON,  # the series applied and in progress; the patches named
     "save": CORE | {"binascii"} | RE | JSON,  # save --series records the series applied to the tree
     "apply": CORE | {"binascii", "threading"} | RE | JSON,  # results built on a thread while the trees are checked
     "guard (git status)": {"gc", "select"},
@@ -78,6 +79,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, s
     results["check (all preserved)"] = loaded_by(*sm, "check", cwd=tmp)
     (tree / "README").write_text("edited\n")
     results["check (unpreserved work)"] = loaded_by(*sm, "check", cwd=tmp)
+    results["status"] = loaded_by(*sm, "status", cwd=tmp)
     results["save"] = loaded_by(*sm, "save", "probe", "--series", "s", "-m", "probe", cwd=tmp)
     assert loaded_by(*sm, "reset", cwd=tmp, site=True)[0] == 0
     results["apply"] = loaded_by(*sm, "apply", "s", cwd=tmp)

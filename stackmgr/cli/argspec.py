@@ -1,5 +1,5 @@
-"""Options of the commands that must start fast (`check`, `save`, `apply`, `import`, `rebase`, `run`), and `--json`,
-declared once.
+"""Options of the commands that must start fast (`check`, `status`, `save`, `apply`, `import`, `rebase`, `run`),
+and `--json`, declared once.
 
 context.py turns these into click options (help, completion, errors); entry.py parses the same declarations
 directly, without importing click, for the plain forms people type and scripts run. Anything unusual (`--help`,
@@ -100,7 +100,10 @@ RUN = (
     JSON,
 )
 
-FAST_COMMANDS = {"check": CHECK, "save": SAVE, "apply": APPLY, "import": IMPORT, "rebase": REBASE, "run": RUN}
+STATUS = (JSON,)
+
+FAST_COMMANDS = {"check": CHECK, "status": STATUS, "save": SAVE, "apply": APPLY, "import": IMPORT, "rebase": REBASE,
+                 "run": RUN}  # fmt: skip
 COMMAND_AFTER_OPTIONS = {"run"}  # `run [OPTIONS] [--] CMD…`: the first word that is no option starts CMD
 
 Values = dict[str, object]

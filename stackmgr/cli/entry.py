@@ -1,11 +1,11 @@
 """The console-script entry point: error mapping (docs/FORMATS.md#exit-codes) and a start-up fast path.
 
-`check` runs in shell prompts and `save` many times a day, so their plain forms (and those of `apply`, `import`
-and `rebase`, held to git's own times, and `run`, whose own overhead counts in every benchmark) are dispatched
-here without importing click (about 30 ms, more than the git work of a typical `check`); anything else, `--help`
-included, goes through the full CLI. Both paths parse the same option declarations (argspec.py) into the same
-arguments (CheckArgs, SaveArgs, ApplyArgs, or the values themselves) and run the same click-free bodies (check.py,
-save.py, apply.py, import_.py, rebase.py, run.py).
+`check` runs in shell prompts and `save` many times a day, so their plain forms (and those of `status`, `apply`,
+`import` and `rebase`, held to git's own times, and `run`, whose own overhead counts in every benchmark) are
+dispatched here without importing click (about 30 ms, more than the git work of a typical `check`); anything
+else, `--help` included, goes through the full CLI. Both paths parse the same option declarations (argspec.py)
+into the same arguments (CheckArgs, SaveArgs, ApplyArgs, or the values themselves) and run the same click-free
+bodies (check.py, status.py, save.py, apply.py, import_.py, rebase.py, run.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from stackmgr.errors import StackmgrError
 
 
 def _fast(argv: list[str]) -> int | None:
-    """Run a plain `check`, `save`, `apply`, `import`, `rebase` or `run` without importing click; None when argv needs
-    the full CLI."""
+    """Run a plain `check`, `status`, `save`, `apply`, `import`, `rebase` or `run` without importing click; None
+    when argv needs the full CLI."""
     from stackmgr.cli.argspec import flag, parse_fast, text
 
     parsed = parse_fast(argv)
@@ -32,6 +32,10 @@ def _fast(argv: list[str]) -> int | None:
 
         _ended.append(None)  # read-only, no thread, every file closed: nothing for the interpreter to tidy
         return check.run(check.CheckArgs.from_values(store, as_json, tuple(positionals), values))
+    if command == "status":
+        from stackmgr.cli import status
+
+        return status.run(store, tuple(positionals), as_json=as_json)
     if command == "import":
         if not positionals:
             return None  # let click say FILES are missing
