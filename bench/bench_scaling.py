@@ -360,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         started = time.monotonic()
         lab = build(args.workdir.resolve(), plan, sections, args.seed)
-        spent.append(f"trees {time.monotonic() - started:.0f} s")
+        spent.append(f"setup (work dir, trees) {time.monotonic() - started:.0f} s")
         for name in (s for s in SECTIONS if s in sections):
             started = time.monotonic()
             {"files": section_files, "features": section_features, "changes": section_changes,

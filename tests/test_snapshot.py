@@ -375,8 +375,8 @@ def test_an_ignore_answer_is_reused_only_while_every_rule_file_stays_as_it_was(
     before = len(asked)
     assert "src/deep/scratch.log (added)" in lab.sm("check", "-v").out and len(asked) == before  # reused
     target = {"root": lab.tree / ".gitignore", "nested": lab.tree / "src" / "deep" / ".gitignore",
-              "info/exclude": lab.tree / ".git" / "info" / "exclude",
-              "user default": home / ".config" / "git" / "ignore", "core.excludesFile": home / "my-ignores"}[rules]  # fmt: skip
+              "info/exclude": lab.tree / ".git" / "info" / "exclude", "user default": home / ".config" / "git" /
+              "ignore", "core.excludesFile": home / "my-ignores"}[rules]  # fmt: skip
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("*.log\n")
     check = lab.sm("check", "-v")
@@ -385,3 +385,15 @@ def test_an_ignore_answer_is_reused_only_while_every_rule_file_stays_as_it_was(
         assert check.code == 1 and ".gitignore (added)" in check.out
     else:
         assert check.code == 0
+
+
+def test_the_private_index_keeps_an_untracked_cache_when_the_users_repository_has_one_on(lab: Lab) -> None:
+    """docs/SCALING.md: git's untracked cache (core.untrackedCache) carries over to the snapshot's private index,
+    where `git status` then skips the directories that did not change; off, the private index has none."""
+    private = lab.tree / ".git" / "stackmgr" / "index"
+    (lab.tree / "src" / "new.py").write_text("new\n")
+    assert lab.sm("check").code == 1 and b"UNTR" not in private.read_bytes()
+    git(lab.tree, "config", "core.untrackedCache", "true")
+    assert lab.sm("check").code == 1 and b"UNTR" in private.read_bytes()
+    (lab.tree / "src" / "newer.py").write_text("newer\n")  # the cache never hides a new file
+    assert "src/newer.py (added)" in lab.sm("check", "-v").out

@@ -126,8 +126,8 @@ class TempIndex:
         # `--no-ahead-behind`: only `branch.oid` is read, so no walk of the commits between HEAD and its upstream.
         # status.showUntrackedFiles=all: an untracked cache (when the user has core.untrackedCache on) is kept for
         # `-uall` in this index; made for git's default `-unormal`, git would never use it for `-uall`.
-        args = ["-c", "status.showUntrackedFiles=all", "status", "--porcelain=v2", "--branch", "--no-ahead-behind", "-z", "--untracked-files=all",
-                "--no-renames", "--ignore-submodules=none"]  # fmt: skip
+        args = ["-c", "status.showUntrackedFiles=all", "status", "--porcelain=v2", "--branch", "--no-ahead-behind",
+                "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=none"]  # fmt: skip
         return start(self.repo.top, args, index=self.path)
 
     def update(self, add: Sequence[bytes], remove: Sequence[bytes]) -> None:

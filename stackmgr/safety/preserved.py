@@ -44,6 +44,7 @@ class _Unverifiable(Exception):
 class PatchIndex:
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.patches_dir = store.patches_dir  # asked for every patch file: once here, not per stat
         self.path = os.path.join(store.state_dir, "cache", "patch-index.marshal")
         self.records: dict[str, Record] = {}
         self.dirty = False
@@ -82,26 +83,30 @@ class PatchIndex:
         for gone in set(self.records) - names:
             del self.records[gone]
             self.dirty = True
-        stale = [n for n in sorted(names) if self._needs_look(n)]
+        sigs = {n: self._signature(n) for n in sorted(names)}  # one stat per file, taken before any read
+        stale = [n for n, sig in sigs.items() if self._needs_look(n, sig)]
         if len(stale) >= 8:  # many new or changed patches (a first look, a pull): verified in batches first
             from stackmgr.safety.batch_verify import prefetch
 
             self._prefetched = prefetch(self.store, stale)
         try:
-            for name in sorted(names):
-                self.record(name, retry=True)
+            for name, sig in sigs.items():
+                self.record(name, retry=True, sig=sig)
         finally:
             self._prefetched = {}
 
-    def _needs_look(self, filename: str) -> bool:
+    def _needs_look(self, filename: str, sig: list[int] | None) -> bool:
         rec = self.records.get(filename)
-        return rec is None or rec["sig"] != self._signature(filename) or bool(rec.get("retry"))
+        return rec is None or rec["sig"] != sig or bool(rec.get("retry"))
 
-    def record(self, filename: str, retry: bool = False) -> Record | None:
+    def record(self, filename: str, retry: bool = False, sig: list[int] | bool | None = False) -> Record | None:
         """The up-to-date record of one patch file; `retry` re-examines one that could not be checked before
-        (its tree or base may have arrived since)."""
-        path = os.path.join(self.store.patches_dir, filename)
-        sig = self._signature(filename)
+        (its tree or base may have arrived since). `sig`: its stat data when just taken (else taken here); taken
+        before the file is read, a change since shows as a stale record next time."""
+        path = os.path.join(self.patches_dir, filename)
+        if sig is False:
+            sig = self._signature(filename)
+        assert sig is not True
         if sig is None:  # gone, or a directory where a patch file should be
             if self.records.pop(filename, None) is not None:
                 self.dirty = True
@@ -126,14 +131,14 @@ class PatchIndex:
 
     def _signature(self, filename: str) -> list[int] | None:
         """The stat data a record is kept by, or None when `filename` is not a patch file of the store."""
-        path = os.path.join(self.store.patches_dir, filename)
+        path = os.path.join(self.patches_dir, filename)
         st: os.stat_result | None
         try:
             st = os.lstat(path)
             if S_ISLNK(st.st_mode) and "/" in filename:  # kept versions are written by stackmgr: never links
                 st = None
             elif S_ISLNK(st.st_mode):  # a patch is in the store only if its link stays inside patches/
-                real, real_dir = os.path.realpath(path), os.path.realpath(self.store.patches_dir)
+                real, real_dir = os.path.realpath(path), os.path.realpath(self.patches_dir)
                 st = os.stat(path) if os.path.dirname(real) == real_dir else None
         except OSError:
             st = None
