@@ -255,9 +255,15 @@ def measure_check(bench: Bench, state: str, expect: int) -> list[Row]:
     def check() -> None:
         bench.stackmgr_run("check", ok=(expect,))
 
+    def python() -> None:  # the floor: any Python program's start, before it can ask git anything
+        run([sys.executable, "-c", "pass"], bench.workdir, bench.env)
+
     git_ms, check_ms = paired_medians(bench.git_status, check, CHECK_ROUNDS * bench.repeats)
+    py_ms, _ = paired_medians(python, bench.git_status, CHECK_ROUNDS * bench.repeats)
     return [
         Row(f"git status --porcelain ({state})", git_ms),
+        Row(f"floor, for context: (python -c pass {py_ms:.1f} ms + git status) / git status", py_ms + git_ms,
+            (py_ms + git_ms) / git_ms),
         Row(f"stackmgr check ({state}, exit {expect}) / git status", check_ms, check_ms / git_ms, CHECK_TARGET),
     ]
 
