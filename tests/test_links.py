@@ -806,3 +806,33 @@ def test_sorting_by_metric_ranks_failed_runs_last_and_an_unknown_tree_is_a_usage
     assert [lid for line in shown.splitlines() for lid in (good, failed, better) if lid in line] == [
         better, good, failed]  # fmt: skip
     one_line_error(ev.sm("links", "--tree", "nosuch"), 2)
+
+
+def test_series_membership_is_reused_only_while_every_series_file_stays_as_it_was(
+    ev: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """states.series_members: which patches some series lists is kept by the series files' stat data; any
+    change (a patch removed or added, a series file gone, new or unparsable) shows in the next `show`."""
+    from stackmgr.evidence import states
+
+    monkeypatch.setattr(states, "_SETTLED_NS", 0)  # the tmp file system keeps ns timestamps
+    _link(ev, "replay-fix", "results/probe.log")
+    cache = ev.store / ".stackmgr" / "cache" / "series-members.marshal"
+
+    def state() -> str:
+        return _show(ev, "replay-fix")["links"][0]["state"]  # type: ignore[index,no-any-return]
+
+    assert state() == "fresh" and cache.exists()
+    replay = (ev.store / "series" / "replay").read_text()
+    assert ev.sm("series", "remove", "replay", "replay-fix").code == 0
+    assert state() == "orphaned"
+    (ev.store / "series" / "other").write_text("replay-fix.patch\n")
+    assert state() == "fresh"
+    (ev.store / "series" / "other").unlink()
+    assert state() == "orphaned"
+    (ev.store / "series" / "replay").write_text(replay)
+    assert state() == "fresh"
+    (ev.store / "series" / "replay").write_text("replay-fix.patch\n<<<<<<< HEAD\n")
+    for _ in range(2):  # said every time, never answered from the cache
+        result = ev.sm("show", "replay-fix")
+        assert "series/replay" in result.err

@@ -149,15 +149,7 @@ class Evidence:
         """The patch index is read, not refreshed: judging a link needs each patch file's sha256 (and patch-id
         for a changed one), not what `check` needs of every patch."""
         index = PatchIndex.load(store)
-        names: set[str] = set()
-        for name in list_series(store):
-            try:
-                names.update(SeriesFile.load(store, name).patch_names())
-            except StackmgrError as exc:  # its patches will read as orphaned: say why
-                import sys
-
-                sys.stderr.write(f"stackmgr: warning: {exc}\n")
-        return cls(store, index, ArtifactHashes(store), names, ids=PatchIds(store.state_dir))
+        return cls(store, index, ArtifactHashes(store), series_members(store), ids=PatchIds(store.state_dir))
 
     def current(self, patch: str) -> tuple[str | None, str | None]:
         """(sha256, patch-id) of the patch file today; (None, None) when it is gone."""
@@ -286,3 +278,43 @@ def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
     hashes.save()
     return problems, len(links)
 
+
+
+_SETTLED_NS = 2_000_000_000  # series files younger than this when listed leave the answer uncached
+
+
+def series_members(store: Store) -> set[str]:
+    """Every patch some series lists. Reading a thousand series files is most of `show` on a big store, so the
+    answer is kept by the series files' stat data (listed before they are read; a file younger than 2 s, whose
+    same-size rewrite a coarse timestamp could hide, leaves it uncached) and reused while none changed."""
+    import time
+
+    listed_at = time.time_ns()
+    names = list_series(store)
+    stats: list[object] = []
+    for name in names:
+        try:
+            st = os.stat(os.path.join(store.series_dir, name))
+        except OSError:
+            break
+        if listed_at - max(st.st_mtime_ns, st.st_ctime_ns) < _SETTLED_NS:
+            break
+        stats.append([name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+    sig = stats if len(stats) == len(names) else None
+    cache = os.path.join(store.state_dir, "cache", "series-members.marshal")
+    cached = read_cache(cache) if sig is not None else None
+    if isinstance(cached, list) and len(cached) == 2 and cached[0] == sig:
+        return set(cached[1])
+    members: set[str] = set()
+    clean = True
+    for name in names:
+        try:
+            members.update(SeriesFile.load(store, name).patch_names())
+        except StackmgrError as exc:  # its patches will read as orphaned: say why (every time: not cached)
+            import sys
+
+            sys.stderr.write(f"stackmgr: warning: {exc}\n")
+            clean = False
+    if clean and sig is not None:
+        write_cache(cache, [sig, sorted(members)])
+    return members
