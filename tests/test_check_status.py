@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -329,3 +330,14 @@ def test_check_whose_reader_stops_early_still_says_not_preserved(lab: Lab) -> No
         proc.stdout.close()  # the reader is gone before a line is written
         err = proc.stderr.read()
         assert proc.wait() == 1 and b"Traceback" not in err
+
+
+@pytest.mark.regression("`check >&-`: a traceback from the flush before os._exit, and exit 1 on a clean tree")
+def test_check_with_its_output_closed_still_answers(lab: Lab) -> None:
+    """entry.main flushed sys.stdout before ending the process; started with stdout closed it is None."""
+    argv = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "stackmgr", "--store", str(lab.store), "check"])
+    clean = subprocess.run(["sh", "-c", argv + " >&-"], capture_output=True)
+    assert (clean.returncode, clean.stderr) == (0, b"")
+    (lab.tree / "README").write_text("unsaved\n")
+    dirty = subprocess.run(["sh", "-c", argv + " -v >&-"], capture_output=True)
+    assert dirty.returncode == 1 and b"Traceback" not in dirty.stderr

@@ -205,3 +205,22 @@ def test_a_killed_forced_reset_is_rolled_back_to_the_bytes_on_disk_under_autocrl
             assert step == steps[-1] and lab.sm("undo").code == 0
         assert {name: (lab.tree / name).read_bytes() for name in wrote} == wrote, step
         assert lab.worktree_id() == before, step
+
+
+@pytest.mark.regression("undo with a split index restored bytes whose .git/sharedindex.* git had expired")
+def test_undo_of_an_apply_puts_back_a_split_index_git_can_read(lab: Lab) -> None:
+    """The journal kept the real index's bytes for the rollback, not the shared index they name: the user's next
+    `git status` wrote a new one and deleted the old (splitIndex.sharedIndexExpire), so after `undo` git said
+    'index file open failed' and the tree's staged state was gone."""
+    git(lab.tree, "config", "core.splitIndex", "true")
+    git(lab.tree, "config", "splitIndex.sharedIndexExpire", "now")
+    (lab.tree / "README").write_text("edited\n")
+    assert lab.sm("save", "p", "--series", "ser", "-m", "p").code == 0
+    assert lab.sm("reset", "vllm").code == 0
+    (lab.tree / "src" / "model.py").write_text("upstream moved\n")
+    git(lab.tree, "commit", "-qam", "upstream")
+    before = (porcelain(lab.tree), git_text(lab.tree, "ls-files", "-s"), lab.worktree_id())
+    assert lab.sm("apply", "ser").code == 0
+    git(lab.tree, "status")  # the user's git writes a new shared index and expires the one the saved bytes name
+    assert lab.sm("undo").code == 0
+    assert (porcelain(lab.tree), git_text(lab.tree, "ls-files", "-s"), lab.worktree_id()) == before

@@ -344,6 +344,7 @@ def test_the_staged_answer_is_reused_only_while_the_index_head_and_refs_stay_as_
     mutations = (
         ("update-ref", "refs/heads/main", v2), ("pack-refs", "--all"), ("update-ref", "refs/heads/main", base),
         ("replace", base, v2), ("add", "README"), ("checkout", "-q", "--detach", v2),
+        ("config", "core.useReplaceRefs", "false"),
     )  # fmt: skip
     for args in mutations:
         assert lab.sm("check").code in (0, 1) and cache.exists()
@@ -353,12 +354,15 @@ def test_the_staged_answer_is_reused_only_while_the_index_head_and_refs_stay_as_
         assert len(asked) > before, args
 
 
-@pytest.mark.parametrize("rules", ["root", "nested", "info/exclude", "user default", "core.excludesFile"])
+@pytest.mark.parametrize("rules", ["root", "nested", "info/exclude", "user default", "core.excludesFile",
+                                   "symlinked user default", "included core.excludesFile"])  # fmt: skip
 def test_an_ignore_answer_is_reused_only_while_every_rule_file_stays_as_it_was(
     lab: Lab, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, rules: str
 ) -> None:
     """git/ignore.rules_key: `check-ignore` about the files only the private index holds is asked again after any
-    of the rule files it reads changed; meanwhile its answer is reused. The file then ignored leaves the snapshot."""
+    of the rule files it reads changed; meanwhile its answer is reused. The file ignored leaves the snapshot, and
+    comes back, unsaved, when the rule goes (a dotfiles symlink and an included config were answered from a
+    stale 'ignored': check said 0 and the guard let `git clean` delete the file)."""
     from stackmgr.git import ignore
 
     monkeypatch.setattr(ignore, "SETTLED_NS", 0)  # the tmp file system keeps ns timestamps
@@ -368,23 +372,39 @@ def test_an_ignore_answer_is_reused_only_while_every_rule_file_stays_as_it_was(
     home = tmp_path / "home"
     if rules == "core.excludesFile":
         git(lab.tree, "config", "core.excludesFile", "~/my-ignores")
+    if rules == "symlinked user default":
+        (home / "dotfiles").mkdir()
+        (home / "dotfiles" / "gitignore").write_text("")
+        (home / ".config" / "git").mkdir(parents=True)
+        os.symlink(home / "dotfiles" / "gitignore", home / ".config" / "git" / "ignore")
+    ignoring, not_ignoring = "*.log\n", "# nothing ignored\n"
+    if rules == "included core.excludesFile":  # the included file switches between two excludes files
+        (home / "my-ignores").write_text("*.log\n")
+        ignoring, not_ignoring = (f"[core]\n\texcludesFile = ~/{name}\n" for name in ("my-ignores", "none"))
+        (home / ".gitconfig.local").write_text(not_ignoring)
+        with open(home / ".gitconfig", "a") as f:
+            f.write("[include]\n\tpath = ~/.gitconfig.local\n")
     (lab.tree / "src" / "deep").mkdir()
     (lab.tree / "src" / "deep" / "scratch.log").write_text("notes\n")
     for _ in range(2):
         assert lab.sm("check", "-v").code == 1
     before = len(asked)
-    assert "src/deep/scratch.log (added)" in lab.sm("check", "-v").out and len(asked) == before  # reused
+    assert "src/deep/scratch.log (added)" in lab.sm("check", "-v").out
+    assert len(asked) == before or rules == "included core.excludesFile"  # reused, unless config includes others
     target = {"root": lab.tree / ".gitignore", "nested": lab.tree / "src" / "deep" / ".gitignore",
               "info/exclude": lab.tree / ".git" / "info" / "exclude", "user default": home / ".config" / "git" /
-              "ignore", "core.excludesFile": home / "my-ignores"}[rules]  # fmt: skip
+              "ignore", "core.excludesFile": home / "my-ignores", "symlinked user default": home / "dotfiles" /
+              "gitignore", "included core.excludesFile": home / ".gitconfig.local"}[rules]  # fmt: skip
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("*.log\n")
-    check = lab.sm("check", "-v")
-    assert "scratch.log" not in check.out and len(asked) > before
-    if rules in ("root", "nested"):  # the new .gitignore is itself an unsaved file
-        assert check.code == 1 and ".gitignore (added)" in check.out
-    else:
-        assert check.code == 0
+    target.write_text(ignoring)
+    for _ in range(2):
+        check = lab.sm("check", "-v")
+        assert "scratch.log" not in check.out and len(asked) > before
+        assert check.code == (1 if rules in ("root", "nested") else 0)  # a new .gitignore is unsaved itself
+    target.write_text(not_ignoring)
+    for _ in range(3):
+        check = lab.sm("check", "-v")
+        assert check.code == 1 and "src/deep/scratch.log (added)" in check.out
 
 
 def test_the_private_index_keeps_an_untracked_cache_when_the_users_repository_has_one_on(lab: Lab) -> None:

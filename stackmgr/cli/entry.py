@@ -97,17 +97,21 @@ def main(argv: list[str] | None = None) -> int:
     interpreter's tear-down of every module, about 3 ms of a prompt's 40."""
     code = _main(argv)
     if argv is None and _ended:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except OSError:  # a closed pipe (`check -v | head`): what was not read is not the caller's
-            pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:  # None: started with that descriptor closed (`check >&-`)
+                    stream.flush()
+            except (OSError, ValueError):  # a closed pipe (`check -v | head`): what was not read is not the caller's
+                pass
         os._exit(code)
     return code
 
 
 def _main(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if sys.stdout is None or sys.stderr is None:  # started with the descriptor closed (`check -v >&-`): nowhere to
+        closed = open(os.devnull, "w")  # noqa: SIM115  # say it, and no reason to fail a verdict for it
+        sys.stdout, sys.stderr = sys.stdout or closed, sys.stderr or closed
     debug = "--debug" in args or bool(os.environ.get("STACKMGR_DEBUG"))
     if args == ["--version"]:  # scripts and prompts ask this; no click needed
         from stackmgr import __version__

@@ -98,15 +98,26 @@ def rules_key(repo: Repo, paths: Sequence[bytes], excludes_file: str, asked_at: 
             if d:
                 st = os.lstat(os.path.join(top, d))
                 key.append([st.st_ino, st.st_mode])
-        for f in files:
-            try:
-                st = os.lstat(f)
-            except (FileNotFoundError, NotADirectoryError):
-                key.append(None)
-                continue
-            if asked_at - max(st.st_mtime_ns, st.st_ctime_ns) < SETTLED_NS:
-                return None
-            key.append([st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+        for k, f in enumerate(files):
+            # git follows a symlink for info/exclude and the excludes file (dotfiles), not for a .gitignore
+            for found in _stats(f, follow=k >= len(files) - 2):
+                if found is None:
+                    key.append(None)
+                    continue
+                if asked_at - max(found.st_mtime_ns, found.st_ctime_ns) < SETTLED_NS:
+                    return None
+                key.append([found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns])
     except OSError:
         return None
     return key
+
+
+def _stats(path: bytes, follow: bool) -> list[os.stat_result | None]:
+    """lstat of `path`, and with `follow` the stat of what it points to (None where there is nothing)."""
+    found: list[os.stat_result | None] = []
+    for look in (os.lstat, os.stat) if follow else (os.lstat,):
+        try:
+            found.append(look(path))
+        except (FileNotFoundError, NotADirectoryError):
+            found.append(None)
+    return found

@@ -3,7 +3,8 @@ depends on changed since the last answer.
 
 Every snapshot needs it, and on a tree the size of vLLM it costs `check` a git start and a read of HEAD's trees
 beside `git status`, which on a small machine shares the cores with it. The answer depends on the index file, on
-HEAD and the ref it names, and on replace refs; git rewrites each of them by renaming a new file into place.
+HEAD and the ref it names, on replace refs (and core.useReplaceRefs: the config files' stat data, as for
+core.autocrlf); git rewrites each of them by renaming a new file into place.
 The key is their stat data (inode, size, mtime and ctime in ns), taken *before* git is asked: an answer is reused
 only while every one of those files is as it was when the answer's question was put, so a change during or after
 that run makes the next snapshot ask again. A key is stored only when those files are older than 2 seconds, so a
@@ -32,11 +33,12 @@ _ARGS = ["--no-optional-locks", "diff-index", "--cached", "-r", "-z", "--raw", "
 class StagedChanges:
     """Started with the snapshot's `git status`; `output(head)` gives diff-index's raw bytes and exit code."""
 
-    def __init__(self, repo: Repo) -> None:
+    def __init__(self, repo: Repo, config: list[object]) -> None:
+        """`config`: the stat data of the git config files (core.useReplaceRefs changes the answer)."""
         self.repo = repo
         self.cache = os.path.join(repo.stackmgr_dir, "staged.cache")
         self.asked_at = time.time_ns()
-        self.key = _key(repo)
+        self.key = _key(repo, config)
         cached = read_cache(self.cache) if self.key is not None else None
         self.known = cached if isinstance(cached, list) and len(cached) == 3 and cached[0] == self.key else None
         self.proc: Process | None = None if self.known is not None else self._start()
@@ -58,7 +60,7 @@ class StagedChanges:
         return code, out
 
 
-def _key(repo: Repo) -> list[object] | None:
+def _key(repo: Repo, config: list[object]) -> list[object] | None:
     """Stat data of every file the answer depends on, or None when they cannot all be named."""
     git_dir = repo.git_dir
     common = git_dir
@@ -83,7 +85,8 @@ def _key(repo: Repo) -> list[object] | None:
         if not ref.startswith("refs/") or ".." in ref.split("/"):
             return None
         files.append(os.path.join(git_dir if ref.startswith(("refs/bisect/", "refs/worktree/")) else common, ref))
-    key: list[object] = [os.environ.get("GIT_NO_REPLACE_OBJECTS"), head]
+    env = [os.environ.get(k) for k in ("GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE")]
+    key: list[object] = [env, head, config]
     for path in files:
         try:
             st = os.lstat(path)
@@ -98,4 +101,4 @@ def _key(repo: Repo) -> list[object] | None:
 
 def _settled(key: list[object], asked_at: int) -> bool:
     """Every file of the key was older than _SETTLED when the question was put (see the module's docstring)."""
-    return all(not isinstance(s, list) or asked_at - max(s[2], s[3]) >= _SETTLED * 1e9 for s in key[2:])
+    return all(not isinstance(s, list) or asked_at - max(s[2], s[3]) >= _SETTLED * 1e9 for s in key[3:])

@@ -39,6 +39,7 @@ from stackmgr.journal.record import (
     remove_current,
     stat_key,
 )  # fmt: skip
+from stackmgr.journal.shared_index import keep_shared_indexes
 from stackmgr.store.fs import atomic_write, locked, read_or_none
 from stackmgr.store.temps import sweep
 
@@ -217,8 +218,7 @@ class Operation:
         state `moving` on disk (the switch may be under way from now until `switched` is recorded)."""
         move.branch = branch or "-"
         if real_index is not None:
-            os.makedirs(os.path.join(self.dir, "index"), exist_ok=True)
-            saved = os.path.join(self.dir, "index", snap.tree)
+            os.makedirs(os.path.dirname(saved := os.path.join(self.dir, "index", snap.tree)), exist_ok=True)
             try:  # git replaces the index by rename, never in place: a hard link keeps these bytes
                 os.link(os.path.join(snap.repo.git_dir, "index"), saved)
                 if read_or_none(saved) != real_index:  # it changed between the read and the link
@@ -226,6 +226,7 @@ class Operation:
                     raise OSError
             except OSError:
                 atomic_write(saved, real_index)
+            keep_shared_indexes(snap.repo.git_dir, os.path.join(self.dir, "shared-index", snap.tree))
             move.index = "saved"
         move.state = "moving"
         self.save(durable=True)  # before the first file of a tree changes, the record is on disk

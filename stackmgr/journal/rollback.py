@@ -30,6 +30,7 @@ from stackmgr.journal.record import (
     remove_current,
     stat_key,
 )  # fmt: skip
+from stackmgr.journal.shared_index import shared_indexes_back
 from stackmgr.safety import tree_move
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store.applied import applied_result
@@ -205,6 +206,8 @@ def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, a
     blocked = StackmgrError if after_only else LeftAsIs
     reason = f"stackmgr: back to before {record.command}"
     saved = read_or_none(os.path.join(directory, "index", move.tree)) if move.index == "saved" else None
+    if saved is not None:
+        shared_indexes_back(os.path.join(directory, "shared-index", move.tree), repo.git_dir)
     notes: list[str] = []
     snap = take_snapshot(move.tree, move.path, store.max_untracked_bytes, find_special=False, freeze=True,
                          results=store.trees[move.tree].results if move.tree in store.trees else (),

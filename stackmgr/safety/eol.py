@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from stackmgr.types import Change
 
 
+_ASKED = r"^(core\.(autocrlf|excludesfile)|include(if\..*)?\.path)$"  # and whether any config includes another
+
+
 class AutoCrlf:
     """Is core.autocrlf true for this tree? Asked of git (alongside `git status`) only when a config file it
     reads changed since the last answer; the answer is cached by their stat data, like the store config."""
@@ -44,7 +47,7 @@ class AutoCrlf:
         fresh = isinstance(cached, list) and len(cached) == 3 and cached[0] == sig
         self.known: bool | None = cached[1] if fresh else None  # type: ignore[index]
         self.excludes: str | None = cached[2] if fresh else None  # type: ignore[index]
-        self.proc = None if fresh else repo.start_config_values(r"^core\.(autocrlf|excludesfile)$")
+        self.proc = None if fresh else repo.start_config_values(_ASKED)
 
     def on(self) -> bool:
         if self.known is None:
@@ -54,13 +57,15 @@ class AutoCrlf:
                 key, _, value = rec.partition(b"\n")
                 values[key] = value  # the last one wins, as in git
             self.known = values.get(b"core.autocrlf", b"").strip().lower() in (b"true", b"yes", b"on", b"1")
-            self.excludes = _excludes_file(self.top, values.get(b"core.excludesfile"))
+            # A config that includes other files could name another excludes file there, unseen by `sig`
+            included = any(key.startswith(b"include") for key in values)
+            self.excludes = None if included else _excludes_file(self.top, values.get(b"core.excludesfile"))
             write_cache(self.cache, [self.sig, self.known, self.excludes])
         return bool(self.known)
 
     def excludes_file(self) -> str | None:
-        """The ignore file core.excludesFile names (or git's default), when known without asking git now; None
-        otherwise (then the caller asks git about ignored paths)."""
+        """The ignore file core.excludesFile names (or git's default), when known without asking git now and not
+        possibly set in an included config file; None otherwise (then the caller asks git about ignored paths)."""
         return self.excludes if self.known is not None else None
 
 

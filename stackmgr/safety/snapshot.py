@@ -196,8 +196,8 @@ class _Work:
             _refuse_unborn(tree, repo)
             raise
         self.status_proc = index.start_status()
-        self.staged = StagedChanges(repo)
         self.autocrlf = AutoCrlf(repo)
+        self.staged = StagedChanges(repo, self.autocrlf.sig)  # the config files too: core.useReplaceRefs
         self.orphans_proc = None if repo.head_on_branch() else repo.start_commits_on_no_ref()
         self.probe = _IgnoreProbe(repo, self.autocrlf.excludes_file())
 
