@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -208,10 +209,23 @@ def test_a_killed_forced_reset_is_rolled_back_to_the_bytes_on_disk_under_autocrl
 
 
 @pytest.mark.regression("undo with a split index restored bytes whose .git/sharedindex.* git had expired")
-def test_undo_of_an_apply_puts_back_a_split_index_git_can_read(lab: Lab) -> None:
+@pytest.mark.parametrize("links", ["hard links", "no hard links (another file system)"])
+def test_undo_of_an_apply_puts_back_a_split_index_git_can_read(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, links: str
+) -> None:
     """The journal kept the real index's bytes for the rollback, not the shared index they name: the user's next
     `git status` wrote a new one and deleted the old (splitIndex.sharedIndexExpire), so after `undo` git said
-    'index file open failed' and the tree's staged state was gone."""
+    'index file open failed' and the tree's staged state was gone. With the store on another file system the
+    hard link to the shared index failed (EXDEV) and every apply ended in an internal error."""
+    if links != "hard links":
+        link = os.link
+
+        def no_link(src: str, dst: str, **kw: object) -> None:
+            if os.path.basename(src).startswith("sharedindex.") and "/.stackmgr/" in dst:
+                raise OSError(errno.EXDEV, "Invalid cross-device link")
+            link(src, dst, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "link", no_link)
     git(lab.tree, "config", "core.splitIndex", "true")
     git(lab.tree, "config", "splitIndex.sharedIndexExpire", "now")
     (lab.tree / "README").write_text("edited\n")

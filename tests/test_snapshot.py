@@ -417,3 +417,37 @@ def test_the_private_index_keeps_an_untracked_cache_when_the_users_repository_ha
     assert lab.sm("check").code == 1 and b"UNTR" in private.read_bytes()
     (lab.tree / "src" / "newer.py").write_text("newer\n")  # the cache never hides a new file
     assert "src/newer.py (added)" in lab.sm("check", "-v").out
+
+
+@pytest.mark.parametrize("given", ["environment", "%(prefix)"])
+def test_an_excludes_file_given_by_environment_or_prefix_is_never_answered_stale(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, given: str
+) -> None:
+    """core.excludesFile set through GIT_CONFIG_KEY_n/VALUE_n (no config file changes), or written `%(prefix)/…`
+    (git resolves it; the ignore cache watched a path that does not exist): check said 0 for an unsaved file
+    git does not ignore."""
+    from stackmgr.git import ignore
+
+    monkeypatch.setattr(ignore, "SETTLED_NS", 0)
+    (tmp_path / "on").write_text("*.log\n")
+    (tmp_path / "off").write_text("# nothing\n")
+    exec_path = git_text(lab.tree, "--exec-path")
+    prefix = exec_path.rsplit("/lib", 1)[0] if "/lib" in exec_path else "/usr"
+
+    def excludes(name: str) -> None:
+        path = str(tmp_path / name)
+        if given == "environment":
+            monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+            monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.excludesFile")
+            monkeypatch.setenv("GIT_CONFIG_VALUE_0", path)
+        else:  # one file, its rules rewritten
+            (tmp_path / "px").write_text((tmp_path / name).read_text())
+
+    if given == "%(prefix)":
+        git(lab.tree, "config", "core.excludesFile", "%(prefix)/" + os.path.relpath(tmp_path / "px", prefix))
+    excludes("off")
+    (lab.tree / "scratch.log").write_text("notes\n")
+    for name, code in (("off", 1), ("off", 1), ("on", 0), ("on", 0), ("off", 1), ("off", 1), ("off", 1)):
+        excludes(name)
+        check = lab.sm("check", "-v")
+        assert check.code == code and ("scratch.log (added)" in check.out) == (code == 1), name

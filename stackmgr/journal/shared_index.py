@@ -7,16 +7,24 @@ from __future__ import annotations
 
 import os
 
+from stackmgr.store.fs import atomic_write, read_or_none
+
 
 def keep_shared_indexes(git_dir: str, keep: str) -> None:
-    """Hard links to every `.git/sharedindex.*` in `keep` (no room needed; nothing when the index is not split)."""
+    """Every `.git/sharedindex.*` kept in `keep`: a hard link (no room needed), or a copy where the store is on
+    another file system or links are refused. Nothing when the index is not split."""
     for name in os.listdir(git_dir):
         if name.startswith("sharedindex."):
             os.makedirs(keep, exist_ok=True)
+            kept = os.path.join(keep, name)
             try:
-                os.link(os.path.join(git_dir, name), os.path.join(keep, name))
+                os.link(os.path.join(git_dir, name), kept)
             except FileExistsError:
                 pass
+            except OSError:  # EXDEV, EPERM (protected hard links), EMLINK
+                data = read_or_none(os.path.join(git_dir, name))
+                if data is not None:
+                    atomic_write(kept, data)
 
 
 def shared_indexes_back(kept: str, git_dir: str) -> None:

@@ -34,6 +34,8 @@ class AutoCrlf:
                 files.append(os.path.join(repo.git_dir, f.read().strip(), "config"))
         env = ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")
         sig: list[object] = [os.environ.get(k) for k in env]  # (files named by include.path are not followed)
+        given = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")  # config given by environment (GIT_CONFIG_COUNT)
+        sig.append(sorted([k, v] for k, v in os.environ.items() if k.startswith(given)))
         for path in files:
             try:
                 st = os.stat(path) if path else None
@@ -71,14 +73,14 @@ class AutoCrlf:
 
 def _excludes_file(top: str, value: bytes | None) -> str | None:
     """Where git reads the user's own ignore rules: core.excludesFile (`~/` expanded; relative to the tree's top)
-    or $XDG_CONFIG_HOME/git/ignore. None for a form this does not resolve (`~user/`)."""
+    or $XDG_CONFIG_HOME/git/ignore. None for a form this does not resolve (`~user/`, `%(prefix)/`)."""
     if value is None:
         home = os.environ.get("HOME", "")
         return os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "git", "ignore")
     path = os.fsdecode(value)
     if path.startswith("~/"):
         path = os.path.join(os.environ.get("HOME", ""), path[2:])
-    elif path.startswith("~"):
+    elif path.startswith(("~", "%(")):  # `~user/`, `%(prefix)/`: git resolves them, this does not
         return None
     return os.path.join(top, path)
 
