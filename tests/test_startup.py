@@ -32,7 +32,7 @@ ALLOWED = {
     "status": CORE | {"binascii"} | RE | JSON,  # the series applied and in progress; the patches named
     "save": CORE | {"binascii"} | RE | JSON,  # save --series records the series applied to the tree
     "apply": CORE | {"binascii", "threading"} | RE | JSON,  # results built on a thread while the trees are checked
-    "guard (git status)": {"gc", "select"},
+    "guard (git status)": {"gc"},
     "guard (git reset --hard)": CORE | {"binascii"},  # asks `check`
 }
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # `signal` would import enum
 import os
-import select
 
 _CHUNK = 1 << 16
 _PIPE_SAFE = 1 << 14  # what `send` may write at once: well inside Linux's (64 KiB) and macOS's (16 KiB) pipes
@@ -46,6 +45,8 @@ class Process:
         if self._out < 0:
             self.wait()
             return b"", b""
+        import select  # an extension module (a shared object to load): after the spawn, while git works
+
         chunks: dict[int, list[bytes]] = {self._out: [], self._err: []}
         poller = select.poll()
         for fd in chunks:
