@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from stackmgr.store import fs
 from tests.conftest import VLLM_JSON, Lab, link_records, one_line_error, stackmgr_process
 from tests.conftest import link_id as _link
 from tests.conftest import show_json as _show
@@ -813,9 +814,8 @@ def test_series_membership_is_reused_only_while_every_series_file_stays_as_it_wa
 ) -> None:
     """states.series_members: which patches some series lists is kept by the series files' stat data; any
     change (a patch removed or added, a series file gone, new or unparsable) shows in the next `show`."""
-    from stackmgr.evidence import states
 
-    monkeypatch.setattr(states, "_SETTLED_NS", 0)  # the tmp file system keeps ns timestamps
+    monkeypatch.setattr(fs, "SETTLED_NS", 0)  # the tmp file system keeps ns timestamps
     _link(ev, "replay-fix", "results/probe.log")
     cache = ev.store / ".stackmgr" / "cache" / "series-members.marshal"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from stackmgr.store import fs
 from tests.conftest import Lab, check_codes, commit, git, git_text, make_repo, rebuilt_tree
 
 # --- type changes -----------------------------------------------------------------------------------------------------
@@ -321,7 +322,7 @@ def test_the_staged_answer_is_reused_only_while_the_index_head_and_refs_stay_as_
     ref (loose or packed) or replace refs; meanwhile its answer is reused, and `check` says what a fresh one would."""
     from stackmgr.git import staged
 
-    monkeypatch.setattr(staged, "_SETTLED", 0)  # the tmp file system keeps ns timestamps
+    monkeypatch.setattr(fs, "SETTLED_NS", 0)  # the tmp file system keeps ns timestamps
     asked = []
     start = staged.StagedChanges._start
     monkeypatch.setattr(staged.StagedChanges, "_start", lambda self: asked.append(1) or start(self))
@@ -365,7 +366,7 @@ def test_an_ignore_answer_is_reused_only_while_every_rule_file_stays_as_it_was(
     stale 'ignored': check said 0 and the guard let `git clean` delete the file)."""
     from stackmgr.git import ignore
 
-    monkeypatch.setattr(ignore, "SETTLED_NS", 0)  # the tmp file system keeps ns timestamps
+    monkeypatch.setattr(fs, "SETTLED_NS", 0)  # the tmp file system keeps ns timestamps
     asked = []
     start = ignore._start_stdin
     monkeypatch.setattr(ignore, "_start_stdin", lambda repo: asked.append(1) or start(repo))
@@ -426,9 +427,8 @@ def test_an_excludes_file_given_by_environment_or_prefix_is_never_answered_stale
     """core.excludesFile set through GIT_CONFIG_KEY_n/VALUE_n (no config file changes), or written `%(prefix)/…`
     (git resolves it; the ignore cache watched a path that does not exist): check said 0 for an unsaved file
     git does not ignore."""
-    from stackmgr.git import ignore
 
-    monkeypatch.setattr(ignore, "SETTLED_NS", 0)
+    monkeypatch.setattr(fs, "SETTLED_NS", 0)
     (tmp_path / "on").write_text("*.log\n")
     (tmp_path / "off").write_text("# nothing\n")
     exec_path = git_text(lab.tree, "--exec-path")

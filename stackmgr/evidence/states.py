@@ -20,7 +20,7 @@ from stackmgr.evidence.records import Link
 from stackmgr.git.repo import patch_id
 from stackmgr.safety.preserved import PatchIndex
 from stackmgr.store.config import Store
-from stackmgr.store.fs import read_cache, sha256_hex, write_cache
+from stackmgr.store.fs import read_cache, sha256_hex, stat_key, write_cache
 from stackmgr.store.series import SeriesFile, list_series
 
 L = TypeVar("L", Link, Brief)
@@ -280,27 +280,16 @@ def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
 
 
 
-_SETTLED_NS = 2_000_000_000  # series files younger than this when listed leave the answer uncached
-
-
 def series_members(store: Store) -> set[str]:
     """Every patch some series lists. Reading a thousand series files is most of `show` on a big store, so the
-    answer is kept by the series files' stat data (listed before they are read; a file younger than 2 s, whose
-    same-size rewrite a coarse timestamp could hide, leaves it uncached) and reused while none changed."""
+    answer is kept by the series files' stat data (store.fs.stat_key, taken before they are read) and reused
+    while none changed."""
     import time
 
     listed_at = time.time_ns()
     names = list_series(store)
-    stats: list[object] = []
-    for name in names:
-        try:
-            st = os.stat(os.path.join(store.series_dir, name))
-        except OSError:
-            break
-        if listed_at - max(st.st_mtime_ns, st.st_ctime_ns) < _SETTLED_NS:
-            break
-        stats.append([name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
-    sig = stats if len(stats) == len(names) else None
+    stats = stat_key([os.path.join(store.series_dir, name) for name in names], listed_at, follow=True)
+    sig = None if stats is None else [names, stats]
     cache = os.path.join(store.state_dir, "cache", "series-members.marshal")
     cached = read_cache(cache) if sig is not None else None
     if isinstance(cached, list) and len(cached) == 2 and cached[0] == sig:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.git.runner import finish, run, start, zsplit
+from stackmgr.store.fs import stat_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,52 +73,27 @@ def started_answer(proc: Process) -> list[bytes]:
     return [p[2:] if p.startswith(b"./") else p for p in out.split(b"\n") if p]
 
 
-SETTLED_NS = 2_000_000_000  # rule files younger than this when the question is put leave the answer uncached
-
-
 def rules_key(repo: Repo, paths: Sequence[bytes], excludes_file: str, asked_at: int) -> list[object] | None:
-    """Everything `check-ignore` of `paths` reads besides the config: the .gitignore in each of their directories
-    up to the top (and each directory's identity, so one turned into a symlink shows), info/exclude and the
-    user's excludes file, by stat data. None when a file is younger than SETTLED_NS at `asked_at` (a coarse
-    timestamp could hide a same-size rewrite in the same tick) or cannot be looked at."""
-    top = os.fsencode(repo.top)
-    common = repo.git_dir
+    """Everything `check-ignore` of `paths` reads besides the config, by stat data (store.fs.stat_key): the
+    .gitignore in each of their directories up to the top (never followed, as git does not) and each directory's
+    identity (one turned into a symlink shows), info/exclude and the user's excludes file (followed too: git
+    reads through a dotfiles symlink). None when it cannot be cached."""
     if os.path.exists(os.path.join(repo.git_dir, "commondir")):
         return None  # a linked worktree: asked every time
+    top = os.fsencode(repo.top)
     places = {b"": None}
     for path in paths:
         parent = os.path.dirname(path)
         while parent and parent not in places:
             places[parent] = None
             parent = os.path.dirname(parent)
-    files = [os.path.join(top, d, b".gitignore") for d in sorted(places)]
-    files += [os.fsencode(os.path.join(common, "info", "exclude")), os.fsencode(excludes_file)]
-    key: list[object] = [list(paths), excludes_file]
-    try:
-        for d in sorted(places):
-            if d:
-                st = os.lstat(os.path.join(top, d))
-                key.append([st.st_ino, st.st_mode])
-        for k, f in enumerate(files):
-            # git follows a symlink for info/exclude and the excludes file (dotfiles), not for a .gitignore
-            for found in _stats(f, follow=k >= len(files) - 2):
-                if found is None:
-                    key.append(None)
-                    continue
-                if asked_at - max(found.st_mtime_ns, found.st_ctime_ns) < SETTLED_NS:
-                    return None
-                key.append([found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns])
+    try:  # each directory's identity, not its mtime (that moves with every file made in it)
+        dirs = [[(st := os.lstat(os.path.join(top, d))).st_ino, st.st_mode] for d in sorted(places) if d]
     except OSError:
         return None
-    return key
-
-
-def _stats(path: bytes, follow: bool) -> list[os.stat_result | None]:
-    """lstat of `path`, and with `follow` the stat of what it points to (None where there is nothing)."""
-    found: list[os.stat_result | None] = []
-    for look in (os.lstat, os.stat) if follow else (os.lstat,):
-        try:
-            found.append(look(path))
-        except (FileNotFoundError, NotADirectoryError):
-            found.append(None)
-    return found
+    rules = [os.path.join(top, d, b".gitignore") for d in sorted(places)]
+    user = [os.fsencode(os.path.join(repo.git_dir, "info", "exclude")), os.fsencode(excludes_file)]
+    parts = (stat_key(rules + user, asked_at), stat_key(user, asked_at, follow=True))
+    if parts[0] is None or parts[1] is None:
+        return None
+    return [list(paths), excludes_file, dirs, *parts[0], *parts[1]]

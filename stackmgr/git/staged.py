@@ -5,10 +5,9 @@ Every snapshot needs it, and on a tree the size of vLLM it costs `check` a git s
 beside `git status`, which on a small machine shares the cores with it. The answer depends on the index file, on
 HEAD and the ref it names, on replace refs (and core.useReplaceRefs: the config files' stat data, as for
 core.autocrlf); git rewrites each of them by renaming a new file into place.
-The key is their stat data (inode, size, mtime and ctime in ns), taken *before* git is asked: an answer is reused
-only while every one of those files is as it was when the answer's question was put, so a change during or after
-that run makes the next snapshot ask again. A key is stored only when those files are older than 2 seconds, so a
-file system with coarse timestamps cannot hide a rewrite of the same size in the same tick. Repositories whose
+The key is their stat data (`store.fs.stat_key`), taken *before* git is asked: an answer is reused only while
+every one of those files is as it was when the answer's question was put, so a change during or after that run
+makes the next snapshot ask again; files younger than 2 seconds leave it uncached. Repositories whose
 refs are not plain files (reftable) are always asked.
 """
 
@@ -18,14 +17,13 @@ import os
 import time
 
 from stackmgr.git.runner import start
-from stackmgr.store.fs import read_cache, write_cache
+from stackmgr.store.fs import read_cache, stat_key, write_cache
 
 TYPE_CHECKING = False  # mypy treats this as true; `collections.abc` stays out of `check`'s start-up
 if TYPE_CHECKING:
     from stackmgr.git.process import Process
     from stackmgr.git.repo import Repo
 
-_SETTLED = 2.0  # seconds: files younger than this when the question is put leave the answer uncached
 _ARGS = ["--no-optional-locks", "diff-index", "--cached", "-r", "-z", "--raw", "--no-renames", "--full-index",
          "HEAD"]  # fmt: skip
 
@@ -38,7 +36,7 @@ class StagedChanges:
         self.repo = repo
         self.cache = os.path.join(repo.stackmgr_dir, "staged.cache")
         self.asked_at = time.time_ns()
-        self.key = _key(repo, config)
+        self.key = _key(repo, config, self.asked_at)
         cached = read_cache(self.cache) if self.key is not None else None
         self.known = cached if isinstance(cached, list) and len(cached) == 3 and cached[0] == self.key else None
         self.proc: Process | None = None if self.known is not None else self._start()
@@ -55,13 +53,14 @@ class StagedChanges:
         assert self.proc is not None
         out, _ = self.proc.communicate()
         code = self.proc.wait()
-        if code == 0 and self.key is not None and self.known is None and _settled(self.key, self.asked_at):
+        if code == 0 and self.key is not None and self.known is None:
             write_cache(self.cache, [self.key, head, out])
         return code, out
 
 
-def _key(repo: Repo, config: list[object]) -> list[object] | None:
-    """Stat data of every file the answer depends on, or None when they cannot all be named."""
+def _key(repo: Repo, config: list[object], asked_at: int) -> list[object] | None:
+    """Stat data of every file the answer depends on (store.fs.stat_key), or None when they cannot all be named
+    or one is too young to trust."""
     git_dir = repo.git_dir
     common = git_dir
     try:
@@ -86,19 +85,5 @@ def _key(repo: Repo, config: list[object]) -> list[object] | None:
             return None
         files.append(os.path.join(git_dir if ref.startswith(("refs/bisect/", "refs/worktree/")) else common, ref))
     env = [os.environ.get(k) for k in ("GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE")]
-    key: list[object] = [env, head, config]
-    for path in files:
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            key.append(None)
-            continue
-        except OSError:
-            return None
-        key.append([st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
-    return key
-
-
-def _settled(key: list[object], asked_at: int) -> bool:
-    """Every file of the key was older than _SETTLED when the question was put (see the module's docstring)."""
-    return all(not isinstance(s, list) or asked_at - max(s[2], s[3]) >= _SETTLED * 1e9 for s in key[3:])
+    files_key = stat_key(files, asked_at)
+    return None if files_key is None else [env, head, config, *files_key]

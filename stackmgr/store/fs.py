@@ -17,7 +17,7 @@ from stackmgr.errors import StackmgrError, disk_error, is_disk_errno
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
     from typing import Protocol
 
     class Journal(Protocol):
@@ -240,6 +240,30 @@ def _read_holder(fd: int) -> str:
         return f"pid {pid} on {host} ({command})"
     except (ValueError, OSError):
         return "another process"
+
+
+SETTLED_NS = 2_000_000_000  # files younger than this when a question is put leave its answer uncached
+
+
+def stat_key(paths: Sequence[str | bytes], asked_at: int, *, follow: bool = False) -> list[object] | None:
+    """The key of an answer cached while none of `paths` changes: each one's inode, size, mtime and ctime in ns
+    (ctime: utime() cannot forge it), None for one that is absent; `follow` looks through symlinks. Taken before
+    the question is put, so a change during or after it shows next time. None (do not cache) when a file is
+    younger than SETTLED_NS at `asked_at`, as a coarse timestamp could hide a same-size rewrite in the same
+    tick, or cannot be looked at."""
+    key: list[object] = []
+    for path in paths:
+        try:
+            st = os.stat(path) if follow else os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            key.append(None)
+            continue
+        except OSError:
+            return None
+        if asked_at - max(st.st_mtime_ns, st.st_ctime_ns) < SETTLED_NS:
+            return None
+        key.append([st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+    return key
 
 
 def read_cache(path: str) -> object:
