@@ -366,7 +366,11 @@ def test_a_series_result_is_composed_from_verified_post_images_and_equals_git_ap
     def compose(plan: TreePlan) -> str | None:
         each: list[list[object]] = []
         claims.claims(plan.patches, repo, str(lab.store), each)  # type: ignore[arg-type]
-        return apply_compose.composed_result(store, plan, repo, each)  # type: ignore[arg-type]
+        composing = apply_compose.Composition(plan, repo)
+        try:
+            return composing.result(store, each)  # type: ignore[arg-type]
+        finally:
+            composing.close()
 
     composed = compose(plan)
     assert composed is not None

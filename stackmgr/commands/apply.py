@@ -38,10 +38,18 @@ class PatchRef:
     def __init__(self, entry: Entry, path: str, data: bytes, header: patchfile.PatchHeader) -> None:
         self.name = entry.name
         self.path = path
-        self.sha256 = sha256_hex(data)
         self.tree = header.tree
         self.base = header.base
         self.data = data
+        self._sha256: str | None = None
+
+    @property
+    def sha256(self) -> str:
+        """Hashed when first asked, by the thread building the result (hashlib lets go of the GIL on large data,
+        so 13 MiB hash beside the snapshot instead of before it)."""
+        if self._sha256 is None:
+            self._sha256 = sha256_hex(self.data)
+        return self._sha256
 
 
 class TreePlan:
@@ -107,6 +115,7 @@ def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[st
 
 def _preflight(store: Store, plan: TreePlan) -> Snapshot:
     plan.snap = preflight(store, plan.tree, plan.base, lambda snap: setattr(plan, "snap", snap))
+    plan.snap.tree_id()  # written while the result is still being built: the switch starts from it
     return plan.snap
 
 
@@ -175,11 +184,15 @@ def compute_result(plan: TreePlan, three_way: bool, store_root: str, loose: bool
     repo = open_repo(plan.path)
     claimed: list[claims.Claims] = []
     if store is not None and not three_way and not loose:
-        from stackmgr.commands.apply_compose import composed_result
+        from stackmgr.commands.apply_compose import Composition
 
-        each: list[list[patchfile.PostImage]] = []
-        claimed.append(claims.claims(plan.patches, repo, store_root, each))
-        result = composed_result(store, plan, repo, each)
+        composing = Composition(plan, repo)
+        try:
+            each: list[list[patchfile.PostImage]] = []
+            claimed.append(claims.claims(plan.patches, repo, store_root, each))
+            result = composing.result(store, each)
+        finally:
+            composing.close()
         if result is not None:
             claims.check_result(repo, plan.base, result, claimed[0], plan.tree)
             return result

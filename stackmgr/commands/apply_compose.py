@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 
-from stackmgr.git.scratch import tree_with_entries
+from stackmgr.git.repo import blob_entries_answer, output, patch_paths_answer
+from stackmgr.git.tempindex import TempIndex
 from stackmgr.store import patchfile
 
 TYPE_CHECKING = False  # `typing` stays out of `apply`'s start-up
@@ -28,41 +29,80 @@ Entry = tuple[str, str] | None  # (mode, blob), or None for no file
 TREE_MODE = "040000"
 
 
-def composed_result(store: Store, plan: TreePlan, repo: Repo, each: list[list[patchfile.PostImage]]) -> TreeId | None:
-    """The result tree, or None when it cannot be composed with certainty; `each`: every patch's own sections,
-    in order (what `claims.claims` read)."""
-    from stackmgr.safety.preserved import PatchIndex
+class Composition:
+    """A composition, started: git reads the patches (the paths its own parser finds) and the base (into a scratch
+    index) while Python reads what the patches record (`claims.claims`). `close()` always."""
 
-    index = PatchIndex.load(store)
-    steps: list[tuple[list[patchfile.PostImage], dict[bytes, tuple[str, str | None]]]] = []
-    for ref, images in zip(plan.patches, each, strict=True):
-        rec = index.current(os.path.relpath(ref.path, store.patches_dir))  # never verified here: the preflight is
-        if rec is None or rec["sha256"] != ref.sha256 or rec["error"] or rec["tree"] != plan.tree:  # doing that
-            return None
-        steps.append((images, {path: (mode, blob) for path, mode, blob in rec["entries"]}))
-    paths = {im.path for images, _ in steps for im in images}
-    if repo.patch_paths([ref.path for ref in plan.patches]) != paths:
-        return None  # git sees a section the patch index does not (a hand-added `---`/`+++` one): git applies
-    parents = {p[:i] for p in paths for i in range(len(p)) if p[i : i + 1] == b"/"}
-    at_base = repo.blob_entries(plan.base, sorted(paths | parents))
-    state: dict[bytes, Entry] = {}
+    def __init__(self, plan: TreePlan, repo: Repo) -> None:
+        self.plan, self.repo = plan, repo
+        self.paths = repo.start_patch_paths([ref.path for ref in plan.patches])
+        self.index = TempIndex.scratch(repo, "compose")
+        try:
+            self.base = self.index.start_read_tree(plan.base)
+        except BaseException:
+            self.paths.communicate()
+            raise
+
+    def close(self) -> None:
+        try:
+            for proc in (self.paths, self.base):
+                proc.communicate()  # reaps one not read (nothing more for one that was)
+        finally:
+            self.index.discard()
+
+    def result(self, store: Store, each: list[list[patchfile.PostImage]]) -> TreeId | None:
+        """The result tree, or None when it cannot be composed with certainty; `each`: every patch's own
+        sections, in order (what `claims.claims` read)."""
+        from stackmgr.safety.preserved import PatchIndex
+
+        plan, repo = self.plan, self.repo
+        index = PatchIndex.load(store)
+        steps: list[tuple[list[patchfile.PostImage], dict[bytes, tuple[str, str | None]]]] = []
+        for ref, images in zip(plan.patches, each, strict=True):
+            rec = index.current(os.path.relpath(ref.path, store.patches_dir))  # never verified here: the preflight
+            if rec is None or rec["sha256"] != ref.sha256 or rec["error"] or rec["tree"] != plan.tree:  # does that
+                return None
+            steps.append((images, {path: (mode, blob) for path, mode, blob in rec["entries"]}))
+        paths = {im.path for images, _ in steps for im in images}
+        if patch_paths_answer(self.paths) != paths:
+            return None  # git sees a section the patch index does not (a hand-added `---`/`+++` one): git applies
+        parents = {p[:i] for p in paths for i in range(len(p)) if p[i : i + 1] == b"/"}
+        listing = repo.start_blob_entries(plan.base, sorted(paths | parents))
+        try:  # the blobs the last patch touching each path makes (what `state` ends with), asked meanwhile
+            missing = repo.missing_objects(sorted(_last_blobs(steps)))
+        except BaseException:
+            listing.communicate()
+            raise
+        at_base = blob_entries_answer(listing)
+        state: dict[bytes, Entry] = {}
+        for images, made in steps:
+            for im in images:
+                now = state[im.path] if im.path in state else _file(at_base.get(im.path))
+                if im.path in at_base and at_base[im.path][0] == TREE_MODE:
+                    return None  # a directory at the base where a file goes
+                want = None if im.old_mode == "000000" else (im.old_mode, im.old_blob)
+                if now != want or (want is not None and (not im.old_blob or len(im.old_blob) != len(plan.base))):
+                    return None  # not the pre-image the patch was verified on (or not named in full)
+                mode, blob = made.get(im.path, ("", None))
+                if blob is None or not mode:
+                    return None  # a mode-only change: its content is not recorded
+                state[im.path] = None if mode == "000000" else (mode, blob)
+        if any(_file(state[d] if d in state else at_base.get(d)) for d in parents):
+            return None  # a file where another path needs a directory
+        if missing:
+            return None  # made in another clone: the blobs are not here
+        output(self.base)
+        self.index.set_entries(state)
+        return self.index.write_tree()
+
+
+def _last_blobs(steps: list[tuple[list[patchfile.PostImage], dict[bytes, tuple[str, str | None]]]]) -> set[str]:
+    last: dict[bytes, str | None] = {}
     for images, made in steps:
         for im in images:
-            now = state[im.path] if im.path in state else _file(at_base.get(im.path))
-            if im.path in at_base and at_base[im.path][0] == TREE_MODE:
-                return None  # a directory at the base where a file goes
-            want = None if im.old_mode == "000000" else (im.old_mode, im.old_blob)
-            if now != want or (want is not None and (not im.old_blob or len(im.old_blob) != len(plan.base))):
-                return None  # not the pre-image the patch was verified on (or not named in full)
             mode, blob = made.get(im.path, ("", None))
-            if blob is None or not mode:
-                return None  # a mode-only change: its content is not recorded
-            state[im.path] = None if mode == "000000" else (mode, blob)
-    if any(_file(state[d] if d in state else at_base.get(d)) for d in parents):
-        return None  # a file where another path needs a directory
-    if repo.missing_objects(sorted({e[1] for e in state.values() if e is not None})):
-        return None  # made in another clone: the blobs are not here
-    return tree_with_entries(repo, plan.base, state)
+            last[im.path] = None if mode in ("", "000000") else blob
+    return {blob for blob in last.values() if blob}
 
 
 def _file(entry: tuple[str, str] | None) -> Entry:

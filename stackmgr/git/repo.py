@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from stackmgr.git.process import Process
 
 __all__ = [
-    "Repo", "author_ident", "discover_toplevel", "init_repo", "open_repo", "output", "parse_raw", "patch_id",
-    "patch_ids", "read_changes", "start_author_ident", "upstream_moves", "upstream_patch_ids",
+    "Repo", "author_ident", "blob_entries_answer", "discover_toplevel", "init_repo", "open_repo", "output",
+    "parse_raw", "patch_id", "patch_ids", "patch_paths_answer", "read_changes", "start_author_ident",
+    "upstream_moves", "upstream_patch_ids",
 ]  # fmt: skip
 
 
@@ -100,8 +101,11 @@ class Repo:
     def patch_paths(self, patch_files: Sequence[str]) -> set[bytes]:
         """Every path git's own parser finds in these patch files (`git apply --numstat`, as layers.py reads it: the
         new name of each section), traditional `---`/`+++` sections included; nothing is applied."""
-        out = run(self.top, ["apply", "--numstat", "-z", *(os.path.abspath(p) for p in patch_files)])
-        return {rec.split(b"\t", 2)[2] for rec in zsplit(out)}
+        return patch_paths_answer(self.start_patch_paths(patch_files))
+
+    def start_patch_paths(self, patch_files: Sequence[str]) -> Process:
+        """`patch_paths`, started (read with `patch_paths_answer`)."""
+        return start(self.top, ["apply", "--numstat", "-z", *(os.path.abspath(p) for p in patch_files)])
 
     def missing_objects(self, oids: Sequence[str]) -> list[str]:
         """Which of `oids` the object store lacks (one `cat-file --batch-check`)."""
@@ -139,13 +143,11 @@ class Repo:
 
     def blob_entries(self, rev: str, paths: Sequence[bytes]) -> dict[bytes, tuple[str, str]]:
         """path -> (mode, blob) of `paths` in commit `rev`."""
-        out = run(self.top, ["ls-tree", "-z", "--full-tree", rev, "--", *literal(paths)])
-        entries = {}
-        for rec in zsplit(out):
-            meta, path = rec.split(b"\t", 1)
-            mode, _type, oid = meta.decode().split(" ")
-            entries[path] = (mode, oid)
-        return entries
+        return blob_entries_answer(self.start_blob_entries(rev, paths))
+
+    def start_blob_entries(self, rev: str, paths: Sequence[bytes]) -> Process:
+        """`blob_entries`, started (read with `blob_entries_answer`)."""
+        return start(self.top, ["ls-tree", "-z", "--full-tree", rev, "--", *literal(paths)])
 
     def tracked_names(self, rev: str, paths: Sequence[bytes]) -> set[bytes]:
         """Which of `paths` commit `rev` holds."""
@@ -208,6 +210,19 @@ def author_ident(proc: Process) -> tuple[str, str, int, str]:
     name_email, stamp, tz = ident.rsplit(" ", 2)
     name, _, email = name_email.partition(" <")
     return name, email.rstrip(">"), int(stamp), tz
+
+
+def patch_paths_answer(proc: Process) -> set[bytes]:
+    return {rec.split(b"\t", 2)[2] for rec in zsplit(output(proc))}
+
+
+def blob_entries_answer(proc: Process) -> dict[bytes, tuple[str, str]]:
+    entries = {}
+    for rec in zsplit(output(proc)):
+        meta, path = rec.split(b"\t", 1)
+        mode, _type, oid = meta.decode().split(" ")
+        entries[path] = (mode, oid)
+    return entries
 
 
 def open_repo(path: str) -> Repo:

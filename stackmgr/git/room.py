@@ -53,6 +53,7 @@ def things_in_the_way(repo: Repo, changes: list[Change]) -> list[bytes]:
     removed = {c.path for c in changes if c.new_mode == "000000"}
     top = os.fsencode(repo.top)
     found: list[bytes] = []
+    seen: set[bytes] = set()  # parents already looked at (400 new files share a few directories)
     for c in changes:
         if c.old_mode != "000000":
             continue
@@ -62,7 +63,8 @@ def things_in_the_way(repo: Repo, changes: list[Change]) -> list[bytes]:
                 _unheld_below(top, c.path, removed) if os.path.isdir(full) and not os.path.islink(full) else [c.path]
             )
         parent = os.path.dirname(c.path)
-        while parent:
+        while parent and parent not in seen:
+            seen.add(parent)
             here = os.path.join(top, parent)
             if os.path.lexists(here) and (os.path.islink(here) or not os.path.isdir(here)) and parent not in removed:
                 found.append(parent)

@@ -103,12 +103,15 @@ class TempIndex:
     def set_entries(self, entries: dict[bytes, tuple[str, str] | None]) -> None:
         """Set paths to (mode, blob), or remove them where None (removals first: a file may become a directory;
         by name, as a null id's length depends on the repository's hash)."""
-        gone = b"".join(path + b"\0" for path, e in entries.items() if e is None)
+        gone = [path for path, e in entries.items() if e is None]
         put = b"".join(f"{e[0]} {e[1]}\t".encode() + path + b"\0" for path, e in entries.items() if e is not None)
-        if gone:
-            run(self.repo.top, ["update-index", "-z", "--force-remove", "--stdin"], index=self.path, stdin=gone)
-        if put:
-            run(self.repo.top, ["update-index", "-z", "--index-info"], index=self.path, stdin=put)
+        if gone and not put:
+            run(self.repo.top, ["update-index", "-z", "--force-remove", "--stdin"], index=self.path,
+                stdin=b"".join(path + b"\0" for path in gone))  # fmt: skip
+        elif put:  # one call: a mode-0 line removes a path, its null id as long as the blobs' ids
+            null = "0" * len(next(e[1] for e in entries.values() if e is not None))
+            removals = b"".join(f"0 {null}\t".encode() + path + b"\0" for path in gone)
+            run(self.repo.top, ["update-index", "-z", "--index-info"], index=self.path, stdin=removals + put)
 
     def entries(self) -> dict[bytes, tuple[str, str]]:
         """What this index holds: path -> (mode, blob)."""
@@ -121,6 +124,10 @@ class TempIndex:
 
     def read_tree(self, treeish: str) -> None:
         run(self.repo.top, ["read-tree", treeish], index=self.path)
+
+    def start_read_tree(self, treeish: str) -> Process:
+        """`read_tree`, started: `finish` it before the next use of this index."""
+        return start(self.repo.top, ["read-tree", treeish], index=self.path)
 
     def start_status(self) -> Process:
         # `--no-ahead-behind`: only `branch.oid` is read, so no walk of the commits between HEAD and its upstream.

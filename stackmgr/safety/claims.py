@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 GITLINK = "160000"
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.M)
+# A hunk header with a number of ten digits or more: only a patch with one needs its headers read one by one.
+_LONG_NUMBER = re.compile(rb"\n@@ -(?:[0-9,]*[0-9]{10}|[0-9,]+ \+[0-9,]*[0-9]{10})")
 Entry = tuple[str, str | None] | None  # (mode, blob or unknown), or None for "absent"
 Claims = tuple[dict[bytes, Entry], dict[bytes, Entry], dict[bytes, str]]  # first, last, owner
 
@@ -75,7 +77,7 @@ def _images(p: PatchRef) -> list[patchfile.PostImage]:
     if files and files != len(images):  # a type change is two sections but one file, as in the diffstat
         raise StackmgrError(f"{source} is cut short: its summary says {files} files, it holds {len(images)}",
                             "restore the whole file (git checkout it in the store), or save it again")  # fmt: skip
-    for hunk in _hunk_headers(diff):
+    for hunk in _hunk_headers(diff) if diff.startswith(b"@@ ") or _LONG_NUMBER.search(diff) else ():
         if any(n is not None and int(n) >= 1 << 31 for n in hunk.groups()):
             raise StackmgrError(f"{source}: a hunk header's line numbers overflow ({hunk.group(0).decode()})",
                                 "restore the patch file, or save the change again")  # fmt: skip

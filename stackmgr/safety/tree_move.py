@@ -54,7 +54,14 @@ def move_tree(
     records the move before the first file changes."""
     repo = snap.repo
     with locked(os.path.join(repo.stackmgr_dir, "lock"), f"tree {snap.tree}"):
-        moving = read_changes(start_tree_diff(repo, snap.tree_id(), target))
+        # What the switch writes and what the index then differs in from `index_tree`: two diffs, asked together.
+        indexing = start_tree_diff(repo, target, index_tree) if target != index_tree else None
+        try:
+            moving = read_changes(start_tree_diff(repo, snap.tree_id(), target))
+            to_index = read_changes(indexing) if indexing is not None else []
+        finally:
+            if indexing is not None:
+                indexing.communicate()  # reaped whatever happened (nothing more when read)
         _refuse_hidden(snap, moving)  # before the lock and the journal: a refusal changes nothing
         if op is not None:  # anchor the state a rollback returns to, before holding the user's index.lock
             op.anchor_before(snap)
@@ -70,9 +77,6 @@ def move_tree(
                 before_switch(snap)
             # Ask git which of the files the target adds over the index tree are ignored (a force-added file stays
             # tracked) while the working tree switches.
-            to_index = []
-            if target != index_tree:
-                to_index = read_changes(start_tree_diff(repo, target, index_tree))
             added = [c.path for c in to_index if c.new_mode == "000000"]
             ignored = ignore.start_ignored(repo, added)
             try:

@@ -7,6 +7,10 @@ import time
 
 from stackmgr.errors import StackmgrError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 FROM_LINE = b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -214,14 +218,10 @@ def _header_fields(head: str) -> dict[str, str]:
 def post_images(diff: bytes, source: str) -> list[PostImage]:
     """Every file a `--full-index --no-renames` diff touches, with the mode and blob it ends with."""
     images: dict[bytes, PostImage] = {}
-    for section in diff.split(b"\ndiff --git "):
-        head = section[len(b"diff --git ") :] if section.startswith(b"diff --git ") else section
-        if not head:
-            continue
-        line, _, rest = head.partition(b"\n")
-        moved = _rename_or_copy(rest)
+    for line, lines in _section_heads(diff):
+        moved = _rename_or_copy(lines)
         if moved is None:
-            image = _post_image(_diff_git_path(line, source), rest, source)
+            image = _post_image(_diff_git_path(line, source), lines, source)
             was = images.get(image.path)
             if was is not None and was.mode == "000000" and image.old_mode == "000000":
                 # a type change is a deletion then a creation: it starts as the one, ends as the other
@@ -229,7 +229,7 @@ def post_images(diff: bytes, source: str) -> list[PostImage]:
             images[image.path] = image
             continue
         kind, old, new = moved  # a hand-made `git diff -M/-C` patch; stackmgr itself never writes renames
-        image = _post_image(new, rest, source, unknown_ok=True)
+        image = _post_image(new, lines, source, unknown_ok=True)
         if kind == "rename" and not (old in images and images[old].old_mode == "000000"):  # swaps: a→b, b→a
             images[old] = PostImage(old, "000000", None, image.old_mode, image.old_blob)
         images[new] = PostImage(new, image.mode, image.blob, "000000", None)
@@ -242,11 +242,40 @@ def mode_only(images: list[PostImage]) -> set[bytes]:
             and im.old_mode not in ("", "000000") and im.mode not in ("", "000000")}  # fmt: skip
 
 
-def _rename_or_copy(rest: bytes) -> tuple[str, bytes, bytes] | None:
+_DIFF_GIT = b"diff --git "
+_BODY_STARTS = (b"@@", b"GIT binary patch", b"--- ")
+
+
+def _section_heads(diff: bytes) -> Iterator[tuple[bytes, list[bytes]]]:
+    """Each `\ndiff --git ` section's first line (after that prefix) and its extended header lines, up to the
+    body (hunks, binary data, or `---`). Read in place with `find`: a 13 MiB series is mostly body, and splitting
+    or slicing it copies every byte."""
+    at, size = 0, len(diff)
+    while True:
+        nxt = diff.find(b"\n" + _DIFF_GIT, at)
+        end = nxt if nxt >= 0 else size
+        if diff.startswith(_DIFF_GIT, at, end):
+            at += len(_DIFF_GIT)
+        if at < end:
+            nl = diff.find(b"\n", at, end)
+            line = diff[at : nl if nl >= 0 else end]
+            lines = []
+            while 0 <= nl < end:
+                start = nl + 1
+                nl = diff.find(b"\n", start, end)
+                header = diff[start : nl if nl >= 0 else end]
+                if header.startswith(_BODY_STARTS):
+                    break
+                lines.append(header)
+            yield line, lines
+        if nxt < 0:
+            return
+        at = nxt + 1 + len(_DIFF_GIT)
+
+
+def _rename_or_copy(lines: list[bytes]) -> tuple[str, bytes, bytes] | None:
     found: dict[bytes, bytes] = {}
-    for line in rest.split(b"\n"):
-        if line.startswith((b"@@", b"GIT binary patch", b"--- ", b"diff --git ")):
-            break
+    for line in lines:
         for key in (b"rename from ", b"rename to ", b"copy from ", b"copy to "):
             if line.startswith(key):
                 value = line[len(key) :]
@@ -258,16 +287,14 @@ def _rename_or_copy(rest: bytes) -> tuple[str, bytes, bytes] | None:
     return None
 
 
-def _post_image(path: bytes, rest: bytes, source: str, unknown_ok: bool = False) -> PostImage:
+def _post_image(path: bytes, lines: list[bytes], source: str, unknown_ok: bool = False) -> PostImage:
     shown = path.decode(errors="replace")
     mode = old_mode = None
     blob = old_blob = None
-    for line in rest.split(b"\n"):
+    for line in lines:
         if line.startswith(b"Binary files "):
             raise StackmgrError(f"{source}: '{shown}' is a 'Binary files differ' stub without the file's content",
                                 "save the patch again (stackmgr writes --binary)")  # fmt: skip
-        if line.startswith((b"@@", b"GIT binary patch", b"--- ")):
-            break
         word = line.rsplit(b" ", 1)[-1]
         if line.startswith(b"new file mode "):
             old_mode, mode = "000000", _mode(word, source, shown)
