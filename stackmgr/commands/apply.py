@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.repo import open_repo
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 MAX_PATCH_BYTES = 1 << 30  # git apply refuses input of 1 GiB or more
+_hashing = threading.Lock()  # a patch is hashed once, by whichever thread asks first
 
 
 class PatchRef:
@@ -45,11 +47,12 @@ class PatchRef:
 
     @property
     def sha256(self) -> str:
-        """Hashed when first asked, by the thread building the result (hashlib lets go of the GIL on large data,
-        so 13 MiB hash beside the snapshot instead of before it)."""
-        if self._sha256 is None:
-            self._sha256 = sha256_hex(self.data)
-        return self._sha256
+        """Hashed once, when first asked (`apply` asks on a thread of its own: hashlib lets go of the GIL on large
+        data, so 13 MiB hash beside the snapshot and the reading of the patches, not before them)."""
+        with _hashing:
+            if self._sha256 is None:
+                self._sha256 = sha256_hex(self.data)
+            return self._sha256
 
 
 class TreePlan:
@@ -144,8 +147,6 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
     """The results are built in scratch indexes (read-tree, git apply, write-tree) on a thread while the trees
     are snapshotted and assessed: independent git work, overlapped. A preflight refusal wins over a failure to
     build (it says what to do first); nothing is changed either way."""
-    import threading
-
     built: dict[str, TreeId] = {}
     failed: list[BaseException] = []
 
@@ -162,6 +163,13 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
         except BaseException as exc:  # re-raised on the main thread
             failed.append(exc)
 
+    def hash_all() -> None:  # ahead of the build, which compares them with the patch index's
+        for plan in plans:
+            for ref in plan.patches:
+                _ = ref.sha256
+
+    hasher = threading.Thread(target=hash_all, name="stackmgr-apply-hash", daemon=True)
+    hasher.start()
     worker = threading.Thread(target=build, name="stackmgr-apply-build", daemon=True)
     worker.start()
     try:
@@ -169,6 +177,7 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
             _preflight(store, plan)
     finally:
         worker.join()
+        hasher.join()
     if failed:
         raise failed[0]
     for plan in plans:
