@@ -31,7 +31,8 @@ ALLOWED = {
     "check (unpreserved work)": CORE | {"binascii"},
     "status": CORE | {"binascii"} | RE | JSON,  # the series applied and in progress; the patches named
     "save": CORE | {"binascii"} | RE | JSON,  # save --series records the series applied to the tree
-    "apply": CORE | {"binascii", "threading"} | RE | JSON,  # results built on a thread while the trees are checked
+    # results built on a thread while the trees are checked; the series hashed on another, by OpenSSL's hashlib
+    "apply": CORE | {"binascii", "threading", "hashlib"} | RE | JSON,
     "guard (git status)": {"gc"},
     "guard (git reset --hard)": CORE | {"binascii"},  # asks `check`
 }
