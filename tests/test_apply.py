@@ -431,3 +431,47 @@ def test_a_series_that_deletes_a_file_applies_in_a_sha256_repository(tmp_path: P
     applied = lab.sm("apply", "S")
     assert applied.code == 0, applied.err
     assert not (tree / "gone.py").exists() and lab.worktree_id() == dirty
+
+
+@pytest.mark.regression("apply composed a series whose order git refuses (a file under a path still a file), so its "
+                        "answer depended on the patch index being warm")  # fmt: skip
+def test_an_order_git_refuses_is_refused_with_a_warm_patch_index_too(lab: Lab) -> None:
+    (lab.tree / "f").write_text("a file\n")
+    git(lab.tree, "add", "f")
+    git(lab.tree, "commit", "-q", "-m", "f")
+    (lab.tree / "f").unlink()
+    (lab.tree / "f").mkdir()
+    (lab.tree / "f" / "inner").write_text("in\n")
+    assert lab.sm("save", "q1", "--series", "Q", "-m", "f becomes a directory").code == 0
+    (lab.tree / "f" / "inner2").write_text("in2\n")
+    assert lab.sm("save", "q2", "--series", "Q", "-m", "a file in it").code == 0
+    assert lab.sm("reset").code == 0
+    (lab.store / "series" / "R").write_text("q2.patch\nq1.patch\n")
+    before = lab.worktree_id()
+    for cache in ("cold", "warm"):
+        if cache == "cold":
+            shutil.rmtree(lab.store / ".stackmgr" / "cache")
+        result = lab.sm("apply", "R")
+        assert result.code == 3 and "nothing was changed" in result.err, (cache, result)
+        assert lab.worktree_id() == before and (lab.tree / "f").read_text() == "a file\n"
+    assert lab.sm("apply", "Q").code == 0 and (lab.tree / "f" / "inner2").read_text() == "in2\n"
+
+
+def test_ctrl_c_while_the_result_is_built_waits_for_the_build_then_stops() -> None:
+    """A Ctrl-C on the main thread while apply's build thread runs git: the build is waited for (its git children
+    reaped, its scratch index removed by itself), then the interrupt goes on."""
+    from stackmgr.commands.apply import _wait_out
+
+    class Done:
+        waits = 0
+
+        def wait(self) -> bool:
+            self.waits += 1
+            if self.waits == 1:
+                raise KeyboardInterrupt
+            return True
+
+    done = Done()
+    with pytest.raises(KeyboardInterrupt):
+        _wait_out(done)  # type: ignore[arg-type]
+    assert done.waits == 2

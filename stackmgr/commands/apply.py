@@ -153,6 +153,8 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
     built: dict[str, TreeId] = {}
     failed: list[BaseException] = []
 
+    done = threading.Event()
+
     def build() -> None:
         try:
             for plan in plans:
@@ -165,6 +167,8 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
                                         "refresh`") if stale else exc)  # fmt: skip
         except BaseException as exc:  # re-raised on the main thread
             failed.append(exc)
+        finally:
+            done.set()
 
     def hash_all() -> None:  # ahead of the build, which compares them with the patch index's
         import hashlib  # OpenSSL's, never the builtin: it holds the GIL (CPython 3.11) and is 2.5x slower
@@ -181,12 +185,26 @@ def _preflight_while_computing(store: Store, plans: list[TreePlan], three_way: b
         for plan in plans:
             _preflight(store, plan)
     finally:
-        worker.join()
+        _wait_out(done)  # the build's git children reaped and its scratch index gone, even on Ctrl-C
         hasher.join()
     if failed:
         raise failed[0]
     for plan in plans:
         plan.result = built[plan.tree]
+
+
+def _wait_out(done: threading.Event) -> None:
+    """Wait for `done` through Ctrl-C, then let the interrupt go on. (`Thread.join` interrupted on Python 3.11
+    marks the thread stopped: joined again, it would return at once and leave the thread's git running.)"""
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            done.wait()
+            break
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def compute_result(plan: TreePlan, three_way: bool, store_root: str, loose: bool = False,

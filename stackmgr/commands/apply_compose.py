@@ -36,8 +36,8 @@ class Composition:
     def __init__(self, plan: TreePlan, repo: Repo) -> None:
         self.plan, self.repo = plan, repo
         self.paths = repo.start_patch_paths([ref.path for ref in plan.patches])
-        self.index = TempIndex.scratch(repo, "compose")
         try:
+            self.index = TempIndex.scratch(repo, "compose")
             self.base = self.index.start_read_tree(plan.base)
         except BaseException:
             self.paths.communicate()
@@ -75,6 +75,7 @@ class Composition:
             raise
         at_base = blob_entries_answer(listing)
         state: dict[bytes, Entry] = {}
+        below: dict[bytes, int] = {}  # directory -> how many files of `state` are under it
         for images, made in steps:
             for im in images:
                 now = state[im.path] if im.path in state else _file(at_base.get(im.path))
@@ -86,7 +87,11 @@ class Composition:
                 mode, blob = made.get(im.path, ("", None))
                 if blob is None or not mode:
                     return None  # a mode-only change: its content is not recorded
+                _count_below(below, im.path, -1 if _file(state.get(im.path)) else 0)
                 state[im.path] = None if mode == "000000" else (mode, blob)
+                _count_below(below, im.path, 1 if state[im.path] else 0)
+            if self._file_and_directory(images, state, at_base, below):
+                return None  # after this patch a path is a file and a directory at once: git refuses the order
         if any(_file(state[d] if d in state else at_base.get(d)) for d in parents):
             return None  # a file where another path needs a directory
         if missing:
@@ -94,6 +99,33 @@ class Composition:
         output(self.base)
         self.index.set_entries(state)
         return self.index.write_tree()
+
+
+    @staticmethod
+    def _file_and_directory(images: list[patchfile.PostImage], state: dict[bytes, Entry],
+                            at_base: dict[bytes, tuple[str, str]], below: dict[bytes, int]) -> bool:  # fmt: skip
+        """Whether a file a patch leaves has a file above it (a file where a directory is needed), or files below
+        it, as things stand after the patch (git checks each patch as a whole: within one, a file may give way
+        to a directory)."""
+        for im in images:
+            if state.get(im.path) is None:
+                continue
+            if below.get(im.path):
+                return True
+            parent = im.path.rpartition(b"/")[0]
+            while parent:
+                if _file(state[parent] if parent in state else at_base.get(parent)):
+                    return True
+                parent = parent.rpartition(b"/")[0]
+        return False
+
+
+def _count_below(below: dict[bytes, int], path: bytes, step: int) -> None:
+    if step:
+        parent = path.rpartition(b"/")[0]
+        while parent:
+            below[parent] = below.get(parent, 0) + step
+            parent = parent.rpartition(b"/")[0]
 
 
 def _last_blobs(steps: list[tuple[list[patchfile.PostImage], dict[bytes, tuple[str, str | None]]]]) -> set[str]:
