@@ -216,6 +216,71 @@ def test_a_detached_head_on_a_branch_commit_is_fine_and_a_branch_clears_local_co
     assert lab.sm("check").code == 0
 
 
+def _on_a_ref_agrees_with_git(tree: Path) -> bool:
+    """Repo.head_on_a_ref, checked against git: a yes must never hide a commit that is on no ref."""
+    from stackmgr.git.repo import open_repo
+
+    answer = open_repo(str(tree)).head_on_a_ref()
+    if answer:
+        assert git(tree, "rev-list", "HEAD", "--not", "--glob=refs/*") == b"", "a yes with a commit on no ref"
+    return answer
+
+
+@pytest.mark.regression("speed: a detached HEAD (where `apply` leaves it) cost every check a `git rev-list`")
+def test_a_detached_head_at_a_branch_packed_ref_or_tag_is_known_on_a_ref_without_git(lab: Lab) -> None:
+    first = git_text(lab.tree, "rev-parse", "HEAD")
+    assert _on_a_ref_agrees_with_git(lab.tree), "on a branch"
+    git(lab.tree, "checkout", "-q", "--detach")
+    assert _on_a_ref_agrees_with_git(lab.tree), "at a loose branch's tip"
+    git(lab.tree, "tag", "-a", "-m", "release", "v1", first)  # an annotated tag: packed with its peeled commit
+    commit(lab.tree, {"README": "two\n"}, "two")
+    git(lab.tree, "pack-refs", "--all")
+    assert not (lab.tree / ".git" / "refs" / "heads" / "main").exists()
+    git(lab.tree, "checkout", "-q", "--detach", "main")
+    assert _on_a_ref_agrees_with_git(lab.tree), "at a packed branch's tip"
+    git(lab.tree, "checkout", "-q", "--detach", "v1")
+    assert _on_a_ref_agrees_with_git(lab.tree), "at the commit an annotated packed tag peels to"
+    assert lab.sm("check").code == 0
+    commit(lab.tree, {"README": "on no branch\n"}, "local")
+    assert not _on_a_ref_agrees_with_git(lab.tree), "a new commit on the detached HEAD"
+    assert lab.sm("check").code == 1
+
+
+@pytest.mark.regression("edge case: a packed ref that a loose ref overrides names an orphaned commit")
+def test_a_packed_ref_overridden_by_a_loose_one_does_not_count(lab: Lab) -> None:
+    base = git_text(lab.tree, "rev-parse", "HEAD")
+    git(lab.tree, "checkout", "-q", "-b", "side")
+    side = commit(lab.tree, {"README": "side\n"}, "side")
+    git(lab.tree, "checkout", "-q", "main")
+    git(lab.tree, "pack-refs", "--all")  # packed-refs: side -> the side commit
+    git(lab.tree, "update-ref", "refs/heads/side", base)  # loose now: side moved back, its commit orphaned
+    git(lab.tree, "checkout", "-q", "--detach", side)
+    assert git(lab.tree, "rev-list", "HEAD", "--not", "--glob=refs/*").split() == [side.encode()]
+    assert not _on_a_ref_agrees_with_git(lab.tree)
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and "1 local commit on no branch" in check.out
+
+
+@pytest.mark.regression("edge case: reftable keeps HEAD in its tables, the HEAD file names refs/heads/.invalid")
+def test_the_reftable_placeholder_head_is_not_taken_for_a_branch(tmp_path: Path) -> None:
+    from stackmgr.git.repo import Repo
+
+    git_dir = tmp_path / "tree" / ".git"
+    git_dir.mkdir(parents=True)
+    (git_dir / "HEAD").write_bytes(b"ref: refs/heads/.invalid\n")
+    assert not Repo(str(tmp_path / "tree"), str(git_dir)).head_on_a_ref()
+    (git_dir / "HEAD").write_bytes(b"ref: refs/heads/main\n")
+    assert Repo(str(tmp_path / "tree"), str(git_dir)).head_on_a_ref()
+
+
+@pytest.mark.regression("edge case: a linked worktree detached at a branch tip (refs in the main repository)")
+def test_a_linked_worktree_detached_at_a_branch_tip_is_on_a_ref(lab: Lab, tmp_path: Path) -> None:
+    git(lab.tree, "worktree", "add", "-q", "--detach", str(tmp_path / "wt"))
+    assert _on_a_ref_agrees_with_git(tmp_path / "wt")
+    commit(tmp_path / "wt", {"README": "in the worktree\n"}, "wt")
+    assert not _on_a_ref_agrees_with_git(tmp_path / "wt")
+
+
 # --- odd repositories -------------------------------------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError
+from stackmgr.git.repo import common_dir
 from stackmgr.store.fs import locked, process_alive
 
 
@@ -32,12 +33,10 @@ def sweep_tree(path: str) -> None:
 def drop_dead_ref_locks(git_dir: str) -> None:
     """Locks a git killed while moving stackmgr's own refs left (`refs/stackmgr/…/*.lock`: journal anchors,
     recovery snapshots): that ref could not be updated again. The caller holds the store or tree lock."""
-    common = git_dir
     try:
-        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
-            common = os.path.join(git_dir, f.read().strip())  # a linked worktree: refs live in the main repository
+        common = common_dir(git_dir)  # a linked worktree: refs live in the main repository
     except OSError:
-        pass
+        common = git_dir
     for dirpath, _dirs, files in os.walk(os.path.join(common, "refs", "stackmgr")):
         for name in files:
             if name.endswith(".lock"):

@@ -62,12 +62,8 @@ def _key(repo: Repo, config: list[object], asked_at: int) -> list[object] | None
     """Stat data of every file the answer depends on (store.fs.stat_key), or None when they cannot all be named
     or one is too young to trust."""
     git_dir = repo.git_dir
-    common = git_dir
     try:
-        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
-            common = os.path.join(git_dir, f.read().strip())
-    except FileNotFoundError:
-        pass
+        common = repo.common_dir
     except OSError:
         return None
     if os.path.exists(os.path.join(common, "reftable")):

@@ -359,10 +359,8 @@ def _sparse_signature(repo: Repo) -> list[object]:
     """Stat data of what decides skip-worktree bits: the sparse-checkout file and the config files."""
     places = [os.path.join(repo.git_dir, "info", "sparse-checkout"), os.path.join(repo.git_dir, "config"),
               os.path.join(repo.git_dir, "config.worktree")]  # fmt: skip
-    common = os.path.join(repo.git_dir, "commondir")
-    if os.path.exists(common):
-        with open(common, encoding="utf-8", errors="replace") as f:
-            places.append(os.path.join(repo.git_dir, f.read().strip(), "config"))
+    if repo.common_dir != repo.git_dir:
+        places.append(os.path.join(repo.common_dir, "config"))
     signature: list[object] = []
     for place in places:
         try:

@@ -288,12 +288,10 @@ def object_store(repo: Repo) -> list[object]:
     and inode (a re-clone at the same path is another directory), and the `shallow` and `objects/info/alternates`
     files by inode, size and mtime (a shallow re-clone or fetch, or dropped alternates, can take a patch's base
     away). Stat calls only, no git process: this is on `check`'s path."""
-    common = repo.git_dir
     try:
-        with open(os.path.join(repo.git_dir, "commondir"), "rb") as f:  # a linked worktree's
-            common = os.path.join(repo.git_dir, os.fsdecode(f.read().strip()))
+        common = repo.common_dir
     except OSError:
-        pass
+        common = repo.git_dir
     found: list[object] = []
     for name, whole in (("objects", False), ("shallow", True), ("objects/info/alternates", True)):
         try:

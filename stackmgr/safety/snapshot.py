@@ -198,7 +198,7 @@ class _Work:
         self.status_proc = index.start_status()
         self.autocrlf = AutoCrlf(repo)
         self.staged = StagedChanges(repo, self.autocrlf.sig)  # the config files too: core.useReplaceRefs
-        self.orphans_proc = None if repo.head_on_branch() else repo.start_commits_on_no_ref()
+        self.orphans_proc = None if repo.head_on_a_ref() else repo.start_commits_on_no_ref()
         self.probe = _IgnoreProbe(repo, self.autocrlf.excludes_file())
 
     def snapshot(self, limit: int, results: tuple[bytes, ...], held: Held | None) -> Snapshot:
