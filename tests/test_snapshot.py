@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from stackmgr.git.refs import head_on_a_ref
+from stackmgr.git.repo import Repo, open_repo
 from stackmgr.store import fs
 from tests.conftest import Lab, check_codes, commit, git, git_text, make_repo, rebuilt_tree
 
@@ -217,10 +219,8 @@ def test_a_detached_head_on_a_branch_commit_is_fine_and_a_branch_clears_local_co
 
 
 def _on_a_ref_agrees_with_git(tree: Path) -> bool:
-    """Repo.head_on_a_ref, checked against git: a yes must never hide a commit that is on no ref."""
-    from stackmgr.git.repo import open_repo
-
-    answer = open_repo(str(tree)).head_on_a_ref()
+    """refs.head_on_a_ref, checked against git: a yes must never hide a commit that is on no ref."""
+    answer = head_on_a_ref(open_repo(str(tree)))
     if answer:
         assert git(tree, "rev-list", "HEAD", "--not", "--glob=refs/*") == b"", "a yes with a commit on no ref"
     return answer
@@ -261,16 +261,56 @@ def test_a_packed_ref_overridden_by_a_loose_one_does_not_count(lab: Lab) -> None
     assert check.code == 1 and "1 local commit on no branch" in check.out
 
 
+@pytest.mark.regression("review: a temp file under refs/ (rsync, Syncthing) that git does not list was taken for a ref")
+@pytest.mark.parametrize("name", ["refs/heads/.main.Xa91Zq", "refs/remotes/.sync/main", "refs/tags/a.lock/b",
+                                  "refs/heads/main.lock"])  # fmt: skip
+def test_a_file_git_does_not_list_as_a_ref_does_not_count(lab: Lab, name: str) -> None:
+    git(lab.tree, "checkout", "-q", "--detach")
+    local = commit(lab.tree, {"README": "on no branch\n"}, "local")
+    loose = lab.tree / ".git" / name
+    loose.parent.mkdir(parents=True, exist_ok=True)
+    loose.write_text(local + "\n")
+    assert git(lab.tree, "rev-list", "HEAD", "--not", "--glob=refs/*").split() == [local.encode()]
+    assert not _on_a_ref_agrees_with_git(lab.tree)
+    check = lab.sm("check", "-v")
+    assert check.code == 1 and "1 local commit on no branch" in check.out
+
+
+@pytest.mark.regression("review: a broken ref made `git rev-list` fail and its empty answer read as no local commits")
+@pytest.mark.parametrize("name", ["main~", "a..b"])
+def test_a_broken_ref_git_cannot_read_refuses_instead_of_passing(lab: Lab, name: str) -> None:
+    git(lab.tree, "checkout", "-q", "--detach")
+    commit(lab.tree, {"README": "on no branch\n"}, "local")
+    (lab.tree / ".git" / "refs" / "heads" / name).write_text("garbage\n")
+    check = lab.sm("check")
+    assert check.code == 1 and "git cannot list the commits on no branch" in check.err, "not all preserved"
+    assert "Traceback" not in check.err and len(check.err.strip().splitlines()) == 1
+    head = git_text(lab.tree, "rev-parse", "HEAD")
+    reset = lab.sm("reset", "--force")
+    assert reset.code == 3 and "git cannot list the commits on no branch" in reset.err
+    assert git_text(lab.tree, "rev-parse", "HEAD") == head
+
+
+@pytest.mark.regression("review: packed-refs not as git writes it (no final newline, CRLF) is not read")
+def test_packed_refs_not_as_git_writes_them_are_left_to_git(lab: Lab) -> None:
+    git(lab.tree, "pack-refs", "--all")
+    git(lab.tree, "checkout", "-q", "--detach")
+    packed = lab.tree / ".git" / "packed-refs"
+    assert _on_a_ref_agrees_with_git(lab.tree)
+    packed.write_bytes(packed.read_bytes().rstrip(b"\n"))
+    assert not head_on_a_ref(open_repo(str(lab.tree)))
+    packed.write_bytes(packed.read_bytes().replace(b"\n", b"\r\n") + b"\r\n")
+    assert not head_on_a_ref(open_repo(str(lab.tree)))
+
+
 @pytest.mark.regression("edge case: reftable keeps HEAD in its tables, the HEAD file names refs/heads/.invalid")
 def test_the_reftable_placeholder_head_is_not_taken_for_a_branch(tmp_path: Path) -> None:
-    from stackmgr.git.repo import Repo
-
     git_dir = tmp_path / "tree" / ".git"
     git_dir.mkdir(parents=True)
     (git_dir / "HEAD").write_bytes(b"ref: refs/heads/.invalid\n")
-    assert not Repo(str(tmp_path / "tree"), str(git_dir)).head_on_a_ref()
+    assert not head_on_a_ref(Repo(str(tmp_path / "tree"), str(git_dir)))
     (git_dir / "HEAD").write_bytes(b"ref: refs/heads/main\n")
-    assert Repo(str(tmp_path / "tree"), str(git_dir)).head_on_a_ref()
+    assert head_on_a_ref(Repo(str(tmp_path / "tree"), str(git_dir)))
 
 
 @pytest.mark.regression("edge case: a linked worktree detached at a branch tip (refs in the main repository)")

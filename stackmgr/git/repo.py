@@ -62,20 +62,6 @@ class Repo:
         names it; read without git (this is on `check`'s path). Raises OSError when that file is unreadable."""
         return common_dir(self.git_dir)
 
-    def head_on_a_ref(self) -> bool:
-        """Every commit HEAD reaches is on some ref: HEAD names a branch, or is detached at the commit a branch,
-        tag or remote-tracking ref points at (where `stackmgr apply` leaves it). Read without git (this is on
-        `check`'s path); False when that cannot be told so (reftable, another ref, an unreadable file): the
-        caller then asks git."""
-        try:
-            with open(os.path.join(self.git_dir, "HEAD"), "rb") as f:
-                head = f.read(512).strip()
-            if head.startswith(b"ref: "):
-                return head != b"ref: refs/heads/.invalid"  # reftable's placeholder: HEAD lives in the reftable
-            return _ref_points_at(self.common_dir, head)
-        except OSError:
-            return False
-
     def operation_in_progress(self) -> str | None:
         """The name of a merge/rebase/cherry-pick/revert/am/bisect in progress, if any."""
         for marker, what in (
@@ -188,10 +174,6 @@ class Repo:
         objects (a third faster than `diff-tree --numstat` between two trees)."""
         return start(self.top, ["diff-index", "-r", "-z", "--numstat", "--no-renames", old], index=index)
 
-    def start_commits_on_no_ref(self) -> Process:
-        """Commits reachable from HEAD but from no ref at all: what a detached HEAD would drop on moving."""
-        return start(self.top, ["rev-list", "HEAD", "--not", "--glob=refs/*"])
-
     def first_parents(self, depth: int, paths: Sequence[bytes] = ()) -> list[bytes]:
         """HEAD's first-parent chain, newest first, at most `depth` commits (only those touching `paths`)."""
         return run(self.top, ["rev-list", "--first-parent", f"--max-count={depth}", "HEAD", *pathspec(paths)]).split()
@@ -244,53 +226,6 @@ def common_dir(git_dir: str) -> str:
             return os.path.normpath(os.path.join(git_dir, os.fsdecode(f.read().strip())))
     except FileNotFoundError:
         return git_dir
-
-
-_LOOSE_REFS_READ = 256  # more loose branches, tags and remote refs than this: git is asked instead
-_PACKED_REFS_READ = 4 << 20  # a packed-refs file larger than this: git is asked instead
-
-
-def _ref_points_at(common: str, oid: bytes) -> bool:
-    """Whether a branch, tag or remote-tracking ref (loose or packed), or any packed ref, points at commit `oid`
-    (an annotated tag counts by the commit it peels to). Only a sure yes counts: a packed ref that a loose file
-    overrides is passed over, and so are refs outside those three places when loose."""
-    if len(oid) not in (40, 64) or oid.strip(b"0123456789abcdef"):
-        return False
-    read = 0
-    for place in ("heads", "tags", "remotes"):  # not refs/stackmgr: its anchors are many, and mostly trees
-        for dirpath, _dirs, files in os.walk(os.path.join(common, "refs", place)):
-            for name in files:
-                if name.endswith(".lock"):  # a ref being written: not a ref yet
-                    continue
-                read += 1
-                if read > _LOOSE_REFS_READ:
-                    return False
-                with open(os.path.join(dirpath, name), "rb") as f:
-                    if f.read(80).strip() == oid:
-                        return True
-    try:
-        with open(os.path.join(common, "packed-refs"), "rb") as f:
-            packed = f.read(_PACKED_REFS_READ + 1)
-    except FileNotFoundError:
-        return False
-    if len(packed) > _PACKED_REFS_READ:
-        return False
-    at = packed.find(oid)
-    while at >= 0:
-        end = packed.find(b"\n", at)
-        end = len(packed) if end < 0 else end
-        if at >= 2 and packed[at - 2 : at] == b"\n^":
-            begin = packed.rfind(b"\n", 0, at - 2) + 1  # the peeled commit of the tag on the line before
-            line = packed[begin : at - 2]
-        elif (at == 0 or packed[at - 1 : at] == b"\n") and packed[at + len(oid) : at + len(oid) + 1] == b" ":
-            line = packed[at:end]
-        else:
-            line = b""
-        ref = line.partition(b" ")[2]
-        if ref.startswith(b"refs/") and not os.path.lexists(os.path.join(common, os.fsdecode(ref))):
-            return True
-        at = packed.find(oid, end)
-    return False
 
 
 def open_repo(path: str) -> Repo:

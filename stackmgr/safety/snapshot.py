@@ -12,7 +12,7 @@ import stat
 import time
 
 from stackmgr.errors import GitFailed, StackmgrError
-from stackmgr.git import ignore
+from stackmgr.git import ignore, refs
 from stackmgr.git.leftovers import drop_dead_lock, drop_dead_scratch_indexes, held_open
 from stackmgr.git.repo import Repo, open_repo, output, parse_raw
 from stackmgr.git.staged import StagedChanges
@@ -198,7 +198,7 @@ class _Work:
         self.status_proc = index.start_status()
         self.autocrlf = AutoCrlf(repo)
         self.staged = StagedChanges(repo, self.autocrlf.sig)  # the config files too: core.useReplaceRefs
-        self.orphans_proc = None if repo.head_on_a_ref() else repo.start_commits_on_no_ref()
+        self.orphans_proc = None if refs.head_on_a_ref(repo) else refs.start_commits_on_no_ref(repo)
         self.probe = _IgnoreProbe(repo, self.autocrlf.excludes_file())
 
     def snapshot(self, limit: int, results: tuple[bytes, ...], held: Held | None) -> Snapshot:
@@ -212,7 +212,7 @@ class _Work:
                 raise StackmgrError(f"tree {tree}: git cannot read the index of {repo.top}", "run `git status` there")
             outputs = (results, held_paths(repo, held, st.head, results))
             snap = _reconcile(tree, repo, index, st, parse_raw(staged_out), limit, self.probe, outputs)
-            snap.local_commits = self.orphans_proc.communicate()[0].decode().split() if self.orphans_proc else []
+            snap.local_commits = refs.commits_on_no_ref(tree, repo, self.orphans_proc) if self.orphans_proc else []
             if self.autocrlf.on():
                 snap.eol_unstable = eol_unstable(index, snap.changes)
             return snap
