@@ -547,7 +547,9 @@ def measure_commands(exe: str, env: dict[str, str], workdir: Path, store: Path, 
     for _, _, args in commands:  # byte-compile the commands' modules on the small store: cold is about stackmgr
         run(argv(small, *[small_patch if a in (busiest, other) else a for a in args]), workdir, env)
     rows, lines = [], []
-    cache, kept = store / ".stackmgr" / "cache", workdir / "cache-after-links"
+    from stackmgr.store.local_state import state_dir_for  # .stackmgr/, or in the git directory of a repository
+
+    cache, kept = Path(state_dir_for(str(store))[0]) / "cache", workdir / "cache-after-links"
     for key, label, args in commands:
         shutil.rmtree(cache, ignore_errors=True)
         moved = hold_aside(store, workdir, PULLED, random.Random(7)) if key == "links" else []

@@ -1,4 +1,14 @@
-"""Rendering: data to stdout, diagnostics to stderr, colour only on a TTY and never with NO_COLOR."""
+"""Rendering: data to stdout, diagnostics to stderr, colour only on a TTY and never with NO_COLOR.
+
+Terminal safety (docs/SECURITY.md): text meant for a terminal goes through `for_terminal`, so a string from the store (a
+Subject, a gate name, a series comment, a journal command) can never move the cursor, set the window title, clear
+the screen or reorder a line: C0 and C1 controls, DEL, bidi embeddings/overrides/isolates/marks, line separators and
+lone surrogates are shown as `\\x1b`, `\\u202e`, `\\xNN`. `out` and `err` apply it; while a command runs
+(cli/entry.py) sys.stdout and sys.stderr are `TerminalStream`s that apply it to every other write too, so no command
+can forget. The colours stackmgr asks for survive: `paint` marks them with a token no store file can hold (it holds
+a random number drawn by this process), and only that token becomes a colour code, after the escaping. JSON and a
+patch's bytes piped elsewhere go out exact (`emit_json`, `out_bytes`).
+"""
 
 from __future__ import annotations
 
@@ -9,11 +19,87 @@ from stackmgr.types import show_path
 
 TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any, TextIO
 
     from stackmgr.commands.status import TreeReport
 
 _CODES = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
+_SGR = frozenset([*_CODES.values(), "0"])
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))  # marks, embeddings, isolates
+_tables: list[dict[int, str]] = []  # [one line, layout kept]: built on first use (check's quiet path needs none)
+_mark: list[str] = []  # paint's token, drawn on first use
+
+
+def _escapes() -> list[dict[int, str]]:
+    if not _tables:
+        one = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
+        one.update({0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"})
+        one.update({c: f"\\u{c:04x}" for c in (*range(0x80, 0xA0), 0x2028, 0x2029, *_BIDI, *range(0xD800, 0xE000))})
+        one.update({c: f"\\x{c - 0xDC00:02x}" for c in range(0xDC80, 0xDD00)})  # an undecodable byte, as show_path
+        layout = {c: shown for c, shown in one.items() if c not in (0x09, 0x0A)}  # the lines and columns we print
+        _tables.extend((one, layout))
+    return _tables
+
+
+def show_text(text: str) -> str:
+    """A string from the store as the user reads it, always on one line (as `show_path` shows a file name):
+    control characters, bidi controls and undecodable bytes appear as \\n, \\t, \\r, \\xNN or \\uNNNN."""
+    return text if text.isprintable() else text.translate(_escapes()[0])
+
+
+def for_terminal(text: str) -> str:
+    """`text` as it may reach a terminal: newlines and tabs kept, everything else a terminal acts on escaped, and
+    paint's tokens (only those) turned into the colour codes they stand for."""
+    if not _mark or _mark[0] not in text:
+        return _screen(text)
+    first, *painted = text.split(_mark[0])
+    shown = [_screen(first)]
+    for piece in painted:
+        code, m, rest = piece.partition("m")
+        if m and code in _SGR:
+            shown.append(f"\x1b[{code}m")
+            piece = rest
+        shown.append(_screen(piece))
+    return "".join(shown)
+
+
+def _screen(text: str) -> str:
+    return text if text.isprintable() else text.translate(_escapes()[1])
+
+
+class TerminalStream:
+    """sys.stdout or sys.stderr while a command runs (cli/entry.py): every text written goes through
+    `for_terminal`, whoever writes it (a module printing a warning, click, a traceback with --debug). The stream
+    underneath is `raw`: JSON, a patch's bytes and rich's live display write there."""
+
+    def __init__(self, raw: TextIO) -> None:
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):  # let the stream underneath refuse it as it would
+            return self.raw.write(text)
+        self.raw.write(for_terminal(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding, buffer…: the stream's own
+        return getattr(self.raw, name)
+
+
+def raw_stream(stream: TextIO) -> TextIO:
+    """The stream under a TerminalStream (else the stream itself): for what must go out exact."""
+    return stream.raw if isinstance(stream, TerminalStream) else stream
+
+
+def _write(stream: TextIO, text: str) -> None:
+    if isinstance(stream, TerminalStream):
+        stream.write(text)
+    else:  # not inside a command (a library call, a captured report): escaped all the same
+        stream.write(for_terminal(text))
 
 
 def color_on(stream: TextIO) -> bool:
@@ -21,32 +107,58 @@ def color_on(stream: TextIO) -> bool:
 
 
 def paint(text: str, style: str, stream: TextIO | None = None) -> str:
-    return f"\x1b[{_CODES[style]}m{text}\x1b[0m" if color_on(stream or sys.stdout) else text
+    """`text` in a colour, on a terminal that shows colour. The colour is a token that `for_terminal` turns into
+    its code when the line is written: a code inside `text` (from the store) is escaped like any other."""
+    if not color_on(stream or sys.stdout):
+        return text
+    if not _mark:
+        _mark.append("\x1b" + os.urandom(8).hex() + "[")  # unguessable: store files were written before it was drawn
+    return f"{_mark[0]}{_CODES[style]}m{text}{_mark[0]}0m"
 
 
 def out_bytes(data: bytes) -> None:
-    """Bytes to stdout as they are (a patch is bytes end to end); decoded only where stdout has no buffer."""
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is None:
-        sys.stdout.write(data.decode("utf-8", "surrogateescape"))
+    """Bytes to stdout as they are (a patch is bytes end to end) for a file or a pipe, decoded only where stdout has
+    no buffer; on a terminal, escaped as text is (a diff can carry any byte)."""
+    stream = raw_stream(sys.stdout)
+    buffer = getattr(stream, "buffer", None)
+    if stream.isatty() or buffer is None:
+        text = data.decode("utf-8", "surrogateescape")
+        stream.write(for_terminal(text) if stream.isatty() else text)
         return
-    sys.stdout.flush()
+    stream.flush()
     buffer.write(data)
     buffer.flush()
 
 
 def out(line: str = "") -> None:
-    sys.stdout.write(line + "\n")
+    _write(sys.stdout, line + "\n")
 
 
 def err(line: str) -> None:
-    sys.stderr.write(line + "\n")
+    _write(sys.stderr, line + "\n")
 
 
 def emit_json(data: dict[str, Any]) -> None:
+    """Exact: json.dumps escapes every control character and, with ensure_ascii, every non-ASCII one (a lone
+    surrogate from an undecodable byte too), so the line needs no terminal escaping and reads back as it was."""
     import json
 
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n")
+    try:
+        text = json.dumps(data, indent=2, sort_keys=False, allow_nan=False, ensure_ascii=True)
+    except ValueError:  # a record's `nan` or `inf` (TOML has them, JSON does not): said as TOML spells it
+        text = json.dumps(_finite(data), indent=2, sort_keys=False, allow_nan=False, ensure_ascii=True)
+    raw_stream(sys.stdout).write(text + "\n")
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every float that JSON cannot carry as a string: "nan", "inf", "-inf"."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return "nan" if value != value else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def human_size(n: int) -> str:
@@ -78,14 +190,14 @@ def _measured_head(a: dict[str, Any], head: str) -> str:
 
 
 def render_status(report: TreeReport) -> None:
-    out(paint(report.name, "bold") + f"  {report.path}")
+    out(paint(show_text(report.name), "bold") + f"  {show_text(report.path)}")
     if report.state != "ok" or report.snapshot is None or report.assessment is None:
-        out(f"  {paint(report.state, 'yellow')}: {report.error}")
+        out(f"  {paint(report.state, 'yellow')}: {show_text(report.error or '')}")
         return
     snap, found = report.snapshot, report.assessment
     out(f"  HEAD {snap.head[:12]}" + (f"  ({snap.operation} in progress)" if snap.operation else ""))
     for warning in report.warnings:
-        out("  " + paint(f"note: {warning}", "yellow"))
+        out("  " + paint(f"note: {show_text(warning)}", "yellow"))
     if report.applied:
         a = report.applied
         top = f", top {a['top']}" if a.get("top") else ""
@@ -93,7 +205,7 @@ def render_status(report: TreeReport) -> None:
         head = f"  {a['series']}: {count} of {a.get('total', len(a['patches']))} applied{top} (on {a['base'][:12]})"
         if a.get("measured"):
             head = _measured_head(a, head)
-        edited = a.get("series_edited") or []
+        edited = [show_text(e) for e in a.get("series_edited") or []]
         if a["drift"]:
             shown = ", ".join(a["drift"][:5]) + (" …" if len(a["drift"]) > 5 else "")
             out(head + " — " + paint(f"{len(a['drift'])} path(s) differ since: {shown}", "yellow"))
@@ -171,10 +283,12 @@ class activity:  # lower-case: used like a function, `with activity("saving"):`
             if self._closed or self._live is not None:
                 return
             from rich.console import Console
+            from rich.text import Text
 
-            console = Console(stderr=True, highlight=False)
+            # rich's own cursor codes go to the stream underneath; the message is plain text, never rich markup
+            console = Console(file=raw_stream(sys.stderr), highlight=False)
             if self._total is None:
-                self._live = console.status(self.message)
+                self._live = console.status(Text(show_text(self.message)))
                 self._live.__enter__()
             else:
                 self._start_bar(console)
@@ -182,10 +296,10 @@ class activity:  # lower-case: used like a function, `with activity("saving"):`
     def _start_bar(self, console: Any) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-        self._live = Progress(SpinnerColumn(), TextColumn(self.message), BarColumn(), MofNCompleteColumn(),
-                              transient=True, console=console)  # fmt: skip
+        self._live = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(),
+                              MofNCompleteColumn(), transient=True, console=console)  # fmt: skip
         self._live.__enter__()
-        self._task = self._live.add_task(self.message, total=self._total, completed=self._done)
+        self._task = self._live.add_task(show_text(self.message), total=self._total, completed=self._done)
 
     def total(self, n: int) -> None:
         if self._lock is None:

@@ -77,6 +77,8 @@ class Unprotected:
 # Characters a terminal acts on or a line reader splits at: C0 controls, DEL, C1 controls, U+2028/U+2029.
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
 _CONTROLS.update({c: f"\\u{c:04x}" for c in (*range(0x80, 0xA0), 0x2028, 0x2029)})
+# bidirectional overrides, isolates and marks: a name that reads differently from what it is (Trojan Source)
+_CONTROLS.update({c: f"\\u{c:04x}" for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
 _CONTROLS.update({0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"})
 
 

@@ -191,8 +191,10 @@ def test_check_json_and_trees_listing(lab: Lab) -> None:
 
 
 def test_missing_tree_is_reported_not_a_crash(lab: Lab, tmp_path: Path) -> None:
+    local = lab.store / "stackmgr.local.toml"
+    local.write_text(local.read_text() + f'\n[trees.gone]\npath = "{tmp_path}/nowhere"\n')
     config = lab.store / "stackmgr.toml"
-    config.write_text(config.read_text() + f'\n[trees.gone]\npath = "{tmp_path}/nowhere"\n')
+    config.write_text(config.read_text() + "\n[trees.gone]\n")
     trees = lab.sm("trees")
     assert trees.code == 0 and "missing" in trees.out
     status = lab.sm("status")

@@ -98,15 +98,22 @@ def test_a_store_with_paths_in_its_shared_config_keeps_working_and_can_be_pointe
     assert str(mine) in lab.sm("trees").out and str(lab.tree) not in lab.sm("trees").out
 
 
-def test_a_relative_default_path_in_the_shared_config_is_the_store_s_neighbour(tmp_path: Path) -> None:
-    """A lab that keeps its trees beside the store can say so once for everyone: `path = "../vllm"`."""
+def test_a_relative_default_path_in_the_shared_config_is_the_store_s_neighbour_once_accepted(tmp_path: Path) -> None:
+    """A lab that keeps its trees beside the store can say so once for everyone: `path = "../vllm"`. Each machine
+    accepts it once (`tree set vllm`): until then it is only a suggestion, as a pull could point it anywhere."""
     tree = make_repo(tmp_path / "vllm")
     store = tmp_path / "store"
     assert run_stackmgr("init", str(store)).code == 0
     (store / "stackmgr.toml").write_text('[trees.vllm]\npath = "../vllm"\n')
     commit(tree, {"README": "edited\n"}, "work")
     listed = run_stackmgr("--store", str(store), "trees")
+    assert listed.code == 0 and str(tree) not in listed.out and "suggests ../vllm" in listed.out
+    assert run_stackmgr("--store", str(store), "save", "p").code == 2  # no tree has a path here
+    accepted = run_stackmgr("--store", str(store), "tree", "set", "vllm")
+    assert accepted.code == 0 and str(tree) in accepted.out
+    listed = run_stackmgr("--store", str(store), "trees")
     assert listed.code == 0 and str(tree) in listed.out
+    assert str(tree) in (store / "stackmgr.local.toml").read_text()
 
 
 def test_the_lab_s_pyproject_store_registers_trees_under_tool_stackmgr(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def run(args: CheckArgs) -> int:
     """Quiet unless -v or --json; a tree that could not be looked at is named on stderr even when quiet."""
     result = check(open_store(args.store), args.trees)
     if result.pending is not None:
-        output.err(f"stackmgr: {result.pending}")
+        output.err(f"stackmgr: {output.show_text(result.pending)}")
         return 1
     if not args.trees and result.reports and all(r.state == "no path" for r in result.reports):
         names = [r.name for r in result.reports]  # nothing of this machine's to lose, and nothing looked at: said
@@ -59,16 +59,16 @@ def run(args: CheckArgs) -> int:
 def _say(args: CheckArgs, result: Check) -> None:
     for r in result.reports:
         if r.state == "error" and not args.as_json:
-            output.err(f"stackmgr: {r.name}: {r.error}")
+            output.err(output.show_text(f"stackmgr: {r.name}: {r.error}"))
     if args.as_json:
         output.emit_json({"schema": 1, "preserved": result.preserved,
                           "trees": [check_json(r) for r in result.reports]})  # fmt: skip
     elif args.verbose:
         for r in result.reports:
             if r.state == "missing":
-                output.out(f"{r.name}: missing ({r.error})")
+                output.out(output.show_text(f"{r.name}: missing ({r.error})"))
             elif r.state == "no path":
-                output.out(f"{r.name}: not checked, {r.error}")
+                output.out(output.show_text(f"{r.name}: not checked, {r.error}"))
             elif r.state == "ok" and not r.blockers:
                 output.out(f"{r.name}: all changes preserved")
             output.render_blockers(r.name, r.blockers)

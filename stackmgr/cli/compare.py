@@ -8,7 +8,7 @@ import click
 
 from stackmgr import output
 from stackmgr.cli.context import Context, json_option, pass_context
-from stackmgr.cli.links import ARROW, TONE, config_line
+from stackmgr.cli.links import ARROW, TONE, config_line, one_line
 from stackmgr.store.config import open_store
 
 if TYPE_CHECKING:
@@ -32,15 +32,16 @@ def group_lines(group: Group) -> list[str]:
     """The header naming the configuration, which links each result is, the runs left out (failed or tainted:
     never averaged in) and one line per metric."""
     lines = [config_line(group.config)]
-    lines += [f"  {r.patch}{' (reference)' if i == 0 else ''}: {', '.join(link.id for link in r.links)}"
-              for i, r in enumerate(group.results)]  # fmt: skip
+    lines += [f"  {one_line(r.patch)}{' (reference)' if i == 0 else ''}: "
+              + ", ".join(one_line(link.id) for link in r.links) for i, r in enumerate(group.results)]  # fmt: skip
     if group.left_out:
-        lines.append("  left out: " + ", ".join(f"{link.id} of {link.patch} ({why})" for link, why in group.left_out))
+        lines.append("  left out: " + ", ".join(f"{one_line(link.id)} of {one_line(link.patch)} ({one_line(why)})"
+                                                for link, why in group.left_out))  # fmt: skip
     if not group.results:
         return lines
-    table = [[("metric", ""), ("", ""), ("unit", "")] + [(r.label, "") for r in group.results]]
+    table = [[("metric", ""), ("", ""), ("unit", "")] + [(one_line(r.label), "") for r in group.results]]
     for row in group.rows:
-        table.append([(row.name, ""), (ARROW.get(row.direction, "?"), ""), (row.unit, "")]
+        table.append([(one_line(row.name), ""), (ARROW.get(row.direction, "?"), ""), (one_line(row.unit), "")]
                      + [_cell(c) for c in row.cells])  # fmt: skip
     widths = [max(len(line[i][0]) for line in table) for i in range(len(table[0]))]
     for line in table:

@@ -14,6 +14,7 @@ import gc
 import os
 import sys
 
+from stackmgr import output
 from stackmgr.errors import StackmgrError
 
 
@@ -119,6 +120,22 @@ def _main(argv: list[str] | None) -> int:
         sys.stdout.write(f"stackmgr, version {__version__}\n")
         return 0
     gc.set_threshold(100_000, 50, 100)  # a short-lived command: collect rarely (20,000 link records are 1M objects)
+    streams = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, output.TerminalStream):  # whoever writes, no store string reaches a terminal raw
+        sys.stdout, sys.stderr = output.TerminalStream(sys.stdout), output.TerminalStream(sys.stderr)
+    try:
+        return _run(args, debug)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _say(message: object) -> None:
+    """The one error line: a message may carry a store string (a patch name, a Subject, a path), shown escaped and
+    on one line, so it can neither act on the terminal nor forge a second line."""
+    sys.stderr.write(f"stackmgr: {output.show_text(str(message))}\n")
+
+
+def _run(args: list[str], debug: bool) -> int:
     try:
         code = _guard(args)
         if code is None:
@@ -129,7 +146,7 @@ def _main(argv: list[str] | None) -> int:
 
         return cli.main(args=args, prog_name="stackmgr", standalone_mode=False) or 0
     except StackmgrError as exc:
-        sys.stderr.write(f"stackmgr: {exc}\n")
+        _say(exc)
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("stackmgr: interrupted\n")
@@ -144,7 +161,7 @@ def _main(argv: list[str] | None) -> int:
         mapped = disk_error(exc)
         if mapped is None:
             return _click_or_crash(exc, debug)
-        sys.stderr.write(f"stackmgr: {mapped}\n")
+        _say(mapped)
         return mapped.exit_code
     except Exception as exc:
         return _click_or_crash(exc, debug)
@@ -158,12 +175,12 @@ def _click_or_crash(exc: Exception, debug: bool) -> int:
         return 130
     if isinstance(exc, click.ClickException):
         where = f"; see `{exc.ctx.command_path} --help`" if isinstance(exc, click.UsageError) and exc.ctx else ""
-        sys.stderr.write(f"stackmgr: {exc.format_message().rstrip('.')}{where}\n")
+        _say(f"{exc.format_message().rstrip('.')}{where}")
         return exc.exit_code
     if debug:
         import traceback
 
         traceback.print_exc()
     else:
-        sys.stderr.write(f"stackmgr: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)\n")
+        _say(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)")
     return 3

@@ -27,16 +27,17 @@ def run(store_dir: str | None, as_json: bool, files: tuple[str, ...], values: Va
         for i in report.imported:
             files_n, plus, minus = i.stat
             verb = "imported" if i.outcome == "imported" else "already there:"
-            output.out(f"{verb} {i.name} ({i.source}): tree {i.tree}, base {i.base[:12]} ({i.found_at}), "
-                       f"{files_n} file{'s' if files_n != 1 else ''} +{plus} -{minus}")  # fmt: skip
+            output.out(output.show_text(f"{verb} {i.name} ({i.source}): tree {i.tree}, base {i.base[:12]} "
+                                        f"({i.found_at}), {files_n} file{'s' if files_n != 1 else ''} +{plus} "
+                                        f"-{minus}"))  # fmt: skip
         if report.imported and report.series:
             n = report.appended
             output.out(f"series {report.series}: {n} patch{'es' if n != 1 else ''} appended" if n else
                        f"series {report.series}: already holds them; nothing appended")  # fmt: skip
         for r in report.skipped:
-            output.err(f"stackmgr: skipped {r.source}: {r.reason}")
+            output.err(output.show_text(f"stackmgr: skipped {r.source}: {r.reason}"))
         for r in report.refused:
-            output.err(f"stackmgr: refused {r.source}: {r.reason}")
+            output.err(output.show_text(f"stackmgr: refused {r.source}: {r.reason}"))
     if report.refused:
         return 1 if report.imported else 3
     return 0

@@ -52,13 +52,18 @@ def link_cmd(ctx: Context, patch: str, artifacts: tuple[str, ...], metric_specs:
     if ctx.json:
         output.emit_json({"schema": 1, "id": link.id, "file": rel, "patch": link.patch})
         return
-    shown = ", ".join(f"{m.name} {_value(m.value)}{m.unit}" for m in link.metrics[:3])
+    shown = ", ".join(f"{one_line(m.name)} {_value(m.value)}{one_line(m.unit)}" for m in link.metrics[:3])
     output.out(f"linked {link.id} to {link.patch}: {len(link.artifacts)} artifact(s)"
-               + (f", {shown}" if shown else "") + f"; {link.verdict}; {rel}")  # fmt: skip
+               + (f", {shown}" if shown else "") + f"; {link.verdict}; {one_line(rel)}")  # fmt: skip
+
+
+def one_line(text: str) -> str:
+    """A record's string as one line of a view (output.show_text): a newline in it cannot forge another row."""
+    return output.show_text(text)
 
 
 def _metric_text(m: Any) -> str:
-    return f"{m.name} {_value(m.value)}{(' ' + m.unit) if m.unit else ''}"
+    return f"{one_line(m.name)} {_value(m.value)}{(' ' + one_line(m.unit)) if m.unit else ''}"
 
 
 ARROW = {"higher": "↑", "lower": "↓"}
@@ -71,7 +76,7 @@ def config_line(config: dict[str, str]) -> str:
     """The header of a run configuration's group (`compare`, `links --sort metric`)."""
     if not config:
         return "run configuration not recorded (no vllm bench JSON artifact)"
-    return " · ".join(f"{label} {config.get(key, '—')}" for key, label in LABELS.items())
+    return " · ".join(f"{label} {one_line(config.get(key, '—'))}" for key, label in LABELS.items())
 
 
 def delta_text(value: float, ref: float, direction: str) -> str:
@@ -88,7 +93,7 @@ def delta_text(value: float, ref: float, direction: str) -> str:
 
 def metric_table(metrics: list[Any], base: dict[str, float], indent: str = "      ") -> list[str]:
     """One line per metric: name, value, unit, direction arrow, and the delta from the baseline's value."""
-    rows = [(m.name, _value(m.value), m.unit, ARROW.get(m.direction, "?"),
+    rows = [(one_line(m.name), _value(m.value), one_line(m.unit), ARROW.get(m.direction, "?"),
              delta_text(m.value, base[m.name], m.direction) if m.name in base else "") for m in metrics]  # fmt: skip
     widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
     return [f"{indent}{n:<{widths[0]}}  {v:>{widths[1]}}  {u:<{widths[2]}}  {a}  {d}".rstrip()
@@ -111,9 +116,9 @@ def show_cmd(ctx: Context, patch: str) -> None:
     name, header, status, links = view.name, view.header, view.status, view.links
     badge = status.upper() + (" (do not revive)" if view.do_not_revive else "")
     colour = {"rejected": "red", "promoted": "green"}.get(status, "yellow")
-    output.out(f"{output.paint(name, 'bold')}   tree {header.tree}   base {header.base[:12]}   "
-               f"status {output.paint(badge, colour)}")  # fmt: skip
-    output.out(f"  {header.subject}")
+    output.out(f"{output.paint(name, 'bold')}   tree {one_line(header.tree)}   base {one_line(header.base[:12])}"
+               f"   status {output.paint(badge, colour)}")  # fmt: skip
+    output.out(f"  {one_line(header.subject)}")
     for line in header.body.splitlines():
         output.out(f"  {line}")
     for line in view.stat.splitlines():
@@ -121,29 +126,31 @@ def show_cmd(ctx: Context, patch: str) -> None:
     output.out(f"links ({len(links)}):" if links else "no links yet (`stackmgr link PATCH ARTIFACT…`)")
     for link in links:
         if link.id in view.amended_by:  # a draft completed, a result corrected: the record that replaces it says all
-            output.out(output.paint(f"  {link.created[:10]} {link.id}  amended by {view.amended_by[link.id]}", "dim"))
+            output.out(output.paint(f"  {one_line(link.created[:10])} {one_line(link.id)}  amended by "
+                                    f"{one_line(view.amended_by[link.id])}", "dim"))  # fmt: skip
             continue
         base = view.baseline_metrics(link)
-        gates = " ".join(f"{g.name} {_mark(g.status)}" for g in link.gates)
-        vs = f" · vs baseline {link.baseline}" if base else ""
-        output.out(f"  {link.created[:10]} {link.id}" + (f"  {gates}" if gates else "")
-                   + f" · {link.verdict} · {view.states[link.id]}" + (vs if link.metrics else "")
+        gates = " ".join(f"{one_line(g.name)} {_mark(g.status)}" for g in link.gates)
+        vs = f" · vs baseline {one_line(link.baseline)}" if base else ""
+        output.out(f"  {one_line(link.created[:10])} {one_line(link.id)}" + (f"  {gates}" if gates else "")
+                   + f" · {one_line(link.verdict)} · {view.states[link.id]}" + (vs if link.metrics else "")
                    + ("" if link.metrics else " · no metrics")
                    + (" · " + output.paint("TAINTED", "red") if link.tainted else ""))  # fmt: skip
         for line in metric_table(link.metrics, base):
             output.out(line)
-        if link.lesson:
-            output.out(f"      lesson: {link.lesson}")
+        for i, line in enumerate(link.lesson.splitlines()):  # a lesson of several lines keeps them, indented
+            output.out(f"      {'lesson:' if i == 0 else '       '} {one_line(line)}")
         if link.amends:
-            output.out(f"      amends {link.amends}")
+            output.out(f"      amends {one_line(link.amends)}")
         for line in measured_lines(view.ev, link):
-            output.out(f"      {line}")
+            output.out(f"      {one_line(line)}")
         for a in link.artifacts:
             ok = view.artifact_ok(a.path, a.sha256)
             origin = f", copied from {a.origin}" if a.origin.startswith("/") else (f", {a.origin}" if a.origin else "")
-            output.out(f"      {a.path} ({'sha ok' if ok else output.paint('CHANGED OR MISSING', 'red')}{origin})")
+            said = "sha ok" if ok else output.paint("CHANGED OR MISSING", "red")
+            output.out(f"      {one_line(a.path)} ({said}{one_line(origin)})")
     for o in view.overrides:
-        output.out(f"do-not-revive overridden ({', '.join(o.lanes)}): {o.said()}")
+        output.out(f"do-not-revive overridden ({one_line(', '.join(o.lanes))}): {one_line(o.said())}")
     view.save()
 
 
@@ -190,11 +197,13 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
             header, indent = config, "  "
         shown = shown_metric(link, metric, table.headline)
         mtext = _metric_text(shown) if shown else ""
-        gates = " ".join(f"{g.name}{_mark(g.status)}" for g in link.gates)
+        gates = " ".join(f"{one_line(g.name)}{_mark(g.status)}" for g in link.gates)
         taint = " TAINTED" if link.tainted else ""
-        replaced = f" amended by {table.amended_by[link.id]}" if link.id in table.amended_by else ""
-        output.out(f"{indent}{link.created[:10]}  {link.id}  {link.patch:<40} {link.tree:<16} {mtext:<32} "
-                   f"{gates:<14} {link.verdict:<12} {state}{taint}{replaced}")  # fmt: skip
+        replaced = f" amended by {one_line(table.amended_by[link.id])}" if link.id in table.amended_by else ""
+        created, lid, patch, tree, verdict = map(one_line, (link.created[:10], link.id, link.patch, link.tree,
+                                                            link.verdict))  # fmt: skip
+        output.out(f"{indent}{created}  {lid}  {patch:<40} {tree:<16} {mtext:<32} "
+                   f"{gates:<14} {verdict:<12} {state}{taint}{replaced}")  # fmt: skip
     if table.hidden:
         output.err(f"stackmgr: {table.hidden} amended record(s) not listed (`stackmgr links --all` lists them)")
     table.save()
@@ -214,6 +223,6 @@ def verify_cmd(ctx: Context) -> None:
         output.emit_json({"schema": 1, "ok": not problems, "checked": checked, "problems": listed})
     else:
         for lid, patch, what in problems:
-            output.out(f"{lid} ({patch}): {what}")
+            output.out(f"{one_line(lid)} ({one_line(patch)}): {one_line(what)}")
         output.err(f"stackmgr: verified {checked} link(s): {len(problems)} problem(s)")
     raise SystemExit(1 if problems else 0)

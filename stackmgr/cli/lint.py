@@ -29,7 +29,7 @@ def lint_cmd(ctx: Context) -> None:
         output.emit_json({"schema": 1, "findings": [f.to_json() for f in findings]})
     else:
         for f in findings:
-            output.out(f"{f.where}: {f.message}")
+            output.out(output.show_text(f"{f.where}: {f.message}"))
         output.err(f"stackmgr: {len(findings)} finding{'s' if len(findings) != 1 else ''}" if findings
                    else "stackmgr: no findings")  # fmt: skip
     if findings:

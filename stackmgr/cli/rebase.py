@@ -38,13 +38,13 @@ def run(store_dir: str | None, as_json: bool, series: str | None, values: Values
         else:
             result = rebase.start(store, str(series), str(onto), tree, exec_cmd, own_copy)
     for note in result.notes:
-        output.err(f"stackmgr: {note}")
+        output.err(f"stackmgr: {output.show_text(note)}")
     if as_json:
         output.emit_json(result.to_json())
     else:
         _say(store, result)
     if not result.done:
-        output.err(f"stackmgr: {result.stop}")
+        output.err(f"stackmgr: {output.show_text(result.stop)}")
         return 3
     return 0
 

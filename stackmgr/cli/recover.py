@@ -8,6 +8,7 @@ import click
 
 from stackmgr import output
 from stackmgr.cli.context import Context, json_option, pass_context
+from stackmgr.output import show_text as show
 from stackmgr.store.config import open_store
 
 
@@ -23,9 +24,9 @@ def recover_cmd(ctx: Context, recovery_id: str | None) -> None:
     rolled, notes = finish_interrupted(store)
     if rolled is not None:
         what = "rolled back" if rolled.rolled_back else "had completed; marked done"
-        output.err(f"stackmgr: interrupted `{rolled.command}` (op {rolled.id}) {what}")
+        output.err(f"stackmgr: interrupted `{show(rolled.command)}` (op {show(rolled.id)}) {what}")
     for note in notes:
-        output.err(f"stackmgr: {note}")
+        output.err(f"stackmgr: {show(note)}")
     if recovery_id is not None:
         rec = restore(store, recovery_id)
         output.out(f"{rec.tree}: restored recovery snapshot {rec.id} ({rec.files} changed files)")
@@ -38,4 +39,4 @@ def recover_cmd(ctx: Context, recovery_id: str | None) -> None:
         output.out("no recovery snapshots (`stackmgr reset --force` makes them)")
     for r in found:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.time))
-        output.out(f"{r.id}  {r.tree:<20} {when}  {r.files} changed files  (HEAD was {r.head[:12]} {r.branch})")
+        output.out(show(f"{r.id}  {r.tree:<20} {when}  {r.files} changed files  (HEAD was {r.head[:12]} {r.branch})"))

@@ -51,9 +51,9 @@ def run(args: SaveArgs) -> int:
     with output.activity(f"saving {args.name}: snapshot, diff, round-trip check"):
         result = save(store, req)
     for warning in result.warnings:
-        output.err(f"stackmgr: note: {warning}")
-    for line in result.revival:
-        output.err(f"stackmgr: {line}")
+        output.err(f"stackmgr: note: {output.show_text(warning)}")
+    for line in result.revival:  # a do-not-revive lesson, as its record says it: one line here
+        output.err(f"stackmgr: {output.show_text(line)}")
     if args.as_json:
         output.emit_json({"schema": 1, **{k: v for k, v in vars(result).items() if k not in ("warnings", "revival")}})
         return 0

@@ -39,7 +39,7 @@ def series_group(ctx: Context) -> None:
                    "or `stackmgr save NAME --series S`")  # fmt: skip
     for row in rows:
         if row["error"]:
-            output.out(f"{row['name']:<40} {output.paint(row['error'], 'red')}")
+            output.out(f"{row['name']:<40} {output.paint(output.show_text(row['error']), 'red')}")
             continue
         n = row["patches"]
         missing = output.paint(f", {row['missing']} missing", "red") if row["missing"] else ""
@@ -65,9 +65,9 @@ def show(ctx: Context, name: str) -> None:
         if not row["exists"]:
             output.out(f"  {row['position']:>3}. {row['patch']:<44} {output.paint('MISSING', 'red')}")
             continue
-        guards = " " + " ".join("#" + g for g in row["guards"]) if row["guards"] else ""
-        problem = output.paint(f"  ({row['error']})", "red") if row["error"] else ""
-        output.out(f"  {row['position']:>3}. {row['patch']:<44} {row['tree'] or '?':<18} "
+        guards = output.show_text(" " + " ".join("#" + g for g in row["guards"]) if row["guards"] else "")
+        problem = output.paint(f"  ({output.show_text(row['error'])})", "red") if row["error"] else ""
+        output.out(f"  {row['position']:>3}. {row['patch']:<44} {output.show_text(row['tree'] or '?'):<18} "
                    f"+{row['insertions']} -{row['deletions']}{guards}{problem}")  # fmt: skip
     refuse_conflicted_rows(store, rows)
 
@@ -94,7 +94,7 @@ def add(ctx: Context, name: str, patches: tuple[str, ...], position: int | None,
     from stackmgr.commands.series import add_patches
 
     add_patches(open_store(ctx.store), name, patches, position, override,
-                warn=lambda warning: output.err(f"stackmgr: {warning}"))  # fmt: skip
+                warn=lambda warning: output.err(f"stackmgr: {output.show_text(warning)}"))  # fmt: skip
     output.out(f"series {name}: added {', '.join(patches)}")
 
 

@@ -11,7 +11,7 @@ def run(store_dir: str | None, trees: tuple[str, ...], *, as_json: bool) -> int:
     store = open_store(store_dir)
     pending = interrupted(store)
     if pending is not None:  # said before the trees are looked at, which may fail
-        output.err(f"stackmgr: warning: {pending}")
+        output.err(f"stackmgr: warning: {output.show_text(pending)}")
     for series in rebases_in_progress(store):  # as `git status` says "rebase in progress"
         output.err(f"stackmgr: note: a rebase of series {series} is in progress: `stackmgr rebase {series} "
                    "--continue` or `--abort`")  # fmt: skip

@@ -50,10 +50,11 @@ def tree_add(ctx: Context, name: str, path: str) -> None:
 
 @tree_group.command("set")
 @click.argument("name", shell_complete=tree_names)
-@click.argument("path", type=click.Path())
+@click.argument("path", type=click.Path(), required=False)
 @pass_context
-def tree_set(ctx: Context, name: str, path: str) -> None:
-    """Say where tree NAME lives on this machine (stackmgr.local.toml, never shared)."""
+def tree_set(ctx: Context, name: str, path: str | None) -> None:
+    """Say where tree NAME lives on this machine (stackmgr.local.toml, never shared). Without PATH, accept the
+    default path the shared config suggests (never used until accepted here: a pull could point it anywhere)."""
     from stackmgr.commands.trees import set_tree
 
     top = set_tree(open_store(ctx.store), name, path)

@@ -8,6 +8,7 @@ import click
 
 from stackmgr import output
 from stackmgr.cli.context import Context, json_option, pass_context
+from stackmgr.output import show_text as show
 from stackmgr.store.config import open_store
 
 
@@ -28,17 +29,17 @@ def log_cmd(ctx: Context, limit: int | None) -> None:
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started))
         state = "" if r.state == "done" else f"  [{r.state}]"
-        output.out(f"{output.paint(r.id, 'yellow')}  {when}  {r.command}{state}")
+        output.out(f"{output.paint(show(r.id), 'yellow')}  {when}  {show(r.command)}{show(state)}")
         for t in r.trees:
             moved = "moved" if t.state == "moved" else t.state
-            output.out(f"    tree {t.tree}: {t.before[:12]} -> {t.target[:12]} ({moved}; HEAD {t.head_before[:12]} -> "
-                       f"{t.head_after[:12]})")  # fmt: skip
+            output.out(show(f"    tree {t.tree}: {t.before[:12]} -> {t.target[:12]} ({moved}; HEAD {t.head_before[:12]}"
+                            f" -> {t.head_after[:12]})"))  # fmt: skip
         for tree, snap, head in r.notes:
             shown = f", tree {snap[:12]}" if snap != "-" else ""
-            output.out(f"    tree {tree}: unchanged (HEAD {head[:12]}{shown})")
+            output.out(show(f"    tree {tree}: unchanged (HEAD {head[:12]}{shown})"))
         for f in r.files:
             letter = file_letter(r, f.existed, f.after) or "~"  # rolled back: nothing stands
-            output.out(f"    {letter} {f.path}")
+            output.out(f"    {letter} {show(f.path)}")
 
 
 @click.command("undo")
@@ -56,18 +57,20 @@ def undo_cmd(ctx: Context, op_id: str | None) -> None:
                           "after_failed": failed, "after_rolled_back": done.rolled_back})  # fmt: skip
         return
     if done.hidden:
-        output.err(f"stackmgr: note: tree {undone.command.split()[2]}: {done.hidden} recovery snapshot(s) are no "
-                   "longer listed by `stackmgr recover`; they stay under refs/stackmgr/recovery/ in its repository")
+        tree = show(undone.command.split()[2])
+        output.err(f"stackmgr: note: tree {tree}: {done.hidden} recovery snapshot(s) are no longer listed by "
+                   "`stackmgr recover`; they stay under refs/stackmgr/recovery/ in its repository")  # fmt: skip
     if mine is None:
-        output.out(f"nothing to change: `{undone.command}` (op {undone.id}) left no trace to revert")
+        output.out(f"nothing to change: `{show(undone.command)}` (op {show(undone.id)}) left no trace to revert")
         return
     verb, what = undid(undone, mine)
+    what, failed = show(what), failed if failed is None else show(failed)
     if failed is not None:
         output.out(f"undid `{what}` (op {undone.id}), the last operation that stands: `{failed}` failed and "
                    "changed nothing, so the undo before it is not redone; `stackmgr undo` again redoes it")  # fmt: skip
     elif done.rolled_back is not None:
         output.out(f"{'redid' if verb == 'redo' else 'undid'} `{what}` (op {undone.id}), the last "
-                   f"operation that took effect: `{done.rolled_back}` was interrupted and rolled back, changing "
+                   f"operation that took effect: `{show(done.rolled_back)}` was interrupted and rolled back, changing "
                    "nothing; `stackmgr undo` again redoes it")  # fmt: skip
     elif verb == "redo":
         output.out(f"redid `{what}` (op {mine.id}); `stackmgr undo` undoes it again")

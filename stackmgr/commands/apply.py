@@ -12,7 +12,7 @@ import os
 import re
 import threading
 
-from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.errors import StackmgrError
 from stackmgr.git.repo import open_repo
 from stackmgr.git.tempindex import TempIndex
 from stackmgr.journal.operation import operation
@@ -23,8 +23,7 @@ from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store import patchfile
 from stackmgr.store.applied import Applied, applied_result, record_applied
 from stackmgr.store.config import Store
-from stackmgr.store.fs import sha256_hex
-from stackmgr.store.names import inside
+from stackmgr.store.fs import read_or_none, sha256_hex
 from stackmgr.store.series import Entry, SeriesFile, active
 from stackmgr.types import TreeId
 
@@ -93,16 +92,11 @@ def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[st
         if not active(entry, guards):
             continue
         path = os.path.join(store.patches_dir, entry.patch)  # the series grammar already refused `/` and `..`
-        try:
-            if os.path.islink(path):
-                inside(store.patches_dir, entry.patch)  # a symlink out of patches/ is not a patch of this store
-        except UsageProblem as exc:
-            raise StackmgrError(f"series/{name} line {entry.lineno}: {exc.message}", exc.hint) from None
-        if os.path.getsize(path) >= MAX_PATCH_BYTES:
-            raise StackmgrError(f"patches/{entry.patch} is too large ({os.path.getsize(path) >> 20} MiB; git apply "
+        size = os.stat(path).st_size  # `check_files` refused a symbolic link out of patches/
+        if size >= MAX_PATCH_BYTES:
+            raise StackmgrError(f"patches/{entry.patch} is too large ({size >> 20} MiB; git apply "
                                 "takes less than 1 GiB)", "split the change into smaller patches")  # fmt: skip
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_or_none(path) or b""
         header = patchfile.parse_header(data, f"patches/{entry.patch}")
         if not store.knows(header.tree):
             raise StackmgrError(f"patches/{entry.patch} belongs to tree {header.tree}, which this store does not know",
@@ -340,10 +334,10 @@ def _refuse_revivals(store: Store, name: str, plans: list[TreePlan], override: s
     from stackmgr.evidence.revival import refuse_revival
 
     patches = [(p.name, p.data) for plan in plans for p in plan.patches]
-    for warning in refuse_revival(store, patches, override, f"apply {name}", record=not dry_run):
-        import sys
+    from stackmgr import output
 
-        sys.stderr.write(f"stackmgr: {warning}\n")
+    for warning in refuse_revival(store, patches, override, f"apply {name}", record=not dry_run):
+        output.err(f"stackmgr: {output.show_text(warning)}")  # a lesson's own newlines never forge a line
 
 
 def _switch_all(store: Store, name: str, plans: list[TreePlan], guards: tuple[str, ...]) -> None:

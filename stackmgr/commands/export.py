@@ -10,6 +10,7 @@ import os
 from stackmgr.commands.apply import TreePlan, plan_series
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git import refs
+from stackmgr.git.checked import BadGitValue
 from stackmgr.git.repo import open_repo
 from stackmgr.safety import claims
 from stackmgr.store import patchfile
@@ -71,7 +72,9 @@ def _quilt_names(plan: TreePlan) -> dict[str, str]:
     names: dict[str, str] = {}
     for filename, p in zip(files, plan.patches, strict=True):
         wanted = patchfile.original_name(p.data)
-        plain = wanted and all(c and c not in (".", "..") and c != ".pc" for c in wanted.split("/"))
+        plain = wanted and wanted.isprintable() and not any(c.isspace() for c in wanted) and all(
+            c and c not in (".", "..") and c.lower() not in (".pc", ".git") for c in wanted.split("/")
+        )  # a name a pulled patch gives: one word of a quilt series, a file inside DIR and none of git's
         free = wanted not in names.values() and (wanted == filename or wanted not in files)
         names[filename] = wanted if plain and free and wanted != "series" else filename
     return names
@@ -132,9 +135,13 @@ def export_git(store: Store, series: str, branch: str, guards: tuple[str, ...] =
             raise StackmgrError(f"patch {p.name} ({n} of {len(plan.patches)}) does not apply: {failure}; "
                                 "no branch was made", "refresh the patch first")  # fmt: skip
         claims.check_result(repo, parent, tree, claims.claims([p], repo, store.root), plan.tree)
-        header = patchfile.parse_header(p.data, f"patches/{os.path.basename(p.path)}")
+        source = f"patches/{os.path.basename(p.path)}"
+        header = patchfile.parse_header(p.data, source)
         message = header.subject + ("\n\n" + header.body if header.body else "") + "\n"
-        parent = refs.commit_as(repo, tree, parent, message, header.author, header.date)
+        try:
+            parent = refs.commit_as(repo, tree, parent, message, header.author, header.date)
+        except BadGitValue as exc:  # its author or date would reach git's environment
+            raise StackmgrError(f"{source}: {exc.message}; no branch was made", exc.hint) from None
         done.append(p.name)
     refs.update_ref(repo, ref, parent, f"stackmgr export {series}")
     return done

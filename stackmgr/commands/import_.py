@@ -20,7 +20,8 @@ from stackmgr.incoming.read import Incoming, QuiltDir, Refused, read_inputs
 from stackmgr.journal.operation import operation
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
-from stackmgr.store.names import patch_name, valid_name
+from stackmgr.store.fs import read_or_none
+from stackmgr.store.names import patch_name, refuse_linked_dirs, valid_name
 from stackmgr.store.series import SeriesError, SeriesFile
 
 
@@ -38,6 +39,7 @@ def import_patches(
                            f"say where yours is: `stackmgr tree set {store.unplaced[0]} PATH`")  # fmt: skip
     if not store.trees:
         raise UsageProblem("this store has no trees", "register one with `stackmgr tree add NAME PATH`")
+    refuse_linked_dirs(store.root)  # nothing is written through a link a pull made (`patches -> ~/.bashrc.d`)
     items, quilt = read_inputs(paths)
     report.skipped = quilt.empty if quilt is not None else []
     if name is not None and len(items) != 1:
@@ -251,8 +253,7 @@ def _series_patches(store: Store, sf: SeriesFile, tree: str) -> list[tuple[str, 
     out = []
     for entry in sf.entries:
         path = os.path.join(store.patches_dir, entry.patch)
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_or_none(path) or b""  # `check_files` refused links: never read through one
         if patchfile.parse_header(data, f"patches/{entry.patch}").tree == tree:
             out.append((path, data))
     return out

@@ -15,7 +15,7 @@ from stackmgr.incoming.read import Incoming, Refused
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none
-from stackmgr.store.names import inside
+from stackmgr.store.names import inside, refuse_link_above
 from stackmgr.types import GITLINK_MODE, Change, show_path
 
 TYPE_CHECKING = False
@@ -301,7 +301,7 @@ class Workspace:
         new = [r for r in readies if r.new]
         if new:
             os.makedirs(self.store.patches_dir, exist_ok=True)
-            self.store.write_files([(r.target, r.data) for r in new])
+            self.store.write_files([(refuse_link_above(self.store.root, r.target), r.data) for r in new])
             self._written.extend((r.item.name + ".patch", r.data) for r in new)
         for ready in readies:
             report.imported.append(Imported(ready.item, self.tree, ready.base, ready.label,

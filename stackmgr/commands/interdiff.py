@@ -16,15 +16,19 @@ from stackmgr.git.repo import Repo, open_repo
 from stackmgr.git.scratch import tree_from_patches
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
-from stackmgr.store.names import VERSIONS, inside, patch_name
+from stackmgr.store.fs import read_or_none
+from stackmgr.store.names import VERSIONS, inside, patch_name, refuse_link_inside, refuse_linked_dirs
 
 
 class Version:
     def __init__(self, label: str, path: str, shown: str = "") -> None:
         self.label = label
         self.path = path
-        with open(path, "rb") as f:
-            self.data = f.read()
+        if shown:  # a file of the store: never read through a symbolic link
+            self.data = read_or_none(path) or b""
+        else:  # a file the user named
+            with open(path, "rb") as f:
+                self.data = f.read()
         self.header = patchfile.parse_header(self.data, shown or label)
         self.paths = [im.path for im in patchfile.post_images(patchfile.diff_part(self.data), label)]
 
@@ -35,12 +39,13 @@ def resolve(store: Store, spec: str) -> Version:
     if not which and os.path.isfile(spec) and not os.path.isfile(os.path.join(store.patches_dir, spec + ".patch")):
         return Version(spec, spec)
     name = patch_name(name)
+    refuse_linked_dirs(store.root, ("patches", f"patches/{VERSIONS}"))
     if not which:
         path = inside(store.patches_dir, name + ".patch")
         if not os.path.isfile(path):
             raise UsageProblem(f"no patch named {name}", "see `stackmgr series`, or give a patch file's path")
         return Version(f"{name}.patch", path, f"patches/{name}.patch")
-    kept = os.path.join(store.patches_dir, VERSIONS, name)
+    kept = refuse_link_inside(store.root, os.path.join(store.patches_dir, VERSIONS, name))
     versions = sorted((os.path.join(kept, v) for v in os.listdir(kept) if v.endswith(".patch")),
                       key=os.path.getmtime) if os.path.isdir(kept) else []  # fmt: skip
     hits = versions[-1:] if which == "prev" else [v for v in versions if os.path.basename(v).startswith(which.lower())]

@@ -23,6 +23,7 @@ from stackmgr.evidence.records import Link
 from stackmgr.evidence.states import Evidence, effective, patch_status
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
+from stackmgr.store.fs import read_or_none
 from stackmgr.store.names import patch_name
 from stackmgr.store.patchfile import PatchHeader, parse_header
 
@@ -110,8 +111,7 @@ class PatchView:
         path = os.path.join(store.patches_dir, name + ".patch")
         if not os.path.isfile(path):
             raise UsageProblem(f"no patch named {name}", "see `stackmgr series` or `ls patches/`")
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_or_none(path) or b""  # never through a link out of patches/
         self.name = name
         self.header: PatchHeader = parse_header(data, f"patches/{name}.patch")
         self.stat = patchfile.stat_part(data).decode("utf-8", "replace").rstrip()

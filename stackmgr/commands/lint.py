@@ -15,6 +15,7 @@ from stackmgr.git.repo import open_repo
 from stackmgr.safety import claims
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
+from stackmgr.store.fs import read_or_none
 from stackmgr.store.names import valid_name
 from stackmgr.store.series import SeriesFile
 
@@ -39,6 +40,7 @@ def lint_store(store: Store) -> list[Finding]:
     pending = pending_message(store)
     if pending:  # what the store holds now is half of something: every finding below may be about that
         findings.append(Finding("store", ".stackmgr/ops/", pending))
+    findings += _tracked_state(store)
     from stackmgr.store.temps import stale
 
     for path in stale(store):
@@ -89,6 +91,19 @@ def lint_store(store: Store) -> list[Finding]:
     return findings
 
 
+def _tracked_state(store: Store) -> list[Finding]:
+    """Files of `.stackmgr/` the store's git repository tracks: they came (or go) by git, so stackmgr never reads
+    them; its state lives in the repository's git directory (docs/SECURITY.md)."""
+    from stackmgr.git.tracked import tracked_under
+    from stackmgr.store.local_state import LEGACY, git_dir_of
+
+    if git_dir_of(store.root) is None:
+        return []
+    return [Finding("store", rel, "tracked by the store's git repository (a pull can bring it): stackmgr never "
+                    f"reads it; `git rm -r --cached {LEGACY}` and commit")
+            for rel in tracked_under(store.root, [LEGACY]) or []]  # fmt: skip
+
+
 def conflicts_only(store_dir: str | None, exc: StackmgrError) -> list[Finding]:
     """When the store's config is itself conflicted (so the store cannot be opened): every conflicted file, as
     findings; any other reason the store cannot be opened is raised as it was."""
@@ -104,8 +119,10 @@ def conflicts_only(store_dir: str | None, exc: StackmgrError) -> list[Finding]:
 def _conflicted(path: str) -> bool:
     from stackmgr.store.conflicts import conflict_lines
 
-    with open(path, "rb") as f:
-        return bool(conflict_lines(f.read()))
+    try:
+        return bool(conflict_lines(read_or_none(path) or b""))
+    except StackmgrError:
+        return False  # a link out of the store or a special file: another finding names it
 
 
 def _listdir(directory: str, suffix: str) -> set[str]:
@@ -119,8 +136,11 @@ def _lint_patch(store: Store, filename: str, findings: list[Finding]) -> patchfi
     where = f"patches/{filename}"
     if not valid_name(filename[: -len(".patch")]):
         findings.append(Finding("patch", where, "not a valid patch name"))
-    with open(os.path.join(store.patches_dir, filename), "rb") as f:
-        data = f.read()
+    try:
+        data = read_or_none(os.path.join(store.patches_dir, filename)) or b""
+    except StackmgrError as exc:  # a symbolic link out of patches/, a FIFO: never read
+        findings.append(Finding("patch", where, exc.message))
+        return None
     try:
         header = patchfile.parse_header(data, where)
     except StackmgrError as exc:
@@ -173,8 +193,7 @@ def _lint_applies(store: Store, series: str | None, filenames: list[str], header
                 continue
             refs = []
             for n, path in zip(names, paths, strict=True):
-                with open(path, "rb") as f:
-                    refs.append(PatchRef(Entry(n, 0), path, f.read(), headers[n]))
+                refs.append(PatchRef(Entry(n, 0), path, read_or_none(path) or b"", headers[n]))
             claims.check_result(repo, base, result, claims.claims(refs, repo, store.root), tree)
         except StackmgrError as exc:
             findings.append(Finding("apply", where, exc.message.replace("; nothing was changed", "")))

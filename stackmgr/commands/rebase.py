@@ -39,6 +39,7 @@ from stackmgr.journal.operation import operation
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none, sha256_hex
+from stackmgr.store.names import refuse_link_above, refuse_linked_dirs
 
 if TYPE_CHECKING:
     from stackmgr.commands.rebase_state import State
@@ -78,6 +79,7 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
     if guarded:
         raise UsageProblem(f"series {series} has guarded patches ({guarded[0]}…)",
                            "rebase does not carry MQ guards yet; rebase a series without them")  # fmt: skip
+    refuse_linked_dirs(store.root)  # nothing is written through a link a pull made (`patches -> ~/.bashrc.d`)
     plans = plan_series(store, series, tree, ())
     if len(plans) > 1:
         raise UsageProblem(f"series {series} has patches for several trees ({', '.join(p.tree for p in plans)})",
@@ -254,8 +256,8 @@ def _carry(wt: str, patch: str, carried: Carried) -> str:
     if work.has_unmerged():
         return "conflict"
     if work.reverse_applies(patch):
-        with open(patch, "rb") as f:
-            images = patchfile.post_images(patchfile.diff_part(f.read()), os.path.basename(patch))
+        data = read_or_none(patch) or b""  # never through a symbolic link
+        images = patchfile.post_images(patchfile.diff_part(data), os.path.basename(patch))
         if not any(im.mode == "000000" and im.path in carried.moved() for im in images):
             return "already upstream"
         return "no merge: a file it deletes was moved upstream"  # git's merge decides (a rename/delete conflict)
@@ -264,8 +266,7 @@ def _carry(wt: str, patch: str, carried: Carried) -> str:
 
 
 def _classify(store: Store, state: State, step: State, parent: str, commit: str, how: str, carried: Carried) -> str:
-    with open(os.path.join(store.patches_dir, step["file"]), "rb") as f:
-        old = f.read()
+    old = rebase_state.patch_bytes(store, step["file"])
     new = carried.stat_and_diff(parent, commit)
     if how == "applied" and old.endswith(new):
         return "unchanged"
@@ -313,9 +314,7 @@ def _finish(store: Store, state: State, carried: Carried, scratch: bool = True) 
     for step in state["steps"]:
         if step["outcome"] == "already upstream":
             continue
-        path = os.path.join(store.patches_dir, step["file"])
-        with open(path, "rb") as f:
-            old = f.read()
+        old = rebase_state.patch_bytes(store, step["file"])
         new_diff = carried.stat_and_diff(parent, step["commit"])
         rewritten[step["file"]] = _rebased_bytes(old, onto, new_diff)
         parent = step["commit"]
@@ -355,7 +354,7 @@ def _write_rewritten(store: Store, state: State, rewritten: dict[str, bytes]) ->
     rebase_state.refuse_changed_since(store, state)
     copies = {old: new for old, new in state.get("copies", {}).items() if old in rewritten}
     for name, data in rewritten.items():
-        path = os.path.join(store.patches_dir, copies.get(name, name))
+        path = refuse_link_above(store.root, os.path.join(store.patches_dir, copies.get(name, name)))
         before = read_or_none(path)
         if name in copies:  # the series' own copy; the other series keep the original
             store.write_file(path, data)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from stackmgr.commands.rebase_state import Carried
+from stackmgr.commands.rebase_state import Carried, patch_bytes
 from stackmgr.git.layers import LayerPatch, apply_in_layers
 from stackmgr.git.repo import open_repo, patch_ids, upstream_moves, upstream_patch_ids
 from stackmgr.store import patchfile
@@ -27,10 +27,7 @@ def carry_at_once(store: Store, state: State) -> Carried | None:
     the series does not carry cleanly this way."""
     repo = open_repo(state["top"])
     steps, onto = state["steps"], state["onto"]
-    datas = []
-    for step in steps:
-        with open(os.path.join(store.patches_dir, step["file"]), "rb") as f:
-            datas.append(f.read())
+    datas = [patch_bytes(store, step["file"]) for step in steps]
     diffs = [patchfile.diff_part(d) for d in datas]
     old_ids: list[str] = []
     trees: list[str] = []

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.git.checked import is_object_id
 from stackmgr.git.repo import open_repo, patch_ids, upstream_moves
 from stackmgr.git.worktree import ScratchWorktree, remove_worktree
 from stackmgr.journal.operation import operation
@@ -25,6 +26,14 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     State = dict[str, Any]  # the JSON of .stackmgr/rebase/SERIES.json
+
+
+def patch_bytes(store: Store, filename: str) -> bytes:
+    """A patch file of patches/ as it is now: never read through a symbolic link (`read_or_none` refuses one)."""
+    data = read_or_none(os.path.join(store.patches_dir, filename))
+    if data is None:
+        raise StackmgrError(f"patches/{filename} is gone", "restore it, or `stackmgr rebase --abort`")
+    return data
 
 
 def state_path(store: Store, series: str) -> str:
@@ -86,7 +95,7 @@ def settle_killed(store: Store, series: str) -> str | None:
             state = json.loads(raw)
         except ValueError:
             return None
-        if not _valid_state(state) or state["stopped"] is not None or state["tree"] not in store.trees:
+        if not _valid_state(state, series) or state["stopped"] is not None or state["tree"] not in store.trees:
             return None
         if state.get("user_work") or any(step.get("outcome") in KEPT_FOR_CONTINUE for step in state["steps"]):
             return None  # it stopped for the user once: what they did is in its worktree
@@ -163,7 +172,7 @@ def load_state(store: Store, series: str | None) -> State:
     except ValueError:
         raise StackmgrError(f"the rebase state of {series} is damaged",
                             f"`stackmgr rebase {series} --abort` removes it") from None  # fmt: skip
-    if not _valid_state(state) or state["tree"] not in store.trees:
+    if not _valid_state(state, series) or state["tree"] not in store.trees:
         raise StackmgrError(f"the rebase state of {series} is damaged",
                             f"`stackmgr rebase {series} --abort` removes it")  # fmt: skip
     checked: State = state
@@ -171,19 +180,36 @@ def load_state(store: Store, series: str | None) -> State:
     return checked
 
 
-def _valid_state(state: object) -> bool:
+def _valid_state(state: object, series: str) -> bool:
+    """Every value the rebase hands to git or joins to a path is what it must be (docs/SECURITY.md): names by the
+    name rule, commits as object ids (never an option such as `--index-output=…`), patch files inside patches/."""
     if not isinstance(state, dict):
         return False
-    kinds = {"series": str, "tree": str, "onto": str, "position": int, "steps": list, "series_sha256": str}
+    kinds = {"series": str, "tree": str, "onto": str, "old_base": str, "position": int, "steps": list,
+             "series_sha256": str}  # fmt: skip
     if not all(isinstance(state.get(k), t) for k, t in kinds.items()) or state.get("stopped") not in (
         None, "conflict", "exec"
     ):
         return False
+    if state["series"] != series or not valid_name(state["tree"]) or not all(
+        is_object_id(state[k]) for k in ("onto", "old_base")
+    ):
+        return False
+    copies = state.get("copies", {})
+    if not isinstance(copies, dict) or not all(_patch_file(k) and _patch_file(v) for k, v in copies.items()):
+        return False
     steps = state["steps"]
     return 0 <= state["position"] <= len(steps) and all(
         isinstance(st, dict) and isinstance(st.get("name"), str) and isinstance(st.get("file"), str)
-        and isinstance(st.get("sha256"), str) and "/" not in st["file"] for st in steps
+        and isinstance(st.get("sha256"), str) and _patch_file(st["file"])
+        and st["name"] == st["file"].removesuffix(".patch")
+        and all(st.get(k) is None or is_object_id(st.get(k)) for k in ("commit", "parent")) for st in steps
     )  # fmt: skip
+
+
+def _patch_file(name: object) -> bool:
+    """A patch file's name in patches/ (NAME or NAME.patch, NAME by the name rule)."""
+    return isinstance(name, str) and valid_name(name.removesuffix(".patch"))
 
 
 def old_series_applied(store: Store, state: State) -> bool:
@@ -214,8 +240,7 @@ class Carried:
             files = [s["file"] for s in self.steps[self.steps.index(step):]]
             diffs = []
             for name in files:
-                with open(os.path.join(self.store.patches_dir, name), "rb") as f:
-                    diffs.append(patchfile.diff_part(f.read()))
+                diffs.append(patchfile.diff_part(patch_bytes(self.store, name)))
             self._old_ids = dict(zip(files, patch_ids(self.wt, diffs), strict=True))
         return self._old_ids[step["file"]]
 

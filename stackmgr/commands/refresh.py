@@ -13,6 +13,7 @@ from stackmgr.errors import StackmgrError
 from stackmgr.git.repo import open_repo
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
+from stackmgr.store.fs import read_or_none
 
 
 def refresh(store: Store, tree: str | None, paths: tuple[str, ...]) -> SaveResult:
@@ -29,7 +30,7 @@ def refresh(store: Store, tree: str | None, paths: tuple[str, ...]) -> SaveResul
                             "REV`, or move HEAD back to the base")  # fmt: skip
     own: tuple[bytes, ...] = ()
     if paths:  # the patch keeps the files it holds, and takes in the changes under PATHs
-        with open(os.path.join(store.patches_dir, top + ".patch"), "rb") as f:
-            own = tuple(im.path for im in patchfile.post_images(patchfile.diff_part(f.read()), f"patches/{top}.patch"))
+        data = read_or_none(os.path.join(store.patches_dir, top + ".patch")) or b""  # never through a link
+        own = tuple(im.path for im in patchfile.post_images(patchfile.diff_part(data), f"patches/{top}.patch"))
     return save(store, SaveRequest(top, tree=where.tree, series=where.series, paths=paths, update=True,
                                    keep_paths=own, command=" ".join(("refresh", *paths))))  # fmt: skip

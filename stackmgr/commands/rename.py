@@ -19,7 +19,7 @@ from stackmgr.store.applied import Applied, load_applied, record_applied
 from stackmgr.store.config import Store
 from stackmgr.store.conflicts import refuse_conflicted
 from stackmgr.store.fs import read_or_none, sha256_hex
-from stackmgr.store.names import VERSIONS, patch_name
+from stackmgr.store.names import VERSIONS, patch_name, refuse_link_above, refuse_link_inside, refuse_linked_dirs
 from stackmgr.store.series import SeriesFile, list_series
 
 RENAMED = "renamed-from-"  # links/NEW/renamed-from-OLD: the records in links/NEW/ may name OLD
@@ -31,6 +31,7 @@ def rename_patch(store: Store, old: str, new: str) -> list[str]:
     old, new = patch_name(old), patch_name(new)
     if old == new:
         raise UsageProblem(f"patch {old} already has that name")
+    refuse_linked_dirs(store.root)  # nothing read, written or removed through a link a pull made
     with operation(store, f"rename {old} {new}"):
         source = os.path.join(store.patches_dir, old + ".patch")
         data = read_or_none(source)
@@ -79,9 +80,10 @@ def rename_patch(store: Store, old: str, new: str) -> list[str]:
 def drop_patch(store: Store, name: str, with_links: bool) -> str:
     """Drop; where its bytes were kept."""
     name = patch_name(name)
+    refuse_linked_dirs(store.root)
     with operation(store, f"drop {name}{' --with-links' if with_links else ''}"):
         source = os.path.join(store.patches_dir, name + ".patch")
-        links = os.path.join(store.links_dir, name)
+        links = refuse_link_inside(store.root, os.path.join(store.links_dir, name))  # `links/P -> ~` is no folder
         data = read_or_none(source)
         if data is not None:
             refuse_conflicted(data, f"patches/{name}.patch")
@@ -121,6 +123,7 @@ def _refuse_during_rebase(store: Store, patch: str) -> None:
 
 
 def _write(store: Store, path: str, data: bytes) -> None:
+    refuse_link_above(store.root, path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     store.write_file(path, data)
 
@@ -131,7 +134,7 @@ def _files(store: Store, series: str) -> list[str]:
 
 def _copy_dir(store: Store, src: str, dst: str) -> list[str]:
     """Every file of `src` (one level) written under `dst`; the sources, for removal once all is in place."""
-    if not os.path.isdir(src):
+    if not os.path.isdir(refuse_link_inside(store.root, src)):
         return []
     sources = []
     for filename in sorted(os.listdir(src)):

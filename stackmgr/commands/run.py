@@ -23,7 +23,7 @@ from typing import Any
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import artifacts as kept
-from stackmgr.evidence import capture, collect
+from stackmgr.evidence import capture, collect, redaction
 from stackmgr.evidence.linking import author_of
 from stackmgr.evidence.measured import changed_paths, measure, snapshot_ids
 from stackmgr.evidence.metrics import Gate, Metric
@@ -131,6 +131,7 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
         tainted = [b.tree for b, a in zip(before, after, strict=True) if b.snapshot != a]
         rel, digest, size = kept.keep_file(store, log)  # read a block at a time: a log of any size
         found = [Artifact(rel, digest, size, origin="the command's output")]
+        warnings += _secrets_in_log(store, req.argv, log, rel)
         globbed = {pattern: glob.glob(pattern, recursive=True) for pattern in req.from_json}
         warnings += [f"--from-json {capture.text(p)}: no file matches" for p, hits in globbed.items() if not hits]
         matched = sorted({p for hits in globbed.values() for p in hits})
@@ -175,6 +176,14 @@ def probe(store: Store, argv: list[str], tree: str) -> tuple[int, list[Metric]]:
         found = [Artifact(log, "", 0, origin="the command's output"), *files]
         measured, _config = collect.run_metrics(store, found, data, set(), log, warnings)
     return ran.exit_code, measured
+
+
+def _secrets_in_log(store: Store, argv: list[str], log: str, rel: str) -> list[str]:
+    """The warning for a log that holds a secret the record leaves out: the log is pushed with the results."""
+    leaked = capture.secrets_in_log(log, argv, capture.env_settings(store.run, store.local_run)[1])
+    return [f"the command's output holds the value of {', '.join(leaked)}, which the record leaves out; its log "
+            f"{rel} leaves with the store when pushed: delete that file before pushing (the result then reads "
+            "broken), or change the secret"] if leaked else []  # fmt: skip
 
 
 def _check_name(name: str) -> None:
@@ -266,7 +275,12 @@ def _targets(store: Store, req: RunRequest, trees: list[str], evidence: Evidence
 
 
 def _declared_dirs(store: Store, trees: list[str]) -> list[str]:
-    return [os.path.join(store.trees[t].path, os.fsdecode(d)) for t in trees for d in store.trees[t].results]
+    """The result directories the config declares, but none reached through a symbolic link in the tree: a patch
+    of a pulled series can make `out -> ~`, and the files written there would be copied into the store."""
+    from stackmgr.store.inside import is_link_inside
+
+    return [os.path.join(store.trees[t].path, os.fsdecode(d)) for t in trees for d in store.trees[t].results
+            if is_link_inside(store.trees[t].path, os.fsdecode(d)) is None]  # fmt: skip
 
 
 def _outputs_inside(store: Store, trees: list[str], dirs: list[str]) -> dict[str, tuple[bytes, ...]]:
@@ -307,12 +321,12 @@ def _written_since(path: str, began: float) -> bool:
 
 def _run_table(store: Store, req: RunRequest, ran: capture.Ran, tainted: list[str], before: list[StackEntry],
                after: list[str], config: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
-    extra = store.run.get("env", []) if isinstance(store.run, dict) else []
+    extra, by_value, masked = capture.env_settings(store.run, store.local_run)
     return {
-        "name": req.name or "", "command": [capture.text(a) for a in req.argv], "cwd": capture.text(os.getcwd()),
-        "exit_code": ran.exit_code,
+        "name": req.name or "", "command": [capture.text(a) for a in redaction.command_line(req.argv)],
+        "cwd": capture.text(os.getcwd()), "exit_code": ran.exit_code,
         "start": ran.start, "duration_s": round(ran.duration, 3), "host": capture.host(),
-        "accelerators": capture.accelerators(), "env": capture.environment(e for e in extra if isinstance(e, str)),
+        "accelerators": capture.accelerators(), "env": capture.environment(extra, by_value, masked),
         "tainted": bool(tainted), "changed_trees": tainted, "interrupted": ran.interrupted,
         **({"signal": ran.signal} if ran.signal else {}),
         "after": [{"tree": b.tree, "snapshot": a} for b, a in zip(before, after, strict=True)], "config": config,

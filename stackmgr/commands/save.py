@@ -15,7 +15,7 @@ from stackmgr.store import patchfile
 from stackmgr.store.applied import applied_result
 from stackmgr.store.config import Store
 from stackmgr.store.fs import discard, read_or_none, sha256_hex, write_temp
-from stackmgr.store.names import VERSIONS, inside, patch_name
+from stackmgr.store.names import VERSIONS, inside, patch_name, refuse_link_above, refuse_linked_dirs
 from stackmgr.types import GITLINK_MODE, Change, show_path
 
 TYPE_CHECKING = False  # mypy treats this as true; at run time `typing` and friends stay unimported (start-up)
@@ -139,6 +139,7 @@ def _select(snap: Snapshot, changes: list[Change], wanted: Sequence[str]) -> lis
 def save(store: Store, req: SaveRequest) -> SaveResult:
     name = patch_name(req.name)
     filename = name + ".patch"
+    refuse_linked_dirs(store.root)  # nothing is written through a link a pull made (`patches -> ~/.bashrc.d`)
     os.makedirs(store.patches_dir, exist_ok=True)
     target = inside(store.patches_dir, filename)
     if not os.path.lexists(target) and os.path.isfile(os.path.join(store.links_dir, name, "dropped")):
@@ -337,7 +338,7 @@ def _write_verified(
     if existing is not None and not update:
         raise StackmgrError(f"patch {os.path.basename(target)} already exists",
                             "pass --update to replace it, or pick another name")  # fmt: skip
-    tmp = write_temp(target, data)
+    tmp = write_temp(target, data, root=store.root)
     try:
         _verify_round_trip(snap, tmp, expected)
         if existing is not None:
@@ -366,10 +367,11 @@ def keep_previous(store: Store, filename: str, existing: bytes) -> None:
     """--update keeps the replaced version under patches/.versions/ for interdiff."""
     digest = sha256_hex(existing)[:12]
     directory = os.path.join(store.patches_dir, VERSIONS, filename[: -len(".patch")])
+    kept = refuse_link_above(store.root, os.path.join(directory, f"{digest}.patch"))  # never through a link
     made = [d for d in (os.path.dirname(directory), directory) if not os.path.isdir(d)]
     os.makedirs(directory, exist_ok=True)
     try:
-        store.write_file(os.path.join(directory, f"{digest}.patch"), existing)
+        store.write_file(kept, existing)
     except BaseException:
         for folder in reversed(made):  # made for this version (a full disk): they go with it
             try:

@@ -43,7 +43,7 @@ def patch_rows(store: Store, name: str) -> list[dict[str, Any]]:
             "tree": rec["tree"] if rec else None, "subject": rec["subject"] if rec else None,
             "files": files, "insertions": plus, "deletions": minus, "guards": entry.guards,
             "error": rec["error"] if rec else None,
-            "size": os.path.getsize(os.path.join(store.patches_dir, entry.patch)) if rec else None,
+            "size": os.lstat(os.path.join(store.patches_dir, entry.patch)).st_size if rec else None,
         })  # fmt: skip
     index.save()
     return rows
@@ -94,11 +94,13 @@ def _revival_warnings(store: Store, series: str, files: list[str], override: str
     if not os.path.isdir(store.links_dir):
         return []
     from stackmgr.evidence.revival import refuse_revival
+    from stackmgr.store.fs import read_or_none
 
     named = []
     for filename in files:
-        with open(os.path.join(store.patches_dir, filename), "rb") as f:
-            named.append((filename[: -len(".patch")], f.read()))
+        data = read_or_none(os.path.join(store.patches_dir, filename))  # never through a link out of patches/
+        if data is not None:
+            named.append((filename[: -len(".patch")], data))
     return refuse_revival(store, named, override, f"series add {series}")
 
 

@@ -196,7 +196,11 @@ def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str],
     if kept != [n for n in applied.names if n in set(names)]:
         edits.append("patches reordered")
     for name, digest in applied.patches:
-        data = read_or_none(os.path.join(store.patches_dir, name + ".patch"))
+        try:
+            data = read_or_none(os.path.join(store.patches_dir, name + ".patch"))
+        except StackmgrError:  # a link out of patches/, a special file: not the patch that was applied
+            edits.append(f"{name}.patch replaced by something that is not a patch file")
+            continue
         if data is not None and sha256_hex(data) != digest:
             edits.append(f"{name}.patch rewritten")
     return edits, len(mine), len([n for n in applied.names if n in names])
@@ -205,8 +209,8 @@ def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str],
 def _patch_tree(store: Store, filename: str) -> str | None:
     from stackmgr.store.patchfile import parse_header
 
-    data = read_or_none(os.path.join(store.patches_dir, filename))
     try:
+        data = read_or_none(os.path.join(store.patches_dir, filename))
         return parse_header(data, f"patches/{filename}").tree if data is not None else None
     except StackmgrError as exc:
         if exc.message.startswith("unresolved merge conflict"):
@@ -229,10 +233,17 @@ def status_reports(store: Store, names: tuple[str, ...], *, full: bool = True) -
     reports = [finish_report(store, cfg, begun, full=full, explicit=bool(names))
                for cfg, begun in zip(configs, started, strict=True)]  # fmt: skip
     if not names:
-        reports += [TreeReport(name, "", "no path", f"no path on this machine: `stackmgr tree set {name} PATH`")
-                    for name in store.unplaced]  # fmt: skip
+        reports += [TreeReport(name, "", "no path", _no_path(store, name)) for name in store.unplaced]
         reports.sort(key=lambda r: r.name)
     return reports
+
+
+def _no_path(store: Store, name: str) -> str:
+    if name in store.suggested:  # a default from the shared config is never used unaccepted (docs/SECURITY.md)
+        shown = store.suggested[name].encode("unicode_escape").decode("ascii")[:200]
+        return (f"no path on this machine (the shared config suggests {shown}): `stackmgr tree set {name}` "
+                "accepts it, `stackmgr tree set {name} PATH` gives yours").replace("{name}", name)
+    return f"no path on this machine: `stackmgr tree set {name} PATH`"
 
 
 def status_json(reports: list[TreeReport]) -> dict[str, Any]:

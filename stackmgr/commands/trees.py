@@ -7,11 +7,13 @@ import os
 from typing import Any
 
 from stackmgr.commands.status import status_reports
-from stackmgr.errors import UsageProblem
+from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.repo import discover_toplevel
 from stackmgr.journal.operation import operation
-from stackmgr.store.config import Store, add_tree, remove_tree, set_tree_path
+from stackmgr.store.config import Store
+from stackmgr.store.fs import read_or_none
 from stackmgr.store.names import check_name
+from stackmgr.store.tree_paths import add_tree, remove_tree, set_tree_path
 
 
 def tree_rows(store: Store) -> list[dict[str, Any]]:
@@ -39,8 +41,16 @@ def register_tree(store: Store, name: str, path: str) -> str:
     return top
 
 
-def set_tree(store: Store, name: str, path: str) -> str:
-    """`tree set NAME PATH`: where tree NAME lives on this machine; its top level."""
+def set_tree(store: Store, name: str, path: str | None) -> str:
+    """`tree set NAME PATH`: where tree NAME lives on this machine; its top level. Without PATH: the shared
+    config's default path, accepted for this machine (it is never used until someone here says so)."""
+    if path is None:
+        if not store.knows(name):
+            store.tree(name)
+        if name not in store.suggested:
+            raise UsageProblem(f"the shared config suggests no path for tree {name}",
+                               f"say where your checkout is: `stackmgr tree set {name} PATH`")  # fmt: skip
+        path = os.path.normpath(os.path.join(store.root, os.path.expanduser(store.suggested[name])))
     top = _top(path)
     _refuse_taken(store, name, top)
     with operation(store, f"tree set {name}"):
@@ -55,8 +65,10 @@ def forget_tree(store: Store, name: str) -> None:
     holding = []
     for filename in sorted(os.listdir(store.patches_dir)) if os.path.isdir(store.patches_dir) else []:
         if filename.endswith(".patch"):
-            with open(os.path.join(store.patches_dir, filename), "rb") as f:
-                head = f.read(64 * 1024)
+            try:
+                head = (read_or_none(os.path.join(store.patches_dir, filename)) or b"")[: 64 * 1024]
+            except StackmgrError:
+                continue  # a link out of patches/ or a special file: no patch of any tree
             if f"\nStackmgr-Tree: {name}\n".encode() in head:
                 holding.append(filename[: -len(".patch")])
     if holding:

@@ -14,12 +14,14 @@ from stackmgr.git.repo import open_repo
 from stackmgr.journal.operation import operation
 from stackmgr.journal.record import (
     ANCHOR_PREFIX,
+    STATE,
     Record,
     interrupted_name,
     op_names,
     ops_dir,
     read_record,
     stat_key,
+    store_file,
 )  # fmt: skip
 from stackmgr.journal.rollback import file_back, forced_reset, tree_back
 from stackmgr.safety.recovery import give_back_raw_of, list_recoveries
@@ -119,17 +121,17 @@ def _changed_since(store: Store, record: Record) -> list[str]:
     later = [r for r in log_records(store) if r.name > record.name]
     changed = []
     for f in record.files:
-        path = os.path.join(store.root, f.path)
+        path = store_file(store, f.path)
         if stat_key(path) == f.after:
             continue
         first = next((r for r in reversed(later) if any(g.path == f.path for g in r.files)), None)
         kept = next((g for g in first.files if g.path == f.path), None) if first is not None else None
         if first is None or kept is None or (f.after == "-") == kept.existed:
-            changed.append(f.path)
+            changed.append(shown_file(f.path))
             continue
         left = read_or_none(os.path.join(ops_dir(store), first.name, "files", f.path)) if kept.existed else None
         if read_or_none(path) != left:
-            changed.append(f.path)
+            changed.append(shown_file(f.path))
     return changed
 
 
@@ -237,6 +239,12 @@ def file_letter(record: Record, existed: bool, after: str) -> str | None:
     return "D" if after == "-" else ("M" if existed else "A")
 
 
+def shown_file(rel: str) -> str:
+    """A recorded file as `log` names it: a file of the state directory as `.stackmgr/NAME`, wherever that
+    directory is (in a git store, `.git/stackmgr-store/`)."""
+    return ".stackmgr/" + rel[len(STATE):] if rel.startswith(STATE) else rel
+
+
 def record_json(r: Record) -> dict[str, object]:
     return {
         "id": r.id, "time": r.started, "command": r.command, "state": r.state,
@@ -245,5 +253,5 @@ def record_json(r: Record) -> dict[str, object]:
                    "head_after": t.head_after, "moved": t.state == "moved"} for t in r.trees]
         + [{"tree": tree, "before": snap if snap != "-" else None, "after": snap if snap != "-" else None,
             "head_before": head, "head_after": head, "moved": False} for tree, snap, head in r.notes],
-        "files": [{"path": f.path, "change": file_letter(r, f.existed, f.after)} for f in r.files],
+        "files": [{"path": shown_file(f.path), "change": file_letter(r, f.existed, f.after)} for f in r.files],
     }  # fmt: skip

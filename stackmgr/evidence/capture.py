@@ -1,7 +1,8 @@
 """What `stackmgr run` captures around the user's own command (not git: the one module besides `demo` that
 starts programs with `subprocess`): the command run with its output shown and written to a log as it comes,
 its exit code and times, and the context that shapes a result: the environment variables of the runtimes,
-the host, the accelerators the vendors' tools list."""
+the host, the accelerators the vendors' tools list. What of it could hold a credential goes through
+`redaction` first: a record is pushed to the team."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+
+from stackmgr.evidence import redaction
 
 ENV_PREFIXES = ("VLLM_", "CUDA_", "HIP_", "ZE_", "ONEAPI_", "TORCH_", "PYTORCH_", "NCCL_")
+MIN_SECRET = 6  # a shorter secret value is not looked for in the log: it would be found by chance
 ACCELERATOR_TOOLS = (("nvidia-smi", "-L"), ("xpu-smi", "discovery"), ("rocm-smi", "--showproductname"))
 
 
@@ -124,10 +128,58 @@ def text(value: str) -> str:
     return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def environment(extra: Iterable[str] = ()) -> dict[str, str]:
-    """The variables that shape a run: the runtimes' prefixes, and those the config names."""
+def env_settings(shared: object, local: object) -> tuple[list[str], frozenset[str], frozenset[str]]:
+    """From the `[run]` tables of the shared config and of this machine's `stackmgr.local.toml`: the variables
+    to record beyond the runtimes' prefixes (`env` of either), those recorded by value although they look
+    secret (`env_by_value`, read from this machine's config alone: a pulled config cannot publish a secret),
+    and those only the shared config names: recorded as `<set>`, never by value, since a pulled line could
+    name any secret under an innocent name (`DB_CREDS`); naming one in the local `env` too records its value."""
+
+    def names(table: object, key: str) -> list[str]:
+        listed = table.get(key, []) if isinstance(table, dict) else []
+        return [n for n in listed if isinstance(n, str)] if isinstance(listed, list) else []
+
+    by_value = frozenset(names(local, "env_by_value"))
+    mine = set(names(local, "env")) | by_value
+    shared_only = frozenset(n for n in names(shared, "env") if n not in mine and not n.startswith(ENV_PREFIXES))
+    return [*names(shared, "env"), *names(local, "env"), *sorted(by_value)], by_value, shared_only
+
+
+def environment(extra: Iterable[str] = (), by_value: Collection[str] = (),
+                masked: Collection[str] = ()) -> dict[str, str]:  # fmt: skip
+    """The variables that shape a run: the runtimes' prefixes, and those the config names; a secret's value,
+    and that of a variable only the shared config names (`masked`), recorded as `<set>`."""
     wanted = set(extra)
-    return {text(k): text(v) for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in wanted}
+    return {text(k): redaction.SET if k in masked else text(redaction.recorded_value(k, v, by_value))
+            for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in wanted}  # fmt: skip
+
+
+def secrets_in_log(log: str, argv: list[str], by_value: Collection[str]) -> list[str]:
+    """Which secrets kept out of the record the command's output holds all the same (a server that prints its
+    arguments, a script that echoes its environment): the names of this environment's secret-looking
+    variables, and "the command line" for a word hidden from it; the log read a block at a time."""
+    wanted: dict[bytes, str] = {}
+    for name, value in sorted(os.environ.items()):
+        if len(value) >= MIN_SECRET and redaction.recorded_value(name, value, by_value) == redaction.SET:
+            wanted.setdefault(os.fsencode(value), name)
+    hidden: list[str] = []
+    redaction.command_line(argv, hidden)
+    for value in (v for v in hidden if len(v) >= MIN_SECRET):
+        wanted.setdefault(os.fsencode(value), "the command line")
+    if not wanted:
+        return []
+    overlap = max(map(len, wanted)) - 1  # a value split between two blocks is still found
+    found: set[str] = set()
+    try:
+        with open(log, "rb") as f:
+            tail = b""
+            while block := f.read(1 << 20):
+                data = tail + block
+                found.update(name for value, name in wanted.items() if value in data)
+                tail = data[len(data) - overlap :] if overlap else b""
+    except OSError:
+        return []
+    return sorted(found)
 
 
 def host() -> str:
@@ -145,5 +197,6 @@ def accelerators() -> list[str]:
             done = subprocess.run([path, arg], capture_output=True, timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired):
             continue
-        seen += [ln.strip() for ln in done.stdout.decode("utf-8", "replace").splitlines() if ln.strip()][:16]
+        lines = [ln.strip() for ln in done.stdout.decode("utf-8", "replace").splitlines() if ln.strip()][:16]
+        seen += [redaction.mask_text(ln) for ln in lines]
     return seen

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from typing import Any
 
@@ -21,12 +20,13 @@ from stackmgr.errors import StackmgrError
 from stackmgr.evidence import artifacts, capture, metrics
 from stackmgr.evidence.compare import CONFIG_KEYS
 from stackmgr.evidence.metrics import Metric
+from stackmgr.evidence.patterns import BadPattern, Hit, LinePattern
 from stackmgr.evidence.records import Artifact
 from stackmgr.store.config import Store
 from stackmgr.store.fs import sha256_hex
 
 MAX_COLLECTED = 1000  # files kept from the result directories of one run
-MAX_PARSED = 64 << 20  # a JSON file bigger than this is kept but not read for metrics
+MAX_PARSED = metrics.MAX_PARSED  # a JSON file bigger than this is kept but not read for metrics
 
 Entry = tuple[str, int, int]  # "file" or "link", size, mtime
 Listing = dict[str, dict[str, Entry]]  # result directory -> path -> entry
@@ -198,16 +198,18 @@ def run_metrics(store: Store, found: list[Artifact], data: dict[str, bytes], ask
         warnings.append(f"{len(results)} vllm bench results were written; metrics and configuration are from the "
                         f"newest, {capture.text(results[0])} (all are kept as artifacts)")  # fmt: skip
     table = store.run.get("metrics", {}) if isinstance(store.run, dict) else {}
-    patterns: dict[str, re.Pattern[str]] = {}
+    patterns: dict[str, LinePattern] = {}
     for name, pattern in (table.items() if isinstance(table, dict) else []):
-        try:
+        try:  # the shared config's: matched by RE2, in bounded time (evidence/patterns.py)
             patterns[str(name)] = metrics.compile_regex(str(pattern))
-        except re.error as exc:
-            warnings.append(f"[run.metrics] {name}: bad regex ({exc})")
-    hits = {}
+        except BadPattern as exc:
+            warnings.append(f"[run.metrics] {name}: {exc.message}")
+    hits: dict[str, Hit] = {}
+    gave_up: dict[str, str] = {}
     if patterns:
         with open(log, "rb") as f:
-            hits = metrics.first_matches(patterns, f)  # one pass over the log, a block at a time
+            hits = metrics.first_matches(patterns, f, gave_up)  # one pass over the log, a block at a time
+    warnings += [f"[run.metrics] {name}: {why}" for name, why in gave_up.items()]
     for name in [n for n in patterns if n in hits]:
         try:
             metric = metrics.regex_metric(name, hits[name], found[0].path)

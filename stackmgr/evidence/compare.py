@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Mapping
 
+from stackmgr.errors import StackmgrError
 from stackmgr.evidence.records import Link
 from stackmgr.store.config import Store
 
@@ -28,7 +28,7 @@ def run_config(store: Store, link: Link) -> dict[str, str]:
         if found:
             return found
     for path in _json_artifacts(link):
-        doc = _read_json(path if os.path.isabs(path) else os.path.join(store.root, path))
+        doc = _read_json(store, path)
         if isinstance(doc, dict) and any(key in doc for key in CONFIG_KEYS):
             return _known(doc)
     return {}
@@ -54,12 +54,20 @@ def short(config: Mapping[str, str]) -> str:
     return " · ".join(parts)
 
 
-def _read_json(path: str) -> object:
-    """The parsed file, or None when it is missing, unreadable or not JSON (its link reads as broken)."""
+def _read_json(store: Store, path: str) -> object:
+    """The parsed store file, or None when it is missing, outside the store or reached through a symbolic link
+    (never read: docs/SECURITY.md), not a regular file, over MAX_PARSED, nested too deep or not JSON (its link
+    reads as broken, or has no configuration)."""
+    from stackmgr.evidence.artifacts import read_limited
+    from stackmgr.evidence.metrics import MAX_PARSED
+    from stackmgr.store.bounded import load_json
+
+    data = read_limited(store.root, path, MAX_PARSED)
+    if data is None:
+        return None
     try:
-        with open(path, "rb") as f:
-            return json.loads(f.read())
-    except (OSError, ValueError, RecursionError):
+        return load_json(data, path)
+    except (ValueError, StackmgrError):
         return None
 
 

@@ -19,6 +19,7 @@ from stackmgr.store import lfs
 from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store
 from stackmgr.store.fs import sha256_hex
+from stackmgr.store.inside import OutsideStore
 
 
 def stack_now(store: Store, tree: str, index: PatchIndex) -> list[StackEntry]:
@@ -74,7 +75,7 @@ def _create_link(
         raise UsageProblem(f"cannot promote {amends}: {why}", f"{hint}, or record another verdict")
     resolved = [resolve_artifact(store, raw) for raw in dict.fromkeys(artifacts + from_json)]
     found: list[Artifact] = list(completed.artifacts) if completed else []
-    data_by_path: dict[str, bytes] = _kept_bytes(store, found)
+    data_by_path: dict[str, bytes | None] = dict.fromkeys(a.path for a in found)  # a draft's: read when asked
     by_raw: dict[str, str] = {}
     new: list[Artifact] = []
     for raw, (recorded, full) in zip(dict.fromkeys(artifacts + from_json), resolved, strict=True):
@@ -90,7 +91,7 @@ def _create_link(
             new.append(artifact)
         data_by_path[artifact.path] = data
         by_raw[raw] = artifact.path
-    measured = _metrics(metric_specs, from_json, by_raw, data_by_path)
+    measured = _metrics(store, metric_specs, from_json, by_raw, data_by_path)
     if completed is not None:  # its metrics stay, a metric given again replaces its own
         measured = [m for m in completed.metrics if m.name not in {n.name for n in measured}] + measured
     names = [m.name for m in measured]
@@ -108,8 +109,9 @@ def _create_link(
         run=completed.run if completed else {},
     )  # fmt: skip
     for artifact in new:
-        if artifact.origin:
-            kept_artifacts.keep(store, data_by_path[artifact.path], artifact.sha256)
+        kept = data_by_path[artifact.path]
+        if artifact.origin and kept is not None:
+            kept_artifacts.keep(store, kept, artifact.sha256)
     write_link(store, link)
     lfs.track(store, [a.path for a in found if not os.path.isabs(a.path)])  # a big result stays out of git's objects
     evidence.save()
@@ -201,24 +203,15 @@ def _refuse_amending(store: Store, amended: Link, patch: str) -> None:
                            f"amend the current record: `--amends {later[-1]}`")  # fmt: skip
 
 
-def _kept_bytes(store: Store, found: list[Artifact]) -> dict[str, bytes]:
-    """The bytes of a completed draft's artifacts, for a `--metric NAME=/REGEX/` given while completing it."""
-    out = {}
-    for a in found:
-        try:
-            with open(a.path if os.path.isabs(a.path) else os.path.join(store.root, a.path), "rb") as f:
-                out[a.path] = f.read()
-        except OSError:
-            continue
-    return out
-
-
-def _metrics(
-    specs: list[str], from_json: list[str], by_raw: dict[str, str], data: dict[str, bytes]
-) -> list[metrics.Metric]:
+def _metrics(store: Store, specs: list[str], from_json: list[str], by_raw: dict[str, str],
+             data: dict[str, bytes | None]) -> list[metrics.Metric]:  # fmt: skip
+    """The metrics given: from the `--from-json` files, then each `--metric` (a value, or a regex matched on the
+    artifacts: those read now by their bytes, a completed draft's from the store, a block at a time)."""
     out: list[metrics.Metric] = []
     for raw in from_json:
-        out += metrics.from_vllm_json(data[by_raw[raw]], by_raw[raw])
+        given = data[by_raw[raw]]
+        assert given is not None  # read above
+        out += metrics.from_vllm_json(given, by_raw[raw])
     for spec in specs:
         metric, regex = metrics.parse_metric(spec)
         if metric is not None:
@@ -226,11 +219,22 @@ def _metrics(
             continue
         assert regex is not None
         name, pattern = regex
-        hit = next((m for path, blob in data.items() if (m := metrics.from_regex(name, pattern, blob, path))), None)
+        hit = next((m for path, blob in data.items() if (m := _from_regex(store, name, pattern, path, blob))), None)
         if hit is None:
             raise StackmgrError(f"--metric {name}: /{pattern}/ matches no artifact", "check the regex and the files")
         out.append(hit)
     return out
+
+
+def _from_regex(store: Store, name: str, pattern: str, path: str, blob: bytes | None) -> metrics.Metric | None:
+    """Metric `name` from `pattern` in the artifact `path`: its bytes, or the store file (never one outside it)."""
+    if blob is not None:
+        return metrics.from_regex(name, pattern, blob, path)
+    try:
+        with kept_artifacts.open_kept(store.root, path) as f:
+            return metrics.from_regex(name, pattern, f, path)
+    except (OSError, OutsideStore):
+        return None
 
 
 def author_of(store: Store, tree: str) -> str:

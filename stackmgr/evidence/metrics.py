@@ -1,17 +1,20 @@
 """Metrics and gates of a link record: parsed from the command line, pulled from `vllm bench serve` JSON or a log
-by regex (a match within one line, the log read a block at a time), and re-derived later by `verify` from the
-source each one records."""
+by regex (a match within one line, the log read a block at a time, in bounded time: evidence/patterns.py), and
+re-derived later by `verify` from the source each one records (JSON read up to MAX_PARSED, its nesting bounded:
+store/bounded.py)."""
 
 from __future__ import annotations
 
 import io
-import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.evidence import patterns
+from stackmgr.evidence.patterns import BadPattern, Hit, LinePattern
 
 GATE_STATUSES = ("pass", "fail", "not-run", "error")
 VERDICTS = ("promoted", "rejected", "experimental", "inconclusive", "superseded")
@@ -31,7 +34,8 @@ _LOWER_UNITS = {"s", "ms", "us", "µs", "ns", "sec", "seconds", "min", "h"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,99}")
 BLOCK = 1 << 20  # a log is scanned this much at a time
 LONGEST_LINE = 4 << 20  # a line with no newline in this many bytes is scanned in pieces
-_SEES_PAST_LINE = re.compile(r"\\[AZz]|\(\?(?![P:#])")  # \A, \Z, lookarounds, flags: matched line by line
+MAX_PARSED = 64 << 20  # a JSON result bigger than this is not parsed (kept, hashed, never read whole)
+LONGEST_NUMBER = 100  # characters of a regex's number group: a longer one is not a number
 
 
 @dataclass
@@ -99,12 +103,12 @@ def parse_metric(spec: str) -> tuple[Metric | None, tuple[str, str] | None]:
     if len(rest) >= 2 and rest.startswith("/") and rest.endswith("/"):
         pattern = rest[1:-1]
         try:
-            if re.compile(pattern).groups < 1:
-                raise UsageProblem(
-                    f"--metric {name}: the regex needs a group around the number", "e.g. /tok\\/s: ([0-9.]+)/"
-                )
-        except re.error as exc:
-            raise UsageProblem(f"--metric {name}: bad regex ({exc})", "check the pattern") from None
+            groups = compile_regex(pattern).groups
+        except BadPattern as exc:
+            raise UsageProblem(f"--metric {name}: {exc.message}", exc.hint) from None
+        if groups < 1:
+            raise UsageProblem(f"--metric {name}: the regex needs a group around the number",
+                               "e.g. /tok\\/s: ([0-9.]+)/")  # fmt: skip
         return None, (name, pattern)
     direction = None
     for word in ("@higher", "@lower"):
@@ -131,9 +135,11 @@ def from_vllm_json(data: bytes, artifact: str) -> list[Metric]:
 
 
 def parse_json(data: bytes, artifact: str) -> Any:
-    """The parsed JSON of an artifact; a StackmgrError naming it when it is not JSON."""
+    """The parsed JSON of an artifact; a StackmgrError naming it when it is not JSON or nests too deep."""
+    from stackmgr.store.bounded import load_json
+
     try:
-        return json.loads(data)
+        return load_json(data, artifact)
     except ValueError as exc:
         raise StackmgrError(
             f"{artifact}: not JSON ({exc})", "pass what `vllm bench serve --save-result` wrote"
@@ -164,9 +170,10 @@ def vllm_metrics(doc: Any, artifact: str) -> list[Metric]:
     return metrics
 
 
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """A metric's regex as it is matched: within one line, `^` and `$` at the line's ends (re.M)."""
-    return re.compile(pattern, re.M)
+def compile_regex(pattern: str) -> LinePattern:
+    """A metric's regex as it is matched: within one line, `^` and `$` at the line's ends, in bounded time
+    (evidence/patterns.py); BadPattern when it cannot be."""
+    return patterns.compile_pattern(pattern)
 
 
 def text_blocks(source: bytes | BinaryIO) -> Iterator[str]:
@@ -189,73 +196,77 @@ def text_blocks(source: bytes | BinaryIO) -> Iterator[str]:
         yield rest.decode("utf-8", "replace")
 
 
-def first_matches(patterns: dict[str, re.Pattern[str]], source: bytes | BinaryIO) -> dict[str, re.Match[str]]:
+def first_matches(compiled: dict[str, LinePattern], source: bytes | BinaryIO,
+                  gave_up: dict[str, str] | None = None) -> dict[str, Hit]:  # fmt: skip
     """The first match of each pattern (`compile_regex`) within one line of `source`, a block at a time, in one
-    pass; a pattern that never matches is left out."""
-    found: dict[str, re.Match[str]] = {}
-    for text in text_blocks(source):
-        for name, rx in patterns.items():
-            if name not in found and (hit := _in_lines(rx, text)) is not None:
-                found[name] = hit
-        if len(found) == len(patterns):
-            break
-    return found
-
-
-def _in_lines(rx: re.Pattern[str], text: str) -> re.Match[str] | None:
-    """The first match of `rx` within one of the lines of `text`."""
-    start = 0
-    if not _SEES_PAST_LINE.search(rx.pattern):  # then a match within a line is one of the whole block too
-        hit = rx.search(text)
-        if hit is None:
-            return None
-        if "\n" not in hit.group():
-            return hit
-        start = text.rfind("\n", 0, hit.start()) + 1  # it spans lines: look line by line from where it starts
-    for line in text[start:].split("\n"):
-        if (hit := rx.search(line)) is not None:
-            return hit
-    return None
+    pass; a pattern that never matches is left out, and so is one past its time budget (its name and why into
+    `gave_up`)."""
+    return patterns.first_matches(compiled, text_blocks(source), gave_up)
 
 
 def from_regex(name: str, pattern: str, source: bytes | BinaryIO, artifact: str) -> Metric | None:
     """Metric `name` from the first match of `pattern` within one line of `source` (a file's bytes, or the file
-    itself, read a block at a time): group 1 is the number, the unit group 2 or the number's suffix."""
-    hit = first_matches({name: compile_regex(pattern)}, source).get(name)
+    itself, read a block at a time): group 1 is the number, the unit group 2 or the number's suffix. A pattern
+    that cannot be matched here, or runs out of time, is a StackmgrError."""
+    try:
+        compiled = compile_regex(pattern)
+    except BadPattern as exc:
+        raise StackmgrError(f"--metric {name}: {exc.message}", exc.hint) from None
+    gave_up: dict[str, str] = {}
+    hit = first_matches({name: compiled}, source, gave_up).get(name)
+    if name in gave_up:
+        raise StackmgrError(f"--metric {name}: {gave_up[name]}", "match a literal word of the line first")
     return None if hit is None else regex_metric(name, hit, artifact)
 
 
-def regex_metric(name: str, m: re.Match[str], artifact: str) -> Metric:
+def regex_metric(name: str, m: Hit, artifact: str) -> Metric:
     """The metric a regex's match gives (see `from_regex`)."""
-    if m.re.groups < 1:
+    if m.groups < 1:
         raise StackmgrError(f"--metric {name}: the regex has no group around the number", "e.g. tok\\/s: ([0-9.]+)")
     if m.group(1) is None:
         raise StackmgrError(f"--metric {name}: the regex matched without its number group", "make group 1 required")
-    number = _NUMBER.match(m.group(1).strip())
+    said = m.group(1) or ""
+    number = _NUMBER.match(said.strip()) if len(said) <= LONGEST_NUMBER else None
     if not number:
-        raise StackmgrError(f"--metric {name}: the regex matched '{m.group(1)[:30]}', not a number", "fix the group")
-    unit = (m.group(2) if (m.re.groups >= 2 and m.group(2)) else number.group(2)).strip()
+        raise StackmgrError(f"--metric {name}: the regex matched '{said[:30]}', not a number", "fix the group")
+    unit = ((m.group(2) if m.groups >= 2 else None) or number.group(2)).strip()
     try:
         value = finite(number.group(1), f"--metric {name}")
     except UsageProblem as exc:
         raise StackmgrError(exc.message, "fix the log or the regex") from None
-    return Metric(name, value, unit, direction_for(name, unit), {"artifact": artifact, "regex": m.re.pattern})
+    return Metric(name, value, unit, direction_for(name, unit), {"artifact": artifact, "regex": m.pattern})
 
 
 def rederive(metric: Metric, data: bytes | BinaryIO) -> float | None:
-    """The value the metric's source (its bytes, or the file) gives today (None when it no longer gives one)."""
+    """The value the metric's source (its bytes, or the file) gives today (None when it no longer gives one); a
+    StackmgrError when it cannot be found out here (a JSON file too big or nested too deep, a regex RE2 refuses
+    or that runs out of time)."""
+    source = metric.source.get("artifact", "")
     if "pointer" in metric.source:
+        from stackmgr.store.bounded import load_json
+
+        raw = data if isinstance(data, bytes) else _read_parsed(data, source)
         try:
-            node: Any = json.loads(data if isinstance(data, bytes) else data.read())
+            node: Any = load_json(raw, source)  # nested too deep: a StackmgrError naming it
             for part in metric.source["pointer"].lstrip("/").split("/"):
                 node = node[part.replace("~1", "/").replace("~0", "~")]
             return float(node)
         except (ValueError, KeyError, TypeError, IndexError, OverflowError):
             return None
     if "regex" in metric.source:
-        try:
-            found = from_regex(metric.name, metric.source["regex"], data, "")
-        except (StackmgrError, re.error):
-            return None
+        found = from_regex(metric.name, metric.source["regex"], data, "")
         return found.value if found else None
     return None
+
+
+
+def _read_parsed(f: BinaryIO, source: str) -> bytes:
+    """The bytes of a file to parse; a StackmgrError, the file not read, when it holds over MAX_PARSED."""
+    try:
+        size = os.fstat(f.fileno()).st_size
+    except (OSError, io.UnsupportedOperation):
+        size = 0  # not a file: its length is found by reading it
+    raw = f.read(MAX_PARSED + 1) if size <= MAX_PARSED else b""
+    if size > MAX_PARSED or len(raw) > MAX_PARSED:
+        raise StackmgrError(f"{source} is over {MAX_PARSED >> 20} MiB: not parsed")
+    return raw

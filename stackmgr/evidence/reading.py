@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from stackmgr.errors import StackmgrError
 from stackmgr.evidence.compare import run_config
 from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.records import Artifact, Link, StackEntry, WrittenOnce, edited, read_record
@@ -110,9 +111,10 @@ def load_links(store: Store, patch: str | None = None, parsed: Records | None = 
     return sorted(links, key=lambda link: (link.created, link.id))
 
 
-def load_briefs(store: Store) -> list[Brief]:
-    """Every record in brief, oldest first."""
-    parsed = Records(store)
+def load_briefs(store: Store, unreadable: list[str] | None = None) -> list[Brief]:
+    """Every record in brief, oldest first. With a list for `unreadable`, a record that cannot be read is left
+    out and what is wrong with it added there (else it is a StackmgrError naming it)."""
+    parsed = Records(store, unreadable)
     names = _patch_dirs(store)
     briefs: list[Brief] = []
     with _quiet_collector():
@@ -190,8 +192,9 @@ def _paths_by_id(store: Store) -> dict[str, str]:
 class Records:
     """The records read in one command, through the two caches (module docstring)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, unreadable: list[str] | None = None) -> None:
         self.store = store
+        self.unreadable = unreadable  # where an unreadable record is said, when it is to be left out
         self.first_seen: dict[str, str] | None = None  # WrittenOnce's, read when a record is first parsed
         self.full_root = os.path.join(store.state_dir, "cache", "links")
         self.brief_root = os.path.join(store.state_dir, "cache", "briefs")
@@ -231,13 +234,22 @@ class Records:
         found = list(_files(directory, sig, hit))
         if hit is not None and hit[0] == sig and len(found) == len(hit[1]) and all(r is not None for *_, r in found):
             return [_brief_from_row(row, path) for _, path, _, row in found]
-        rows, briefs = [], []
+        rows, briefs, complete = [], [], True
         for filename, path, stat, row in found:
-            row = row if row is not None else _brief_row(self.read(path, name, filename), self.store)
+            if row is None:
+                try:
+                    row = _brief_row(self.read(path, name, filename), self.store)
+                except StackmgrError as exc:
+                    if self.unreadable is None:
+                        raise
+                    self.unreadable.append(exc.message)
+                    complete = False  # not kept: the next reader must find it again
+                    continue
             rows.append((filename, stat, row))
             briefs.append(_brief_from_row(row, path))
-        self.brief_dirs[name] = (sig, rows)
-        self.brief_changed.add(name)
+        if complete:
+            self.brief_dirs[name] = (sig, rows)
+            self.brief_changed.add(name)
         return briefs
 
     def read(self, path: str, name: str, filename: str) -> Link:

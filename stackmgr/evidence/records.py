@@ -17,11 +17,14 @@ from stackmgr.errors import StackmgrError, disk_error
 from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.toml_out import table as _table
 from stackmgr.evidence.toml_out import value as _v
+from stackmgr.store.bounded import load_toml
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_cache, sha256_hex, write_cache
+from stackmgr.store.inside import read_inside
 from stackmgr.store.names import inside, patch_name
 
 SCHEMA = "stackmgr.link/v1"
+MAX_RECORD_BYTES = 4 << 20  # a link record is a few kilobytes: a bigger file is not read
 
 
 @dataclass
@@ -124,7 +127,7 @@ def write_link(store: Store, link: Link) -> str:
     directory = inside(store.links_dir, patch_name(link.patch))
     made = not os.path.isdir(directory)
     try:
-        os.makedirs(directory, exist_ok=True)
+        store.makedirs(directory)
     except OSError as exc:
         raise disk_error(exc, directory) or StackmgrError(f"cannot create {directory}: {exc.strerror}",
                                                           "check the store's permissions") from None  # fmt: skip
@@ -203,8 +206,10 @@ class WrittenOnce:
                 if not filename.endswith(".toml"):
                     continue
                 rel = f"links/{name}/{filename}"
-                with open(os.path.join(directory, filename), "rb") as f:
-                    sha = sha256_hex(f.read())
+                try:
+                    sha = sha256_hex(_record_bytes(os.path.join(directory, filename)))
+                except (OSError, StackmgrError):  # said by whatever reads it (lint: not a readable record)
+                    continue
                 first = self.shas.get(rel)
                 if first is None:  # first seen here: its id, a hash of its content, says whether it was edited
                     if _id_matches(os.path.join(directory, filename)):
@@ -239,11 +244,11 @@ def read_record(path: str) -> tuple[Link, str, bytes]:
     bytes."""
     try:
         data = _record_bytes(path)
-        doc = tomllib.loads(data.decode("utf-8"))
+        doc = load_toml(data, _shown(path))
         if doc.get("schema") != SCHEMA:
             raise ValueError(f"schema is {doc.get('schema')!r}")
         patch, verdict = doc["patch"], doc.get("verdict", {})
-        _trustworthy(path, patch["name"], doc.get("artifact", []))
+        _trustworthy(path, patch["name"], doc)
         if "verdict" not in doc:  # always written, last: a record without it was cut short
             raise ValueError("it ends before its [verdict] table (cut short?)")
         return Link(
@@ -254,8 +259,8 @@ def read_record(path: str) -> tuple[Link, str, bytes]:
                               s.get("series", ""), bool(s.get("residue", False)), str(s.get("snapshot", "")),
                               [(p["name"], p["sha256"]) for p in s.get("present", [])],
                               str(s.get("residue_patch", ""))) for s in doc.get("stack", [])],
-            artifacts=[Artifact(a["path"], a["sha256"], int(a["size"]), a.get("anchor", ""), a.get("origin", ""))
-                       for a in doc.get("artifact", [])],
+            artifacts=[Artifact(a["path"], str(a["sha256"]), int(a["size"]), str(a.get("anchor", "")),
+                                str(a.get("origin", ""))) for a in doc.get("artifact", [])],
             metrics=[Metric(m["name"], float(m["value"]), m.get("unit", ""), m.get("direction", "higher"),
                             dict(m.get("source", {}))) for m in doc.get("metric", [])],
             gates=[Gate(g["name"], g["status"], g.get("detail", "")) for g in doc.get("gate", [])],
@@ -267,7 +272,8 @@ def read_record(path: str) -> tuple[Link, str, bytes]:
         if exc.message.startswith("unresolved merge conflict"):
             raise  # said as it is: a record mid-merge is not a damaged one
         raise StackmgrError(
-            f"{path}: not a readable link record ({exc})", "restore it from git (records are never edited)"
+            f"{path}: not a readable link record ({str(exc).removeprefix(_shown(path) + ': ')})",
+            "restore it from git (records are never edited)",
         ) from None
     except (
         OSError,
@@ -284,29 +290,62 @@ def read_record(path: str) -> tuple[Link, str, bytes]:
 
 
 def parse_record(path: str) -> dict[str, Any]:
-    return tomllib.loads(_record_bytes(path).decode("utf-8"))
+    return load_toml(_record_bytes(path), _shown(path))
+
+
+def _in_store(path: str) -> tuple[str, str]:
+    """(store root, store-relative path) of a record's file, `ROOT/links/PATCH/FILE`."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(path))) or os.curdir
+    return root, os.path.relpath(path, root).replace(os.sep, "/")
+
+
+def _shown(path: str) -> str:
+    return _in_store(path)[1]
 
 
 def _record_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        data = f.read()
+    """The bytes of the record at `path`, read inside the store (store/inside.py: no symbolic link on the way,
+    a regular file only), at most MAX_RECORD_BYTES."""
+    root, rel = _in_store(path)
+    data = read_inside(root, rel, MAX_RECORD_BYTES)
     if b"<<<<<<<" in data:
         from stackmgr.store.conflicts import refuse_conflicted
 
-        parts = path.replace(os.sep, "/").split("/")
-        refuse_conflicted(data, "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3] == "links" else path)
+        refuse_conflicted(data, rel)
     return data
 
 
-def _trustworthy(path: str, patch: str, artifacts: list[dict[str, Any]]) -> None:
+def _trustworthy(path: str, patch: str, doc: dict[str, Any]) -> None:
     """A record arrives by `git pull` like any file: its patch name must be a valid name and the directory it sits
-    in, and no artifact path may climb with '..' (absolute paths are allowed: evidence may live anywhere)."""
+    in, no artifact path or metric source may climb with '..', and a residue is a file stackmgr keeps under
+    artifacts/sha256/. An absolute path is read as it is, but never opened: an original outside path is
+    information only (its link is broken: evidence/states.py)."""
     from stackmgr.store.names import check_name
 
     check_name("patch", patch)
     folder = os.path.dirname(path)  # a record written before a rename sits in links/NEW/ beside the rename record
     if os.path.basename(folder) != patch and not os.path.isfile(os.path.join(folder, "renamed-from-" + patch)):
         raise ValueError(f"it names patch {patch!r} but sits in links/{os.path.basename(os.path.dirname(path))}/")
-    for artifact in artifacts:
-        if ".." in str(artifact.get("path", "")).replace("\\", "/").split("/"):
-            raise ValueError(f"artifact path {artifact.get('path')!r} climbs with '..'")
+    paths = [("artifact path", a.get("path", "")) for a in doc.get("artifact", [])]
+    for m in doc.get("metric", []):
+        source = m.get("source", {})
+        if not isinstance(source, dict) or not all(isinstance(v, str) for v in source.values()):
+            raise ValueError(f"metric {str(m.get('name'))[:40]!r} has a source that is not a table of strings")
+        paths.append(("metric source", source.get("artifact", "")))
+    for what, named in paths:
+        if not isinstance(named, str):
+            raise ValueError(f"{what} {str(named)[:40]!r} is not a string")
+        if ".." in named.replace("\\", "/").split("/"):
+            raise ValueError(f"{what} {named!r} climbs with '..'")
+    for entry in doc.get("stack", []):
+        residue = str(entry.get("residue_patch", ""))
+        if residue and not _is_kept(residue):
+            raise ValueError(f"residue_patch {residue[:80]!r} is not a file under artifacts/sha256/")
+
+
+def _is_kept(rel: str) -> bool:
+    """Whether `rel` is `artifacts/sha256/<2 hex>/<62 hex>`, as stackmgr names a file it keeps by content."""
+    parts = rel.split("/")
+    hexes = set("0123456789abcdef")
+    return (len(parts) == 4 and parts[:2] == ["artifacts", "sha256"] and len(parts[2]) == 2 and len(parts[3]) == 62
+            and set(parts[2] + parts[3]) <= hexes)  # fmt: skip

@@ -11,14 +11,16 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stackmgr.errors import NotPreserved
+from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.evidence.reading import Brief, load_briefs
-from stackmgr.evidence.records import utc_now
+from stackmgr.evidence.records import MAX_RECORD_BYTES, utc_now
 from stackmgr.evidence.states import effective
 from stackmgr.evidence.toml_out import value as toml_value
 from stackmgr.git.repo import patch_id
+from stackmgr.store.bounded import load_toml
 from stackmgr.store.config import Store
 from stackmgr.store.fs import sha256_hex
+from stackmgr.store.inside import read_inside
 from stackmgr.store.names import inside, patch_name
 
 OVERRIDE = "override-"  # links/PATCH/override-<time>-<id>: TOML like the link records beside it, not one (no .toml)
@@ -50,12 +52,12 @@ def overrides(store: Store, patch: str | None = None) -> list[Override]:
         files = sorted(f for f in os.listdir(directory) if f.startswith(OVERRIDE)) if os.path.isdir(directory) else []
         for filename in files:
             try:
-                with open(os.path.join(directory, filename), "rb") as f:
-                    doc = tomllib.loads(f.read().decode("utf-8"))
+                rel = f"links/{name}/{filename}"  # read inside the store, its size and nesting bounded
+                doc = load_toml(read_inside(store.root, rel, MAX_RECORD_BYTES), rel)
                 found.append(Override(name, str(doc["sha256"]), str(doc.get("patch_id", "")),
                                       tuple(str(x) for x in doc.get("lanes", [])), str(doc["reason"]),
                                       str(doc.get("author", "")), str(doc["at"]), str(doc.get("command", ""))))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError):
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError, StackmgrError):
                 continue
     return sorted(found, key=lambda o: o.at)
 
@@ -70,7 +72,7 @@ def record_override(store: Store, patch: str, data: bytes, pid: str, lanes: list
               "lanes": lanes, "reason": reason, "author": author_of(store, ""), "at": at, "command": command}
     text = "".join(f"{k} = {toml_value(v)}\n" for k, v in fields.items() if v != "").encode("utf-8")
     directory = inside(store.links_dir, patch_name(patch))
-    os.makedirs(directory, exist_ok=True)
+    store.makedirs(directory)
     path = os.path.join(directory, f"{OVERRIDE}{at.replace('-', '').replace(':', '')}-{sha256_hex(text)[:12]}")
     store.write_file(path, text)
     return path
@@ -81,10 +83,11 @@ def refuse_revival(store: Store, patches: Sequence[tuple[str, bytes]], override:
     """Refuse (exit 1) to bring back a do-not-revive lane (same name or same patch-id) unless `override` gives a
     reason (then recorded, when `record`) or one was recorded for the same patch-id; return the lines to print.
     `patches` are (name, bytes); the links are read once, patch-ids computed only when a lane could match."""
-    lanes = [link for link in effective(load_briefs(store)) if link.do_not_revive]
+    unreadable: list[str] = []  # one damaged record must not stop every apply: said, and left out
+    lanes = [link for link in effective(load_briefs(store, unreadable)) if link.do_not_revive]
+    said = [f"warning: {why}; its do-not-revive lane, if any, is not checked" for why in unreadable]
     if not lanes:
-        return []
-    said: list[str] = []
+        return said
     kept: list[Override] | None = None
     for name, data in patches:
         pid = patch_id(store.root, data) if any(link.patch_id for link in lanes) else ""

@@ -11,16 +11,19 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.evidence import artifacts as kept_artifacts
 from stackmgr.evidence import metrics
 from stackmgr.evidence.reading import Brief, load_links
 from stackmgr.evidence.records import Link
 from stackmgr.git.repo import patch_id
+from stackmgr.output import show_text
 from stackmgr.safety.preserved import PatchIndex
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_cache, sha256_hex, stat_key, write_cache
+from stackmgr.store.inside import OutsideStore, read_inside
 from stackmgr.store.series import SeriesFile, list_series
 
 L = TypeVar("L", Link, Brief)
@@ -59,45 +62,57 @@ def resolve_artifact(store: Store, raw: str) -> tuple[str, str]:
 
 
 class ArtifactHashes:
-    """sha256 of artifact files, cached by stat data in .stackmgr/cache (always safe to delete)."""
+    """sha256 of artifact files, cached by stat data in .stackmgr/cache (always safe to delete). An artifact is a
+    file in the store, opened without leaving it (store/inside.py) and hashed a block at a time: a record naming
+    an absolute path (an original outside path is information only), or a path through a symbolic link, or
+    something that is not a regular file (a FIFO, /dev/zero) has no hash, and `why` says so."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.path = os.path.join(store.state_dir, "cache", "artifacts.marshal")
         cached = read_cache(self.path)
         self.cache: dict[str, list[object]] = cached if isinstance(cached, dict) else {}
-        self.seen: dict[str, str | None] = {}
+        self.seen: dict[str, tuple[str | None, str]] = {}
         self.dirty = False
-        self.prefix = os.path.join(store.root, "")
-
-    def absolute(self, recorded: str) -> str:
-        return recorded if os.path.isabs(recorded) else os.path.join(self.store.root, recorded)
 
     def sha256(self, recorded: str) -> str | None:
-        """The file's sha256 now, or None when it is gone or not a regular file (asked once per command: many
-        links share an artifact)."""
-        if recorded in self.seen:
-            return self.seen[recorded]
-        self.seen[recorded] = digest = self._sha256(recorded)
-        return digest
+        """The file's sha256 now, or None when it is gone, outside the store or not a regular file (asked once
+        per command: many links share an artifact)."""
+        return self._look(recorded)[0]
 
-    def _sha256(self, recorded: str) -> str | None:
-        full = recorded if recorded.startswith("/") else self.prefix + recorded  # absolute(), inlined: links
-        try:  # asks once per artifact of every record
-            st = os.stat(full)
+    def why(self, recorded: str) -> str:
+        """Why `sha256` is None, in a few words ("is missing", "is outside the store: never read", …)."""
+        return self._look(recorded)[1] or "is missing"
+
+    def open(self, recorded: str) -> BinaryIO:
+        """The artifact opened for reading, inside the store only (OutsideStore, OSError otherwise)."""
+        return kept_artifacts.open_kept(self.store.root, recorded)
+
+    def _look(self, recorded: str) -> tuple[str | None, str]:
+        if recorded not in self.seen:
+            self.seen[recorded] = self._sha256(recorded)
+        return self.seen[recorded]
+
+    def _sha256(self, recorded: str) -> tuple[str | None, str]:
+        outside = kept_artifacts.outside(recorded)
+        if outside:
+            return None, outside
+        try:
+            f = self.open(recorded)
+        except OutsideStore:
+            return None, kept_artifacts.refusal(self.store.root, recorded)
         except OSError:
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        hit = self.cache.get(full)
-        if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns and hit[2] == st.st_ctime_ns \
-                and hit[3] == st.st_ino:  # fmt: skip
-            return str(hit[4])
-        with open(full, "rb") as f:
-            digest = sha256_hex(f.read())
-        self.cache[full] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest]
+            return None, "is missing"
+        with f:
+            st = os.fstat(f.fileno())
+            hit = self.cache.get(recorded)
+            if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns and hit[2] == st.st_ctime_ns \
+                    and hit[3] == st.st_ino:  # fmt: skip
+                return str(hit[4]), ""
+            digest = kept_artifacts.hash_file(f)[0]
+        self.cache[recorded] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest]
         self.dirty = True
-        return digest
+        return digest, ""
 
     def save(self) -> None:
         if self.dirty:
@@ -171,8 +186,10 @@ class Evidence:
             return None
         found = self.ids.get(sha)
         if found is None:
-            with open(os.path.join(self.store.patches_dir, filename), "rb") as f:
-                data = f.read()
+            try:
+                data = read_inside(self.store.root, f"patches/{filename}")
+            except (OSError, OutsideStore):
+                return None
             found = self.ids.put(sha256_hex(data), patch_id(self.store.root, data))
         self._ids[filename] = found
         return found
@@ -220,12 +237,12 @@ def patch_status(links: list[L], states: dict[str, str]) -> str:
     return "experimental"
 
 
-def _lfs_pointer(path: str) -> bool:
-    """Whether the file is a git LFS pointer (what a clone holds before `git lfs pull`)."""
+def _lfs_pointer(hashes: ArtifactHashes, recorded: str) -> bool:
+    """Whether the artifact is a git LFS pointer (what a clone holds before `git lfs pull`)."""
     try:
-        with open(path, "rb") as f:
+        with hashes.open(recorded) as f:
             return f.read(64).startswith(b"version https://git-lfs.github.com/spec/v1")
-    except OSError:
+    except (OSError, OutsideStore):
         return False
 
 
@@ -253,31 +270,48 @@ def verify_all(store: Store) -> tuple[list[tuple[str, str, str]], int]:
     output.progress_total(len(links))
     for link in links:
         output.tick()
-        for a in link.artifacts:
-            now = hashes.sha256(a.path)
-            if now is None:
-                problems.append((link.id, link.patch, f"artifact {a.path} is missing"))
-            elif now != a.sha256 and _lfs_pointer(hashes.absolute(a.path)):
-                problems.append((link.id, link.patch, f"artifact {a.path} is a git LFS pointer here, not the file: "
-                                                      "`git lfs pull` in the store fetches it"))  # fmt: skip
-            elif now != a.sha256:
-                problems.append((link.id, link.patch, f"artifact {a.path} changed (sha256 {now[:12]}, "
-                                                      f"recorded {a.sha256[:12]})"))  # fmt: skip
-        for m in link.metrics:
-            source = m.source.get("artifact")
-            if not source or hashes.sha256(source) is None or _lfs_pointer(hashes.absolute(source)):
-                continue  # a pointer was said once, above
-            with open(hashes.absolute(source), "rb") as f:
-                value = metrics.rederive(m, f)  # a regex's log is read a block at a time
-            if value is None:
-                problems.append((link.id, link.patch, f"metric {m.name} no longer found in {source}"))
-            elif value != m.value:
-                problems.append(
-                    (link.id, link.patch, f"metric {m.name} is {value:g} in {source}, recorded {m.value:g}")
-                )
+        problems += [(link.id, link.patch, said) for said in _verify_link(hashes, link)]
     hashes.save()
     return problems, len(links)
 
+
+def _verify_link(hashes: ArtifactHashes, link: Link) -> list[str]:
+    """What is wrong with one link's artifacts and metrics today (verify_all)."""
+    said = []
+    for a in link.artifacts:
+        now = hashes.sha256(a.path)
+        if now is None:
+            said.append(f"artifact {a.path} {hashes.why(a.path)}")
+        elif now != a.sha256 and _lfs_pointer(hashes, a.path):
+            said.append(f"artifact {a.path} is a git LFS pointer here, not the file: `git lfs pull` in the store "
+                        "fetches it")  # fmt: skip
+        elif now != a.sha256:
+            said.append(f"artifact {a.path} changed (sha256 {now[:12]}, recorded {a.sha256[:12]})")
+    artifacts = {a.path for a in link.artifacts}
+    for m in link.metrics:
+        source = m.source.get("artifact")
+        if not source:
+            continue
+        if hashes.sha256(source) is None:  # an artifact of the link was said once, above
+            if source not in artifacts:
+                said.append(f"metric {m.name}: its source {source} {hashes.why(source)}")
+            continue
+        if _lfs_pointer(hashes, source):
+            continue
+        try:
+            with hashes.open(source) as f:
+                value = metrics.rederive(m, f)  # a regex's log is read a block at a time
+        except (OSError, OutsideStore):
+            said.append(f"metric {m.name}: its source {source} cannot be read now")
+            continue
+        except StackmgrError as exc:
+            said.append(f"metric {m.name}: {exc.message.removeprefix(f'--metric {m.name}: ')}")
+            continue
+        if value is None:
+            said.append(f"metric {m.name} no longer found in {source}")
+        elif value != m.value:
+            said.append(f"metric {m.name} is {value:g} in {source}, recorded {m.value:g}")
+    return said
 
 
 def series_members(store: Store) -> set[str]:
@@ -302,7 +336,7 @@ def series_members(store: Store) -> set[str]:
         except StackmgrError as exc:  # its patches will read as orphaned: say why (every time: not cached)
             import sys
 
-            sys.stderr.write(f"stackmgr: warning: {exc}\n")
+            sys.stderr.write(f"stackmgr: warning: {show_text(str(exc))}\n")
             clean = False
     if clean and sig is not None:
         write_cache(cache, [sig, sorted(members)])

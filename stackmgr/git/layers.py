@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from stackmgr.git.checked import object_id, patch_file
 from stackmgr.git.runner import DIFF_FLAGS, finish, run_rc, start, zsplit
 from stackmgr.git.tempindex import TempIndex
 
@@ -172,7 +173,7 @@ def _not_applied_yet(repo: Repo, below: str, patches: Sequence[LayerPatch], memb
     side by side, a few at a time."""
     checks = []
     for n in members:
-        file, strip = os.path.abspath(patches[n].file), f"-p{patches[n].strip}"
+        file, strip = patch_file(patches[n].file), f"-p{patches[n].strip}"
         checks.append(["apply", "--cached", "--check", *(["--3way"] if three_way else []), strip, file])
         checks.append(["apply", "--cached", "--check", "-R", strip, file])
     said: list[tuple[int, bytes]] = []
@@ -196,7 +197,7 @@ def _apply_numstat(repo: Repo, index: str, files: list[str], strip: int, three_w
     for them (the new name of each file section; the old one for a deletion); None when they do not apply."""
     args = ["apply", "--cached", *(["--3way"] if three_way else []), "--whitespace=nowarn", f"-p{strip}", "--numstat",
             "-z", "--apply"]  # fmt: skip
-    rc, out, _ = run_rc(repo.top, [*args, *(os.path.abspath(f) for f in files)], index=index)
+    rc, out, _ = run_rc(repo.top, [*args, *(patch_file(f) for f in files)], index=index)
     if rc != 0:
         return None
     return [rec.split(b"\t", 2)[2] for rec in zsplit(out)]
@@ -211,7 +212,7 @@ def _commit_chain(repo: Repo, start_tree: str, states: list[dict[bytes, Entry]])
         stream.append(f"commit {ref}\nmark :{n + 1}\ncommitter stackmgr <stackmgr@localhost> 0 +0000\ndata 0\n"
                       .encode())  # fmt: skip
         if n == 0:
-            stream.append(f'M 040000 {start_tree} ""\n'.encode())
+            stream.append(f'M 040000 {object_id(start_tree)} ""\n'.encode())  # a line of fast-import's stream
         else:
             stream.append(f"from :{n}\n".encode())
             stream.extend(b"D " + _quoted(p) + b"\n" for p, e in sorted(change.items()) if e is None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import stat
 
+from stackmgr.git.checked import revision
 from stackmgr.git.runner import run, zsplit
 from stackmgr.git.tempindex import TempIndex
 from stackmgr.types import TreeId
@@ -64,7 +65,7 @@ def raw_tree(repo: Repo, paths: Sequence[bytes]) -> TreeId | None:
 def tree_entries(repo: Repo, tree: str) -> dict[bytes, tuple[str, str]]:
     """Every file of a tree: path -> (mode, blob)."""
     entries = {}
-    for rec in zsplit(run(repo.top, ["ls-tree", "-r", "-z", "--full-tree", tree])):
+    for rec in zsplit(run(repo.top, ["ls-tree", "-r", "-z", "--full-tree", revision(tree)])):
         meta, path = rec.split(b"\t", 1)
         mode, _type, oid = meta.decode().split(" ")
         entries[path] = (mode, oid)
@@ -73,7 +74,7 @@ def tree_entries(repo: Repo, tree: str) -> dict[bytes, tuple[str, str]]:
 
 def _batch(repo: Repo, blobs: Sequence[str]) -> list[bytes]:
     """Blob contents, one `cat-file --batch`."""
-    out = run(repo.top, ["cat-file", "--batch"], stdin="".join(b + "\n" for b in blobs).encode())
+    out = run(repo.top, ["cat-file", "--batch"], stdin="".join(repo.object_id(b) + "\n" for b in blobs).encode())
     found: list[bytes] = []
     pos = 0
     while pos < len(out):
@@ -100,7 +101,8 @@ def give_back(repo: Repo, raw: dict[bytes, tuple[str, str]], stored: dict[bytes,
         with open(full, "rb") as f:
             now = f.read()
         # (one call per converted file: git 2.39's `cat-file --batch --filters` reports the unfiltered size)
-        if now == data or now != run(repo.top, ["cat-file", "--filters", b"--path=" + path, stored[path][1]]):
+        if now == data or now != run(repo.top, ["cat-file", "--filters", b"--path=" + path,
+                                                 repo.object_id(stored[path][1])]):  # fmt: skip
             continue
         tmp = os.path.join(os.path.dirname(full), b".stackmgr-raw." + str(os.getpid()).encode() + b".tmp")
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "wb") as f:

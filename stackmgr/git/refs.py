@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError
+from stackmgr.git.checked import env_value, ref_name, revision
 from stackmgr.git.runner import finish, run, run_rc, start
 from stackmgr.types import CommitId
 
@@ -26,7 +27,8 @@ def symbolic_head(repo: Repo) -> str | None:
 def detach_head(repo: Repo, commit: str, reason: str, expect: str | None = None) -> None:
     """HEAD detached at `commit`; the branch it named (if any) keeps all its commits. Logged in HEAD's reflog.
     With `expect`, only if HEAD still points there (a commit made meanwhile is never orphaned)."""
-    run(repo.top, ["update-ref", "--no-deref", "-m", reason, "HEAD", commit, *([expect] if expect else [])])
+    old = [repo.object_id(expect)] if expect else []
+    run(repo.top, ["update-ref", "--no-deref", "-m", reason, "HEAD", repo.object_id(commit), *old])
 
 
 def branch_checked_out_elsewhere(repo: Repo, branch: str) -> bool:
@@ -43,25 +45,28 @@ def branch_checked_out_elsewhere(repo: Repo, branch: str) -> bool:
 
 
 def attach_head(repo: Repo, branch: str, reason: str) -> None:
-    run(repo.top, ["symbolic-ref", "-m", reason, "HEAD", branch])
+    run(repo.top, ["symbolic-ref", "-m", reason, "HEAD", ref_name(branch)])
 
 
 def commit_tree(repo: Repo, tree: str, parents: Sequence[str], message: str) -> CommitId:
     """A commit object made with plumbing (no hooks), anchored by the caller with `update_ref`."""
-    args: list[str | bytes] = ["commit-tree", tree]
+    args: list[str | bytes] = ["commit-tree", repo.object_id(tree)]
     for parent in parents:
-        args += ["-p", parent]
+        args += ["-p", repo.object_id(parent)]
     return CommitId(run(repo.top, args, stdin=message.encode("utf-8")).decode().strip())
 
 
 def update_refs(repo: Repo, updates: Sequence[tuple[str, str | None]], reason: str) -> None:
     """Set (or, with None, delete) several refs in one transaction."""
-    lines = [f"update {ref} {oid}\n" if oid else f"delete {ref}\n" for ref, oid in updates]
+    lines = [f"update {ref_name(ref)} {repo.object_id(oid)}\n" if oid else f"delete {ref_name(ref)}\n"
+             for ref, oid in updates]  # a space or newline in either would be another command: refused
     run(repo.top, ["update-ref", "-m", reason, "--stdin"], stdin="".join(lines).encode())
 
 
 def valid_branch_name(repo: Repo, branch: str) -> bool:
-    return run_rc(repo.top, ["check-ref-format", "--branch", branch])[0] == 0 and not branch.startswith("-")
+    if not branch or branch.startswith("-") or "\0" in branch:
+        return False
+    return run_rc(repo.top, ["check-ref-format", "--branch", branch])[0] == 0
 
 
 def commit_as(repo: Repo, tree: str, parent: str, message: str, author: str, date: str) -> CommitId:
@@ -72,18 +77,21 @@ def commit_as(repo: Repo, tree: str, parent: str, message: str, author: str, dat
         env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email.rstrip(">"))
     if date:
         env["GIT_AUTHOR_DATE"] = date
-    proc = start(repo.top, ["commit-tree", tree, "-p", parent], stdin=True, extra_env=env)
+    for value in env.values():
+        env_value(value, "author or date")
+    args = ["commit-tree", repo.object_id(tree), "-p", repo.object_id(parent)]
+    proc = start(repo.top, args, stdin=True, extra_env=env)
     return CommitId(finish(proc, message.encode("utf-8"))[1].decode().strip())
 
 
 def update_ref(repo: Repo, ref: str, commit: str, reason: str) -> None:
-    run(repo.top, ["update-ref", "-m", reason, ref, commit])
+    run(repo.top, ["update-ref", "-m", reason, ref_name(ref), repo.object_id(commit)])
 
 
 def refs_under(repo: Repo, prefix: str) -> list[tuple[str, CommitId, int, str]]:
     """(ref, commit, committer time, full message) of every ref under `prefix`, newest first."""
     fmt = "%(refname)%00%(objectname)%00%(committerdate:unix)%00%(contents)%00%00"
-    out = run(repo.top, ["for-each-ref", "--sort=-committerdate", f"--format={fmt}", prefix])
+    out = run(repo.top, ["for-each-ref", "--sort=-committerdate", f"--format={fmt}", ref_name(prefix, prefix=True)])
     rows = []
     for rec in out.split(b"\0\0\n"):
         if rec.strip():
@@ -93,12 +101,12 @@ def refs_under(repo: Repo, prefix: str) -> list[tuple[str, CommitId, int, str]]:
 
 
 def commit_parents(repo: Repo, commit: str) -> list[str]:
-    return run(repo.top, ["rev-parse", f"{commit}^@"]).decode().split()
+    return run(repo.top, ["rev-parse", f"{revision(commit)}^@"]).decode().split()
 
 
 def unreachable_after_move(repo: Repo, target: str) -> list[str]:
     """Commits that HEAD reaches and that neither a ref nor `target` would reach once HEAD moves to `target`."""
-    return run(repo.top, ["rev-list", "HEAD", "--not", "--glob=refs/*", target]).decode().split()
+    return run(repo.top, ["rev-list", "HEAD", "--not", "--glob=refs/*", revision(target)]).decode().split()
 
 
 # -- commits a move of HEAD would orphan (on `check`'s path: read without git where that is sure) ---------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError
+from stackmgr.git.checked import hash_length, object_id, patch_file, revision
 from stackmgr.git.runner import (
     DIFF_FLAGS,
     finish,
@@ -46,11 +47,12 @@ def output(proc: Process, stdin: bytes | None = None) -> bytes:
 class Repo:
     """A non-bare git working tree: its top level and its (per-worktree) git directory."""
 
-    __slots__ = ("git_dir", "top")
+    __slots__ = ("_hash_length", "git_dir", "top")
 
     def __init__(self, top: str, git_dir: str) -> None:
         self.top = top
         self.git_dir = git_dir
+        self._hash_length = 0
 
     @property
     def stackmgr_dir(self) -> str:
@@ -61,6 +63,16 @@ class Repo:
         """The git directory shared by all worktrees (refs, objects, config): a linked worktree's `commondir`
         names it; read without git (this is on `check`'s path). Raises OSError when that file is unreadable."""
         return common_dir(self.git_dir)
+
+    def object_id(self, value: object) -> str:
+        """`value` when it is an object id of this repository (hex, as long as its hash's ids), else BadGitValue:
+        every method that takes an object id asks this first (docs/SECURITY.md)."""
+        if not self._hash_length:
+            try:
+                self._hash_length = hash_length(self.common_dir)
+            except OSError:
+                self._hash_length = 40
+        return object_id(value, self._hash_length)
 
     def operation_in_progress(self) -> str | None:
         """The name of a merge/rebase/cherry-pick/revert/am/bisect in progress, if any."""
@@ -79,7 +91,10 @@ class Repo:
         return CommitId(out.decode().strip()) if rc == 0 else None
 
     def resolve_commit(self, rev: str) -> CommitId:
-        rc, out, _ = run_rc(self.top, ["rev-parse", "-q", "--verify", "--end-of-options", rev + "^{commit}"])
+        if not rev or rev.startswith("-") or "\0" in rev:
+            rc, out = 1, b""
+        else:
+            rc, out, _ = run_rc(self.top, ["rev-parse", "-q", "--verify", "--end-of-options", rev + "^{commit}"])
         if rc != 0:
             raise StackmgrError(
                 f"'{rev}' is not a commit in {self.top}", "give a commit id, branch or tag that exists there"
@@ -87,14 +102,15 @@ class Repo:
         return CommitId(out.decode().strip())
 
     def ref_commit(self, ref: str) -> CommitId | None:
-        rc, out, _ = run_rc(self.top, ["rev-parse", "-q", "--verify", "--end-of-options", ref + "^{commit}"])
+        rc, out, _ = run_rc(self.top, ["rev-parse", "-q", "--verify", "--end-of-options", revision(ref) + "^{commit}"])
         return CommitId(out.decode().strip()) if rc == 0 else None
 
     def tree_of(self, commit: str) -> TreeId:
-        return TreeId(run(self.top, ["rev-parse", "--verify", f"{commit}^{{tree}}"]).decode().strip())
+        return TreeId(run(self.top, ["rev-parse", "--verify", "--end-of-options", f"{revision(commit)}^{{tree}}"])
+                      .decode().strip())  # fmt: skip
 
     def has_object(self, oid: str) -> bool:
-        return bool(oid) and run_rc(self.top, ["cat-file", "-e", oid])[0] == 0
+        return bool(oid) and run_rc(self.top, ["cat-file", "-e", self.object_id(oid)])[0] == 0
 
     def patch_paths(self, patch_files: Sequence[str]) -> set[bytes]:
         """Every path git's own parser finds in these patch files (`git apply --numstat`, as layers.py reads it: the
@@ -103,13 +119,14 @@ class Repo:
 
     def start_patch_paths(self, patch_files: Sequence[str]) -> Process:
         """`patch_paths`, started (read with `patch_paths_answer`)."""
-        return start(self.top, ["apply", "--numstat", "-z", *(os.path.abspath(p) for p in patch_files)])
+        return start(self.top, ["apply", "--numstat", "-z", *(patch_file(p) for p in patch_files)])
 
     def missing_objects(self, oids: Sequence[str]) -> list[str]:
         """Which of `oids` the object store lacks (one `cat-file --batch-check`)."""
         if not oids:
             return []
-        out = run(self.top, ["cat-file", "--batch-check=%(objectname)"], stdin="".join(o + "\n" for o in oids).encode())
+        asked = "".join(self.object_id(o) + "\n" for o in oids).encode()  # one id per line: never a second line
+        out = run(self.top, ["cat-file", "--batch-check=%(objectname)"], stdin=asked)
         return [line.split()[0].decode() for line in out.splitlines() if line.endswith(b" missing")]
 
     def write_blob(self, data: bytes) -> str:
@@ -117,7 +134,7 @@ class Repo:
         return run(self.top, ["hash-object", "-w", "--stdin"], stdin=data).decode().strip()
 
     def has_commit(self, commit: str) -> bool:
-        return run_rc(self.top, ["cat-file", "-e", commit + "^{commit}"])[0] == 0
+        return bool(commit) and run_rc(self.top, ["cat-file", "-e", self.object_id(commit) + "^{commit}"])[0] == 0
 
     def config_bool(self, key: str) -> bool | None:
         """A boolean git setting as the tree sees it (all config levels), or None when unset."""
@@ -145,11 +162,11 @@ class Repo:
 
     def start_blob_entries(self, rev: str, paths: Sequence[bytes]) -> Process:
         """`blob_entries`, started (read with `blob_entries_answer`)."""
-        return start(self.top, ["ls-tree", "-z", "--full-tree", rev, "--", *literal(paths)])
+        return start(self.top, ["ls-tree", "-z", "--full-tree", revision(rev), "--", *literal(paths)])
 
     def tracked_names(self, rev: str, paths: Sequence[bytes]) -> set[bytes]:
         """Which of `paths` commit `rev` holds."""
-        return set(zsplit(run(self.top, ["ls-tree", "-r", "-z", "--name-only", rev, *pathspec(paths)])))
+        return set(zsplit(run(self.top, ["ls-tree", "-r", "-z", "--name-only", revision(rev), *pathspec(paths)])))
 
     def tracks_below(self, directory: bytes) -> bool:
         """Whether the index tracks a file at or below `directory` (relative to the top; b"" is the whole tree)."""
@@ -158,21 +175,23 @@ class Repo:
 
     def diff_trees(self, old: str, new: str, paths: Sequence[bytes] = ()) -> bytes:
         """The binary-safe, full-index patch from tree `old` to tree `new` (only `paths`, when given)."""
-        return run(self.top, ["diff-tree", "-r", "-p", *DIFF_FLAGS, old, new, *pathspec(paths)])
+        return run(self.top, ["diff-tree", "-r", "-p", *DIFF_FLAGS, revision(old), revision(new), *pathspec(paths)])
 
     def diff_trees_with_stat(self, old: str, new: str) -> bytes:
         """Diffstat, summary and the full-index patch from `old` to `new`: the body of a patch file."""
-        return run(self.top, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, old, new])
+        return run(self.top, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, revision(old),
+                              revision(new)])  # fmt: skip
 
     def start_raw_diff(self, old: str, new: str) -> Process:
         """The changes from tree `old` to tree `new` as `--raw` records (read them with `read_changes`)."""
-        return start(self.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new])
+        return start(self.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", revision(old),
+                                revision(new)])  # fmt: skip
 
     def start_worktree_numstat(self, old: str, index: str) -> Process:
         """Lines added and deleted per path from commit `old` to the files on disk as the (just refreshed) snapshot
         index `index` lists them (`read_numstat` reads it): the new side is read from the files, not inflated from
         objects (a third faster than `diff-tree --numstat` between two trees)."""
-        return start(self.top, ["diff-index", "-r", "-z", "--numstat", "--no-renames", old], index=index)
+        return start(self.top, ["diff-index", "-r", "-z", "--numstat", "--no-renames", revision(old)], index=index)
 
     def first_parents(self, depth: int, paths: Sequence[bytes] = ()) -> list[bytes]:
         """HEAD's first-parent chain, newest first, at most `depth` commits (only those touching `paths`)."""
@@ -278,7 +297,8 @@ def patch_id(cwd: str, patch: bytes) -> str:
 def upstream_patch_ids(cwd: str, old: str, new: str, meanwhile: Callable[[], object] | None = None) -> set[str]:
     """`git patch-id --stable` of every non-merge commit in old..new (what `git cherry` compares); `meanwhile`
     runs while git reads the history."""
-    proc = start(cwd, ["log", "--no-merges", "-p", "--format=commit %H", *DIFF_FLAGS, f"{old}..{new}"])
+    between = f"{revision(old)}..{revision(new)}"
+    proc = start(cwd, ["log", "--no-merges", "-p", "--format=commit %H", *DIFF_FLAGS, between])
     meanwhile_run(proc, meanwhile)
     log = finish(proc)[1]
     if not log.strip():
@@ -290,7 +310,8 @@ def upstream_patch_ids(cwd: str, old: str, new: str, meanwhile: Callable[[], obj
 def upstream_moves(cwd: str, old: str, new: str) -> dict[bytes, bytes]:
     """The paths of `old` that git's rename detection finds moved in `new`, and where to (`diff -M` renames):
     where a patch deleting one stops with a rename/delete conflict in `git rebase`."""
-    out = run(cwd, ["diff-tree", "-r", "-z", "-M", "--diff-filter=R", "--name-status", "--no-ext-diff", old, new])
+    out = run(cwd, ["diff-tree", "-r", "-z", "-M", "--diff-filter=R", "--name-status", "--no-ext-diff", revision(old),
+                    revision(new)])  # fmt: skip
     fields = out.split(b"\0")
     return {fields[n + 1]: fields[n + 2] for n in range(0, len(fields) - 2, 3) if fields[n].startswith(b"R")}
 

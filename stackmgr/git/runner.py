@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import DiskError, GitFailed, StackmgrError
+from stackmgr.git.checked import BadGitValue, shown
 from stackmgr.git.process import Process
 from stackmgr.types import Change
 
@@ -26,6 +27,7 @@ PINNED = (
     "-c", "diff.renames=false", "-c", "diff.relative=false", "-c", "core.safecrlf=false",
     "-c", "diff.statGraphWidth=50", "-c", "diff.statNameWidth=60",
     "-c", "core.protectHFS=true", "-c", "core.protectNTFS=true",  # `.g\u200cit`, `git~1`: never a way into .git
+    "-c", "safe.bareRepository=explicit",  # a bare repository a pull planted in the store is never discovered
 )  # fmt: skip
 DIFF_FLAGS = (
     "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index", "--binary",
@@ -53,6 +55,9 @@ OWN_INDEX = ("-c", "core.splitIndex=false")
 
 
 def _argv(top: str, args: Sequence[str | bytes], own_index: bool = False) -> list[str | bytes]:
+    for arg in args:  # a NUL would end the argument early (Python refuses it): one line, never a traceback
+        if (isinstance(arg, str) and "\0" in arg) or (isinstance(arg, bytes) and b"\0" in arg):
+            raise BadGitValue(f"'{shown(arg)}' holds a NUL byte, which git cannot be given", "remove it")
     return ["git", "-C", top, *PINNED, *(OWN_INDEX if own_index else ()), *args]
 
 
@@ -187,6 +192,7 @@ def parse_raw(data: bytes) -> list[Change]:
 
 
 def literal(paths: Sequence[bytes]) -> list[bytes]:
+    """Paths as literal pathspecs (placed after `--` by the callers: never an option)."""
     return [b":(literal)" + p for p in paths]
 
 

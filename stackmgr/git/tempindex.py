@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import DiskError, StackmgrError, disk_error
+from stackmgr.git.checked import BadGitValue, patch_file, path_bytes, revision
 from stackmgr.git.process import Process
 from stackmgr.git.runner import (
     DIFF_FLAGS,
@@ -103,6 +104,12 @@ class TempIndex:
     def set_entries(self, entries: dict[bytes, tuple[str, str] | None]) -> None:
         """Set paths to (mode, blob), or remove them where None (removals first: a file may become a directory;
         by name, as a null id's length depends on the repository's hash)."""
+        for path, e in entries.items():  # NUL-separated records: a NUL, a bad mode or id would forge another
+            path_bytes(path)
+            if e is not None and not (len(e[0]) == 6 and not e[0].strip("01234567")):
+                raise BadGitValue(f"'{e[0]}' is not a file mode", "the patch names a mode git never writes")
+            if e is not None:
+                self.repo.object_id(e[1])
         gone = [path for path, e in entries.items() if e is None]
         put = b"".join(f"{e[0]} {e[1]}\t".encode() + path + b"\0" for path, e in entries.items() if e is not None)
         if gone and not put:
@@ -123,11 +130,11 @@ class TempIndex:
         return held
 
     def read_tree(self, treeish: str) -> None:
-        run(self.repo.top, ["read-tree", treeish], index=self.path)
+        run(self.repo.top, ["read-tree", revision(treeish)], index=self.path)
 
     def start_read_tree(self, treeish: str) -> Process:
         """`read_tree`, started: `finish` it before the next use of this index."""
-        return start(self.repo.top, ["read-tree", treeish], index=self.path)
+        return start(self.repo.top, ["read-tree", revision(treeish)], index=self.path)
 
     def start_status(self) -> Process:
         # `--no-ahead-behind`: only `branch.oid` is read, so no walk of the commits between HEAD and its upstream.
@@ -148,7 +155,7 @@ class TempIndex:
 
     def changes_against(self, commit: str) -> list[Change]:
         out = run(self.repo.top, ["diff-index", "--cached", "-r", "-z", "--raw", "--no-renames", "--full-index",
-                                  "--ignore-submodules=none", commit], index=self.path)  # fmt: skip
+                                  "--ignore-submodules=none", revision(commit)], index=self.path)  # fmt: skip
         return parse_raw(out)
 
     def eol_info(self, paths: Sequence[bytes]) -> list[bytes]:
@@ -197,7 +204,8 @@ class TempIndex:
             )
         room_for_switch(self.repo, changes, self.path)
         # Never into submodules (submodule.recurse): not stackmgr's. Over 100 files: a writer per core (1.4x on 2).
-        switch = ["-c", "checkout.workers=0", "read-tree", "--no-recurse-submodules", "-m", "-u", old, new]
+        switch = ["-c", "checkout.workers=0", "read-tree", "--no-recurse-submodules", "-m", "-u", revision(old),
+                  revision(new)]  # fmt: skip
         try:
             rc, _, err = run_rc(self.repo.top, switch, index=self.path)
         except DiskError as exc:  # filled up since room_for_switch: git may have written some files already
@@ -256,7 +264,7 @@ class TempIndex:
 
     def diagnose(self, patch_path: str) -> str:
         """Why a patch that failed here fails: already applied, or would apply with --3way, or neither."""
-        top, path = self.repo.top, os.path.abspath(patch_path)
+        top, path = self.repo.top, patch_file(patch_path)
         if run_rc(top, ["apply", "--cached", "--check", "-R", "-p1", path], index=self.path)[0] == 0:
             return "it is already applied (it reverse-applies)"
         rc, out, err = run_rc(top, ["apply", "--cached", "--check", "--3way", "-p1", path], index=self.path)
@@ -267,11 +275,13 @@ class TempIndex:
     def format_diff(self, base: str, paths: Sequence[bytes] = ()) -> bytes:
         """What `git format-patch` puts below `---` (diffstat, summary, a blank line, then the binary-safe,
         full-index patch), from commit `base` to this index; empty when nothing differs."""
-        args = ["diff-index", "--cached", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, base, *pathspec(paths)]
+        args = ["diff-index", "--cached", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, revision(base),
+                *pathspec(paths)]  # fmt: skip
         return run(self.repo.top, args, index=self.path)
 
     def start_diff_raw(self, base: str, paths: Sequence[bytes] = ()) -> Process:
-        args = ["diff-index", "--cached", "-r", "-z", "--raw", "--no-renames", "--full-index", base, *pathspec(paths)]
+        args = ["diff-index", "--cached", "-r", "-z", "--raw", "--no-renames", "--full-index", revision(base),
+                *pathspec(paths)]  # fmt: skip
         return start(self.repo.top, args, index=self.path)
 
 
@@ -286,7 +296,7 @@ def _apply(
 ) -> tuple[bool, str]:
     """Strictly apply patch files (or `data`) in order to a (temporary) index: no fuzz, recount, whitespace fixing."""
     extra = ["--3way"] if three_way else []
-    paths = [os.path.abspath(p) for p in patch_paths]
+    paths = [patch_file(p) for p in patch_paths]
     argv = ["apply", "--cached", "--whitespace=nowarn", *extra, f"-p{strip}", *paths]
     proc = start(top, argv, index=index, stdin=data is not None)
     meanwhile_run(proc, meanwhile)
@@ -359,8 +369,9 @@ def _sparse_signature(repo: Repo) -> list[object]:
     """Stat data of what decides skip-worktree bits: the sparse-checkout file and the config files."""
     places = [os.path.join(repo.git_dir, "info", "sparse-checkout"), os.path.join(repo.git_dir, "config"),
               os.path.join(repo.git_dir, "config.worktree")]  # fmt: skip
-    if repo.common_dir != repo.git_dir:
-        places.append(os.path.join(repo.common_dir, "config"))
+    common = repo.common_dir
+    if common != repo.git_dir:
+        places.append(os.path.join(common, "config"))
     signature: list[object] = []
     for place in places:
         try:
@@ -372,4 +383,5 @@ def _sparse_signature(repo: Repo) -> list[object]:
 
 
 def start_tree_diff(repo: Repo, old: str, new: str) -> Process:
-    return start(repo.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", old, new])
+    return start(repo.top, ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--full-index", revision(old),
+                            revision(new)])  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from stackmgr.git.checked import patch_file, revision
 from stackmgr.git.leftovers import drop_stale_lock
 from stackmgr.git.runner import DIFF_FLAGS, finish, run, run_rc, start
 
@@ -15,7 +16,8 @@ _BOT = {"GIT_COMMITTER_NAME": "stackmgr", "GIT_COMMITTER_EMAIL": "stackmgr@local
 
 def add_worktree(top: str, path: str, commit: str) -> None:
     """A detached worktree at `path` on `commit`, for the repository at `top`; its hooks never run."""
-    run(top, ["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--force", path, commit])
+    run(top, ["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--force", os.path.abspath(path),
+              revision(commit)])  # fmt: skip
 
 
 def remove_worktree(top: str, path: str) -> None:
@@ -56,7 +58,8 @@ class ScratchWorktree:
         return run(self.path, ["rev-parse", "HEAD"]).decode().strip()
 
     def tree_of(self, commit: str) -> str:
-        return run(self.path, ["rev-parse", "--verify", f"{commit}^{{tree}}"]).decode().strip()
+        return run(self.path, ["rev-parse", "--verify", "--end-of-options", f"{revision(commit)}^{{tree}}"]
+                   ).decode().strip()  # fmt: skip
 
     def drop_dead_locks(self) -> list[str]:
         """The `index.lock` and `HEAD.lock` a git killed with stackmgr left in this scratch worktree's own git dir:
@@ -72,13 +75,13 @@ class ScratchWorktree:
         return os.path.normpath(os.path.join(self.path, where))
 
     def reset_hard(self, commit: str) -> None:
-        run(self.path, ["reset", "-q", "--hard", commit])
+        run(self.path, ["reset", "-q", "--hard", revision(commit)])
 
     def reset_soft(self, commit: str) -> None:
-        run(self.path, ["reset", "-q", "--soft", commit])
+        run(self.path, ["reset", "-q", "--soft", revision(commit)])
 
     def head_descends_from(self, commit: str) -> bool:
-        return run_rc(self.path, ["merge-base", "--is-ancestor", commit, "HEAD"])[0] == 0
+        return run_rc(self.path, ["merge-base", "--is-ancestor", revision(commit), "HEAD"])[0] == 0
 
     def stage_tracked(self) -> str:
         """`git add -u` (tracked files as the user left them; new files count once `git add`ed), then the tree
@@ -91,8 +94,8 @@ class ScratchWorktree:
 
     def go_to(self, commit: str) -> None:
         """HEAD, index and files at `commit` (detached)."""
-        run(self.path, ["update-ref", "--no-deref", "HEAD", commit])
-        run(self.path, ["read-tree", "--reset", "-u", commit])
+        run(self.path, ["update-ref", "--no-deref", "HEAD", revision(commit)])
+        run(self.path, ["read-tree", "--reset", "-u", revision(commit)])
 
     def merge_change(self, before: str, after: str, keep_conflict: bool = False) -> str | None:
         """git's own merge (ort, renames followed, as `git rebase` carries a commit) of the change from tree
@@ -104,12 +107,13 @@ class ScratchWorktree:
         env = dict(_BOT, GIT_AUTHOR_NAME="stackmgr", GIT_AUTHOR_EMAIL="stackmgr@localhost")
 
         def commit(tree: str, *parents: str) -> str:
-            args = ["commit-tree", tree, *(a for p in parents for a in ("-p", p))]
+            args = ["commit-tree", revision(tree), *(a for p in parents for a in ("-p", revision(p)))]
             return finish(start(self.path, args, stdin=True, extra_env=env), b"carry\n")[1].decode().strip()
 
         root = commit(before)
         ours, theirs = commit(self.tree_of("HEAD"), root), commit(after, root)
-        rc, out, _ = run_rc(self.path, ["merge-tree", "--write-tree", "--no-messages", "-z", ours, theirs])
+        rc, out, _ = run_rc(self.path, ["merge-tree", "--write-tree", "--no-messages", "-z", revision(ours),
+                                        revision(theirs)])  # fmt: skip
         if rc != 0:
             if rc == 1 and keep_conflict:
                 self._leave_conflict(out)
@@ -142,21 +146,22 @@ class ScratchWorktree:
         merged: set[int] = set()
         with tempfile.TemporaryDirectory(prefix="stackmgr-merged-") as tmp:
             index = os.path.join(tmp, "index")
-            run(self.path, ["read-tree", commit], index=index)
+            run(self.path, ["read-tree", revision(commit)], index=index)
             for n in reversed(range(len(patches))):
-                args = ["apply", "--cached", "-R", "-p1", patches[n]]
+                args = ["apply", "--cached", "-R", "-p1", patch_file(patches[n])]
                 rc, _, err = run_rc(self.path, [*args[:1], "--check", "-v", *args[1:]], index=index)
                 if rc == 0 and b"(offset " not in err and run_rc(self.path, args, index=index)[0] == 0:
                     merged.add(n)
         return merged
 
     def reverse_applies(self, patch: str) -> bool:
-        return run_rc(self.path, ["apply", "--index", "--check", "-R", "-p1", patch])[0] == 0
+        return run_rc(self.path, ["apply", "--index", "--check", "-R", "-p1", patch_file(patch)])[0] == 0
 
     def apply_3way(self, patch: str) -> tuple[bool, bytes]:
         """(merged, git's stderr) of `apply --index --3way`: a 3-way merge between the patch's full blob ids first
         (git 2.32 and later), a direct application only when those blobs are missing."""
-        rc, _, err = run_rc(self.path, ["apply", "--index", "--3way", "--whitespace=nowarn", "-p1", patch])
+        rc, _, err = run_rc(self.path, ["apply", "--index", "--3way", "--whitespace=nowarn", "-p1",
+                                        patch_file(patch)])  # fmt: skip
         return rc == 0, err
 
     def has_unmerged(self) -> bool:
@@ -169,7 +174,8 @@ class ScratchWorktree:
         return bool(run(self.path, ["status", "--porcelain", "--untracked-files=no"]).strip())
 
     def stat_and_diff(self, old: str, new: str) -> bytes:
-        return run(self.path, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, old, new])
+        return run(self.path, ["diff-tree", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, revision(old),
+                               revision(new)])  # fmt: skip
 
     def patch_ids(self, old: str, new: str) -> set[str]:
         from stackmgr.git.repo import upstream_patch_ids
@@ -177,7 +183,7 @@ class ScratchWorktree:
         return upstream_patch_ids(self.path, old, new)
 
     def staged_diff(self, parent: str) -> bytes:
-        return run(self.path, ["diff", "--cached", "--no-color", "--no-ext-diff", parent])
+        return run(self.path, ["diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", revision(parent)])
 
     def run_shell(self, command: str) -> int:
         """The user's `--exec` command, run by the shell in this worktree; its output goes to stderr (stdout is
@@ -197,16 +203,16 @@ class ScratchWorktree:
         """Commit the `tree` this worktree's index holds already (its `write_tree`, right after an `apply
         --index` that kept the stat data fresh) on `parent`; HEAD is left where it is (`set_head` moves it)."""
         env = dict(_BOT, GIT_AUTHOR_NAME="stackmgr", GIT_AUTHOR_EMAIL="stackmgr@localhost")
-        proc = start(self.path, ["commit-tree", tree, "-p", parent], stdin=True, extra_env=env)
+        proc = start(self.path, ["commit-tree", revision(tree), "-p", revision(parent)], stdin=True, extra_env=env)
         return finish(proc, message.encode())[1].decode().strip()
 
     def set_head(self, commit: str) -> None:
-        run(self.path, ["update-ref", "--no-deref", "HEAD", commit])
+        run(self.path, ["update-ref", "--no-deref", "HEAD", revision(commit)])
 
     def commit(self, tree: str, parent: str, message: str) -> str:
         """Commit `tree` on `parent` as stackmgr (plumbing, no hooks) and move HEAD and the index there."""
         commit = self.commit_index(tree, parent, message)
         self.set_head(commit)
-        run(self.path, ["read-tree", commit])
+        run(self.path, ["read-tree", revision(commit)])
         run_rc(self.path, ["update-index", "-q", "--refresh"])  # stat info back, or the next `apply --index` refuses
         return commit

@@ -15,6 +15,7 @@ from stackmgr.errors import StackmgrError
 from stackmgr.incoming.descriptions import describe
 from stackmgr.incoming.names import file_name, git_header_names, header_strip
 from stackmgr.store import patchfile
+from stackmgr.store.inside import OutsideStore, is_link_inside
 
 # A message separator of an mbox: git format-patch's magic line, or a classic `From sender date` line.
 _MBOX_FROM = re.compile(rb"^From (?:[0-9a-f]{40} Mon Sep 17 00:00:00 2001|\S+ +\w{3} \w{3} [ \d]\d .*)$", re.M)
@@ -105,6 +106,9 @@ _SERIES_COMMENT = re.compile(r"(?:^|[ \t]+)#")  # quilt: a `#` after a blank (or
 def read_quilt_dir(path: str) -> QuiltDir:
     found = QuiltDir(path)
     series = os.path.join(path, "series")
+    if os.path.islink(series):  # nothing in a quilt directory is read through a link (it may be someone's)
+        found.items.append(Refused(series, "a symbolic link (not followed); give the series file itself"))
+        return found
     if not os.path.isfile(series):
         found.items.append(Refused(path, "a directory without a quilt `series` file"))
         return found
@@ -135,6 +139,8 @@ def read_quilt_dir(path: str) -> QuiltDir:
             target = os.path.join(path, words[0])
             if ".." in words[0].split("/") or words[0].startswith("/"):
                 found.items.append(Refused(where, f"{words[0]} points outside the quilt directory"))
+            elif _linked(path, words[0]):
+                found.items.append(Refused(where, f"{words[0]} is a symbolic link (not followed)"))
             elif not os.path.isfile(target):
                 found.items.append(Refused(where, f"{words[0]} is listed but missing"))
             elif os.path.getsize(target) == 0:  # quilt applies it as an empty patch: a comment keeps its place
@@ -152,6 +158,14 @@ def read_quilt_dir(path: str) -> QuiltDir:
                     " " + line[cut.start() :].lstrip() if cut else "")  # fmt: skip
     found.trailing = pending
     return found
+
+
+def _linked(directory: str, rel: str) -> bool:
+    """Whether a component of `rel` below `directory` is a symbolic link (or `rel` is no plain relative path)."""
+    try:
+        return is_link_inside(directory, rel) is not None
+    except OutsideStore:
+        return True
 
 
 def read_file(path: str, strip: int | None = None) -> list[Incoming | Refused]:

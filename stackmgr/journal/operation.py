@@ -27,7 +27,6 @@ from stackmgr.errors import DiskError, StackmgrError
 from stackmgr.journal.record import (
     ANCHOR_PREFIX,
     CURRENT,
-    OPS_DIR,
     FileChange,
     Record,
     TreeMove,
@@ -36,8 +35,10 @@ from stackmgr.journal.record import (
     op_names,
     ops_dir,
     read_record,
+    recorded_name,
     remove_current,
     stat_key,
+    store_file,
 )  # fmt: skip
 from stackmgr.journal.shared_index import keep_shared_indexes
 from stackmgr.store.fs import atomic_write, locked, read_or_none
@@ -160,11 +161,10 @@ class Operation:
 
     def files_replacing(self, paths: list[str]) -> None:
         """Before several store files are replaced or removed: keep what is there now, recorded in one write."""
-        root = os.path.realpath(self.store.root)
         new = []
         for path in paths:
-            rel = os.path.relpath(os.path.realpath(path), root)
-            if rel.startswith((".stackmgr" + os.sep + "cache", ".stackmgr" + os.sep + OPS_DIR, "..")) or rel == ".":
+            rel = recorded_name(self.store, path)
+            if rel is None:
                 continue
             record = self.begin()
             if any(f.path == rel for f in record.files) or rel in new:
@@ -192,8 +192,7 @@ class Operation:
     def files_replaced(self, paths: list[str]) -> None:
         if self.record is None:
             return
-        root = os.path.realpath(self.store.root)
-        wanted = {os.path.relpath(os.path.realpath(p), root): p for p in paths}
+        wanted = {recorded_name(self.store, p): p for p in paths}
         changed = False
         for f in self.record.files:
             if f.path in wanted and f.after == "?":
@@ -265,7 +264,7 @@ class Operation:
         if record is None:
             return
         for f in record.files:
-            f.after = stat_key(os.path.join(self.store.root, f.path))
+            f.after = stat_key(store_file(self.store, f.path))
         try:
             if record.trees:  # (rollback.py is not imported by a save: it costs several ms of start-up)
                 from stackmgr.journal.rollback import anchor_moves
@@ -295,7 +294,7 @@ def _untouched(store: Store, directory: str, change: FileChange) -> bool:
     """A store file the operation was about to replace, still as it was (never renamed over), with no temp file."""
     if change.after != "?":
         return False
-    path = os.path.join(store.root, change.path)
+    path = store_file(store, change.path)
     folder, base = os.path.split(path)
     try:
         if any(n.startswith(f".{base}.") and n.endswith(".tmp") for n in os.listdir(folder)):

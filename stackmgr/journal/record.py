@@ -13,6 +13,7 @@ FORMAT = "stackmgr-op 1"
 OPS_DIR = "ops"  # .stackmgr/ops/: one directory per operation
 CURRENT = "CURRENT"  # .stackmgr/ops/CURRENT: names the operation in progress
 ANCHOR_PREFIX = "refs/stackmgr/ops/"  # refs/stackmgr/ops/<op id>/<tree>/{before,after,head-before}
+STATE = "@state/"  # a recorded file of the store's state directory (applied.json), wherever that directory is
 
 
 def _esc(value: str) -> str:
@@ -28,7 +29,7 @@ class FileChange:
     of what the operation left (inode, size, mtime) so `undo` can tell whether anyone changed it since."""
 
     def __init__(self, path: str, existed: bool, after: str = "-") -> None:
-        self.path = path  # relative to the store root
+        self.path = path  # relative to the store root, or `@state/NAME` in its state directory
         self.existed = existed
         self.after = after  # "ino:size:mtime_ns", "-" when the operation left no file, "?" before the rename
 
@@ -91,7 +92,7 @@ class Record:
             kind, _, rest = line.partition("\t")
             parts = rest.split("\t")
             if kind == "file":
-                rec.files.append(FileChange(_unesc(parts[2]), parts[0] == "1", parts[1]))
+                rec.files.append(FileChange(_recorded_path(_unesc(parts[2])), parts[0] == "1", parts[1]))
             elif kind == "tree":
                 rec.trees.append(TreeMove(**{k: _unesc(v) for k, v in zip(TreeMove.FIELDS, parts, strict=True)}))
             elif kind == "note":
@@ -99,6 +100,40 @@ class Record:
             elif kind == "failed":
                 rec.failed_after = (int(parts[0]), _unesc(parts[1]))
         return rec
+
+
+def _recorded_path(rel: str) -> str:
+    """A file path of a record: relative, no `..`, no NUL, never into `.git` (a record written by stackmgr
+    never names anything else; one that does was not, and is refused whole)."""
+    inner = rel[len(STATE):] if rel.startswith(STATE) else rel
+    parts = inner.split("/")
+    if (not inner or inner.startswith("/") or "\0" in inner or "\\" in inner or ".." in parts
+            or any(p.lower() == ".git" for p in parts)):  # fmt: skip
+        raise ValueError("a record naming a file outside the store")
+    return rel
+
+
+def store_file(store: Store, rel: str) -> str:
+    """The path of a recorded store file."""
+    if rel.startswith(STATE):
+        return os.path.join(store.state_dir, rel[len(STATE):])
+    return os.path.join(store.root, rel)
+
+
+def recorded_name(store: Store, path: str) -> str | None:
+    """How a store file about to be replaced is named in a record; None for files never recorded (caches, the
+    journal itself) and for anything outside the store."""
+    real = os.path.realpath(path)
+    state = os.path.realpath(store.state_dir)
+    if real.startswith(state + os.sep):
+        inner = os.path.relpath(real, state)
+        if inner.split(os.sep, 1)[0] in ("cache", OPS_DIR):
+            return None
+        return STATE + inner.replace(os.sep, "/")
+    rel = os.path.relpath(real, os.path.realpath(store.root))
+    if rel == "." or rel.split(os.sep, 1)[0] in ("..", ".git", ".stackmgr"):
+        return None
+    return rel.replace(os.sep, "/")
 
 
 # -- the ops directory --------------------------------------------------------------------------------------
@@ -119,7 +154,13 @@ def op_names(store: Store) -> list[str]:
         names = os.listdir(ops_dir(store))
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(n for n in names if len(n) == 26 and n[13] == "-" and n[:13].isdigit())
+    return sorted(n for n in names if _op_name(n))
+
+
+def _op_name(name: str) -> bool:
+    """`<13-digit ms time>-<12 hex>`, as `operation` names its directories."""
+    return (len(name) == 26 and name[13] == "-" and name[:13].isascii() and name[:13].isdigit()
+            and all(c in "0123456789abcdef" for c in name[14:]))
 
 
 def newest_done(store: Store) -> Record | None:
@@ -139,9 +180,10 @@ def interrupted_name(store: Store) -> str | None:
     the caller holding the store lock knows its writer is gone)."""
     try:
         with open(os.path.join(ops_dir(store), CURRENT), "rb") as f:
-            return f.read().decode().strip() or None
+            name = f.read(256).decode().strip()
     except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
         return None
+    return name if _op_name(name) else None  # never a path: `../..` would steer a rollback elsewhere
 
 
 def stat_key(path: str) -> str:

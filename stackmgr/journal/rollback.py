@@ -29,6 +29,7 @@ from stackmgr.journal.record import (
     read_record,
     remove_current,
     stat_key,
+    store_file,
 )  # fmt: skip
 from stackmgr.journal.shared_index import shared_indexes_back
 from stackmgr.safety import tree_move
@@ -42,6 +43,17 @@ from stackmgr.types import TreeId, show_path
 
 class LeftAsIs(StackmgrError):
     """Something written after the operation stands where the rollback would go: it is not overwritten."""
+
+
+def _registered_here(store: Store, move: TreeMove, after_only: bool) -> None:
+    """A record moves only a tree this machine registered, at the path registered for it: the journal is local
+    state, but a record that names another directory was not written by this stackmgr (docs/SECURITY.md)."""
+    tree = store.trees.get(move.tree)
+    if tree is None or os.path.realpath(tree.path) != os.path.realpath(move.path):
+        where = "is not registered here" if tree is None else f"is at {tree.path} here"
+        raise (StackmgrError if after_only else LeftAsIs)(
+            f"the operation record moved tree {move.tree} at {show_path(os.fsencode(move.path))}, which {where}",
+            "nothing of that tree was put back")  # fmt: skip
 
 
 def roll_back(store: Store, record: Record, directory: str) -> list[str]:
@@ -61,9 +73,9 @@ def roll_back(store: Store, record: Record, directory: str) -> list[str]:
                                f"{ANCHOR_PREFIX}{record.id}/{move.tree}/before")  # fmt: skip
             notes.append(record.left[-1])
     for change in reversed(record.files):
-        current = stat_key(os.path.join(store.root, change.path))
+        current = stat_key(store_file(store, change.path))
         backup = os.path.join(directory, "files", change.path)
-        untouched = current == "-" if not change.existed else _same_file(os.path.join(store.root, change.path), backup)
+        untouched = current == "-" if not change.existed else _same_file(store_file(store, change.path), backup)
         if change.after not in ("?", current) and not untouched:
             notes.append(f"{change.path} changed after `{record.command}`: left as it is; the version before is "
                          f"{backup if change.existed else 'no file'}")  # fmt: skip
@@ -133,14 +145,15 @@ def recover_interrupted(store: Store) -> Record | None:
 
 
 def file_back(store: Store, rel: str, existed: bool, directory: str) -> None:
-    path = os.path.join(store.root, rel)
+    path = store_file(store, rel)
+    store.refuse_links_on_the_way(os.path.dirname(path))  # before anything is read, written or removed
     _drop_temp_files(path)
     if existed:
         data = read_or_none(os.path.join(directory, "files", rel))
         if data is None:
             raise StackmgrError(f"the saved copy of {rel} is missing from {directory}")
         if read_or_none(path) != data:
-            os.makedirs(os.path.dirname(path), exist_ok=True)  # a removed file's folder may have gone with it
+            store.makedirs(os.path.dirname(path))  # a removed file's folder may have gone with it
             if store.journal is not None or not _link_back(os.path.join(directory, "files", rel), path):
                 store.write_file(path, data)
     elif os.path.lexists(path):
@@ -196,6 +209,7 @@ def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, a
     (LeftAsIs): the user can still save it, and the old state is anchored; unless git's switch was under way
     (`moving`): a path holding neither version may then be a file git was writing when it was killed, so the tree
     as it stands is kept in a recovery snapshot and every touched path is rebuilt from the state before."""
+    _registered_here(store, move, after_only)
     repo = open_repo(move.path)
     drop_own_lock(repo, move.lock)
     drop_dead_locks(repo)

@@ -15,6 +15,7 @@ import os
 from stackmgr.errors import StackmgrError
 from stackmgr.git import scratch
 from stackmgr.git.repo import open_repo
+from stackmgr.store.fs import read_or_none
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,10 +66,11 @@ def _job(store: Store, name: str) -> tuple[str, Job] | None:
 
     path = os.path.join(store.patches_dir, name)
     try:
-        if os.path.getsize(path) > scratch.PART:
+        if os.stat(path).st_size > scratch.PART:
             return None
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_or_none(path)  # never through a symbolic link
+        if data is None:
+            return None
         header = patchfile.parse_header(data, name)
         images = patchfile.post_images(patchfile.diff_part(data), name)
     except (OSError, StackmgrError, ValueError, IndexError):

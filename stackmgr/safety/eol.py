@@ -28,8 +28,9 @@ class AutoCrlf:
         files = [os.path.join(repo.git_dir, "config"), os.path.join(repo.git_dir, "config.worktree"),
                  os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"), "/etc/gitconfig",
                  os.environ.get("GIT_CONFIG_GLOBAL", ""), os.environ.get("GIT_CONFIG_SYSTEM", "")]  # fmt: skip
-        if repo.common_dir != repo.git_dir:  # a linked worktree: the shared config lives in the main repository
-            files.append(os.path.join(repo.common_dir, "config"))
+        common = repo.common_dir
+        if common != repo.git_dir:  # a linked worktree: the shared config lives in the main repository
+            files.append(os.path.join(common, "config"))
         env = ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")
         sig: list[object] = [os.environ.get(k) for k in env]  # (files named by include.path are not followed)
         given = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")  # config given by environment (GIT_CONFIG_COUNT)

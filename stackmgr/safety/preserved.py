@@ -19,8 +19,8 @@ from stackmgr.git.repo import Repo, open_repo
 from stackmgr.safety import shards
 from stackmgr.safety.assessment import Assessment, conflicted_patches, file_name, owners, shown_name
 from stackmgr.safety.residue import count_residue
-from stackmgr.store.fs import read_cache, sha256_hex, write_cache
-from stackmgr.store.names import VERSIONS, valid_name
+from stackmgr.store.fs import read_cache, read_or_none, sha256_hex, write_cache
+from stackmgr.store.names import VERSIONS, refuse_linked_dirs, valid_name
 from stackmgr.types import GITLINK_MODE, show_path
 
 TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
@@ -53,6 +53,8 @@ class PatchIndex:
 
     @classmethod
     def load(cls, store: Store) -> PatchIndex:
+        """The index; a symbolic link where the store keeps its patches (`patches -> ~/.ssh`) is refused first."""
+        refuse_linked_dirs(store.root, ("patches", f"patches/{VERSIONS}"))
         idx = cls(store)
         data = read_cache(idx.path)
         if isinstance(data, dict) and data.get("version") == CACHE_VERSION:
@@ -84,7 +86,7 @@ class PatchIndex:
             del self.records[gone]
             self.dirty = True
         sigs = {n: self._signature(n) for n in sorted(names)}  # one stat per file, taken before any read
-        stale = [n for n, sig in sigs.items() if self._needs_look(n, sig)]
+        stale = [n for n, sig in sigs.items() if sig is not None and self._needs_look(n, sig)]
         if len(stale) >= 8:  # many new or changed patches (a first look, a pull): verified in batches first
             from stackmgr.safety.batch_verify import prefetch
 
@@ -114,8 +116,9 @@ class PatchIndex:
         rec = self.records.get(filename)
         if rec is not None and rec["sig"] == sig and not (retry and rec.get("retry")):
             return rec
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_or_none(path)  # never through a link out of patches/ (one made since `_signature` looked)
+        if data is None:
+            return None
         digest = sha256_hex(data)
         if rec is None or rec["sha256"] != digest or rec.get("retry"):
             rec = self._parse(filename, data, digest)
@@ -137,7 +140,7 @@ class PatchIndex:
             st = os.lstat(path)
             if S_ISLNK(st.st_mode) and "/" in filename:  # kept versions are written by stackmgr: never links
                 st = None
-            elif S_ISLNK(st.st_mode):  # a patch is in the store only if its link stays inside patches/
+            elif S_ISLNK(st.st_mode):  # a link is a patch only as an alias of one beside it in patches/
                 real, real_dir = os.path.realpath(path), os.path.realpath(self.patches_dir)
                 st = os.stat(path) if os.path.dirname(real) == real_dir else None
         except OSError:
@@ -156,10 +159,10 @@ class PatchIndex:
         if rec is not None and rec["sig"] == sig:
             return str(rec["sha256"]), rec
         try:
-            with open(os.path.join(self.store.patches_dir, filename), "rb") as f:
-                return sha256_hex(f.read()), None
-        except OSError:
+            data = read_or_none(os.path.join(self.store.patches_dir, filename))
+        except (OSError, StackmgrError):
             return None, None
+        return (sha256_hex(data), None) if data is not None else (None, None)
 
     def record_saved(self, filename: str, data: bytes, changes: list[Change], repo: Repo) -> None:
         """Record a just-written, verified patch from what save already knows (no re-read, no git); `repo` is the

@@ -28,12 +28,15 @@ def held(store: Store, snap: Snapshot, residue: str, residue_tree: str) -> dict[
 
     rel = residue  # artifacts/sha256/<2 hex>/<62 hex>: named by the sha256 of its bytes
     named = os.path.basename(os.path.dirname(rel)) + os.path.basename(rel)
-    try:
-        with open(os.path.join(store.root, rel), "rb") as f:
-            data = f.read()
-    except OSError:
+    if not rel.startswith("artifacts/sha256/") or ".." in rel.split("/"):
         return None
-    if not rel.startswith("artifacts/") or ".." in rel.split("/") or sha256_hex(data) != named:
+    from stackmgr.store.inside import read_inside
+
+    try:
+        data = read_inside(store.root, rel)  # no symlink, no special file: only what artifacts/ keeps
+    except (OSError, StackmgrError):
+        return None
+    if sha256_hex(data) != named:
         return None
     try:
         paths = [im.path for im in post_images(data, rel)]

@@ -6,6 +6,7 @@ import os
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.store.fs import atomic_write, atomic_write_all, publish, read_cache, write_cache
+from stackmgr.store.local_state import local_config_tracked, move_legacy_state, state_dir_for
 from stackmgr.store.names import check_name
 
 TYPE_CHECKING = False
@@ -18,6 +19,7 @@ PYPROJECT = "pyproject.toml"
 DEFAULT_MAX_UNTRACKED = 50 * 1024 * 1024
 DEFAULT_HEADLINE = "output_throughput"  # `vllm bench serve`'s; request_throughput hides what a serving change moves
 STORE_GITIGNORE = b".stackmgr/\nstackmgr.local.toml\n"
+CONFIG_LIMIT = 16 << 20  # a config is a few lines: one bigger was not written by a person (docs/FORMATS.md#limits)
 Table = dict[str, object]
 
 
@@ -39,28 +41,53 @@ class Store:
         config_path: str,
         trees: dict[str, TreeConfig],
         max_untracked_bytes: int = DEFAULT_MAX_UNTRACKED,
+        state_dir: str | None = None,
     ) -> None:
         self.root = root
+        # local state (journal, lock, applied series, caches): where a pull cannot write it (store/local_state.py)
+        self.state_dir = state_dir or os.path.join(root, ".stackmgr")
         self.config_path = config_path
         self.trees = trees
         self.max_untracked_bytes = max_untracked_bytes
         self.journal: Operation | None = None  # the operation recording this store's changes (journal.operation)
         self.unplaced: list[str] = []  # trees the shared config names with no path on this machine
+        self.suggested: dict[str, str] = {}  # unplaced tree -> the shared config's default path, not accepted here
         self.local_paths: dict[str, str] = {}  # what stackmgr.local.toml says, as written there
         self.evidence: object = {}  # the config's [evidence] table, read by `headline()` (not on check's path)
         self.run: object = {}  # the config's [run] table (env, metrics): read by `stackmgr run`
+        self.local_run: object = {}  # this machine's [run] table (stackmgr.local.toml): trusted, unlike `run`
 
     def write_file(self, path: str, data: bytes, *, durable: bool = True) -> None:
         """Replace a file of the store atomically, recorded by the operation in progress."""
-        atomic_write(path, data, durable=durable, journal=self.journal)
+        atomic_write(path, data, durable=durable, journal=self.journal, root=self._untrusted(path))
 
     def write_files(self, files: list[tuple[str, bytes]]) -> None:
         """`write_file` of several files, recorded by the operation in progress in one go."""
-        atomic_write_all(files, journal=self.journal)
+        atomic_write_all(files, journal=self.journal, root=self._untrusted(*(p for p, _ in files)))
 
     def publish(self, tmp: str, path: str) -> None:
         """Rename a written temp file over a file of the store, recorded by the operation in progress."""
-        publish(tmp, path, journal=self.journal)
+        publish(tmp, path, journal=self.journal, root=self._untrusted(path))
+
+    def makedirs(self, directory: str) -> None:
+        """`os.makedirs` of a directory of the store, refused (before anything is created) when a directory on
+        the way is a symlink a pull put there: `artifacts -> ~` must not make `~/sha256/`."""
+        self.refuse_links_on_the_way(directory)
+        os.makedirs(directory, exist_ok=True)
+
+    def refuse_links_on_the_way(self, directory: str) -> None:
+        """Refuse, in one line, a symlink among the existing directories from the store's root to `directory`."""
+        root = self._untrusted(directory + os.sep)
+        if root is not None:
+            from stackmgr.store.fs import refuse_links_below
+
+            refuse_links_below(root, directory)
+
+    def _untrusted(self, *paths: str) -> str | None:
+        """The store's root, below which no directory on the way to a written file may be a symlink a pull put
+        there; None when every path is in the state directory (this machine's own, docs/SECURITY.md)."""
+        state = self.state_dir + os.sep
+        return None if all(p.startswith(state) for p in paths) else self.root
 
     @property
     def patches_dir(self) -> str:
@@ -75,10 +102,6 @@ class Store:
         return os.path.join(self.root, "links")
 
     @property
-    def state_dir(self) -> str:
-        return os.path.join(self.root, ".stackmgr")
-
-    @property
     def lock_path(self) -> str:
         return os.path.join(self.state_dir, "lock")
 
@@ -88,6 +111,11 @@ class Store:
 
     def tree(self, name: str) -> TreeConfig:
         if name in self.unplaced:
+            if name in self.suggested:
+                raise UsageProblem(f"tree {name} has no path on this machine (the shared config suggests "
+                                   f"{_shown(self.suggested[name])}, a path nobody here has accepted)",
+                                   f"`stackmgr tree set {name} PATH` with your checkout, or `stackmgr tree set "
+                                   f"{name}` to accept that one")  # fmt: skip
             raise UsageProblem(f"tree {name} has no path on this machine",
                                f"say where your checkout is: `stackmgr tree set {name} PATH`")  # fmt: skip
         if name not in self.trees:
@@ -108,32 +136,41 @@ class Store:
 def _parse(path: str, data: bytes) -> Table:
     import tomllib
 
+    from stackmgr.store.bounded import load_toml  # nesting bounded: a pulled config is untrusted input
+
     if b"<<<<<<<" in data:
         from stackmgr.store.conflicts import refuse_conflicted
 
         refuse_conflicted(data, os.path.basename(path))  # a config sits at the store's top: named as in `lint`
     try:
-        return tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise StackmgrError(f"{path}: not valid TOML ({exc})", "fix the file by hand") from None
+        return load_toml(data, path)
+    except (tomllib.TOMLDecodeError, ValueError) as exc:  # ValueError: an integer of over 4,300 digits
+        raise StackmgrError(f"{path}: not valid TOML ({str(exc)[:200]})", "fix the file by hand") from None
 
 
-def _stackmgr_table(path: str, cache_name: str = "config.marshal") -> Table | None:
+def _stackmgr_table(path: str, cache_name: str = "config.marshal", state_dir: str | None = None) -> Table | None:
     """The stackmgr settings in `path` (a stackmgr.toml, or a pyproject.toml's [tool.stackmgr]); None if none.
 
-    Parsed tables are cached in .stackmgr/cache/ keyed by the file's stat data, so `check` skips tomllib.
+    Parsed tables are cached in the store's state directory keyed by the file's stat data, so `check` skips
+    tomllib.
     """
     try:
-        st = os.stat(path)
+        st = os.lstat(path)  # a symlink is refused below, never followed out of the store
     except OSError:
         return None
-    key = [path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-    cache = os.path.join(os.path.dirname(path), ".stackmgr", "cache", cache_name)
+    key = [path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode]
+    cache = os.path.join(state_dir or state_dir_for(os.path.dirname(path))[0], "cache", cache_name)
     cached = read_cache(cache)
     if isinstance(cached, list) and len(cached) == 2 and cached[0] == key:
         return cached[1]  # type: ignore[no-any-return]
-    with open(path, "rb") as f:
-        data = f.read()
+    from stackmgr.store.inside import read_inside
+
+    try:
+        data = read_inside(os.path.dirname(path), os.path.basename(path), CONFIG_LIMIT)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StackmgrError(f"cannot read {path}: {exc.strerror}") from None
     if path.endswith(PYPROJECT):
         tool = _parse(path, data).get("tool", {}) if b"[tool.stackmgr" in data else {}
         table = tool.get("stackmgr") if isinstance(tool, dict) else None
@@ -179,24 +216,37 @@ def load_store(root: str) -> Store:
     config_path = _config_path(root)
     if config_path is None:
         raise UsageProblem(f"{root} is not a stackmgr store", f"create one with `stackmgr init {root}`")
-    table = _stackmgr_table(config_path) or {}
+    state_dir, in_git = state_dir_for(root)
+    if in_git and not os.path.isdir(state_dir):
+        move_legacy_state(root, state_dir)
+    table = _stackmgr_table(config_path, state_dir=state_dir) or {}
     local_file = os.path.join(root, LOCAL_FILE)
-    local = _stackmgr_table(local_file, "local-config.marshal") or {}
+    if in_git and local_config_tracked(root, state_dir):
+        raise StackmgrError(f"{local_file} is tracked by the store's git repository, so a pull can write it: its "
+                            "tree paths are not this machine's",
+                            f"check the paths in it, then `git rm --cached {LOCAL_FILE}` and commit")  # fmt: skip
+    local = _stackmgr_table(local_file, "local-config.marshal", state_dir) or {}
     shared, mine = _tree_table(config_path, table.get("trees", {})), _tree_table(local_file, local.get("trees", {}))
     trees, unplaced = {}, []
+    suggested: dict[str, str] = {}
     for name in sorted(shared):  # a path here for a tree the shared config no longer names is stale: ignored
-        path = mine.get(name) or shared.get(name)
+        path = mine.get(name)  # never the shared default alone: a pull could point it at ~ (docs/SECURITY.md)
         if path is None:
             unplaced.append(name)
+            default = shared.get(name)
+            if default is not None:
+                suggested[name] = default
         else:
             results = _results(config_path, table.get("trees", {}), name) + _results(
                 local_file, local.get("trees", {}), name)  # fmt: skip
             trees[name] = TreeConfig(name, os.path.normpath(os.path.join(root, os.path.expanduser(path))),
                                      tuple(dict.fromkeys(results)))  # fmt: skip
-    store = Store(root, config_path, trees, _limit(config_path, table))
+    store = Store(root, config_path, trees, _limit(config_path, table), state_dir)
     store.unplaced = unplaced
+    store.suggested = suggested
     store.evidence = table.get("evidence", {})
     store.run = table.get("run", {})
+    store.local_run = local.get("run", {})
     store.local_paths = {name: path for name, path in mine.items() if path is not None and name in shared}
     return store
 
@@ -272,28 +322,40 @@ def init_store(directory: str) -> tuple[str, bool]:
         raise StackmgrError(f"{root} exists and is not a directory", "pick another path")
     already = _config_path(root) is not None
     try:
-        for sub in ("patches", "series", "links", ".stackmgr"):
+        for sub in ("patches", "series", "links"):
             os.makedirs(os.path.join(root, sub), exist_ok=True)
+        os.makedirs(state_dir_for(root)[0], exist_ok=True)
     except OSError as exc:
         raise StackmgrError(f"cannot create the store in {root}: {exc.strerror}", "check the permissions") from None
     if not already:
         atomic_write(os.path.join(root, CONFIG_FILE), b"# stackmgr store: register trees with `stackmgr tree add`\n")
     gitignore = os.path.join(root, ".gitignore")
-    existing = b""
-    if os.path.exists(gitignore):
-        with open(gitignore, "rb") as f:
-            existing = f.read()
+    existing = read_gitignore(root)
     missing = [line for line in STORE_GITIGNORE.splitlines() if line not in existing.splitlines()]
     if missing:
         atomic_write(
             gitignore,
             existing + (b"\n" if existing and not existing.endswith(b"\n") else b"")
             + b"".join(m + b"\n" for m in missing),
+            root=root,
         )
     return root, not already
 
 
-def _toml_string(value: str) -> str:
+def read_gitignore(root: str) -> bytes:
+    """The store's `.gitignore` (b"" when there is none), never read through a symlink: a pulled
+    `.gitignore -> ~/.ssh/id_rsa` would otherwise be copied into the store and pushed."""
+    from stackmgr.store.inside import read_inside
+
+    try:
+        return read_inside(root, ".gitignore", CONFIG_LIMIT)
+    except FileNotFoundError:
+        return b""
+    except OSError as exc:
+        raise StackmgrError(f"cannot read {os.path.join(root, '.gitignore')}: {exc.strerror}") from None
+
+
+def toml_string(value: str) -> str:
     out = ['"']
     for ch in value:
         if ch in '"\\':
@@ -306,86 +368,14 @@ def _toml_string(value: str) -> str:
     return "".join(out)
 
 
-def add_tree(store: Store, name: str, path: str) -> Store:
-    """Register tree NAME at `path` on this machine: its name in the shared config (appended when new, with no
-    path: each machine has its own), its path in stackmgr.local.toml. A tree the shared config names already
-    (a teammate's) only gets its path here; one with a path here already is refused."""
-    check_name("tree", name)
-    if name in store.local_paths:
-        raise UsageProblem(f"tree '{name}' is already registered here ({store.trees[name].path})",
-                           f"`stackmgr tree set {name} PATH` moves it, or pick another name")  # fmt: skip
-    if not store.knows(name):
-        with open(store.config_path, "rb") as f:
-            data = f.read()
-        if data and not data.endswith(b"\n"):
-            data += b"\n"
-        data += f"\n[{tree_key(store, name)}]\n".encode()
-        _parse(store.config_path, data)  # never write a config that no longer parses
-        store.write_file(store.config_path, data)
-    return _write_local(store, {**store.local_paths, name: path})
-
-
-def set_tree_path(store: Store, name: str, path: str) -> Store:
-    """Where tree NAME lives on this machine (stackmgr.local.toml)."""
-    if not store.knows(name):
-        store.tree(name)  # the usual "unknown tree" refusal
-    return _write_local(store, {**store.local_paths, name: path})
-
-
-def remove_tree(store: Store, name: str) -> Store:
-    """Forget tree NAME: its table in the shared config and its path here."""
-    if not store.knows(name):
-        store.tree(name)
-    with open(store.config_path, "rb") as f:
-        lines = f.read().split(b"\n")
-    header = f"[{tree_key(store, name)}]".encode()
-    kept, skipping = [], False
-    for line in lines:
-        if line.strip().startswith(b"["):
-            skipping = line.strip().split(b"#", 1)[0].strip() == header
-        if not skipping:
-            kept.append(line)
-    data = b"\n".join(kept)
-    table: object = _parse(store.config_path, data)
-    for key in (["tool", "stackmgr"] if store.config_path.endswith(PYPROJECT) else []) + ["trees"]:
-        table = table.get(key, {}) if isinstance(table, dict) else {}
-    if isinstance(table, dict) and name in table:
-        raise StackmgrError(f"{store.config_path}: tree {name}'s table is not one `tree rm` can find",
-                            "remove it by hand")  # fmt: skip
-    if data != b"\n".join(lines):
-        store.write_file(store.config_path, data)
-    return _write_local(store, {n: p for n, p in store.local_paths.items() if n != name})
-
-
 def tree_key(store: Store, name: str) -> str:
     """The TOML table of tree `name` in the store's shared config (`trees.NAME`, quoted where it must be)."""
     import re
 
     prefix = "tool.stackmgr.trees" if store.config_path.endswith(PYPROJECT) else "trees"
-    return f"{prefix}.{name if re.fullmatch(r'[A-Za-z0-9_-]+', name) else _toml_string(name)}"
+    return f"{prefix}.{name if re.fullmatch(r'[A-Za-z0-9_-]+', name) else toml_string(name)}"
 
 
-def _write_local(store: Store, paths: dict[str, str]) -> Store:
-    """stackmgr.local.toml with these paths (it is stackmgr's own file: written whole), and the store's
-    .gitignore listing it, so it is never shared."""
-    out = ["# Where each tree of this store lives on this machine; never shared (git-ignored).",
-           "# Change with `stackmgr tree set NAME PATH`."]  # fmt: skip
-    for name in sorted(paths):
-        out += ["", f"[trees.{_toml_string(name)}]", f"path = {_toml_string(paths[name])}"]
-    data = ("\n".join(out) + "\n").encode()
-    _parse(store.local_path, data)
-    store.write_file(store.local_path, data)
-    _ignore_local(store)
-    return load_store(store.root)
-
-
-def _ignore_local(store: Store) -> None:
-    gitignore = os.path.join(store.root, ".gitignore")
-    try:
-        with open(gitignore, "rb") as f:
-            existing = f.read()
-    except FileNotFoundError:
-        existing = b""
-    if LOCAL_FILE.encode() not in existing.splitlines():
-        store.write_file(gitignore, existing + (b"\n" if existing and not existing.endswith(b"\n") else b"")
-                         + LOCAL_FILE.encode() + b"\n")  # fmt: skip
+def _shown(text: str) -> str:
+    """A path from the shared config, safe to print (it came by git)."""
+    return text.encode("unicode_escape").decode("ascii")[:200]

@@ -53,11 +53,13 @@ def conflicted_files(root: str) -> list[tuple[str, list[tuple[int, int]]]]:
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             candidates += [os.path.relpath(os.path.join(dirpath, f), root) for f in sorted(filenames)
                            if f.endswith(suffix) and not f.startswith(".")]  # fmt: skip
+    from stackmgr.errors import StackmgrError
+    from stackmgr.store.inside import read_inside
+
     for rel in candidates:
         try:
-            with open(os.path.join(root, rel), "rb") as f:
-                data = f.read()
-        except OSError:
+            data = read_inside(root, rel, 64 << 20)  # no symlink followed, no FIFO or device read
+        except (OSError, StackmgrError):
             continue
         blocks = conflict_lines(data)
         if blocks:

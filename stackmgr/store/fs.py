@@ -12,6 +12,7 @@ import marshal
 import os
 import sys
 import time
+from stat import S_ISLNK, S_ISREG
 
 from stackmgr.errors import StackmgrError, disk_error, is_disk_errno
 
@@ -40,17 +41,19 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def atomic_write(
-    path: str, data: bytes, mode: int = 0o644, *, durable: bool = True, journal: Journal | None = None
-) -> None:
+def atomic_write(path: str, data: bytes, mode: int = 0o644, *, durable: bool = True, journal: Journal | None = None,
+                 root: str | None = None) -> None:  # fmt: skip
     """Replace `path` with `data`: temp file in the same directory, fsync, rename, fsync the directory. Without
     `durable` no fsync: still all-or-nothing for readers and for a killed process, not across a power cut.
-    A `journal` records the replacement (the old file kept first)."""
-    publish(write_temp(path, data, mode, durable=durable), path, durable=durable, journal=journal)
+    A `journal` records the replacement (the old file kept first). `root`: see `refuse_links_below`."""
+    tmp = write_temp(path, data, mode, durable=durable, root=root)
+    publish(tmp, path, durable=durable, journal=journal, root=root)
 
 
-def write_temp(path: str, data: bytes, mode: int = 0o644, *, durable: bool = True) -> str:
+def write_temp(path: str, data: bytes, mode: int = 0o644, *, durable: bool = True, root: str | None = None) -> str:
     """Write `data`, synced, to a new temp file beside `path` (to be published or removed by the caller)."""
+    if root is not None:
+        refuse_links_below(root, os.path.dirname(os.path.abspath(path)))
     return write_temp_from(path, (data,), mode, durable=durable)
 
 
@@ -88,9 +91,13 @@ def _create_exclusive(directory: str, prefix: str) -> tuple[int, str]:
     raise StackmgrError(f"cannot create a temporary file in {directory}", "remove stale *.tmp files there")
 
 
-def publish(tmp: str, path: str, *, durable: bool = True, journal: Journal | None = None) -> None:
-    """Rename a synced temp file over `path` and sync the directory, so the new name survives a crash."""
+def publish(tmp: str, path: str, *, durable: bool = True, journal: Journal | None = None,
+            root: str | None = None) -> None:  # fmt: skip
+    """Rename a synced temp file over `path` and sync the directory, so the new name survives a crash. (A
+    symbolic link at `path` itself is replaced, never followed; `root`: as for `atomic_write`.)"""
     directory = os.path.dirname(os.path.abspath(path))
+    if root is not None:
+        refuse_links_below(root, directory, discarding=tmp)
     if journal is not None:
         try:
             journal.file_replacing(path)
@@ -116,10 +123,14 @@ def _sync_dir(directory: str, path: str) -> None:
         raise _write_error(directory, exc, path) from None
 
 
-def atomic_write_all(files: list[tuple[str, bytes]], *, journal: Journal | None = None) -> None:
+def atomic_write_all(files: list[tuple[str, bytes]], *, journal: Journal | None = None,
+                     root: str | None = None) -> None:  # fmt: skip
     """`atomic_write` of several files, each synced; the journal told once before the first rename (so a kill
     at any point is rolled back) and once after the last, each directory synced once. Each temp file is renamed
     as soon as it is written: a kill leaves at most one behind, as `atomic_write` does."""
+    if root is not None:
+        for directory in sorted({os.path.dirname(os.path.abspath(path)) for path, _ in files}):
+            refuse_links_below(root, directory)
     if journal is not None:
         journal.files_replacing([path for path, _ in files])
     for path, data in files:
@@ -133,6 +144,31 @@ def atomic_write_all(files: list[tuple[str, bytes]], *, journal: Journal | None 
         _sync_dir(directory, directory)
     if journal is not None:
         journal.files_replaced([path for path, _ in files])
+
+
+class LinkInStore(StackmgrError):
+    """A symbolic link where the store keeps a directory or a file of its own (exit 3): never followed."""
+
+
+def refuse_links_below(root: str, directory: str, discarding: str = "") -> None:
+    """Refuse (removing the temp file `discarding`), in one line naming it, a symbolic link among the components
+    of `directory` below the store's `root` (which is the user's choice), or a `directory` outside `root`."""
+    rel = os.path.relpath(os.path.abspath(directory), os.path.abspath(root))
+    parts = [] if rel == os.curdir else rel.split(os.sep)
+    place = root
+    for n, part in enumerate(parts):
+        place = os.path.join(place, part)
+        try:
+            linked = part == os.pardir or S_ISLNK(os.lstat(place).st_mode)
+        except FileNotFoundError:
+            return  # not there yet: the write fails, or a makedirs below a checked parent made it
+        if linked:
+            if discarding:
+                discard(discarding)
+            shown = "/".join(parts[: n + 1]).encode("unicode_escape").decode("ascii")[:120]
+            what = "leaves the store" if part == os.pardir else "in the store is a symbolic link"
+            raise LinkInStore(f"{shown} {what}; stackmgr does not write through it",
+                              f"make it a directory again (`git log -- {shown}` in the store says who linked it)")
 
 
 def discard(path: str) -> None:
@@ -319,12 +355,34 @@ def sha256_hex(data: bytes) -> str:
 
 
 def read_or_none(path: str) -> bytes | None:
-    """The bytes of a file, or None when it does not exist."""
+    """The bytes of a file, or None when it does not exist. A symbolic link is read only as an alias of a file
+    beside it (not `fix.patch -> ~/.ssh/id_rsa`); it and anything but a regular file are refused in one line."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, flags)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        real = os.path.realpath(path)
+        if os.path.dirname(real) != os.path.realpath(os.path.dirname(path) or "."):
+            raise LinkInStore(f"{path} is a symbolic link out of its directory; stackmgr does not follow it",
+                              "replace it with the file itself (or remove it)") from None  # fmt: skip
+        try:
+            fd = os.open(real, flags)
+        except FileNotFoundError:
+            return None
+    try:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            raise StackmgrError(f"{path} is not a regular file", "replace it with the file itself")
+        os.set_blocking(fd, True)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def process_alive(pid: int) -> bool:

@@ -76,7 +76,7 @@ def set_up(store: Store, above: int) -> list[str]:
     old = (read_or_none(path) or b"").split(b"\n")
     prefix = HEADER.partition(b"%d")[0]
     kept = [ln for ln in old if ln and ln != UNION and not ln.startswith(prefix)]
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    store.makedirs(os.path.dirname(path))
     store.write_file(path, b"\n".join([HEADER % above, UNION, *kept]) + b"\n")
     found = []
     for dirpath, dirnames, filenames in os.walk(os.path.dirname(path)):

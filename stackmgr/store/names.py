@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import stat
 
 from stackmgr.errors import UsageProblem
+from stackmgr.store.inside import OutsideStore, is_link_inside
 
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _NAME_CHARS = "".join(sorted(_ALNUM)) + "._+-"
@@ -39,8 +41,17 @@ def patch_name(name: str) -> str:
 
 
 def inside(directory: str, name: str) -> str:
-    """The path `directory/name`, refusing any that resolves outside `directory` (symlink escapes)."""
+    """The path `directory/name` (a directory of the store, a name by the name rule), refusing one that resolves
+    outside `directory` (a symbolic link's escape), and a `directory` that is itself a link (docs/SECURITY.md)."""
     path = os.path.join(directory, name)
+    try:
+        linked = stat.S_ISLNK(os.lstat(directory).st_mode)
+    except OSError:
+        linked = False
+    if linked:
+        shown = os.path.basename(directory)
+        raise OutsideStore(f"{shown} in the store is a symbolic link; stackmgr does not follow links there",
+                           f"make it a directory again (`git log -- {shown}` in the store says who linked it)")
     real_dir = os.path.realpath(directory)
     real = os.path.realpath(path)
     if os.path.commonpath([real_dir, real]) != real_dir or real == real_dir:
@@ -49,3 +60,39 @@ def inside(directory: str, name: str) -> str:
 
 
 VERSIONS = ".versions"  # patches/.versions/NAME/HEX.patch: what `save --update` and `rebase` replaced
+STORE_DIRS = ("patches", "patches/" + VERSIONS, "series", "links", "artifacts")  # never symbolic links
+
+
+def refuse_linked_dirs(root: str, dirs: tuple[str, ...] = STORE_DIRS) -> None:
+    """A symbolic link where the store keeps one of its directories is refused, in one line naming it: nothing is
+    read or written through it (`patches -> ~/.bashrc.d`). One lstat each, once per command."""
+    for rel in dirs:
+        try:
+            linked = stat.S_ISLNK(os.lstat(os.path.join(root, rel)).st_mode)
+        except OSError:
+            continue
+        if linked:
+            raise OutsideStore(f"{rel} in the store is a symbolic link; stackmgr does not follow links there",
+                               f"make it a directory again (`git log -- {rel}` in the store says who linked it)")
+
+
+def refuse_link_inside(root: str, path: str) -> str:
+    """`path` (below the store's `root`) when no component of it below `root`, itself included, is a symbolic
+    link; else the one line naming the first that is. For a folder of the store to list, read or remove."""
+    return _no_link(root, path)
+
+
+def refuse_link_above(root: str, path: str) -> str:
+    """`refuse_link_inside` of the folders on the way to `path`, not the file itself: for a file stackmgr replaces
+    by a rename, which never follows a link at its name."""
+    _no_link(root, os.path.dirname(os.path.abspath(path)))
+    return path
+
+
+def _no_link(root: str, path: str) -> str:
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    link = is_link_inside(root, rel.replace(os.sep, "/")) if rel != os.curdir else None
+    if link is not None:
+        raise OutsideStore(f"{link} in the store is a symbolic link; stackmgr does not follow links there",
+                           "replace it with the file or directory itself (or remove it)")  # fmt: skip
+    return path

@@ -6,6 +6,8 @@ import re
 import time
 
 from stackmgr.errors import StackmgrError
+from stackmgr.git.checked import is_object_id, shown
+from stackmgr.store.names import valid_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -191,10 +193,16 @@ def parse_header(data: bytes, source: str) -> PatchHeader:
                                 "restore its original bytes (git checkout it, or save the patch again)")  # fmt: skip
         raise StackmgrError(f"{source}: no Stackmgr-Tree/Stackmgr-Base lines",
                             "it was not written by stackmgr save; save the change again from a tree")  # fmt: skip
+    tree, base = trailers["Stackmgr-Tree"], trailers["Stackmgr-Base"]
+    if not is_object_id(base):  # it reaches git's command line: never an option, never a ref name
+        raise StackmgrError(f"{source}: its Stackmgr-Base '{shown(base)}' is not a commit id (40 or 64 hex digits)",
+                            "restore the file from the store's git history, or save the change again")  # fmt: skip
+    if not valid_name(tree):
+        raise StackmgrError(f"{source}: its Stackmgr-Tree '{shown(tree)}' is not a tree name",
+                            "restore the file from the store's git history, or save the change again")  # fmt: skip
     body = re.sub(r"(?m)^Stackmgr-(Tree|Base):.*\n?", "", desc).strip("\n")
     subject = re.sub(r"^\[PATCH[^\]]*\] *", "", fields.get("subject", ""))
-    return PatchHeader(trailers["Stackmgr-Tree"], trailers["Stackmgr-Base"], subject, body,
-                       fields.get("from", ""), fields.get("date", ""))  # fmt: skip
+    return PatchHeader(tree, base, subject, body, fields.get("from", ""), fields.get("date", ""))
 
 
 def _header_fields(head: str) -> dict[str, str]:
@@ -280,6 +288,8 @@ def _rename_or_copy(lines: list[bytes]) -> tuple[str, bytes, bytes] | None:
             if line.startswith(key):
                 value = line[len(key) :]
                 found[key.strip()] = unquote_c(value)[0] if value.startswith(b'"') else value
+                if b"\0" in found[key.strip()]:
+                    raise StackmgrError("a NUL byte in a file name in a patch")
     for kind in ("rename", "copy"):
         old, new = found.get(f"{kind} from".encode()), found.get(f"{kind} to".encode())
         if old is not None and new is not None:
@@ -327,10 +337,14 @@ def _mode(word: bytes, source: str, shown: str) -> str:
 
 
 def _diff_git_path(line: bytes, source: str) -> bytes:
-    """The path of a `diff --git a/P b/P` line (renames are off, so both sides name the same path)."""
+    """The path of a `diff --git a/P b/P` line (renames are off, so both sides name the same path); a NUL in
+    it, which no file name holds, would forge a record of the NUL-separated lists git is given."""
+    if b"\0" in line:
+        raise StackmgrError(f"{source}: a NUL byte in 'diff --git {line[:60].decode(errors='replace')}'",
+                            "restore the file from the store's git history, or save the change again")  # fmt: skip
     if line.startswith(b'"'):
         path, _ = unquote_c(line)
-        if path.startswith(b"a/"):
+        if path.startswith(b"a/") and b"\0" not in path:
             return path[2:]
     else:
         half = (len(line) - 5) // 2

@@ -15,7 +15,7 @@ import re
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none
-from stackmgr.store.names import check_name, inside, patch_name
+from stackmgr.store.names import check_name, inside, patch_name, refuse_link_above, refuse_linked_dirs
 
 _GUARD = re.compile(r"#[+-][A-Za-z0-9_.-]+")
 _BLANKS = " \t\r\f\v"  # quilt and MQ split on ASCII blanks only; a no-break space is part of a name
@@ -128,10 +128,9 @@ class SeriesFile:
 
     @classmethod
     def _read(cls, store: Store, name: str, path: str) -> SeriesFile:
-        if not os.path.isfile(path):
+        data = read_or_none(path)  # `series_path` refused a link; this never follows one made since
+        if data is None or not os.path.isfile(path):
             raise StackmgrError(f"{path} is not a regular file", "replace it with a series file")
-        with open(path, "rb") as f:
-            data = f.read()
         rel = os.path.relpath(path, store.root)
         if b"<<<<<<<" in data:
             from stackmgr.store.conflicts import refuse_conflicted
@@ -165,13 +164,22 @@ class SeriesFile:
         return [e.name for e in self.entries]
 
     def missing_patches(self) -> list[Entry]:
-        return [e for e in self.entries if not os.path.isfile(os.path.join(self.store.patches_dir, e.patch))]
+        """Entries with no patch file there (a symbolic link counts only as an alias of a patch beside it)."""
+        return [e for e in self.entries if not os.path.isfile(os.path.join(self.store.patches_dir, e.patch))
+                or _linked_out(self.store.patches_dir, e.patch)]  # fmt: skip
 
     def check_files(self) -> None:
-        """Missing patch files are an error before anything is touched (quilt would apply them as empty)."""
+        """Missing patch files are an error before anything is touched (quilt would apply them as empty); so are
+        patch files that are symbolic links (never followed: `fix.patch -> ~/.ssh/id_rsa`)."""
+        refuse_linked_dirs(self.store.root, ("patches",))
+        rel = os.path.relpath(self.path, self.store.root)
+        links = [e for e in self.entries if _linked_out(self.store.patches_dir, e.patch)]
+        if links:
+            names = ", ".join(f"patches/{e.patch} (line {e.lineno})" for e in links)
+            raise StackmgrError(f"{rel}: patch files that are symbolic links out of patches/: {names}; stackmgr "
+                                "does not follow them", "replace them with the patch files themselves")  # fmt: skip
         missing = self.missing_patches()
         if missing:
-            rel = os.path.relpath(self.path, self.store.root)
             names = ", ".join(f"{e.patch} (line {e.lineno})" for e in missing)
             raise StackmgrError(f"{rel}: missing patch files: {names}", "restore them or remove those lines")
 
@@ -273,8 +281,9 @@ class SeriesFile:
         data = self.render()
         if self.exists and read_or_none(self.path) == data:
             return
+        refuse_linked_dirs(self.store.root, ("series",))
         os.makedirs(self.store.series_dir, exist_ok=True)
-        self.store.write_file(self.path, data)
+        self.store.write_file(refuse_link_above(self.store.root, self.path), data)
         self.exists = True
 
 
@@ -283,12 +292,19 @@ def series_path(store: Store, name: str) -> str:
 
 
 def list_series(store: Store) -> list[str]:
+    refuse_linked_dirs(store.root, ("series",))
     try:
         names = os.listdir(store.series_dir)
     except FileNotFoundError:
         return []
     # Files whose names cannot be series (editor backups such as `name~`, `.name.swp`) are not listed.
     return sorted(n for n in names if _is_name(n) and os.path.isfile(os.path.join(store.series_dir, n)))
+
+
+def _linked_out(directory: str, name: str) -> bool:
+    """A symbolic link at `directory/name` whose target is not a file beside it (`fix.patch -> ~/.ssh/id_rsa`)."""
+    path = os.path.join(directory, name)
+    return os.path.islink(path) and os.path.dirname(os.path.realpath(path)) != os.path.realpath(directory)
 
 
 def _is_name(name: str) -> bool:

@@ -17,8 +17,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from stackmgr.store.config import Store
 
-OWNED = ("patches", "series", "links", "artifacts", ".stackmgr")
-QUICK = ("", "patches", "series", ".stackmgr", os.path.join(".stackmgr", "ops"), os.path.join(".stackmgr", "cache"))
+OWNED = ("patches", "series", "links", "artifacts")  # and the state directory, wherever it is
+QUICK = ("", "patches", "series")
+STATE_QUICK = ("", "ops", "cache")
 
 
 def _pid_of(name: str, state: bool) -> int | None:
@@ -38,10 +39,10 @@ def _folders(store: Store, deep: bool) -> list[str]:
     """The folders to look in: `QUICK`, or (deep) the store's top and every folder below the ones stackmgr owns
     (`patches/`, `series/`, `links/`, `artifacts/`, `.stackmgr/`), never the user's own folders in the store."""
     if not deep:
-        return [os.path.join(store.root, d) for d in QUICK]
+        return [os.path.join(store.root, d) for d in QUICK] + [os.path.join(store.state_dir, d) for d in STATE_QUICK]
     found = [store.root]
-    for owned in OWNED:
-        for dirpath, dirs, _files in os.walk(os.path.join(store.root, owned)):
+    for owned in [*(os.path.join(store.root, d) for d in OWNED), store.state_dir]:
+        for dirpath, dirs, _files in os.walk(owned):
             dirs[:] = [d for d in dirs if d != ".git"]
             found.append(dirpath)
     return found

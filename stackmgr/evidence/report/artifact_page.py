@@ -19,7 +19,9 @@ class ArtifactPage(Markup):
     def artifact_page(self, art: ArtifactInfo) -> str:
         here = art.page
         recorded = {a.sha256 for _link, a in art.cites}
-        if art.current is None:
+        if art.outside:  # named by a record, never read (docs/SECURITY.md)
+            verdict = '<span class="badge st-rejected">outside the store</span>'
+        elif art.current is None:
             verdict = '<span class="badge st-rejected">missing</span>'
         elif art.current in recorded and len(recorded) == 1:
             verdict = '<span class="badge st-promoted">verifies</span>'

@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -18,7 +17,9 @@ from stackmgr.evidence.reading import load_links
 from stackmgr.evidence.records import Artifact, Link
 from stackmgr.evidence.revival import Override, overrides
 from stackmgr.evidence.states import Evidence, effective, patch_status
+from stackmgr.store.bounded import load_json
 from stackmgr.store.config import Store
+from stackmgr.store.inside import OutsideStore, read_inside
 from stackmgr.store.names import check_name
 from stackmgr.store.patchfile import parse_header
 from stackmgr.store.series import SeriesFile, list_series
@@ -62,7 +63,8 @@ class ArtifactInfo:
     truncated: bool = False  # the file is longer than PREVIEW_BYTES: `text` is its head, `tail` its end
     tail: str = ""  # the whole lines of its last PREVIEW_BYTES (where a crash log says what went wrong)
     lines: int = 0  # how many lines the whole file has (when truncated)
-    private: bool = False  # outside the store and not what was linked: its hash and size are not published
+    private: bool = False  # not read (outside the store): no hash or size is published
+    outside: bool = False  # the record names a file outside the store, or through a symbolic link: never read
 
 
 @dataclass
@@ -123,7 +125,7 @@ class ReportData:
         for name in sorted(names):
             stem = name if _valid_name(name) else "_" + _slug(name)
             readable = name in files or _valid_name(name)  # a record's name is not a path to follow
-            data = _read_regular(os.path.join(self.store.patches_dir, name + ".patch")) if readable else None
+            data = _read_patch(self.store.root, name) if readable else None
             info = PatchInfo(name, f"patches/{stem}.html", f"raw/{stem}.patch.txt" if data is not None else "", data)
             if data is not None:
                 self._fill_header(info, data)
@@ -172,28 +174,25 @@ class ReportData:
         return arts
 
     def _inspect(self, info: ArtifactInfo) -> None:
-        full = self.ev.hashes.absolute(info.path)
+        """Hash, size and preview of an artifact: a file in the store only, opened without leaving it (a path
+        outside it, or through a symbolic link, is named, never read: docs/SECURITY.md), read a block at a time."""
         info.current = self.ev.hashes.sha256(info.path)
         if info.current is None:
-            info.preview = "the file is missing"
-            return
-        info.size = os.stat(full).st_size
-        root = os.path.realpath(self.store.root)
-        in_store = not os.path.isabs(info.path) and os.path.commonpath([root, os.path.realpath(full)]) == root
-        if not in_store and info.current not in {a.sha256 for _link, a in info.cites}:
-            # A record can name any path; show outside files only when they are exactly what was linked.
-            info.preview = "no preview: the file is outside the store and differs from what was linked"
-            info.private, info.size = True, None
+            why = self.ev.hashes.why(info.path)
+            info.outside = why != "is missing"
+            info.private = info.outside
+            info.preview = f"no preview: the file {why}" if info.outside else "the file is missing"
             return
         try:
-            with open(full, "rb") as f:
+            with self.ev.hashes.open(info.path) as f:
+                info.size = os.fstat(f.fileno()).st_size
                 head = f.read(PREVIEW_BYTES + 1)
                 info.truncated = len(head) > PREVIEW_BYTES
                 head, tail = head[:PREVIEW_BYTES], b""
                 if info.truncated:
                     tail, info.lines = _tail_and_lines(f, head)
-        except OSError as exc:
-            info.preview = f"cannot read it: {exc.strerror}"
+        except (OSError, OutsideStore) as exc:
+            info.preview = f"cannot read it: {exc.strerror if isinstance(exc, OSError) else exc.message}"
             return
         text = _text_of(head, info.truncated)
         if text is None:
@@ -204,8 +203,8 @@ class ReportData:
             info.tail = tail.decode("utf-8", "replace")
         if info.path.endswith(".json") and not info.truncated and len(head) <= JSON_PRETTY_BYTES:
             try:
-                text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-            except ValueError:
+                text = json.dumps(load_json(head, info.path), indent=2, ensure_ascii=False)
+            except (ValueError, StackmgrError):  # not JSON, or nested too deep: shown as it is
                 pass
         info.text = text
 
@@ -232,14 +231,22 @@ def _slug(text: str, limit: int = 60) -> str:
     return f"{readable}-{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:10]}"
 
 
-def _read_regular(path: str) -> bytes | None:
+def _read_patch(root: str, name: str) -> bytes | None:
+    """The bytes of patches/NAME.patch, a regular file reached without leaving the store (store/inside.py); a
+    patch file that links to another patch beside it is that patch (an alias); else None."""
+    rel = f"patches/{name}.patch"
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        with open(path, "rb") as f:
-            return f.read()
+        return read_inside(root, rel)
+    except OutsideStore:
+        target = os.path.realpath(os.path.join(root, rel))
+        if os.path.dirname(target) != os.path.realpath(os.path.join(root, "patches")):
+            return None  # a link out of patches/: never read
+        rel = "patches/" + os.path.basename(target)
     except OSError:
+        return None
+    try:
+        return read_inside(root, rel)
+    except (OSError, OutsideStore):
         return None
 
 
@@ -257,7 +264,7 @@ def _tail_and_lines(f: BinaryIO, head: bytes) -> tuple[bytes, int]:
         before = f.read(1)
     else:
         before = head[-1:]
-    tail = f.read()
+    tail = f.read(max(0, end - f.tell()))  # the file may have grown since: not past the end measured
     newlines += tail.count(b"\n")
     lines = newlines + (0 if (tail or head).endswith(b"\n") else 1)
     if before != b"\n":

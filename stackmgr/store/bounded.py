@@ -1,0 +1,120 @@
+"""TOML and JSON from the store parsed with their nesting bounded (docs/FORMATS.md#limits): every such file may
+have arrived by `git pull` (docs/SECURITY.md), and a few kilobytes of `[[[[…` would otherwise take the parser
+as deep as Python's recursion limit, then everything that walks the result (marshal into a cache, `--json`).
+
+The depth is counted before the parser runs, in linear time at C speed: strings and comments are cut out with
+a pattern in which every token, once started, matches (so a scan never restarts inside an unterminated string),
+and what is left is reduced to its brackets. TOML's dotted keys (`a.b.c = 1`, `[a.b.c]`) nest tables without
+brackets: a key of more than MAX_DEPTH parts is refused before parsing too (tomllib takes time quadratic in
+them), and a parsed document with enough dots is walked (headers and keys add up). A RecursionError the counts
+missed is turned into the same error.
+
+Plain functions; tomllib, json and re are imported when first used: `check` loads the store's config on its
+start-up path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stackmgr.errors import StackmgrError
+
+MAX_DEPTH = 64  # arrays, tables and objects within one another; stackmgr's own files nest a few
+
+# Every alternative matches once its first character is seen (a closing quote is optional): linear in the input.
+_TOML_SKIPPED = (
+    rb'"""(?:[^"\\]++|\\.|"(?!""))*+(?:""")?'  # multi-line basic string
+    rb"|'''(?:[^']++|'(?!''))*+(?:''')?"  # multi-line literal string
+    rb'|"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"?'  # basic string
+    rb"|'[^'\n]*+'?"  # literal string
+    rb"|#[^\n]*+"  # comment
+)
+_JSON_SKIPPED = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"?'
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_KEY_PARTS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_- \t"  # a bare key's, and blanks
+_DOTS_ONLY = bytes(b if b == ord(".") else ord("|") for b in range(256))
+_compiled: dict[bytes, Any] = {}
+
+
+def depth(data: bytes, skipped: bytes) -> int:
+    """How deep the brackets of `data` nest, outside what the pattern `skipped` (strings, comments) matches."""
+    if data.count(b"[") + data.count(b"{") <= MAX_DEPTH:
+        return 0  # too few brackets to go over the limit: the common case costs two counts
+    return _bracket_depth(_cut(data, skipped))
+
+
+def _cut(data: bytes, skipped: bytes) -> bytes:
+    """`data` without what `skipped` matches."""
+    rx = _compiled.get(skipped)
+    if rx is None:
+        import re
+
+        rx = _compiled[skipped] = re.compile(skipped, re.S)
+    return bytes(rx.sub(b"", data))
+
+
+def _bracket_depth(cut: bytes) -> int:
+    from itertools import accumulate
+
+    return max(accumulate(map(_STEP.__getitem__, cut.translate(None, _NOT_BRACKETS))), default=0)
+
+
+def _dotted_too_long(cut: bytes) -> bool:
+    """Whether a dotted key (`a.b.c = 1`, `[a.b.c]`) of `cut` (TOML without strings and comments) has more than
+    MAX_DEPTH parts: its parts and the blanks around its dots are dropped, anything else splits, and such a key
+    is a run of MAX_DEPTH dots (tomllib takes time quadratic in a key's parts)."""
+    return b"." * MAX_DEPTH in cut.translate(_DOTS_ONLY, _KEY_PARTS)
+
+
+def load_toml(data: bytes, name: str) -> dict[str, Any]:
+    """The TOML document `data` (from the file `name`, as the message names it). Raises StackmgrError naming
+    the file when it nests deeper than MAX_DEPTH; UnicodeDecodeError and tomllib.TOMLDecodeError as they are."""
+    brackets = data.count(b"[") + data.count(b"{") > MAX_DEPTH
+    dots = data.count(b".") >= MAX_DEPTH
+    if brackets or dots:
+        cut = _cut(data, _TOML_SKIPPED)
+        if (brackets and _bracket_depth(cut) > MAX_DEPTH) or (dots and _dotted_too_long(cut)):
+            raise _too_deep(name)
+    import tomllib
+
+    text = data.decode("utf-8")
+    try:
+        doc = tomllib.loads(text)
+    except RecursionError:
+        raise _too_deep(name) from None
+    if text.count(".") > MAX_DEPTH and _nesting(doc) > MAX_DEPTH:  # dotted keys nest tables without brackets
+        raise _too_deep(name)
+    return doc
+
+
+def load_json(data: bytes, name: str) -> Any:
+    """The JSON document `data` (from the file `name`). Raises StackmgrError naming the file when it nests
+    deeper than MAX_DEPTH; ValueError (json.JSONDecodeError, UnicodeDecodeError) as json.loads does."""
+    if depth(data, _JSON_SKIPPED) > MAX_DEPTH:
+        raise _too_deep(name)
+    import json
+
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise _too_deep(name) from None
+
+
+def _nesting(doc: object) -> int:
+    """How deep tables and arrays nest in a parsed document (walked without recursion)."""
+    deepest, todo = 0, [(doc, 0)]  # the document itself is no level: `a = [1]` nests 1, as its brackets say
+    while todo:
+        node, level = todo.pop()
+        deepest = max(deepest, level)
+        if level <= MAX_DEPTH:
+            if isinstance(node, dict):
+                todo += [(v, level + 1) for v in node.values() if isinstance(v, (dict, list))]
+            elif isinstance(node, list):
+                todo += [(v, level + 1) for v in node if isinstance(v, (dict, list))]
+    return deepest
+
+
+def _too_deep(name: str) -> StackmgrError:
+    return StackmgrError(f"{name}: nested more than {MAX_DEPTH} levels deep (arrays, tables or objects)",
+                         "stackmgr writes no such file: restore it from git, or remove it")  # fmt: skip
