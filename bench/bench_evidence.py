@@ -600,7 +600,7 @@ def measure_commands(exe: str, env: dict[str, str], workdir: Path, store: Path, 
         lines.append(f"{key} on {nrec} records: warm {warm:.0f} ms, cold {shown} (target ≤ 1 s) "
                      f"{'PASS' if ok else 'FAIL'}")  # fmt: skip
     size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
-    log(f"caches after the runs: {size / 1024 / 1024:.0f} MiB in {cache.relative_to(workdir)}/")
+    log(f"caches after the runs: {size / 1024 / 1024:.0f} MiB in {cache}/")
     return rows, lines
 
 

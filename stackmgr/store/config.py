@@ -6,7 +6,7 @@ import os
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.store.fs import atomic_write, atomic_write_all, publish, read_cache, write_cache
-from stackmgr.store.local_state import local_config_tracked, move_legacy_state, state_dir_for
+from stackmgr.store.local_state import claim, local_config_tracked, move_legacy_state, state_dir_for
 from stackmgr.store.names import check_name
 
 TYPE_CHECKING = False
@@ -216,9 +216,11 @@ def load_store(root: str) -> Store:
     config_path = _config_path(root)
     if config_path is None:
         raise UsageProblem(f"{root} is not a stackmgr store", f"create one with `stackmgr init {root}`")
-    state_dir, in_git = state_dir_for(root)
+    state_dir, in_git, below_top = state_dir_for(root)
     if in_git and not os.path.isdir(state_dir):
         move_legacy_state(root, state_dir)
+    if below_top:
+        claim(root, state_dir)
     table = _stackmgr_table(config_path, state_dir=state_dir) or {}
     local_file = os.path.join(root, LOCAL_FILE)
     if in_git and local_config_tracked(root, state_dir):

@@ -59,14 +59,61 @@ def _gitdir_file(path: str) -> str | None:
     return target if os.path.isdir(target) else None
 
 
-def state_dir_for(root: str) -> tuple[str, bool]:
-    """(the store's state directory, whether it is in a git directory)."""
+def state_dir_for(root: str) -> tuple[str, bool, bool]:
+    """(the store's state directory, whether it is in a git directory, whether the store is below the top of its
+    repository: its state is then kept by its path, see `claim`)."""
     found = git_dir_of(root)
     if found is None:
-        return os.path.join(root, LEGACY), False
+        return os.path.join(root, LEGACY), False, False
     git_dir, rel = found
     base = os.path.join(git_dir, IN_GIT)
-    return (os.path.join(base, rel.replace("%", "%25").replace("/", "%2F")) if rel else base), True
+    return (os.path.join(base, rel.replace("%", "%25").replace("/", "%2F")) if rel else base), True, bool(rel)
+
+
+def claim(root: str, state_dir: str) -> None:
+    """A store below its repository's top keeps its state by its path in the repository: a store deleted and made
+    again there (a new directory, `rm -rf store && stackmgr init store`) must not inherit the old one's journal or
+    applied series. The state directory names the store directory it belongs to (`store`: device and inode);
+    another one's state is removed, or set aside with a note when it holds an interrupted operation."""
+    try:
+        st = os.stat(root)
+    except OSError:
+        return
+    mine = f"{st.st_dev}:{st.st_ino}\n".encode()
+    stamp = os.path.join(state_dir, "store")
+    try:
+        with open(stamp, "rb") as f:
+            if f.read(64) == mine:
+                return
+    except FileNotFoundError:  # a new state directory, or one just moved from the store's old `.stackmgr/`
+        _stamp(stamp, mine)
+        return
+    except OSError:
+        return
+    if os.path.exists(os.path.join(state_dir, "ops", "CURRENT")):
+        aside = f"{state_dir}.before-{os.getpid()}"
+        try:
+            os.rename(state_dir, aside)
+        except OSError:
+            return
+        import sys
+
+        sys.stderr.write(f"stackmgr: note: the state of an earlier store at {root} (an interrupted operation) is "
+                         f"kept in {aside}\n")  # fmt: skip
+    else:
+        import shutil
+
+        shutil.rmtree(state_dir, ignore_errors=True)
+    _stamp(stamp, mine)
+
+
+def _stamp(stamp: str, mine: bytes) -> None:
+    try:
+        os.makedirs(os.path.dirname(stamp), exist_ok=True)
+        with open(stamp, "wb") as f:
+            f.write(mine)
+    except OSError:
+        pass
 
 
 def move_legacy_state(root: str, state_dir: str) -> None:

@@ -9,7 +9,9 @@ import os
 import shutil
 from pathlib import Path
 
-from tests.conftest import git, run_stackmgr
+import pytest
+
+from tests.conftest import git, make_repo, run_stackmgr
 from tests.security.conftest import Team, one_line_refusal
 
 OP = "1796529254965-0123456789ab"
@@ -158,3 +160,27 @@ def test_a_store_in_a_subdirectory_of_a_repository_has_state_of_its_own(tmp_path
     assert sorted(os.listdir(git_dir)) == ["a", "b%2Fc"]
     assert not (repo / "a" / ".stackmgr").exists()
     shutil.rmtree(repo / ".git")
+
+
+@pytest.mark.regression("a store made again at the same path below its repository's top inherited the old journal")
+def test_a_store_made_again_in_the_same_place_starts_with_a_fresh_state(tmp_path: Path) -> None:
+    repo = tmp_path / "lab"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    tree = make_repo(tmp_path / "vllm")
+    store = repo / "store"
+    assert run_stackmgr("init", str(store)).code == 0
+    assert run_stackmgr("--store", str(store), "tree", "add", "vllm", str(tree)).code == 0
+    state = repo / ".git" / "stackmgr-store" / "store"
+    assert (state / "ops").is_dir()
+    (state / "ops" / "CURRENT").write_text("1796529254965-0123456789ab\n")  # an interrupted operation, say
+    shutil.rmtree(store)
+    made = run_stackmgr("init", str(store))
+    listed = run_stackmgr("--store", str(store), "trees")
+    assert made.code == listed.code == 0 and "the state of an earlier store" in made.err + listed.err
+    assert not (state / "ops").exists()
+    (aside,) = (repo / ".git" / "stackmgr-store").glob("store.before-*")
+    assert (aside / "ops" / "CURRENT").exists()
+    shutil.rmtree(store)
+    again = run_stackmgr("init", str(store))  # nothing interrupted this time: simply gone
+    assert again.code == 0 and run_stackmgr("--store", str(store), "trees").err == again.err == ""
