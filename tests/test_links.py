@@ -267,7 +267,7 @@ def test_render_and_read_round_trip_every_string_field(tmp_path: Path) -> None:
     nasty = "".join(HOSTILE[:5])
     link = Link(
         id="lnk-0", created="2026-01-01T00:00:00.000001Z", author=nasty, patch="p", tree=nasty, sha256=nasty,
-        patch_id=nasty, stack=[StackEntry(nasty, nasty, [(nasty, nasty)], nasty, True)],
+        patch_id=nasty, stack=[StackEntry(nasty, nasty, [(nasty, nasty)], "replay", True)],
         artifacts=[Artifact("/abs/" + nasty.replace("..", ""), nasty, 0, nasty)],
         metrics=[Metric(nasty.replace("..", ""), -0.0, nasty, "lower", {"artifact": nasty, "regex": nasty})],
         gates=[Gate(nasty, "pass", nasty)], verdict="rejected", lesson=nasty, do_not_revive=True,

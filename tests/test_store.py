@@ -99,7 +99,21 @@ def test_a_config_edit_is_seen_at_once(tmp_path: Path) -> None:
     config = store / "stackmgr.toml"
     config.write_text(config.read_text().replace("[trees.t]", "[trees.renamed]"))
     names = json.loads(run_stackmgr("--store", str(store), "trees", "--json").out)["trees"]
-    assert [t["name"] for t in names] == ["renamed"]
+    assert [(t["name"], t["state"]) for t in names] == [("renamed", "no path"), ("t", "ok")]  # t: placed here
+
+
+def test_a_tree_placed_here_stays_guarded_when_a_pull_drops_it_from_the_shared_config(tmp_path: Path) -> None:
+    """A teammate's `tree rm` (or an attacker's edit) reaches everyone by pull: the checkout this machine placed
+    keeps being checked, so `check` and the shell guard never let a reset destroy its unsaved edits."""
+    store = tmp_path / "store"
+    run_stackmgr("init", str(store))
+    tree = make_repo(tmp_path / "t")
+    run_stackmgr("--store", str(store), "tree", "add", "t", str(tree))
+    (store / "stackmgr.toml").write_text("# a teammate removed every tree\n")
+    (tree / "README").write_text("unsaved work\n")
+    assert run_stackmgr("--store", str(store), "check").code == 1
+    assert run_stackmgr("--store", str(store), "save", "keep", "-t", "t").code == 0
+    assert run_stackmgr("--store", str(store), "tree", "rm", "t").code == 2  # a patch still belongs to it
 
 
 def test_the_labs_own_config_suggests_its_two_trees_and_uses_neither_until_accepted(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ def import_patches(
     if not store.trees:
         raise UsageProblem("this store has no trees", "register one with `stackmgr tree add NAME PATH`")
     refuse_linked_dirs(store.root)  # nothing is written through a link a pull made (`patches -> ~/.bashrc.d`)
-    items, quilt = read_inputs(paths)
+    items, quilt = read_inputs(paths, store.root)
     report.skipped = quilt.empty if quilt is not None else []
     if name is not None and len(items) != 1:
         raise UsageProblem(f"--name names one patch, and {len(items)} were given", "drop --name")

@@ -276,22 +276,26 @@ def guard_refusal(
 
 
 def _managed_trees(store_dir: str | None, repo: UserRepo) -> tuple[str, list[str]] | None:
-    """(store root, the trees whose path is the repository's top level); None when the repository is no tree."""
+    """(store root, the trees whose path is the repository's top level); None when the repository is no tree.
+    Unpinned, the nearest store above that registers the tree: a `stackmgr.toml` in the tree itself (a
+    teammate's patch, the tree's upstream) must not hide the store that guards it."""
     from stackmgr.store.config import find_store_root, load_store
 
-    if store_dir is None and not os.environ.get("STACKMGR_STORE"):
-        try:
-            root = find_store_root(None)
-        except UsageProblem:
-            return None  # no store anywhere: nothing is managed here
-    else:
-        root = find_store_root(store_dir)  # one was named and is not a store: that is an error, not "unmanaged"
     top = repo.toplevel()
-    if top is None:
-        return None  # not in a working tree: git will say so itself
-    store = load_store(root)
-    names = [name for name, tree in store.trees.items() if os.path.realpath(tree.path) == top]
-    return (root, names) if names else None
+    pinned = store_dir is not None or bool(os.environ.get("STACKMGR_STORE"))
+    here = os.getcwd()
+    while top is not None:  # (not in a working tree: git will say so itself)
+        try:  # a store named and not one is an error, not "unmanaged"
+            root = find_store_root(store_dir, here)
+        except UsageProblem:
+            if pinned:
+                raise
+            return None  # no store anywhere: nothing is managed here
+        names = [name for name, tree in load_store(root).trees.items() if os.path.realpath(tree.path) == top]
+        if names or pinned or os.path.dirname(root) == root:
+            return (root, names) if names else None
+        here = os.path.dirname(root)
+    return None
 
 
 def _check_refusal(report: list[str] | None, names: list[str], shown: str) -> list[str] | None:

@@ -256,7 +256,8 @@ def read_record(path: str) -> tuple[Link, str, bytes]:
             patch=os.path.basename(os.path.dirname(path)),  # the name it is read by (after a rename, the new one)
             tree=patch["tree"], sha256=patch["sha256"], patch_id=patch.get("patch_id", ""),
             stack=[StackEntry(s["tree"], s["base"], [(p["name"], p["sha256"]) for p in s.get("patches", [])],
-                              s.get("series", ""), bool(s.get("residue", False)), str(s.get("snapshot", "")),
+                              _series_name(s.get("series", "")), bool(s.get("residue", False)),
+                              str(s.get("snapshot", "")),
                               [(p["name"], p["sha256"]) for p in s.get("present", [])],
                               str(s.get("residue_patch", ""))) for s in doc.get("stack", [])],
             artifacts=[Artifact(a["path"], str(a["sha256"]), int(a["size"]), str(a.get("anchor", "")),
@@ -349,3 +350,12 @@ def _is_kept(rel: str) -> bool:
     hexes = set("0123456789abcdef")
     return (len(parts) == 4 and parts[:2] == ["artifacts", "sha256"] and len(parts[2]) == 2 and len(parts[3]) == 62
             and set(parts[2] + parts[3]) <= hexes)  # fmt: skip
+
+
+def _series_name(value: object) -> str:
+    """A stack's series, as `apply --link` records it in the applied state: a series name or none."""
+    from stackmgr.store.names import valid_name
+
+    if value == "" or (isinstance(value, str) and valid_name(value)):
+        return str(value)
+    raise ValueError("a [[stack]] series that is not a series name")

@@ -104,8 +104,11 @@ def give_back(repo: Repo, raw: dict[bytes, tuple[str, str]], stored: dict[bytes,
         if now == data or now != run(repo.top, ["cat-file", "--filters", b"--path=" + path,
                                                  repo.object_id(stored[path][1])]):  # fmt: skip
             continue
-        tmp = os.path.join(os.path.dirname(full), b".stackmgr-raw." + str(os.getpid()).encode() + b".tmp")
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "wb") as f:
+        tmp = os.path.join(os.path.dirname(full), b".stackmgr-raw." + str(os.getpid()).encode()
+                           + os.urandom(4).hex().encode() + b".tmp")  # fmt: skip
+        # created, never opened through what stands there (a symlink a patch put in the tree)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with open(os.open(tmp, flags, 0o600), "wb") as f:
             f.write(data)
             os.fchmod(f.fileno(), (0o777 if raw[path][0] == "100755" else 0o666) & ~_umask())
         os.replace(tmp, full)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 from stackmgr.errors import StackmgrError
 from stackmgr.incoming.descriptions import describe
@@ -85,11 +86,16 @@ class QuiltDir:
         self.suggested_series = os.path.basename(here) or os.path.basename(os.path.abspath(path))
 
 
-def read_inputs(paths: list[str]) -> tuple[list[Incoming | Refused], QuiltDir | None]:
-    """Every patch in the given files and directories, in order; the quilt directory if one was given."""
+def read_inputs(paths: list[str], store_root: str | None = None) -> tuple[list[Incoming | Refused], QuiltDir | None]:
+    """Every patch in the given files and directories, in order; the quilt directory if one was given. A path in
+    the store (`store_root`) is a pulled file: one reached through a symbolic link there is not read."""
     items: list[Incoming | Refused] = []
     quilt = None
     for path in paths:
+        if store_root is not None and _in_store_through_link(store_root, path):
+            items.append(Refused(path, "reached through a symbolic link in the store (not followed); give the file "
+                                       "itself"))  # fmt: skip
+            continue
         if os.path.isdir(path):
             found = read_quilt_dir(path)
             items.extend(found.items)
@@ -168,12 +174,22 @@ def _linked(directory: str, rel: str) -> bool:
         return True
 
 
+def _in_store_through_link(store_root: str, path: str) -> bool:
+    root = os.path.abspath(store_root)
+    rel = os.path.relpath(os.path.abspath(path), root)
+    if rel == os.curdir or rel.startswith(os.pardir + os.sep) or rel == os.pardir:
+        return False
+    return _linked(root, rel.replace(os.sep, "/"))
+
+
 def read_file(path: str, strip: int | None = None) -> list[Incoming | Refused]:
     try:
-        if os.path.getsize(path) >= MAX_BYTES:
-            return [Refused(path, "larger than 1 GiB (git apply takes less)")]
-        with open(path, "rb") as f:
-            data = f.read()
+        with open(path, "rb", buffering=0) as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # /dev/zero, a FIFO: no end to read to
+                return [Refused(path, "not a regular file")]
+            data = f.read(MAX_BYTES)
+            if len(data) >= MAX_BYTES:
+                return [Refused(path, "larger than 1 GiB (git apply takes less)")]
         mtime = os.stat(path).st_mtime
     except OSError as exc:
         return [Refused(path, f"cannot be read ({exc.strerror})")]

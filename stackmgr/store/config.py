@@ -231,7 +231,9 @@ def load_store(root: str) -> Store:
     shared, mine = _tree_table(config_path, table.get("trees", {})), _tree_table(local_file, local.get("trees", {}))
     trees, unplaced = {}, []
     suggested: dict[str, str] = {}
-    for name in sorted(shared):  # a path here for a tree the shared config no longer names is stale: ignored
+    # A tree placed on this machine stays registered (and guarded) even when a pulled config no longer names it:
+    # a teammate's `tree rm`, or an attacker's, must not make `check` and the shell guard let a reset through.
+    for name in sorted({*shared, *(n for n, p in mine.items() if p is not None)}):
         path = mine.get(name)  # never the shared default alone: a pull could point it at ~ (docs/SECURITY.md)
         if path is None:
             unplaced.append(name)
@@ -249,7 +251,7 @@ def load_store(root: str) -> Store:
     store.evidence = table.get("evidence", {})
     store.run = table.get("run", {})
     store.local_run = local.get("run", {})
-    store.local_paths = {name: path for name, path in mine.items() if path is not None and name in shared}
+    store.local_paths = {name: path for name, path in mine.items() if path is not None}
     return store
 
 

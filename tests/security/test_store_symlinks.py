@@ -232,3 +232,30 @@ def test_a_refused_write_through_a_linked_folder_creates_nothing_outside(team: T
     one_line_refusal(result)
     assert "artifacts in the store is a symbolic link" in result.err
     team.canary.assert_untouched(result.out, result.err)
+
+
+@pytest.mark.regression("a report kept in the store with `index.html.<pid>.tmp -> ~/.bashrc` overwrote ~/.bashrc")
+def test_a_pulled_report_directory_with_planted_temp_links_writes_nothing_outside(team: Team) -> None:
+    site = team.victim.store / "site"
+    assert team.sm("report", "-o", str(site)).code == 0
+    team.victim_commit("the report, kept with the store")
+    planted = {f"site/{page}.{pid}.tmp": Symlink("../../home/.bashrc")
+               for page in ("index.html", ".stackmgr-report") for pid in range(os.getpid() - 2, os.getpid() + 60)}
+    team.attack({**planted, "site/.stackmgr-report": Symlink("/dev/zero")})
+    result = team.sm("report", "-o", str(site))
+    assert result.code == 0, result.err
+    team.canary.assert_untouched(result.out, result.err)
+
+
+@pytest.mark.regression("`import incoming/fix.patch` followed a pulled link to a private file (and /dev/zero)")
+def test_import_of_a_pulled_file_that_links_out_reads_nothing(team: Team) -> None:
+    (team.home / "private.patch").write_text(f"diff --git a/x b/x\n{team.canary.secret}\n")
+    team.canary.plant(team.home / "private.patch", (team.home / "private.patch").read_bytes())
+    team.canary.seal()
+    team.attack({"incoming/fix.patch": Symlink("../../home/private.patch"), "incoming/z.mbox": Symlink("/dev/zero")})
+    for name in ("incoming/fix.patch", "incoming/z.mbox"):
+        result = team.sm("import", str(team.victim.store / name))
+        one_line_refusal(result)
+        assert "symbolic link in the store" in result.err
+        team.canary.assert_untouched(result.out, result.err)
+    assert not secret_copied_into_store(team)

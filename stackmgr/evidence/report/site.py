@@ -92,10 +92,11 @@ def check_target(store: Store, out_dir: str) -> str:
 
 
 def _old_files(target: str) -> set[str]:
-    try:
-        with open(os.path.join(target, MARKER), encoding="utf-8", errors="replace") as f:
-            lines = f.read().split("\n")
-    except OSError:
+    from stackmgr.store.fs import read_or_none
+
+    try:  # never through a link (`.stackmgr-report -> /dev/zero` in a report a pull brought): a regular file only
+        lines = (read_or_none(os.path.join(target, MARKER)) or b"").decode("utf-8", "replace").split("\n")
+    except (OSError, StackmgrError):
         return set()
     out = set()
     for line in lines[1:]:
@@ -106,10 +107,22 @@ def _old_files(target: str) -> set[str]:
 
 
 def _write(path: str, data: bytes) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    """`path` replaced by a new file: the temp file is created exclusively, never through a symlink (a report kept
+    in a pulled store may hold `index.html.<pid>.tmp -> ~/.bashrc` for every pid), and the rename replaces a link
+    at `path` itself rather than writing where it points."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, flags, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def write_site(target: str, site: Site) -> None:
