@@ -196,7 +196,7 @@ def test_apply_keeps_an_ignored_directory_where_the_series_puts_a_file(lab: Lab)
 
 @pytest.mark.regression("edge case: an unprotected file in the way of apply")
 def test_an_unprotected_file_at_a_path_the_series_creates_is_refused_and_kept(lab: Lab) -> None:
-    config = lab.store / "stackmgr.toml"
+    config = lab.store / "stackmgr.local.toml"  # this machine's: a shared one never lowers it
     config.write_text("max_untracked_bytes = 100\n" + config.read_text())
     (lab.tree / "w.bin").write_bytes(b"small")
     assert lab.sm("save", "p", "--series", "s", "-m", "p").code == 0
@@ -209,7 +209,7 @@ def test_an_unprotected_file_at_a_path_the_series_creates_is_refused_and_kept(la
 
 @pytest.mark.regression("edge case: an unprotected file under a directory the series makes a symlink")
 def test_an_unprotected_file_in_a_directory_the_series_turns_into_a_symlink_is_refused(lab: Lab) -> None:
-    config = lab.store / "stackmgr.toml"
+    config = lab.store / "stackmgr.local.toml"  # this machine's: a shared one never lowers it
     config.write_text("max_untracked_bytes = 100\n" + config.read_text())
     shutil.rmtree(lab.tree / "src")
     os.symlink("README", lab.tree / "src")

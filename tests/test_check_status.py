@@ -86,7 +86,7 @@ def test_a_file_that_becomes_ignored_leaves_the_snapshot(lab: Lab) -> None:
 
 
 def test_large_untracked_and_special_files_are_unprotected(lab: Lab) -> None:
-    config = lab.store / "stackmgr.toml"
+    config = lab.store / "stackmgr.local.toml"  # this machine's: a shared one never lowers it
     config.write_text("max_untracked_bytes = 1000\n" + config.read_text())
     (lab.tree / "weights.bin").write_bytes(b"x" * 1001)
     (lab.tree / "small.txt").write_text("s\n")
@@ -101,7 +101,7 @@ def test_large_untracked_and_special_files_are_unprotected(lab: Lab) -> None:
 
 
 def test_a_large_file_that_is_staged_is_tracked_and_handled(lab: Lab) -> None:
-    config = lab.store / "stackmgr.toml"
+    config = lab.store / "stackmgr.local.toml"  # this machine's: a shared one never lowers it
     config.write_text("max_untracked_bytes = 10\n" + config.read_text())
     (lab.tree / "big.txt").write_text("more than ten bytes\n")
     git(lab.tree, "add", "big.txt")

@@ -67,7 +67,12 @@ def test_a_pyproject_table_is_a_store(tmp_path: Path, monkeypatch: pytest.Monkey
     assert '[project]\nname = "x"' in text
     (tree / "big.txt").write_text("eleven bytes")
     status = json.loads(run_stackmgr("status", "--json").out)
-    assert status["trees"][0]["unprotected"][0]["reason"] == "large"
+    assert status["trees"][0]["unprotected"] == []  # a shared limit never lowers what is protected
+    local = tmp_path / "stackmgr.local.toml"
+    local.write_text("max_untracked_bytes = 10\n" + local.read_text())  # this machine's own may
+    (tree / "big2.txt").write_text("eleven bytes")
+    status = json.loads(run_stackmgr("status", "--json").out)
+    assert [(u["path"], u["reason"]) for u in status["trees"][0]["unprotected"]] == [("big2.txt", "large")]
 
 
 def test_a_pyproject_without_the_table_is_not_a_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -245,7 +245,11 @@ def load_store(root: str) -> Store:
                 local_file, local.get("trees", {}), name)  # fmt: skip
             trees[name] = TreeConfig(name, os.path.normpath(os.path.join(root, os.path.expanduser(path))),
                                      tuple(dict.fromkeys(results)))  # fmt: skip
-    store = Store(root, config_path, trees, _limit(config_path, table), state_dir)
+    # a pulled config may raise the limit (more is protected), never lower it: files over a limit are left out of
+    # every snapshot, so `check` and the shell guard would let `git clean` delete them (docs/SECURITY.md)
+    limit = _limit(local_file, local) if "max_untracked_bytes" in local else max(_limit(config_path, table),
+                                                                                  DEFAULT_MAX_UNTRACKED)
+    store = Store(root, config_path, trees, limit, state_dir)
     store.unplaced = unplaced
     store.suggested = suggested
     store.evidence = table.get("evidence", {})

@@ -2,7 +2,7 @@
 cannot write it (docs/SECURITY.md).
 
 A store inside a git repository keeps it in that repository's git directory, as git keeps its own state:
-`<git dir>/stackmgr-store/` for a store at the top of its repository, `<git dir>/stackmgr-store/<rel>/` (the
+`<git dir>/stackmgr-store/` for a store at the top of its repository, `<git dir>/stackmgr-stores/<rel>/` (the
 store's path in the repository, `/` written `%2F`) for one below it. A store in no repository keeps `.stackmgr/`:
 nothing but this machine writes there. Stores made before this moved their `.stackmgr/` on first use: every file
 of it that git does not track goes (one rename when none is tracked); a tracked file is never read, and `lint`
@@ -17,6 +17,7 @@ import os
 
 LEGACY = ".stackmgr"  # the state directory in the store's own folder: stores in no git repository, and old ones
 IN_GIT = "stackmgr-store"
+NESTED = "stackmgr-stores"  # <git dir>/stackmgr-stores/REL/: the state of a store below its repository's top
 LOCAL_FILE = "stackmgr.local.toml"
 
 
@@ -66,8 +67,10 @@ def state_dir_for(root: str) -> tuple[str, bool, bool]:
     if found is None:
         return os.path.join(root, LEGACY), False, False
     git_dir, rel = found
-    base = os.path.join(git_dir, IN_GIT)
-    return (os.path.join(base, rel.replace("%", "%25").replace("/", "%2F")) if rel else base), True, bool(rel)
+    if not rel:
+        return os.path.join(git_dir, IN_GIT), True, False
+    # stores below the top in a folder of their own: never inside a top store's state (`ops/`, `cache/`)
+    return os.path.join(git_dir, NESTED, rel.replace("%", "%25").replace("/", "%2F")), True, True
 
 
 def claim(root: str, state_dir: str) -> None:
@@ -136,7 +139,12 @@ def move_legacy_state(root: str, state_dir: str) -> None:
         try:
             os.rename(legacy, state_dir)
         except OSError:
-            pass  # another stackmgr moved it first, or another file system: a fresh state
+            return  # another stackmgr moved it first, or another file system: a fresh state
+        for rel in tracked_under(root, [LEGACY]) or []:  # a pull that landed meanwhile: what it brought goes
+            try:
+                os.unlink(os.path.join(state_dir, os.path.relpath(rel, LEGACY)))
+            except OSError:
+                pass
         return
     keep = {os.path.normpath(p) for p in tracked}
     tmp = f"{state_dir}.{os.getpid()}.moving"

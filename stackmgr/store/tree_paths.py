@@ -79,10 +79,11 @@ def remove_tree(store: Store, name: str) -> Store:
 def _write_local(store: Store, paths: dict[str, str]) -> Store:
     """stackmgr.local.toml with these paths (it is stackmgr's own file: written whole), and the store's
     .gitignore listing it, so it is never shared."""
-    out = [*_HEADER]
+    top, tables = _kept(store.local_path)
+    out = [*_HEADER, *top]
     for name in sorted(paths):
         out += ["", f"[trees.{toml_string(name)}]", f"path = {toml_string(paths[name])}"]
-    data = ("\n".join(out) + "\n").encode() + _other_tables(store.local_path)
+    data = ("\n".join(out) + "\n" + tables).encode()
     _parse(store.local_path, data)
     _ignore_local(store)  # first: the file is never there unignored (a `git add -A` would share it)
     store.write_file(store.local_path, data)
@@ -93,20 +94,24 @@ _HEADER = ("# Where each tree of this store lives on this machine; never shared 
            "# Change with `stackmgr tree set NAME PATH`.")  # fmt: skip
 
 
-def _other_tables(path: str) -> bytes:
-    """What the local file says besides tree paths (`[run] env_by_value`, …), kept as the user wrote it."""
+def _kept(path: str) -> tuple[list[str], str]:
+    """What the local file says besides tree paths, kept as the user wrote it: its top-level keys
+    (`max_untracked_bytes`), which must stay above every table, and its other tables (`[run] env_by_value`)."""
     from stackmgr.store.fs import read_or_none
 
-    kept, in_trees = [], False
+    top: list[str] = []
+    tables: list[str] = []
+    section, in_trees = top, False
     for line in (read_or_none(path) or b"").decode("utf-8", "replace").split("\n"):
         head = line.strip()
         if head.startswith("["):
             name = head.lstrip("[").split("]", 1)[0].strip()
             in_trees = name == "trees" or name.startswith(("trees.", 'trees."'))
+            section = tables
         if not in_trees and line not in _HEADER:
-            kept.append(line)
-    text = "\n".join(kept).strip("\n")
-    return ("\n" + text + "\n").encode() if text else b""
+            section.append(line)
+    text = "\n".join(tables).strip("\n")
+    return [line for line in top if line.strip()], ("\n" + text + "\n") if text else ""
 
 
 def _ignore_local(store: Store) -> None:

@@ -55,3 +55,16 @@ def test_a_store_config_inside_the_tree_does_not_hide_the_store_that_guards_it(t
     (tree / "pyproject.toml").write_text("[tool.stackmgr]\n")
     os.unlink(tree / "stackmgr.toml")
     assert guard(tree, "reset", "--hard") == 1
+
+
+@pytest.mark.regression("a pulled `max_untracked_bytes = 0` made every new file unprotected: check 0, git clean ran")
+def test_a_pulled_limit_never_lowers_what_is_protected(team: Team) -> None:
+    config = (team.attacker / "stackmgr.toml").read_text()
+    team.attack({"stackmgr.toml": "max_untracked_bytes = 0\n" + config})
+    (team.victim.tree / "newmod.py").write_text("unsaved new work\n")
+    assert team.sm("check").code == 1
+    os.environ["STACKMGR_STORE"] = str(team.victim.store)
+    try:
+        assert guard(team.victim.tree, "clean", "-fd") == 1
+    finally:
+        del os.environ["STACKMGR_STORE"]

@@ -156,7 +156,7 @@ def test_a_store_in_a_subdirectory_of_a_repository_has_state_of_its_own(tmp_path
     git(repo, "init", "-q")
     for sub in ("a", "b/c"):
         assert run_stackmgr("init", str(repo / sub)).code == 0
-    git_dir = repo / ".git" / "stackmgr-store"
+    git_dir = repo / ".git" / "stackmgr-stores"
     assert sorted(os.listdir(git_dir)) == ["a", "b%2Fc"]
     assert not (repo / "a" / ".stackmgr").exists()
     shutil.rmtree(repo / ".git")
@@ -171,7 +171,7 @@ def test_a_store_made_again_in_the_same_place_starts_with_a_fresh_state(tmp_path
     store = repo / "store"
     assert run_stackmgr("init", str(store)).code == 0
     assert run_stackmgr("--store", str(store), "tree", "add", "vllm", str(tree)).code == 0
-    state = repo / ".git" / "stackmgr-store" / "store"
+    state = repo / ".git" / "stackmgr-stores" / "store"
     assert (state / "ops").is_dir()
     (state / "ops" / "CURRENT").write_text("1796529254965-0123456789ab\n")  # an interrupted operation, say
     shutil.rmtree(store)
@@ -179,7 +179,7 @@ def test_a_store_made_again_in_the_same_place_starts_with_a_fresh_state(tmp_path
     listed = run_stackmgr("--store", str(store), "trees")
     assert made.code == listed.code == 0 and "the state of an earlier store" in made.err + listed.err
     assert not (state / "ops").exists()
-    (aside,) = (repo / ".git" / "stackmgr-store").glob("store.before-*")
+    (aside,) = (repo / ".git" / "stackmgr-stores").glob("store.before-*")
     assert (aside / "ops" / "CURRENT").exists()
     shutil.rmtree(store)
     again = run_stackmgr("init", str(store))  # nothing interrupted this time: simply gone

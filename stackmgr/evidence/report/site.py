@@ -74,9 +74,20 @@ def _outside_store_data(store: Store, given: str, real: str) -> None:
             raise StackmgrError(f"{given} is inside the store's {sub}/", "write the report somewhere else")
 
 
+def _no_link_in_store(store: Store, directory: str) -> None:
+    """A report written into the store (`report -o site` in it) never goes through a symlink a pull put there
+    (`site -> ~/empty`, `docs -> ~`): one among the directories from the store's root to `directory` is refused."""
+    rel = os.path.relpath(os.path.abspath(directory), os.path.abspath(store.root))
+    if rel != os.curdir and rel != os.pardir and not rel.startswith(os.pardir + os.sep):
+        from stackmgr.store.fs import refuse_links_below
+
+        refuse_links_below(store.root, os.path.abspath(directory))
+
+
 def check_target(store: Store, out_dir: str) -> str:
     """The absolute output directory, refusing one that is not ours to fill."""
     target = os.path.abspath(out_dir)
+    _no_link_in_store(store, target)
     _outside_store_data(store, out_dir, os.path.realpath(target))
     if os.path.lexists(target) and not os.path.isdir(target):
         raise StackmgrError(f"{out_dir} exists and is not a directory", "pick a new directory for the report")
@@ -159,6 +170,7 @@ def check_markdown_target(store: Store, file: str) -> tuple[str, str | None]:
     """The absolute path of the lessons page, and the real directory its artifact links are relative to (None when
     it is outside the store: links climbing out of it would hold on this machine only)."""
     target = os.path.abspath(file)
+    _no_link_in_store(store, os.path.dirname(target))
     directory = os.path.realpath(os.path.dirname(target))
     _outside_store_data(store, file, os.path.join(directory, os.path.basename(target)))
     if os.path.isdir(target):
