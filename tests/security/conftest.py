@@ -114,6 +114,20 @@ class Team:
         git(self.attacker, "pull", "-q", "--no-rebase", "origin", "main")
 
 
+def edited_record(team: Team, tmp_path: Path, old: str, new: str) -> Path:
+    """The victim links patch `fix` to a log and pushes the record; the attacker pushes it back with `old`
+    replaced by `new` in its text; the victim pulls. The record's path."""
+    log = tmp_path / "probe.log"
+    log.write_text("throughput 1\n")
+    assert team.sm("link", "fix", str(log), "--metric", "tps=1").code == 0
+    (record,) = (team.victim.store / "links" / "fix").glob("*.toml")
+    team.victim_commit()
+    text = record.read_text()
+    assert old in text, text
+    team.attack({f"links/fix/{record.name}": text.replace(old, new)})
+    return record
+
+
 def attacker_clone(remote: Path, where: Path) -> Path:
     subprocess.run(["git", "clone", "-q", str(remote), str(where)], check=True, capture_output=True)
     return where

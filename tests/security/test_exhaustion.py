@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git
-from tests.security.conftest import Team
+from tests.security.conftest import Team, edited_record
 from tests.security.test_outside_records import (
     SECONDS,
     Ran,
@@ -213,12 +213,7 @@ def test_a_giant_integer_in_the_shared_config_is_one_line_naming_it(team: Team) 
 
 @pytest.mark.regression("a record's `value = nan` made `links --json` an internal error")
 def test_a_nan_metric_is_said_in_json_not_a_crash(team: Team, tmp_path: Path) -> None:
-    log = tmp_path / "probe.log"
-    log.write_text("throughput nan\n")
-    assert team.sm("link", "fix", str(log), "--metric", "tps=1").code == 0
-    (record,) = (team.victim.store / "links" / "fix").glob("*.toml")
-    team.victim_commit()
-    team.attack({f"links/fix/{record.name}": record.read_text().replace("value = 1.0", "value = nan")})
+    edited_record(team, tmp_path, "value = 1.0", "value = nan")
     listed = team.sm("links", "--json")
     assert listed.code == 0 and "internal error" not in listed.err, listed.err
     assert '"nan"' in listed.out and "NaN" not in listed.out

@@ -13,13 +13,13 @@ from tests.conftest import run_stackmgr
 from tests.security.conftest import Team
 
 
-def guard(where: Path, *git_args: str) -> int:
-    """`stackmgr guard -- GIT ARGS` as the shell function runs it in `where`, with no store pinned: its exit code
-    (0 lets git run)."""
+def guard(where: Path, *git_args: str, store: Path | None = None) -> int:
+    """`stackmgr guard -- GIT ARGS` as the shell function runs it in `where` (pinned to `store`, or with none
+    pinned): its exit code (0 lets git run)."""
     here = os.getcwd()
     os.chdir(where)
     try:
-        return run_stackmgr("guard", "--", *git_args).code
+        return run_stackmgr(*(["--store", str(store)] if store else []), "guard", "--", *git_args).code
     finally:
         os.chdir(here)
 
@@ -29,11 +29,7 @@ def test_a_pull_that_drops_the_tree_from_the_shared_config_leaves_it_guarded(tea
     team.attack({"stackmgr.toml": "# the trees are gone\n"})
     (team.victim.tree / "README").write_text("unsaved work\n")
     assert team.sm("check").code == 1
-    os.environ["STACKMGR_STORE"] = str(team.victim.store)
-    try:
-        assert guard(team.victim.tree, "reset", "--hard") == 1
-    finally:
-        del os.environ["STACKMGR_STORE"]
+    assert guard(team.victim.tree, "reset", "--hard", store=team.victim.store) == 1
 
 
 @pytest.mark.regression("a stackmgr.toml inside the tree hid the store above it from the guard")
@@ -63,8 +59,4 @@ def test_a_pulled_limit_never_lowers_what_is_protected(team: Team) -> None:
     team.attack({"stackmgr.toml": "max_untracked_bytes = 0\n" + config})
     (team.victim.tree / "newmod.py").write_text("unsaved new work\n")
     assert team.sm("check").code == 1
-    os.environ["STACKMGR_STORE"] = str(team.victim.store)
-    try:
-        assert guard(team.victim.tree, "clean", "-fd") == 1
-    finally:
-        del os.environ["STACKMGR_STORE"]
+    assert guard(team.victim.tree, "clean", "-fd", store=team.victim.store) == 1

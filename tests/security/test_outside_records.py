@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git
-from tests.security.conftest import Symlink, Team
+from tests.security.conftest import Symlink, Team, edited_record
 
 SECONDS = 30  # a command on a hostile record ends within this (it reads nothing big, and nothing without end)
 
@@ -304,14 +304,7 @@ def test_the_report_never_copies_a_patch_file_linked_out_of_the_store(team: Team
 
 @pytest.mark.regression("`apply --link` wrote a record's `[[stack]] series = \"../../home/.bashrc\"` into the state")
 def test_a_record_whose_stack_names_no_series_is_refused_naming_it(team: Team, tmp_path: Path) -> None:
-    log = tmp_path / "probe.log"
-    log.write_text("tps 1\n")
-    assert team.sm("link", "fix", str(log), "--metric", "tps=1").code == 0
-    (record,) = (team.victim.store / "links" / "fix").glob("*.toml")
-    team.victim_commit()
-    text = record.read_text()
-    assert 'series = "replay"' in text
-    team.attack({f"links/fix/{record.name}": text.replace('series = "replay"', 'series = "../../home/.bashrc"')})
+    record = edited_record(team, tmp_path, 'series = "replay"', 'series = "../../home/.bashrc"')
     result = team.sm("apply", "--link", record.stem.rsplit("-", 2)[-2] + "-" + record.stem.rsplit("-", 1)[-1])
     assert result.code != 0 and "not a series name" in result.err, result.err
     state = (team.victim.store / ".git" / "stackmgr-store" / "applied.json").read_text()
