@@ -177,12 +177,9 @@ _KIND_LETTER = {"added": "A", "deleted": "D", "modified": "M", "mode": "m", "typ
 def _measured_head(a: dict[str, Any], head: str) -> str:
     """The applied state `apply --link` recorded: the link, the patches (of the series it names, and others), and
     the residue on top, which is in no patch."""
-    m, n = a["measured"], len(a["patches"])
+    m = a["measured"]
     if not a["series"]:
-        top = f", top {a['top']}" if a.get("top") else ""
-        head = f"  {n} patch{'es' if n != 1 else ''} applied{top} (on {a['base'][:12]}, no series)"
-    others = m.get("not_in_series") or []
-    head += f" + {', '.join(others)} (not in {a['series']})" if others else ""
+        head = f"  {show_text(a['position'])} (on {a['base'][:12]}, no series)"
     if m.get("residue"):
         kept = "kept in " + m["residue"] if m.get("residue_kept") else paint("its file is missing or damaged", "red")
         return head + f" + the residue of {m['link']} (in no patch; {kept})"
@@ -200,9 +197,7 @@ def render_status(report: TreeReport) -> None:
         out("  " + paint(f"note: {show_text(warning)}", "yellow"))
     if report.applied:
         a = report.applied
-        top = f", top {a['top']}" if a.get("top") else ""
-        count = a.get("in_series", len(a["patches"]))  # an applied patch the series lost since is said below
-        head = f"  {a['series']}: {count} of {a.get('total', len(a['patches']))} applied{top} (on {a['base'][:12]})"
+        head = f"  {show_text(a['position'])} (on {a['base'][:12]})"  # the applied position (store/position.py)
         if a.get("measured"):
             head = _measured_head(a, head)
         edited = [show_text(e) for e in a.get("series_edited") or []]
@@ -214,6 +209,8 @@ def render_status(report: TreeReport) -> None:
             lead = "  " if a["drift"] else head + " — "
             out(lead + paint(f"the series was edited since: {shown}", "yellow")
                 + f" (`stackmgr apply {a['series']}` applies it as it is now)")  # fmt: skip
+        if a.get("to_do"):
+            out(f"  the applied patches are not the series' first {len(a['patches'])}: {a['to_do']}")
         if a["matches"]:
             out(head + " — tree matches")
     blockers = report.blockers
@@ -239,7 +236,12 @@ def render_status(report: TreeReport) -> None:
         size = f", {human_size(u.size)}" if u.size else ""
         out(f"  unprotected: {show_path(u.path)} ({u.reason}{size}; never saved, never deleted)")
     present = [(n, hit, total) for n, (hit, total) in sorted(found.presence.items()) if hit]
+    applied = report.applied or {"patches": [], "series": ""}
     for name, hit, total in present:
+        if name in applied["patches"]:  # the applied position holds it: a patch above may change its files again
+            above = f", {total - hit} of its {total} files changed again by a patch above it" if hit < total else ""
+            out(f"  patch {name}: applied ({show_text(applied['series'] or 'no series')}){above}")
+            continue
         out(f"  patch {name}: " + ("fully present" if hit == total else f"partly present ({hit}/{total} files)"))
 
 

@@ -26,6 +26,7 @@ from stackmgr.cli.entry import main
 # The reliability suite's summary lines (catalogue rows covered, crash points injected; kill-anywhere trials) and the
 # attacker suite's (cases by kind), under xdist too.
 pytest_plugins = ["tests.reliability.catalogue", "tests.reliability.kill_summary", "tests.security.summary"]
+pytest_plugins.append("tests.scenario.summary")  # the lab-month suite: steps played, by week
 
 GIT_DATE = "1781344931 +0000"  # 2026-06-13
 RAM_TEMP = "/dev/shm"

@@ -50,7 +50,7 @@ def test_status_json_has_stable_keys(lab: Lab) -> None:
         assert by_path["README"]["added"] == 1 and by_path["README"]["deleted"] == 1
         assert by_path["new.bin"]["binary"] is True and by_path["new.bin"]["preserved_by"] == []
         assert tree["unpreserved"] == [{"path": "new.bin", "why": "added"}]
-        assert tree["patches"] == [{"name": "readme", "present": 1, "total": 1}]
+        assert tree["patches"] == [{"name": "readme", "present": 1, "total": 1, "applied": False}]
 
 
 def test_read_only_commands_never_write_the_real_index(lab: Lab) -> None:

@@ -75,7 +75,7 @@ def test_runs_at_two_request_rates_are_two_groups_never_ranked_together(ev: Lab,
 def test_repeats_of_one_patch_and_configuration_are_mean_and_stdev(ev: Lab, runs: dict[str, str]) -> None:
     group, _ = _compare(ev, "replay-probe")["groups"]
     assert group["results"] == [{"patch": "replay-probe", "links": [runs["probe@1a"], runs["probe@1b"]], "n": 2,
-                                 "reference": True, "label": "replay-probe"}]  # fmt: skip
+                                 "reference": True, "label": "replay-probe", "marked": None}]  # fmt: skip
     tput = next(m for m in group["metrics"] if m["name"] == "output_throughput")
     assert tput["values"] == [{"patch": "replay-probe", "mean": 111.0, "stdev": math.sqrt(2), "n": 2,
                                "delta": None, "delta_pct": None, "change": None}]  # fmt: skip
@@ -216,9 +216,10 @@ def test_failed_and_tainted_runs_are_left_out_of_the_means_and_said_so(ev: Lab, 
                                  {"link": tainted, "patch": "replay-probe", "why": "tainted"}]  # fmt: skip
     tput = next(m for m in group["metrics"] if m["name"] == "output_throughput")
     assert [(v["mean"], v["n"]) for v in tput["values"]] == [(100.0, 1), (111.0, 2)]
-    (alone,) = _compare(ev, failed)["groups"]  # named by id: still no measurement, never a reference
-    assert (alone["results"], alone["metrics"], [k["link"] for k in alone["left_out"]]) == ([], [], [failed])
-    assert ev.sm("compare", failed).out.splitlines()[1:] == [f"  left out: {failed} of replay-probe (exit 1)"]
+    (alone,) = _compare(ev, failed)["groups"]  # named by id: shown, marked, never a reference
+    assert [(r["links"], r["marked"], r["reference"]) for r in alone["results"]] == [([failed], "exit 1", False)]
+    assert alone["left_out"] == [] and alone["metrics"][0]["values"][0]["change"] is None
+    assert ev.sm("compare", failed).out.splitlines()[1] == f"  replay-probe: {failed}  FAILED (exit 1)"
 
 
 @pytest.mark.regression("compare merged links named by id of one patch into one column of repeats")
@@ -234,8 +235,8 @@ def test_links_named_by_id_are_columns_of_their_own(ev: Lab, runs: dict[str, str
     ]
     (group,) = _compare(ev, a, b)["groups"]
     assert group["results"] == [
-        {"patch": "replay-probe", "links": [a], "n": 1, "reference": True, "label": a},
-        {"patch": "replay-probe", "links": [b], "n": 1, "reference": False, "label": b}]  # fmt: skip
+        {"patch": "replay-probe", "links": [a], "n": 1, "reference": True, "label": a, "marked": None},
+        {"patch": "replay-probe", "links": [b], "n": 1, "reference": False, "label": b, "marked": None}]  # fmt: skip
     (group,) = _compare(ev, runs["fix@1"], b)["groups"]  # patches apart: the patch's name says which
     assert [r["label"] for r in group["results"]] == ["replay-fix", "replay-probe"]
     group, _ = _compare(ev, a, "replay-probe")["groups"]  # the patch: its current links but the one named first
@@ -254,7 +255,7 @@ def test_a_baseline_linked_to_the_patch_and_a_broken_result_are_left_out_of_its_
     _bench(ev, "probe-1b.json", 1, 999.0, 1.0)  # a result's file rewritten since it was linked: broken
     group = _compare(ev, "replay-probe")["groups"][0]
     assert group["results"] == [{"patch": "replay-probe", "links": [runs["probe@1a"]], "n": 1, "reference": True,
-                                 "label": "replay-probe"}]  # fmt: skip
+                                 "label": "replay-probe", "marked": None}]  # fmt: skip
     assert {k["link"]: k["why"] for k in group["left_out"]} == {
         runs["probe@1b"]: "broken: an artifact changed or is missing (`stackmgr verify`)",
         base: "measured without the patch"}  # fmt: skip

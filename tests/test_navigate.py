@@ -384,7 +384,7 @@ def test_a_dropped_patch_name_is_kept_for_its_evidence_until_let_go(ev: Lab) -> 
     assert ev.sm("reset", "vllm-xpu-kernels", "--to", "HEAD").code == 0
     assert ev.sm("series", "remove", "kernels", "gemm-tile").code == 0
     assert ev.sm("drop", "gemm-tile").code == 0
-    (ev.tree / "README").write_text("another change\n")
+    (ev.tree / "another.txt").write_text("another change\n")  # beside series replay, applied: a file it leaves alone
     refused = ev.sm("save", "gemm-tile", "-t", "vllm", "-m", "new")
     one_line_error(refused, 3)
     assert "drop gemm-tile --with-links" in refused.err

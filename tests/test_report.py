@@ -80,7 +80,8 @@ def store(lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str
                             "--gate", "json=pass", "--gate", "color=fail:3/8", "--verdict", "rejected",
                             "--do-not-revive", "--lesson", HOSTILE_LESSON, "--baseline", ids["baseline"])  # fmt: skip
 
-    # A patch in no series, never linked.
+    # A patch in no series, never linked (saved with no series applied: on top of one, a save appends to it).
+    _ok(lab, "pop", "-a", "-t", "vllm-xpu-kernels")
     (kernels / "README").write_text("kernels, documented\n")
     _ok(lab, "save", "loose-doc", "-t", "vllm-xpu-kernels", "README", "-m", "document the kernels")
     assert "loose-doc" not in (lab.store / "series" / "kernels").read_text()

@@ -341,10 +341,11 @@ def run_in(lab: Lab, cwd: Path, *args: str) -> tuple[int, str, list[dict[str, An
 def test_a_run_that_wrote_nothing_where_results_are_looked_for_says_so(lab: Lab, bench: Path) -> None:
     config = lab.store / "stackmgr.toml"
     config.write_text(config.read_text() + 'results = ["results"]\n')  # under [trees.vllm]
-    code, err, (record,) = run_in(lab, lab.store, "--name", "a", "--", sys.executable, str(bench), "4", "results")
+    code, err, (record,) = run_in(lab, lab.store, "--name", "a", "--cwd", str(lab.store), "--", sys.executable,
+                                  str(bench), "4", "results")  # fmt: skip
     assert code == 0 and (lab.store / "results" / "bench-4.json").is_file() and record["run"].get("config") is None
     assert (f"stackmgr: warning: nothing was written under the result directories (vllm/results/); the command ran "
-            f"in {lab.store}, outside the measured trees: run it from the tree, or pass --result-dir DIR / "
+            f"in {lab.store}, outside the measured trees: leave out --cwd, or pass --result-dir DIR / "
             "--from-json GLOB for where it writes\n") in err  # fmt: skip
     assert err.count("nothing was written") == 1
     code, err, records = run_in(lab, lab.tree, "--name", "b", "--", sys.executable, str(bench), "4", "results")

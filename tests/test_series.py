@@ -363,17 +363,17 @@ def test_series_add_places_patches_and_refuses_what_cannot_be(lab: Lab) -> None:
     after = b"b.patch\nc.patch\nd.patch\na.patch\ne.patch\n"
     assert path.read_bytes() == after
 
-    _refused(lab.sm("series", "add", "replay", "nope"), 2, "no patch file patches/nope.patch")
+    _refused(lab.sm("series", "add", "replay", "nope"), 2, "no patch named nope")
     _refused(lab.sm("series", "add", "replay", "a"), 2, "'a.patch' is already in series replay")
     _refused(lab.sm("series", "add", "replay", "../a"), 2, "invalid patch name '../a'")
     assert path.read_bytes() == after
 
     # All or nothing: a good patch before a bad one is not added either.
     _patches(lab, "f")
-    _refused(lab.sm("series", "add", "replay", "f", "nope"), 2, "no patch file patches/nope.patch")
+    _refused(lab.sm("series", "add", "replay", "f", "nope"), 2, "no patch named nope")
     _refused(lab.sm("series", "add", "replay", "f", "f"), 2, "'f.patch' is already in series replay")
     assert path.read_bytes() == after
-    _refused(lab.sm("series", "add", "ghost", "nope"), 2, "no patch file patches/nope.patch")
+    _refused(lab.sm("series", "add", "ghost", "nope"), 2, "no patch named nope")
     assert not _series(lab, "ghost").exists()
 
     bad_at = lab.sm("series", "add", "replay", "f", "--at", "0")

@@ -119,7 +119,9 @@ def import_cmd(ctx: Context, /, files: tuple[str, ...], **values: Any) -> None:
 def run_cmd(ctx: Context, /, command: tuple[str, ...], **values: Any) -> None:
     """Run CMD (after `--`), tee its output to a log, record the measured state before and after, the command,
     its exit code, times, environment, host and accelerators, the files written under the result directories
-    and the metrics in them, as a draft (experimental) link; exit with CMD's own code."""
+    and the metrics in them, as a draft (experimental) link; exit with CMD's own code. CMD runs in the measured
+    tree (in the directory you stand in when that is inside it; else at the tree's top, said on stderr), or in
+    --cwd DIR; a relative --result-dir or --from-json is read from there too."""
     raise SystemExit(run_body.run(ctx.store, ctx.json, command, values))
 
 

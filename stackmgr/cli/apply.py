@@ -67,11 +67,12 @@ def run_link(args: ApplyArgs) -> int:
     if args.link is None or args.series:
         raise UsageProblem("give a SERIES or --link LINK, not both" if args.series else "give a SERIES to apply",
                            "`stackmgr apply SERIES` or `stackmgr apply --link LINK`")  # fmt: skip
-    if args.guards or args.three_way or args.override:
-        raise UsageProblem("--guard, --3way and --override are for a series", "`stackmgr apply --link LINK` alone")
+    if args.guards or args.three_way:
+        raise UsageProblem("--guard and --3way are for a series", "`stackmgr apply --link LINK` alone")
     store = open_store(args.store)
     with output.activity(f"rebuilding the state of {args.link}"):
-        outcomes = apply_link(store, args.link, only_tree=args.only_tree, dry_run=args.dry_run)
+        outcomes = apply_link(store, args.link, only_tree=args.only_tree, dry_run=args.dry_run,
+                              override=args.override)  # fmt: skip
     if args.as_json:
         output.emit_json({"schema": 1, "link": args.link, "dry_run": args.dry_run, "trees": [
             {"tree": o.tree, "base": o.base, "patches": o.patches, "residue": o.residue or None,

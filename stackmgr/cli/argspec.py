@@ -45,6 +45,7 @@ SAVE = (
     Opt(("-t", "--tree"), "tree", True, "The tree to save from (needed when several have changes).", "TREE"),
     Opt(("-m", "--message"), "message", True, "Description: first line is the subject.", "MSG"),
     Opt(("--series",), "series", True, "Append the patch to this series (created when missing).", "SERIES"),
+    Opt(("--new-series",), "new_series", True, "Start this series on what the tree holds, with the patch.", "S"),
     Opt(("--base",), "base", True, "Diff from REV instead of HEAD (keeps local commits).", "REV"),
     Opt(("--update",), "update", False, "Replace an existing patch (the old one is kept for interdiff)."),
     Opt(
@@ -72,6 +73,7 @@ IMPORT = (
     Opt(("--series",), "series", True, "Import the files as a stack, in order, appended to series S.", "S"),
     Opt(("--name",), "name", True, "The patch name (one file only); else from the file name or subject.", "N"),
     Opt(("--base",), "base", True, "The commit the patches apply to; else the newest one they apply to.", "REV"),
+    Opt(("--override",), "override", True, "Import a do-not-revive lane into --series anyway, saying why.", "REASON"),
     JSON,
 )
 
@@ -97,6 +99,8 @@ RUN = (
         multiple=True),
     Opt(("--from-json",), "from_json", True, "vllm bench JSON to take metrics from, wherever it is (repeatable).",
         "GLOB", multiple=True),
+    Opt(("--cwd",), "cwd", True, "Run CMD in DIR; default: the measured tree (where you stand when inside it).",
+        "DIR"),
     JSON,
 )
 

@@ -14,19 +14,24 @@ from stackmgr.store.config import open_store
 @click.option("--metric", metavar="M", help="Judge by metric M of what CMD writes, not by its exit code.")
 @click.option("--threshold", type=float, metavar="X", help="With --metric: worse than X (by its direction) fails.")
 @click.option("--override", metavar="WHY", help="Bisect a series holding a do-not-revive lane; WHY is recorded.")
+@click.option("--cwd", metavar="DIR", help="Run CMD in DIR; default: the tree (where you stand when inside it).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_context
 def bisect_cmd(ctx: Context, series: str, tree: str | None, metric: str | None, threshold: float | None,
-               override: str | None, command: tuple[str, ...]) -> None:  # fmt: skip
+               override: str | None, cwd: str | None, command: tuple[str, ...]) -> None:  # fmt: skip
     """Find the first patch of SERIES whose prefix makes CMD (after `--`) fail: its exit code is not 0, or
     --metric M is worse than --threshold X. Each tested prefix is captured as `stackmgr run` captures a run;
-    the tree is put back as it was at the end. Exit 0 when a first bad patch is found, 1 when none fails."""
+    the tree is put back as it was at the end, and after a kill by `stackmgr recover`. CMD runs in the tree (in
+    the directory you stand in when that is inside it; else at its top, said on stderr), or in --cwd DIR. A
+    test that exits 125 or is ended by a signal (a timeout: 128+N) judges nothing: the bisect stops, no patch
+    blamed (exit 3; 128+N when stackmgr itself got signal N). Exit 0 when a first bad patch is found, 1 when
+    none fails."""
     from stackmgr import output
     from stackmgr.commands.bisect import bisect
 
     argv = list(command[1:] if command[:1] == ("--",) else command)
     found = bisect(open_store(ctx.store), series, argv, tree=tree, metric=metric, threshold=threshold,
-                   override=override)  # fmt: skip
+                   override=override, cwd=cwd)  # fmt: skip
     if ctx.json:
         output.emit_json({"schema": 1, "series": series, "first_bad": found.first_bad, "base_fails": found.base_fails,
                           "base_tested": found.base_tested,

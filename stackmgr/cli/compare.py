@@ -32,8 +32,10 @@ def group_lines(group: Group) -> list[str]:
     """The header naming the configuration, which links each result is, the runs left out (failed or tainted:
     never averaged in) and one line per metric."""
     lines = [config_line(group.config)]
-    lines += [f"  {one_line(r.patch)}{' (reference)' if i == 0 else ''}: "
-              + ", ".join(one_line(link.id) for link in r.links) for i, r in enumerate(group.results)]  # fmt: skip
+    lines += [f"  {one_line(r.patch)}{f' on {one_line(r.on)}' if r.on else ''}"
+              f"{' (reference)' if i == group.reference else ''}: "
+              + ", ".join(one_line(link.id) for link in r.links) + (f"  {one_line(r.mark)}" if r.mark else "")
+              for i, r in enumerate(group.results)]  # fmt: skip
     if group.left_out:
         lines.append("  left out: " + ", ".join(f"{one_line(link.id)} of {one_line(link.patch)} ({one_line(why)})"
                                                 for link, why in group.left_out))  # fmt: skip
@@ -61,8 +63,9 @@ def compare_cmd(ctx: Context, targets: tuple[str, ...]) -> None:
     """Metrics of results side by side: the first result is the reference, each other shows its delta, better
     or worse by the metric's direction. A PATCH means its current links: those with the same run configuration
     are repeats (mean ± stdev); a LINK (id or run name) is a column of its own. Results are grouped by run
-    configuration (model, request rate, max concurrency, prompts) and never ranked across groups. Failed and
-    tainted runs are left out, and listed as such."""
+    configuration (model, request rate, max concurrency, prompts) and never ranked across groups; repeats are
+    of one measured state. Failed and tainted runs of a PATCH are left out, and listed as such; one named by
+    itself is shown, marked, never the reference."""
     from stackmgr.commands.compare import Comparison
 
     comparison = Comparison(open_store(ctx.store), list(targets))

@@ -16,7 +16,7 @@ def run(store_dir: str | None, as_json: bool, files: tuple[str, ...], values: Va
     store = open_store(store_dir)
     with output.activity("importing"):
         report = import_patches(store, list(files), text(values, "tree"), text(values, "series"),
-                                text(values, "name"), text(values, "base"))  # fmt: skip
+                                text(values, "name"), text(values, "base"), text(values, "override"))  # fmt: skip
     if as_json:
         output.emit_json({"schema": 1, "series": report.series if report.imported else None,
                           "imported": [{"name": i.name, "source": i.source, "tree": i.tree, "base": i.base,

@@ -29,8 +29,8 @@ def _value(value: float) -> str:
               help="Take the metrics of a `vllm bench serve --save-result` JSON file.")  # fmt: skip
 @click.option("--gate", "gate_specs", multiple=True, metavar="NAME=STATUS[:DETAIL]",
               help="A quality gate: pass, fail, not-run or error.")  # fmt: skip
-@click.option("--verdict", default="experimental", show_default=True,
-              type=click.Choice(["promoted", "rejected", "experimental", "inconclusive", "superseded"]))  # fmt: skip
+@click.option("--verdict", default=None, type=click.Choice(["promoted", "rejected", "experimental", "inconclusive",
+              "superseded"]), help="Default: experimental; with --amends, the amended record's.")  # fmt: skip
 @click.option("--lesson", default="", help="What was learned (kept with rejected lanes).")
 @click.option("--do-not-revive", is_flag=True, help="Warn loudly whenever this change comes back.")
 @click.option("--amends", default="", metavar="LINK", help="This record corrects an earlier one.")
@@ -38,7 +38,7 @@ def _value(value: float) -> str:
 @json_option()
 @pass_context
 def link_cmd(ctx: Context, patch: str, artifacts: tuple[str, ...], metric_specs: tuple[str, ...],
-             from_json: tuple[str, ...], gate_specs: tuple[str, ...], verdict: str, lesson: str,
+             from_json: tuple[str, ...], gate_specs: tuple[str, ...], verdict: str | None, lesson: str,
              do_not_revive: bool, amends: str, baseline: str) -> None:  # fmt: skip
     """Record which ARTIFACTS (logs, notes, benchmark JSON) justify or refute PATCH."""
     from stackmgr.evidence.linking import create_link
@@ -107,6 +107,7 @@ def metric_table(metrics: list[Any], base: dict[str, float], indent: str = "    
 def show_cmd(ctx: Context, patch: str) -> None:
     """One patch: header, description, diffstat, status, and every link with its state."""
     from stackmgr.commands.links import PatchView, measured_lines
+    from stackmgr.evidence.link_state import run_mark
 
     view = PatchView(open_store(ctx.store), patch)
     if ctx.json:
@@ -135,7 +136,7 @@ def show_cmd(ctx: Context, patch: str) -> None:
         output.out(f"  {one_line(link.created[:10])} {one_line(link.id)}" + (f"  {gates}" if gates else "")
                    + f" · {one_line(link.verdict)} · {view.states[link.id]}" + (vs if link.metrics else "")
                    + ("" if link.metrics else " · no metrics")
-                   + (" · " + output.paint("TAINTED", "red") if link.tainted else ""))  # fmt: skip
+                   + (" · " + output.paint(marked, "red") if (marked := run_mark(link)) else ""))  # fmt: skip
         for line in metric_table(link.metrics, base):
             output.out(line)
         for i, line in enumerate(link.lesson.splitlines()):  # a lesson of several lines keeps them, indented
@@ -175,6 +176,7 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
     header, never ranked across groups. A record that a later one amends is left out unless --all (--json
     lists every record, with its amended_by)."""
     from stackmgr.commands.links import LinkTable, shown_metric
+    from stackmgr.evidence.link_state import run_mark
 
     if sort_by == "metric" and not metric:
         from stackmgr.errors import UsageProblem
@@ -198,7 +200,7 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
         shown = shown_metric(link, metric, table.headline)
         mtext = _metric_text(shown) if shown else ""
         gates = " ".join(f"{one_line(g.name)}{_mark(g.status)}" for g in link.gates)
-        taint = " TAINTED" if link.tainted else ""
+        taint = f" {marked}" if (marked := run_mark(link)) else ""  # failed or tainted: evidence/link_state.py
         replaced = f" amended by {one_line(table.amended_by[link.id])}" if link.id in table.amended_by else ""
         created, lid, patch, tree, verdict = map(one_line, (link.created[:10], link.id, link.patch, link.tree,
                                                             link.verdict))  # fmt: skip

@@ -42,16 +42,17 @@ def _report(ctx: Context, moved: object, verb: str) -> None:
 @click.argument("patch", required=False)
 @click.option("-a", "--all", "every", is_flag=True, help="Apply every remaining patch.")
 @TREE
+@click.option("--override", metavar="REASON", help="Push a do-not-revive lane anyway, saying why.")
 @json_option()
 @pass_context
-def push_cmd(ctx: Context, patch: str | None, every: bool, tree: str | None) -> None:
+def push_cmd(ctx: Context, patch: str | None, every: bool, tree: str | None, override: str | None) -> None:
     """Apply the next patch of the tree's current series (or up to PATCH, or all with -a), carrying changes on
     top along; refused, with nothing changed, when such a change touches a file the push changes."""
     from stackmgr.commands.navigate import push
 
     _target(patch, every, "push")
     with output.activity("pushing"):
-        moved = push(open_store(ctx.store), tree, patch, every)
+        moved = push(open_store(ctx.store), tree, patch, every, override)
     _report(ctx, moved, "push")
 
 
@@ -75,15 +76,22 @@ def pop_cmd(ctx: Context, patch: str | None, every: bool, tree: str | None) -> N
 @click.command("refresh")
 @click.argument("paths", nargs=-1)
 @TREE
+@click.option("--force", is_flag=True,
+              help="Rewrite the top patch even though the store holds another version than the tree applied "
+                   "(a pulled refresh): that version is kept for interdiff.")  # fmt: skip
 @json_option()
 @pass_context
-def refresh_cmd(ctx: Context, paths: tuple[str, ...], tree: str | None) -> None:
+def refresh_cmd(ctx: Context, paths: tuple[str, ...], tree: str | None, force: bool) -> None:
     """Fold the tree's changes (or only those under PATHs) into the top patch of its current series, keeping its
-    description; the previous version is kept for `stackmgr interdiff`."""
+    description; the previous version is kept for `stackmgr interdiff`. Without PATHs, a changed file that
+    another patch holds is left out (named: taken in). Refused when the patch in the store is not the version
+    the tree applied (a teammate's refresh, pulled), unless --force."""
     from stackmgr.commands.refresh import refresh
 
     with output.activity("refreshing"):
-        result = refresh(open_store(ctx.store), tree, paths)
+        result = refresh(open_store(ctx.store), tree, paths, force)
+    for warning in result.warnings:
+        output.err(f"stackmgr: note: {output.show_text(warning)}")
     if ctx.json:
         output.emit_json({"schema": 1, "patch": result.name, "tree": result.tree, "outcome": result.outcome,
                           "files": result.files, "insertions": result.insertions,
@@ -106,7 +114,8 @@ def top_cmd(ctx: Context, tree: str | None) -> None:
     where = top(open_store(ctx.store), tree)
     if ctx.json:
         output.emit_json({"schema": 1, "tree": where.tree, "series": where.series, "top": where.top,
-                          "applied": where.count, "total": len(where.names)})  # fmt: skip
+                          "applied": where.count, "total": where.total,
+                          "in_order": where.in_order, "position": where.summary()})  # fmt: skip
     elif where.top is not None:
         output.out(where.top)
     else:

@@ -14,7 +14,7 @@ def run(store: str | None, as_json: bool, command: tuple[str, ...], values: Valu
     argv = list(command[1:] if command[:1] == ("--",) else command)
     request = RunRequest(argv, trees=texts(values, "trees"), link=text(values, "link"), series=text(values, "series"),
                          name=text(values, "name"), result_dirs=texts(values, "result_dirs"),
-                         from_json=texts(values, "from_json"))  # fmt: skip
+                         from_json=texts(values, "from_json"), cwd=text(values, "cwd"))  # fmt: skip
     outcome = run(open_store(store), request)
     if as_json:
         output.emit_json({"schema": 1, "exit_code": outcome.exit_code, "tainted": outcome.tainted,

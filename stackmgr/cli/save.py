@@ -10,13 +10,13 @@ from stackmgr.store.config import open_store
 
 
 class SaveArgs:
-    __slots__ = ("allow_conflict_markers", "as_json", "base", "message", "name", "override", "paths", "series",
-                 "store", "tree", "update")  # fmt: skip
+    __slots__ = ("allow_conflict_markers", "as_json", "base", "message", "name", "new_series", "override", "paths",
+                 "series", "store", "tree", "update")  # fmt: skip
 
     def __init__(
         self, store: str | None, name: str, paths: tuple[str, ...], *, tree: str | None, message: str | None,
         series: str | None, base: str | None, update: bool, allow_conflict_markers: bool, as_json: bool,
-        override: str | None = None,
+        override: str | None = None, new_series: str | None = None,
     ) -> None:  # fmt: skip
         self.store = store
         self.name = name
@@ -29,6 +29,7 @@ class SaveArgs:
         self.allow_conflict_markers = allow_conflict_markers
         self.as_json = as_json
         self.override = override
+        self.new_series = new_series
 
     @classmethod
     def from_values(
@@ -38,7 +39,7 @@ class SaveArgs:
             store, name, paths, tree=text(values, "tree"), message=text(values, "message"),
             series=text(values, "series"), base=text(values, "base"), update=flag(values, "update"),
             allow_conflict_markers=flag(values, "allow_conflict_markers"), as_json=as_json,
-            override=text(values, "override"),
+            override=text(values, "override"), new_series=text(values, "new_series"),
         )  # fmt: skip
 
 
@@ -46,14 +47,12 @@ def run(args: SaveArgs) -> int:
     from stackmgr.commands.save import SaveRequest, save
 
     req = SaveRequest(args.name, args.tree, args.message, args.series, args.base, args.paths, args.update,
-                      args.allow_conflict_markers, override=args.override)  # fmt: skip
+                      args.allow_conflict_markers, override=args.override, new_series=args.new_series)  # fmt: skip
     store = open_store(args.store)
     with output.activity(f"saving {args.name}: snapshot, diff, round-trip check"):
         result = save(store, req)
     for warning in result.warnings:
         output.err(f"stackmgr: note: {output.show_text(warning)}")
-    for line in result.revival:  # a do-not-revive lesson, as its record says it: one line here
-        output.err(f"stackmgr: {output.show_text(line)}")
     if args.as_json:
         output.emit_json({"schema": 1, **{k: v for k, v in vars(result).items() if k not in ("warnings", "revival")}})
         return 0

@@ -93,8 +93,7 @@ def add(ctx: Context, name: str, patches: tuple[str, ...], position: int | None,
     """Append PATCHES to series NAME (created when missing)."""
     from stackmgr.commands.series import add_patches
 
-    add_patches(open_store(ctx.store), name, patches, position, override,
-                warn=lambda warning: output.err(f"stackmgr: {output.show_text(warning)}"))  # fmt: skip
+    add_patches(open_store(ctx.store), name, patches, position, override)  # a revival's warning: said there
     output.out(f"series {name}: added {', '.join(patches)}")
 
 

@@ -25,4 +25,9 @@ def run(store_dir: str | None, trees: tuple[str, ...], *, as_json: bool) -> int:
             output.render_status(report)
         if not reports:
             output.out("no trees registered; add one with `stackmgr tree add NAME PATH`")
+    from stackmgr.store.conflicts import missing_merge_driver
+
+    no_driver = missing_merge_driver(store.root)
+    if no_driver is not None:  # every append to a series will conflict: said before the conflict comes
+        output.err(f"stackmgr: note: {no_driver}")
     return 0

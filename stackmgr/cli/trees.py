@@ -65,8 +65,9 @@ def tree_set(ctx: Context, name: str, path: str | None) -> None:
 @click.argument("name", shell_complete=tree_names)
 @pass_context
 def tree_rm(ctx: Context, name: str) -> None:
-    """Forget tree NAME (refused while patches of the store belong to it). The tree itself is not touched."""
+    """Forget tree NAME (refused while patches of the store belong to it): its name in the shared config and its
+    path on this machine. The tree itself is not touched, and a teammate's machine that placed it keeps it
+    registered and guarded until `tree rm` there."""
     from stackmgr.commands.trees import forget_tree
 
-    forget_tree(open_store(ctx.store), name)
-    output.out(f"tree {name} is no longer registered (its checkout is untouched)")
+    output.out(forget_tree(open_store(ctx.store), name))

@@ -8,7 +8,6 @@ step from its checked snapshot; if a later tree refuses, the earlier ones are pu
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 
@@ -23,53 +22,13 @@ from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store import patchfile
 from stackmgr.store.applied import Applied, applied_result, record_applied
 from stackmgr.store.config import Store
-from stackmgr.store.fs import read_or_none, sha256_hex
-from stackmgr.store.series import Entry, SeriesFile, active
+from stackmgr.store.plan import TreePlan as TreePlan  # (re-exported: `export`, `rebase`, `bisect` plan through it)
+from stackmgr.store.plan import plan_series as plan_series
 from stackmgr.types import TreeId
 
 TYPE_CHECKING = False  # `collections.abc` stays out of `apply`'s start-up
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-MAX_PATCH_BYTES = 1 << 30  # git apply refuses input of 1 GiB or more
-_hashing = threading.Lock()  # a patch is hashed once, by whichever thread asks first
-
-
-class PatchRef:
-    def __init__(self, entry: Entry, path: str, data: bytes, header: patchfile.PatchHeader) -> None:
-        self.name = entry.name
-        self.path = path
-        self.tree = header.tree
-        self.base = header.base
-        self.data = data
-        self._sha256: str | None = None
-
-    @property
-    def sha256(self) -> str:
-        """Hashed once, when first asked (`apply` asks on a thread of its own: hashlib lets go of the GIL on large
-        data, so 13 MiB hash beside the snapshot and the reading of the patches, not before them)."""
-        return self.hash(sha256_hex)
-
-    def hash(self, hexdigest: Callable[[bytes], str]) -> str:
-        with _hashing:
-            if self._sha256 is None:
-                self._sha256 = hexdigest(self.data)
-            return self._sha256
-
-
-class TreePlan:
-    """The patches of one tree, in series order; the tree's base is the first patch's Stackmgr-Base."""
-
-    def __init__(self, tree: str, path: str) -> None:
-        self.tree = tree
-        self.path = path
-        self.patches: list[PatchRef] = []
-        self.snap: Snapshot | None = None
-        self.result: TreeId | None = None
-
-    @property
-    def base(self) -> str:
-        return self.patches[0].base
 
 
 class TreeOutcome:
@@ -79,38 +38,6 @@ class TreeOutcome:
         self.patches = [p.name for p in plan.patches]
         self.result = plan.result
         self.changed = changed
-
-
-def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[str, ...]) -> list[TreePlan]:
-    """Read and validate the series and its patches; group them by tree. Touches nothing."""
-    series = SeriesFile.load(store, name)
-    series.check_files()
-    if only_tree is not None:
-        store.tree(only_tree)
-    plans: dict[str, TreePlan] = {}
-    for entry in series.entries:
-        if not active(entry, guards):
-            continue
-        path = os.path.join(store.patches_dir, entry.patch)  # the series grammar already refused `/` and `..`
-        size = os.stat(path).st_size  # `check_files` refused a symbolic link out of patches/
-        if size >= MAX_PATCH_BYTES:
-            raise StackmgrError(f"patches/{entry.patch} is too large ({size >> 20} MiB; git apply "
-                                "takes less than 1 GiB)", "split the change into smaller patches")  # fmt: skip
-        data = read_or_none(path) or b""
-        header = patchfile.parse_header(data, f"patches/{entry.patch}")
-        if not store.knows(header.tree):
-            raise StackmgrError(f"patches/{entry.patch} belongs to tree {header.tree}, which this store does not know",
-                                f"register it with `stackmgr tree add {header.tree} PATH`")  # fmt: skip
-        if only_tree in (None, header.tree):
-            store.tree(header.tree)  # a tree with no path on this machine says so
-        if only_tree is not None and header.tree != only_tree:
-            continue
-        plan = plans.setdefault(header.tree, TreePlan(header.tree, store.trees[header.tree].path))
-        plan.patches.append(PatchRef(entry, path, data, header))
-    if not plans:
-        where = f" for tree {only_tree}" if only_tree else ""
-        raise StackmgrError(f"series {name} has no patches to apply{where}", f"see `stackmgr series {name}`")
-    return list(plans.values())
 
 
 def _preflight(store: Store, plan: TreePlan) -> Snapshot:
@@ -124,7 +51,7 @@ def preflight(store: Store, tree: str, base: str, taken: Callable[[Snapshot], No
     """The tree's frozen snapshot, once it is known that moving it loses nothing: not mid-operation, every change
     preserved, `base` a commit there. `taken` gets the snapshot as soon as it exists (the caller releases it).
     A tree already at `already` (that tree id, HEAD at `base`) is not moved: it has nothing to preserve."""
-    config = store.trees[tree]
+    config = store.tree(tree)
     snap = take_snapshot(tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
                          results=config.results, held=applied_result(store, tree))  # fmt: skip
     taken(snap)
@@ -328,16 +255,10 @@ def apply_series(
 def _refuse_revivals(store: Store, name: str, plans: list[TreePlan], override: str | None, dry_run: bool) -> None:
     """A patch that a do-not-revive link names (by name or patch-id) stops the apply, unless overridden (now, or
     by an override recorded for it; a dry run records none)."""
-    links_dir = store.links_dir
-    if not os.path.isdir(links_dir) or not os.listdir(links_dir):
-        return
-    from stackmgr.evidence.revival import refuse_revival
+    from stackmgr.evidence.revival import guard_revival
 
-    patches = [(p.name, p.data) for plan in plans for p in plan.patches]
-    from stackmgr import output
-
-    for warning in refuse_revival(store, patches, override, f"apply {name}", record=not dry_run):
-        output.err(f"stackmgr: {output.show_text(warning)}")  # a lesson's own newlines never forge a line
+    guard_revival(store, [(p.name, p.data) for plan in plans for p in plan.patches], override, f"apply {name}",
+                  record=not dry_run)  # fmt: skip
 
 
 def _switch_all(store: Store, name: str, plans: list[TreePlan], guards: tuple[str, ...]) -> None:

@@ -19,6 +19,7 @@ from stackmgr.evidence.records import Link, StackEntry
 from stackmgr.git.repo import open_repo
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
+from stackmgr.safety.preserved import PatchIndex
 from stackmgr.safety.snapshot import Snapshot
 from stackmgr.store.applied import Applied, record_applied
 from stackmgr.store.config import Store
@@ -43,7 +44,8 @@ def find_link(store: Store, wanted: str) -> Link:
     return found
 
 
-def apply_link(store: Store, wanted: str, *, only_tree: str | None = None, dry_run: bool = False) -> list[Rebuilt]:
+def apply_link(store: Store, wanted: str, *, only_tree: str | None = None, dry_run: bool = False,
+               override: str | None = None) -> list[Rebuilt]:  # fmt: skip
     link = find_link(store, wanted)
     entries = [s for s in link.stack if only_tree in (None, s.tree)]
     if not entries:
@@ -51,6 +53,7 @@ def apply_link(store: Store, wanted: str, *, only_tree: str | None = None, dry_r
                            f"link {link.id} records no measured tree", "see `stackmgr show " + link.patch + "`")
     with operation(store, f"apply --link {link.id}"):
         built = [rebuild(store, entry, open_repo(store.tree(entry.tree).path)) for entry in entries]
+        _guard_revival(store, link, entries, override, dry_run, only_tree)
         targets = [TreeId(tree) for tree, _below in built]
         snaps: list[Snapshot] = []
         try:
@@ -60,13 +63,39 @@ def apply_link(store: Store, wanted: str, *, only_tree: str | None = None, dry_r
             if not dry_run:
                 _switch_all(store, link, entries, snaps, targets)
                 for entry, (_tree, below) in zip(entries, built, strict=True):
-                    record_applied(store, entry.tree, Applied(entry.series, entry.base, list(entry.patches), below)
+                    record_applied(store, entry.tree, Applied(entry.series, entry.base, _names_now(store, entry), below)
                                    .measured_from(link.id, link.patch if entry.tree == link.tree else "",
                                                   entry.residue_patch, entry.snapshot))  # fmt: skip
             return outcomes
         finally:
             for snap in snaps:
                 snap.release()
+
+
+def _guard_revival(store: Store, link: Link, entries: list[StackEntry], override: str | None, dry_run: bool,
+                   only_tree: str | None) -> None:  # fmt: skip
+    """The measured patches come back into their trees: a do-not-revive lane is refused as `apply` refuses it."""
+    from stackmgr.evidence.artifacts import read_kept
+    from stackmgr.evidence.revival import guard_revival
+    from stackmgr.evidence.versions import version_file
+
+    patches = []
+    for name, sha in (p for entry in entries for p in entry.patches):
+        rel = version_file(store, name, sha)
+        data = read_kept(store, rel, sha) if rel is not None else None
+        if data is not None:  # `rebuild` read every one of them
+            patches.append((name, data))
+    command = f"apply --link {link.id}" + (f" -t {only_tree}" if only_tree else "")
+    guard_revival(store, patches, override, command, record=not dry_run)
+
+
+def _names_now(store: Store, entry: StackEntry) -> list[tuple[str, str]]:
+    """The measured patches, each by the name it has now (renamed since: found by its bytes), at the version
+    measured: what the tree holds."""
+    from stackmgr.evidence.versions import current_name
+
+    index = PatchIndex.load(store)
+    return [(current_name(store, name, sha, index) or name, sha) for name, sha in entry.patches]
 
 
 def _switch_all(store: Store, link: Link, entries: list[StackEntry], snaps: list[Snapshot],

@@ -9,21 +9,25 @@ prefixes are halved as `git bisect` does, the base taken as good (it is tested w
 by its exit code, or by the metric of what it writes, collected as `run` collects it, no record written). At the
 end the tree is put back as it was (HEAD and branch too, and the index byte for byte: what was staged stays
 staged, intent-to-add stays so; what the command left there is carried along, as `push` and `pop` carry
-changes), however the bisect ended."""
+changes), however the bisect ended: a test that judges nothing (`test_says_nothing`: exit 125, or ended by a
+signal) stops it with no patch blamed (exit 3), and SIGINT, SIGTERM or SIGHUP reaching stackmgr stops it too
+(exit 128+N) once the step under way is done. The state before is kept on disk while it runs (bisect_state.py):
+after a kill, `check` fails, and `recover` or the next bisect of the tree puts it back. CMD runs where `run`
+runs it (`capture.where_command_runs`): in the tree, or `--cwd`."""
 
 from __future__ import annotations
 
-from stackmgr.commands import navigate
+import sys
+
+from stackmgr.commands import bisect_state, navigate
 from stackmgr.commands.apply import apply_series, plan_series, preflight
 from stackmgr.commands.run import RunRequest, probe, run
 from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.evidence import capture
 from stackmgr.evidence.metrics import Metric
 from stackmgr.git import refs
-from stackmgr.git.scratch import tree_with_entries
-from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
-from stackmgr.safety.snapshot import take_snapshot
-from stackmgr.store.applied import applied_result, clear_applied, load_applied, record_applied
+from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store
 
 
@@ -47,7 +51,8 @@ class Bisected:
 
 
 def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = None, metric: str | None = None,
-           threshold: float | None = None, override: str | None = None) -> Bisected:  # fmt: skip
+           threshold: float | None = None, override: str | None = None,
+           cwd: str | None = None) -> Bisected:  # fmt: skip
     if not argv:
         raise UsageProblem("no command to test with", f"`stackmgr bisect {series} -- CMD ARGS…`")
     if (metric is None) != (threshold is None):
@@ -58,23 +63,34 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
                            "bisect one: -t TREE")  # fmt: skip
     plan = plans[0]
     names = [p.name for p in plan.patches]
+    for note in bisect_state.settle_killed_bisects(store, plan.tree):  # a killed bisect's tree first goes back
+        sys.stderr.write(f"stackmgr: note: {note}\n")
+    where, moved = capture.where_command_runs(store, [plan.tree], cwd)
     snap = preflight(store, plan.tree, plan.base)
-    before = (snap.tree_id(), snap.head, refs.symbolic_head(snap.repo), load_applied(store).get(plan.tree),
-              tree_move.real_index(snap.repo))  # fmt: skip
+    before = bisect_state.Before(series, plan.tree, snap.tree_id(), snap.head, refs.symbolic_head(snap.repo),
+                                 load_applied(store).get(plan.tree), tree_move.real_index(snap.repo))  # fmt: skip
     snap.release()
+    if moved:
+        sys.stderr.write(f"stackmgr: note: {moved}\n")
     tested: list[Tested] = []
     prefix = _run_prefix(store, series)
+    signals = _Signals()
 
     def test(k: int) -> bool:
         _go_to(store, plan.tree, names, k)
-        outcome = run(store, RunRequest(argv, trees=(plan.tree,), link=names[k - 1], name=f"{prefix}-{k}"))
-        if outcome.exit_code == 130 or outcome.exit_code == 125 or outcome.exit_code == 128 + 9:
-            raise _Stopped(outcome.exit_code, names[k - 1])
+        signals.stop_if_received(names[k - 1])
+        outcome = run(store, RunRequest(argv, trees=(plan.tree,), link=names[k - 1], name=f"{prefix}-{k}", cwd=where,
+                                        say_where=False))  # fmt: skip
+        signals.stop_if_received(names[k - 1], outcome.received)
+        why = test_says_nothing(outcome.exit_code)
+        if why is not None:
+            raise _Stopped(why, names[k - 1])
         failed, detail = _judge(outcome.exit_code, outcome.links[0].metrics if outcome.links else [], metric,
                                 threshold)  # fmt: skip
         tested.append(Tested(k, names[k - 1], failed, outcome.links[0].id if outcome.links else "", detail))
         return failed
 
+    lock = bisect_state.hold(store, before)
     try:
         apply_series(store, series, only_tree=plan.tree, override=override)  # a do-not-revive lane stops it here
         if not test(len(names)):
@@ -89,7 +105,12 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
         base_fails = base_tested = False
         if bad == 1:  # blamed on the first patch: does the base itself pass?
             _go_to(store, plan.tree, names, 0)
-            code, measured = probe(store, argv, plan.tree)
+            signals.stop_if_received("the base")
+            code, measured, received = probe(store, argv, plan.tree, where)
+            signals.stop_if_received("the base", received)
+            why = test_says_nothing(code)
+            if why is not None:
+                raise _Stopped(why, "the base")
             try:
                 base_fails, _detail = _judge(code, measured, metric, threshold)
                 base_tested = True
@@ -97,14 +118,59 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
                 pass
         return Bisected(names[bad - 1], tested, base_fails, base_tested=base_tested, blamed_first=bad == 1)
     except _Stopped as stop:
-        why = {130: "interrupted", 125: "could not be tested (exit 125, git bisect's skip)"}.get(
-            stop.code, "was killed (exit 137: out of memory, a timeout?)")  # fmt: skip
-        stopped = StackmgrError(f"bisect stopped: the test of {stop.patch} {why}; no patch is blamed",
+        stopped = StackmgrError(f"bisect stopped: the test of {stop.patch} {stop.why}; no patch is blamed",
                                 "the tree is back as it was; run the bisect again")  # fmt: skip
-        stopped.exit_code = 130 if stop.code == 130 else 3
+        stopped.exit_code = 128 + stop.signum if stop.signum else 3
         raise stopped from None
     finally:
-        _put_back(store, plan.tree, *before)
+        try:
+            bisect_state.put_back(store, before)
+        except BaseException:
+            lock.__exit__(None, None, None)  # the state stays: `recover` puts the tree back
+            raise
+        finally:
+            signals.restore()
+        bisect_state.release(store, plan.tree, lock)
+
+
+def test_says_nothing(exit_code: int) -> str | None:
+    """Why a test's exit code says nothing of the patch it tested, or None when it judges it: exit 125 (`git
+    bisect`'s "cannot test this"), or a test ended by a signal (128+N: SIGINT, SIGTERM, SIGHUP from a `timeout` or
+    a job limit, SIGKILL from the OOM killer). Such a test stops the bisect, no patch blamed, the tree put back;
+    it is not skipped: the next test would meet the same limit."""
+    import signal
+
+    if exit_code == 125:
+        return "could not be tested (exit 125, git bisect's skip)"
+    named = {signal.SIGINT: "was interrupted (SIGINT)", signal.SIGTERM: "was interrupted (SIGTERM: a timeout, a job "
+             "limit?)", signal.SIGHUP: "was interrupted (SIGHUP)", signal.SIGKILL: "was killed (SIGKILL: out of "
+             "memory, a timeout?)"}  # fmt: skip
+    return next((why for s, why in named.items() if exit_code == 128 + s), None)
+
+
+class _Signals:
+    """SIGINT, SIGTERM and SIGHUP reaching stackmgr during a bisect only set a flag (each step then stops the
+    bisect, which puts the tree back, and exits 128+N); restored when the bisect ends."""
+
+    def __init__(self) -> None:
+        import signal
+
+        self.seen: list[int] = []
+        wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        self.previous = {s: signal.signal(s, lambda signum, _frame: self.seen.append(signum)) for s in wanted}
+
+    def stop_if_received(self, patch: str, received: str = "") -> None:
+        import signal
+
+        signum = self.seen[0] if self.seen else (signal.Signals[received].value if received else 0)
+        if signum:
+            raise _Stopped(f"was interrupted: stackmgr got {signal.Signals(signum).name}", patch, signum)
+
+    def restore(self) -> None:
+        import signal
+
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
 
 
 def _run_prefix(store: Store, series: str) -> str:
@@ -124,11 +190,12 @@ def _run_prefix(store: Store, series: str) -> str:
 
 
 class _Stopped(Exception):
-    """A test that says nothing of the patch: interrupted, skipped (125), or killed."""
+    """A test that says nothing of the patch (`test_says_nothing`), or a signal that reached stackmgr (`signum`)."""
 
-    def __init__(self, code: int, patch: str) -> None:
-        self.code = code
+    def __init__(self, why: str, patch: str, signum: int = 0) -> None:
+        self.why = why
         self.patch = patch
+        self.signum = signum
 
 
 def _judge(code: int, metrics: list[Metric], metric: str | None, threshold: float | None) -> tuple[bool, str]:
@@ -149,31 +216,3 @@ def _go_to(store: Store, tree: str, names: list[str], k: int) -> None:
         navigate.push(store, tree, names[k - 1], False)
     elif k < count:
         navigate.pop(store, tree, names[k - 1] if k else None, k == 0)
-
-
-def _put_back(store: Store, tree: str, tree_id: str, head: str, branch: str | None, applied: object,
-              index: bytes | None) -> None:  # fmt: skip
-    """The tree as it was before the bisect, with what the tests left on top carried along, and its index as it
-    was (the bytes, in the same journaled step as the move)."""
-    config = store.tree(tree)
-    with operation(store, f"bisect: back to {tree}'s state before"):
-        snap = take_snapshot(tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
-                             results=config.results, held=applied_result(store, tree))  # fmt: skip
-        try:
-            now = load_applied(store).get(tree)
-            left = snap.index.changes_against(now.result_tree) if now is not None else []
-            target = tree_with_entries(snap.repo, tree_id, {c.path: None if c.new_mode == "000000" else
-                                                            (c.new_mode, c.new_blob) for c in left})  # fmt: skip
-            if target != snap.tree_id() or snap.head != head or tree_move.real_index(snap.repo) != index:
-                tree_move.move_tree(snap, target, index_tree=head, head=head, reason="stackmgr bisect: back",
-                                    op=store.journal, index_bytes=index)  # fmt: skip
-            if branch is not None:
-                refs.attach_head(snap.repo, branch, "stackmgr bisect: back")
-        finally:
-            snap.release()
-        from stackmgr.store.applied import Applied
-
-        if isinstance(applied, Applied):
-            record_applied(store, tree, applied)
-        else:
-            clear_applied(store, tree)

@@ -12,12 +12,21 @@ direction. What a column is depends on how it was named:
   where its patch's name alone would not tell the columns apart);
 - a link named twice (by id and through its patch) counts once, where it was first named.
 
-A run that failed (its `exit` gate `fail` or `error`, or a `[run]` exit code other than 0) or was tainted (a
-measured tree changed while it ran) is not a measurement of the patch: it is never averaged in, never a column
-and never a reference, however it was named; nor is, among a PATCH's links, one measured without the patch (a
-baseline linked to it: named by itself, it is a column), nor one whose evidence is broken (an artifact changed or
-missing). Each is listed under its configuration's group as left out, with why (`exit 3`, `tainted`, `measured
-without the patch`, `broken: …`); `show PATCH` still shows its numbers.
+Repeats are repeats of one measured state (`evidence.link_state.measured_state`: per tree, the snapshot id the
+record keeps): a patch's links measured on different trees (the patch alone, the patch with another saved change)
+are columns apart, each labelled with what its tree held (`p1 on p1+p2`).
+
+A result is a measurement of its patch as `evidence.link_state` says (`usable`): a run that failed (a `[run]` exit
+code other than 0, or its `exit` gate `fail` or `error`) or was tainted (a measured tree changed while it ran) is
+never averaged in and never a reference; among a PATCH's links it is left out, as is one measured without the
+patch (a baseline linked to it: named by itself, it is a column) or one whose evidence is broken (an artifact
+changed or missing). Each is listed under its configuration's group as left out, with why (`exit 3`, `tainted`,
+`measured without the patch`, `broken: …`). A failed or tainted run the user named by itself is shown: a column,
+marked (`FAILED (exit 3)`, `TAINTED`; `marked` in `--json`), never the reference. A column named by a run's name
+is titled by that name.
+
+A difference within REL_TOL of the larger value (float rounding of a mean, not a measurement) is no change:
+shown `same`, its delta 0.
 """
 
 from __future__ import annotations
@@ -29,13 +38,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stackmgr.errors import UsageProblem
-from stackmgr.evidence.compare import CONFIG_KEYS, left_out_why, run_config
+from stackmgr.evidence.compare import CONFIG_KEYS, run_config
+from stackmgr.evidence.link_state import WHOLE_NOT, measured_state, run_mark
 from stackmgr.evidence.metrics import change
 from stackmgr.evidence.reading import find_links, find_ref, load_links
 from stackmgr.evidence.records import Link
 from stackmgr.evidence.states import effective
 from stackmgr.store.config import Store
 from stackmgr.store.names import valid_name
+
+REL_TOL = 1e-9  # a difference this small against the larger value is float rounding, not a change
 
 
 @dataclass
@@ -46,6 +58,11 @@ class Result:
     links: list[Link] = field(default_factory=list)
     named: str = ""  # the link id when the column is one link named by id (or run name), "" for a patch
     label: str = ""  # what the table's header calls it: the patch, or the link id where the patch is ambiguous
+    given: str = ""  # the run name the user named it by, "" otherwise
+    state: tuple[tuple[str, str], ...] = ()  # its measured state (evidence.link_state.measured_state)
+    marked: str = ""  # a failed or tainted run named by itself: why ("exit 3", "tainted"); never the reference
+    mark: str = ""  # how the text view marks it: "FAILED (exit 3)", "TAINTED"
+    on: str = ""  # what its tree held (`p1+p2`) when the patch's links of two measured states are two columns
 
 
 @dataclass
@@ -73,30 +90,38 @@ class Group:
     rows: list[Row] = field(default_factory=list)
     left_out: list[tuple[Link, str]] = field(default_factory=list)  # failed or tainted runs, with why
 
+    @property
+    def reference(self) -> int | None:
+        """The index of the column the others are compared with: the first that is a measurement."""
+        return next((i for i, r in enumerate(self.results) if not r.marked), None)
 
-def resolve(store: Store, targets: list[str]) -> list[tuple[Link, bool]]:
-    """The links named, each with whether it was named by itself: a link id (`lnk-` optional) or a run's name is
-    that link (True), a patch name its current links (not amended), oldest first (False). A link named twice
-    counts where it was named first."""
-    chosen: list[tuple[Link, bool]] = []
+
+def resolve(store: Store, targets: list[str]) -> list[tuple[Link, bool, str]]:
+    """The links named, each with whether it was named by itself and the run name it was named by: a link id
+    (`lnk-` optional) or a run's name is that link (True), a patch name its current links (not amended), oldest
+    first (False). A link named twice counts where it was named first, but a failed or tainted run named by itself
+    anywhere counts as named by itself (it is shown, marked)."""
+    chosen: list[tuple[Link, bool, str]] = []
     for target in targets:
         name = target[: -len(".patch")] if target.endswith(".patch") else target
         by_id = find_links(store, {target, f"lnk-{target}"})
         if by_id:
-            chosen.append((by_id.get(target) or by_id[f"lnk-{target}"], True))
+            chosen.append((by_id.get(target) or by_id[f"lnk-{target}"], True, ""))
         elif valid_name(name) and (own := load_links(store, name)):
-            chosen.extend((link, False) for link in effective(own))
+            chosen.extend((link, False, "") for link in effective(own))
         elif (named := find_ref(store, target)) is not None:  # `stackmgr run --name`: the latest of a name
-            chosen.append((named, True))
+            chosen.append((named, True, target))
         elif valid_name(name) and os.path.isfile(os.path.join(store.patches_dir, name + ".patch")):
             raise UsageProblem(f"patch {name} has no links yet", f"record one with `stackmgr link {name} ARTIFACT…`")
         else:
             shown = target.encode("unicode_escape").decode("ascii")[:80]
             raise UsageProblem(f"no link or patch named '{shown}'",
                                "give link ids (`stackmgr links`) or patch names (`stackmgr series`)")  # fmt: skip
-    first: dict[str, tuple[Link, bool]] = {}
-    for link, alone in chosen:
-        first.setdefault(link.id, (link, alone))
+    first: dict[str, tuple[Link, bool, str]] = {}
+    for link, alone, given in chosen:
+        had = first.setdefault(link.id, (link, alone, given))
+        if alone and not had[1] and run_mark(link):  # a failed run named by itself is shown, wherever named first
+            first[link.id] = (link, alone, given)
     return list(first.values())
 
 
@@ -114,7 +139,7 @@ def _cell(values: list[float]) -> Cell:
     return Cell(mean, stdev, len(values))
 
 
-def _rows(results: list[Result], headline: str | None) -> list[Row]:
+def _rows(results: list[Result], headline: str | None, reference: int | None) -> list[Row]:
     if not results:  # every run of the group left out
         return []
     names: dict[str, tuple[str, str]] = {}  # name -> (unit, direction) of its first appearance
@@ -130,56 +155,90 @@ def _rows(results: list[Result], headline: str | None) -> list[Row]:
         for result in results:
             values = [m.value for link in result.links for m in link.metrics if m.name == name]
             cells.append(_cell(values) if values else None)
-        ref = cells[0]
-        for cell in cells[1:]:
-            if cell is not None and ref is not None:
-                delta = cell.mean - ref.mean
-                cell.change = change(delta, direction)
-                cell.delta = delta if math.isfinite(delta) else None  # two values near the float limit
-                pct = delta / abs(ref.mean) * 100 if ref.mean else math.inf
-                cell.delta_pct = pct if math.isfinite(pct) else None
+        ref = cells[reference] if reference is not None else None
+        for i, cell in enumerate(cells):
+            if cell is not None and ref is not None and i != reference:
+                _delta(cell, ref, direction)
         rows.append(Row(name, unit, direction, cells))
     return rows
+
+
+def _delta(cell: Cell, ref: Cell, direction: str) -> None:
+    """The cell against the reference; within REL_TOL of the larger value: the same (float rounding)."""
+    delta = cell.mean - ref.mean
+    if abs(delta) <= REL_TOL * max(abs(cell.mean), abs(ref.mean)):
+        cell.delta, cell.delta_pct, cell.change = 0.0, 0.0, "same"
+        return
+    cell.change = change(delta, direction)
+    cell.delta = delta if math.isfinite(delta) else None  # two values near the float limit
+    pct = delta / abs(ref.mean) * 100 if ref.mean else math.inf
+    cell.delta_pct = pct if math.isfinite(pct) else None
+
+
+def _on(link: Link) -> str:
+    """What the link's own tree held when measured, for a column's label: `p1+p2`, `p1+residue`."""
+    entry = next((s for s in link.stack if s.tree == link.tree), None)
+    if entry is None:
+        return "?"
+    return "+".join([n for n, _ in entry.patches] + (["residue"] if entry.residue else [])) or "base"
+
+
+def _label(r: Result, results: list[Result]) -> str:
+    if r.given:
+        return r.given
+    if r.named:
+        return r.named if sum(other.patch == r.patch for other in results) > 1 else r.patch
+    twins = [o for o in results if o.patch == r.patch and not o.named and not o.given]
+    if len(twins) < 2:
+        return r.patch
+    r.on = _on(r.links[0])
+    label = f"{r.patch} on {r.on}"
+    if sum(f"{o.patch} on {_on(o.links[0])}" == label for o in twins) > 1:  # same patches, another tree id
+        label += f" ({dict(r.state).get(r.links[0].tree, '')[:12]})"
+    return label
 
 
 class Comparison:
     """The groups `compare` shows, each with its results in the order named and its metric rows."""
 
     def __init__(self, store: Store, targets: list[str]) -> None:
+        from stackmgr.evidence.link_state import link_state
+        from stackmgr.evidence.states import Evidence
+
         self.headline = store.headline()
         groups: dict[tuple[tuple[str, str], ...], Group] = {}
-        from stackmgr.evidence.states import ArtifactHashes
-
-        hashes = ArtifactHashes(store)  # a result whose files changed or went (broken) is no measurement to show
-        for link, alone in resolve(store, targets):
+        ev = Evidence.gather(store)
+        for link, alone, given in resolve(store, targets):
             config = run_config(store, link)
             group = groups.setdefault(tuple(sorted(config.items())), Group(config, []))
-            why = left_out_why(link, alone)
-            if any(hashes.sha256(a.path) != a.sha256 for a in link.artifacts):
-                why = ", ".join(filter(None, [why, "broken: an artifact changed or is missing (`stackmgr verify`)"]))
-            if why is not None:
+            state = link_state(ev, link)
+            why = state.left_out_why(alone)
+            shown = alone and why is not None and state.freshness not in WHOLE_NOT  # named by itself: shown, marked
+            if why is not None and not shown:
                 group.left_out.append((link, why))
                 continue
-            named = link.id if alone else ""
-            result = None if alone else next((r for r in group.results if r.patch == link.patch and not r.named),
-                                             None)  # fmt: skip
+            measured = measured_state(link)
+            result = None if alone else next((r for r in group.results if r.patch == link.patch and not r.named
+                                              and r.state == measured), None)  # fmt: skip
             if result is None:
-                result = Result(link.patch, named=named)
+                result = Result(link.patch, named=link.id if alone else "", given=given, state=measured)
+                if shown:
+                    result.marked, result.mark = str(why), state.run_problem
                 group.results.append(result)
             result.links.append(link)
         for group in groups.values():
             for r in group.results:
-                shared = sum(other.patch == r.patch for other in group.results) > 1
-                r.label = r.named if r.named and shared else r.patch
-            group.rows = _rows(group.results, self.headline)
+                r.label = _label(r, group.results)
+            group.rows = _rows(group.results, self.headline, group.reference)
         self.groups = list(groups.values())
-        hashes.save()
+        ev.save()
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": 1, "headline": self.headline, "groups": [{
             "config": {key: group.config.get(key) for key in CONFIG_KEYS},
             "results": [{"patch": r.patch, "links": [link.id for link in r.links], "n": len(r.links),
-                         "reference": i == 0, "label": r.label} for i, r in enumerate(group.results)],
+                         "reference": i == group.reference, "label": r.label, "marked": r.marked or None}
+                        for i, r in enumerate(group.results)],
             "left_out": [{"link": link.id, "patch": link.patch, "why": why} for link, why in group.left_out],
             "metrics": [{"name": row.name, "unit": row.unit, "direction": row.direction, "values": [
                 {"patch": r.patch, "mean": c.mean if c else None, "stdev": c.stdev if c else None,

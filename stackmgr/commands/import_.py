@@ -26,7 +26,8 @@ from stackmgr.store.series import SeriesError, SeriesFile
 
 
 def import_patches(
-    store: Store, paths: list[str], tree: str | None, series: str | None, name: str | None, base: str | None
+    store: Store, paths: list[str], tree: str | None, series: str | None, name: str | None, base: str | None,
+    override: str | None = None,
 ) -> ImportReport:
     report = ImportReport()
     for path in paths:
@@ -57,7 +58,7 @@ def import_patches(
     output.progress_total(len(good))
     with operation(store, f"import {' '.join(os.path.basename(p) for p in paths)}"[:200]):
         if report.series is not None:
-            _import_stack(store, good, tree, report.series, base, report, quilt)
+            _import_stack(store, good, tree, report.series, base, report, quilt, override)
         else:
             for item in good:
                 _import_alone(store, item, tree, base, report)
@@ -142,6 +143,7 @@ def _import_stack(
     base: str | None,
     report: ImportReport,
     quilt: QuiltDir | None,
+    override: str | None = None,
 ) -> None:
     trees = _trees_for(store, items[0], wanted)
     if isinstance(trees, Refused):
@@ -193,7 +195,11 @@ def _import_stack(
                 current = result
                 added.append((filename, item))
     report.appended = len(added)
-    if added:
+    if added:  # the series brings their changes back: a do-not-revive lane is refused as `series add` refuses it
+        from stackmgr.evidence.revival import guard_revival
+
+        guard_revival(store, [(f[: -len(".patch")], read_or_none(os.path.join(store.patches_dir, f)) or b"")
+                              for f, _item in added], override, f"import --series {series}")  # fmt: skip
         for filename, item in added:
             _append(sf, filename, item, quilt)
         if quilt is not None and added[-1][1] is items[-1]:  # the whole stack is in: the series' last comments

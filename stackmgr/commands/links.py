@@ -16,15 +16,16 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from stackmgr.errors import UsageProblem
-from stackmgr.evidence.compare import CONFIG_KEYS, left_out_why, run_config
+from stackmgr.evidence.compare import CONFIG_KEYS, run_config
+from stackmgr.evidence.link_state import interruption, link_state, run_mark
 from stackmgr.evidence.metrics import Metric, lead
 from stackmgr.evidence.reading import Brief, find_links, load_briefs, load_links
 from stackmgr.evidence.records import Link
-from stackmgr.evidence.states import Evidence, effective, patch_status
+from stackmgr.evidence.states import Evidence
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none
-from stackmgr.store.names import patch_name
+from stackmgr.store.names import patch_file
 from stackmgr.store.patchfile import PatchHeader, parse_header
 
 
@@ -37,6 +38,7 @@ def link_json(ev: Evidence, link: Link, state: str, baseline: Link | None, repla
               config: dict[str, str]) -> dict[str, Any]:  # fmt: skip
     """One link as `show --json` and `links --json` give it (docs/FORMATS.md#json-output)."""
     base = {m.name: m.value for m in baseline.metrics} if baseline is not None else {}
+    judged = link_state(ev, link)  # failed, tainted, usable: evidence/link_state.py
     return {
         "id": link.id, "state": state, "created": link.created, "author": link.author, "patch": link.patch,
         "tree": link.tree, "amends": link.amends or None, "amended_by": replaced_by, "baseline": link.baseline or None,
@@ -53,7 +55,7 @@ def link_json(ev: Evidence, link: Link, state: str, baseline: Link | None, repla
                    "patches": [{"name": n, "sha256": h} for n, h in s.patches],
                    "present": [{"name": n, "sha256": h} for n, h in s.present]} for s in link.stack],
         "measured_current_version": ev.sha256_of(link.patch) == link.sha256, "measured_patch": link.measures_patch,
-        "run": link.run or None,
+        "run": link.run or None, "failed": judged.failed or None, "usable": judged.usable,
     }  # fmt: skip
 
 
@@ -76,8 +78,8 @@ def measured_lines(ev: Evidence, link: Link) -> list[str]:
     if link.run:
         r = link.run
         name = f" {r['name']}" if r.get("name") else ""
-        taint = f"; TAINTED: {', '.join(r.get('changed_trees', []))} changed while it ran" if r.get("tainted") else ""
-        taint += "; interrupted (Ctrl-C)" if r.get("interrupted") else ""
+        taint = f"; TAINTED: {', '.join(r.get('changed_trees', []))} changed while it ran" if link.tainted else ""
+        taint += f"; {interruption(r)}" if r.get("interrupted") else ""  # by the signal the record names
         lines.append(f"run{name}: `{shlex.join(map(str, r.get('command', [])))}` exit {r.get('exit_code')}, "
                      f"{r.get('duration_s')} s on {r.get('host', '?')}, {r.get('start', '')[:19]}Z{taint}")  # fmt: skip
     return lines
@@ -107,10 +109,8 @@ class PatchView:
     """What `show PATCH` shows: the header, the diffstat, every link with its state and its artifacts checked."""
 
     def __init__(self, store: Store, patch: str) -> None:
-        name = patch_name(patch)
+        name = patch_file(store, patch)
         path = os.path.join(store.patches_dir, name + ".patch")
-        if not os.path.isfile(path):
-            raise UsageProblem(f"no patch named {name}", "see `stackmgr series` or `ls patches/`")
         data = read_or_none(path) or b""  # never through a link out of patches/
         self.name = name
         self.header: PatchHeader = parse_header(data, f"patches/{name}.patch")
@@ -120,13 +120,14 @@ class PatchView:
         self.by_id = {link.id: link for link in links}  # and the baselines, which may be other patches' records
         self.by_id.update(find_links(store, {lk.baseline for lk in links if lk.baseline} - set(self.by_id)))
         self.states = {link.id: ev.state(link) for link in links}
-        self.status = patch_status(links, self.states)
+        from stackmgr.evidence.revival import lane_of, overrides
+
+        self.lane = lane_of(ev, name, links, self.states)  # status and do-not-revive, as the guard sees them
+        self.status = self.lane.status
         self.record = ev.index.record(name + ".patch") or {}
-        self.do_not_revive = any(link.do_not_revive for link in effective(links))
+        self.do_not_revive = self.lane.do_not_revive
         self.amended_by = amended_by(links)
         self.store = store
-        from stackmgr.evidence.revival import overrides
-
         self.overrides = overrides(store, name)  # do-not-revive lanes brought back anyway, with the reason
 
     def baseline_metrics(self, link: Link) -> dict[str, float]:
@@ -174,15 +175,6 @@ def config_order(config: dict[str, str]) -> tuple[Any, ...]:
 Configured = Callable[[Listed], dict[str, str]]
 
 
-def _failed(link: Listed) -> bool:
-    """A run that failed or was tainted: never ranked among the results it would seem to beat (`compare` leaves
-    it out)."""
-    if isinstance(link, Brief):  # as left_out_why reads a whole record
-        failed_gate = any(g.name == "exit" and g.status in ("fail", "error") for g in link.gates)
-        return link.tainted or link.exit_code not in (None, 0) or (link.exit_code is None and failed_gate)
-    return left_out_why(link, named=True) is not None
-
-
 def _sort_key(sort_by: str, metric: str | None, direction: str = "higher",
               config: Configured | None = None) -> Callable[[tuple[Listed, str]], Any]:  # fmt: skip
     """`links --sort`: date, patch, state, or the metric: by run configuration first (`config`), then best first
@@ -200,7 +192,7 @@ def _sort_key(sort_by: str, metric: str | None, direction: str = "higher",
                 orders[key] = config_order(seen)
             return orders[key]
 
-        return lambda r: (order(r[0]), _failed(r[0]),
+        return lambda r: (order(r[0]), bool(run_mark(r[0])),
                           (1, 0.0) if (m := metric_of(r[0], str(metric))) is None else (0, sign * m.value))  # fmt: skip
     keys: dict[str, Callable[[tuple[Listed, str]], Any]] = {
         "date": lambda r: (r[0].created, r[0].id), "patch": lambda r: (r[0].patch, r[0].created),

@@ -41,6 +41,11 @@ def lint_store(store: Store) -> list[Finding]:
     if pending:  # what the store holds now is half of something: every finding below may be about that
         findings.append(Finding("store", ".stackmgr/ops/", pending))
     findings += _tracked_state(store)
+    from stackmgr.store.conflicts import missing_merge_driver
+
+    no_driver = missing_merge_driver(store.root)
+    if no_driver is not None:
+        findings.append(Finding("store", ".gitattributes", no_driver))
     from stackmgr.store.temps import stale
 
     for path in stale(store):
@@ -166,8 +171,8 @@ def _lint_patch(store: Store, filename: str, findings: list[Finding]) -> patchfi
 def _lint_applies(store: Store, series: str | None, filenames: list[str], headers: dict[str, patchfile.PatchHeader],
                   findings: list[Finding]) -> None:  # fmt: skip
     """Each tree's patches, in order, applied strictly to the first one's base, must build what they record."""
-    from stackmgr.commands.apply import PatchRef
     from stackmgr.git.scratch import tree_from_patches
+    from stackmgr.store.plan import PatchRef
     from stackmgr.store.series import Entry
 
     by_tree: dict[str, list[str]] = {}

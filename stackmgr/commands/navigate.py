@@ -11,7 +11,9 @@ nothing changed, as is one that would overwrite a change no patch preserves.
 
 from __future__ import annotations
 
-from stackmgr.commands.apply import TreePlan, compute_result, made_on_older, plan_series
+import os
+
+from stackmgr.commands.apply import compute_result, made_on_older
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.repo import read_changes
 from stackmgr.git.scratch import tree_with_entries
@@ -23,36 +25,11 @@ from stackmgr.safety.preserved import assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store.applied import Applied, applied_result, load_applied, record_applied
 from stackmgr.store.config import Store
+from stackmgr.store.plan import PatchRef, TreePlan, plan_series, read_patch
+from stackmgr.store.position import Position, applied_position
+from stackmgr.store.series import Entry
+from stackmgr.store.tree_paths import tree_to_act_on
 from stackmgr.types import Change, TreeId
-
-
-class Position:
-    """Where a tree stands in its current series: the tree's patches of the series, and how many are applied."""
-
-    def __init__(self, tree: str, applied: Applied, plan: TreePlan) -> None:
-        self.tree = tree
-        self.applied = applied
-        self.plan = plan
-
-    @property
-    def series(self) -> str:
-        return self.applied.series
-
-    @property
-    def names(self) -> list[str]:
-        return [p.name for p in self.plan.patches]
-
-    @property
-    def count(self) -> int:
-        return len(self.applied.patches)
-
-    @property
-    def top(self) -> str | None:
-        return self.applied.names[-1] if self.applied.patches else None
-
-    def summary(self) -> str:
-        top = f", top {self.top}" if self.top else ""
-        return f"{self.series}: {self.count} of {len(self.names)} applied{top}"
 
 
 class Moved:
@@ -63,7 +40,7 @@ class Moved:
         self.series = position.series
         self.before = before
         self.after = position.count
-        self.total = len(position.names)
+        self.total = position.total
         self.top = position.top
         self.changed = changed
         self.carried = carried  # paths of changes on top of the series, carried along
@@ -71,51 +48,28 @@ class Moved:
         self.summary = position.summary()
 
 
-def pick_tree(store: Store, wanted: str | None, patch: str | None = None) -> str:
-    """The tree to move: the one named, else the one whose current series lists PATCH, else the only tree with a
-    current series."""
-    if wanted is not None:
-        store.tree(wanted)
-        return wanted
-    current = load_applied(store)
-    if patch is not None:
-        holding = [t for t, a in current.items() if t in store.trees and _lists(store, a.series, t, patch)]
-        if len(holding) == 1:
-            return holding[0]
-    trees = [t for t in sorted(current) if t in store.trees]
-    if len(trees) == 1:
-        return trees[0]
-    if not trees:
-        raise UsageProblem("no tree has a current series", "`stackmgr apply SERIES` first")
-    raise UsageProblem(f"more than one tree has a current series ({', '.join(trees)})", "say which with -t TREE")
+def tree_to_move(store: Store, wanted: str | None, patch: str | None = None) -> str:
+    """`push`/`pop`/`top`/`refresh`'s tree: the default tree (store/tree_paths.py), among those with a current
+    series."""
+    current = [t for t in sorted(load_applied(store)) if t in store.trees]
+    return tree_to_act_on(store, wanted, patch=patch, prefer=(current,),
+                          nothing=UsageProblem("no tree has a current series", "`stackmgr apply SERIES` first"))
 
 
-def _lists(store: Store, series: str, tree: str, patch: str) -> bool:
-    try:
-        return patch in [p.name for p in plan_series(store, series, tree, ())[0].patches]
-    except StackmgrError:
-        return False
-
-
-def position(store: Store, tree: str) -> Position:
-    """The tree's current series and how far it is applied; refused when the series no longer starts with the
-    patches that are applied (removed or reordered since): `apply` rebuilds it then."""
-    applied = load_applied(store).get(tree)
-    if applied is None:
+def position(store: Store, tree: str, in_order: bool = True) -> Position:
+    """The tree's applied position (store/position.py), refused when nothing is applied, and, unless `in_order`
+    is False (push, pop and top work from what is applied), when the applied patches are not the series' first k."""
+    where = applied_position(store, tree)
+    if where is None:
         raise StackmgrError(f"tree {tree} has no current series", "`stackmgr apply SERIES` makes one current")
-    if not applied.series:  # `apply --link` of a result measured with no series applied
-        raise StackmgrError(f"tree {tree} holds the measured state of {applied.link}, which names no series",
+    if not where.series:  # `apply --link` of a result measured with no series applied
+        raise StackmgrError(f"tree {tree} holds the measured state of {where.applied.link}, which names no series",
                             "`stackmgr apply SERIES` makes one current")  # fmt: skip
-    try:
-        plan = plan_series(store, applied.series, tree, tuple(applied.guards))[0]
-    except StackmgrError as exc:
-        raise StackmgrError(f"the current series of tree {tree}, {applied.series}, cannot be read: {exc.message}",
-                            exc.hint) from None  # fmt: skip
-    where = Position(tree, applied, plan)
-    if where.names[: where.count] != applied.names:
-        raise StackmgrError(f"series {applied.series} no longer starts with the {where.count} patches applied to "
-                            f"tree {tree} ({', '.join(applied.names)})",
-                            f"`stackmgr apply {applied.series}` rebuilds the tree from it")  # fmt: skip
+    if in_order:
+        where.refuse_out_of_order("refresh")
+    elif where.unreadable:
+        raise StackmgrError(f"the current series of tree {tree}, {where.series}, cannot be read: {where.unreadable}",
+                            f"`stackmgr apply {where.series}` rebuilds the tree from it")  # fmt: skip
     return where
 
 
@@ -124,55 +78,82 @@ def _bare(patch: str | None) -> str | None:
     return patch[: -len(".patch")] if patch is not None and patch.endswith(".patch") else patch
 
 
-def push(store: Store, tree: str | None, patch: str | None, every: bool) -> Moved:
+def push(store: Store, tree: str | None, patch: str | None, every: bool, override: str | None = None) -> Moved:
+    """Up to PATCH (default: the next patch; -a: all), never taking an applied patch off: after a pull listed a
+    patch between applied ones, the applied ones are re-applied in the series' new order (Position.push_target)."""
     patch = _bare(patch)
     what = "-a" if every else (patch or "")
     with operation(store, " ".join(filter(None, ("push", what)))):
-        where = position(store, pick_tree(store, tree, patch))
-        n, names = where.count, where.names
+        where = position(store, tree_to_move(store, tree, patch), in_order=False)
         if patch is not None:
-            if patch not in names:
+            if patch not in where.names:
                 raise UsageProblem(f"patch {patch} is not in series {where.series} for tree {where.tree}",
                                    f"see `stackmgr series {where.series}`")  # fmt: skip
-            if names.index(patch) < n:
+            if patch in where.stack:
                 raise StackmgrError(f"patch {patch} is already applied on tree {where.tree} ({where.summary()})",
                                     f"`stackmgr pop {patch}` goes back to it")  # fmt: skip
-        if n == len(names):
-            raise StackmgrError(f"tree {where.tree}: {where.summary()}; nothing to push",
-                                f"`stackmgr save NAME --series {where.series}` adds a patch on top")  # fmt: skip
-        wanted = len(names) if every else names.index(patch) + 1 if patch is not None else n + 1
-        return _move(store, where, wanted, "push")
+        target = where.push_target(patch, every)
+        _guard_revival(store, [name for name in target if name not in where.stack], override, what)
+        return _move(store, where, target, "push")
+
+
+def _guard_revival(store: Store, brought: list[str], override: str | None, what: str) -> None:
+    """A push brings these patches back into the tree: a do-not-revive lane is refused as `apply` refuses it."""
+    from stackmgr.evidence.revival import guard_revival
+    from stackmgr.store.fs import read_or_none
+
+    patches = [(name, read_or_none(os.path.join(store.patches_dir, name + ".patch")) or b"") for name in brought]
+    guard_revival(store, patches, override, " ".join(filter(None, ("push", what))))
 
 
 def pop(store: Store, tree: str | None, patch: str | None, every: bool) -> Moved:
+    """Down to PATCH (default: one patch off; -a: all), from what is applied (as quilt pops from
+    .pc/applied-patches), whatever the series lists now."""
     patch = _bare(patch)
     what = "-a" if every else (patch or "")
     with operation(store, " ".join(filter(None, ("pop", what)))):
-        where = position(store, pick_tree(store, tree, patch))
+        where = position(store, tree_to_move(store, tree, patch), in_order=False)
         n = where.count
         if n == 0:
             raise StackmgrError(f"tree {where.tree}: {where.summary()}; nothing to pop",
                                 f"`stackmgr push` applies the next patch of {where.series}")  # fmt: skip
         if patch is not None:
-            if patch not in where.applied.names:
+            if patch not in where.stack:
                 raise UsageProblem(f"patch {patch} is not applied on tree {where.tree} ({where.summary()})",
                                    "name an applied patch: pop leaves it on top")  # fmt: skip
             if patch == where.top:
                 raise StackmgrError(f"patch {patch} is already on top of tree {where.tree}; nothing to pop")
-        wanted = 0 if every else where.applied.names.index(patch) + 1 if patch is not None else n - 1
-        return _move(store, where, wanted, "pop")
+        wanted = 0 if every else where.stack.index(patch) + 1 if patch is not None else n - 1
+        return _move(store, where, where.stack[:wanted], "pop")
 
 
-def _move(store: Store, where: Position, wanted: int, verb: str) -> Moved:
-    """Move the tree to the series' first `wanted` patches, carrying the changes made on top of the applied ones."""
+def _refs(store: Store, where: Position, names: list[str]) -> list[PatchRef]:
+    """The patch files of `names`: those the series lists read as `apply` reads them, the others (applied,
+    gone from the series since) by their own files."""
+    listed = {p.name: p for p in plan_series(store, where.series, where.tree, tuple(where.applied.guards))[0].patches
+              } if any(n in where.names for n in names) else {}  # fmt: skip
+    refs = []
+    for name in names:
+        ref = listed.get(name) or read_patch(store, Entry(name + ".patch", 0))
+        if ref.tree != where.tree:
+            raise StackmgrError(f"patches/{name}.patch now belongs to tree {ref.tree}, not {where.tree}",
+                                f"`stackmgr apply {where.series}` rebuilds the tree from the series")  # fmt: skip
+        refs.append(ref)
+    return refs
+
+
+def _move(store: Store, where: Position, wanted: list[str], verb: str) -> Moved:
+    """Move the tree to the patches `wanted` (bottom first) from the series' base, carrying the changes made on
+    top of the applied ones."""
     config = store.tree(where.tree)
     applied = where.applied
+    refs = _refs(store, where, wanted)
     snap = take_snapshot(where.tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
                          results=config.results, held=applied_result(store, where.tree))
     try:
         _refuse_off_base(snap, applied)
         prefix = TreePlan(where.tree, config.path)
-        prefix.patches = where.plan.patches[:wanted]
+        prefix.patches = refs
         target, stale = _build(prefix, store.root) if wanted else (snap.repo.tree_of(applied.base), [])
         carried = _carried(snap, applied)
         moving = read_changes(start_tree_diff(snap.repo, applied.result_tree, target))
@@ -186,12 +167,11 @@ def _move(store: Store, where: Position, wanted: int, verb: str) -> Moved:
         if changed:
             tree_move.move_tree(snap, final, index_tree=applied.base, head=applied.base,
                                 reason=f"stackmgr {verb} {where.series}", op=store.journal)  # fmt: skip
-        kept = [(p.name, p.sha256) for p in where.plan.patches[:wanted]]
-        where.applied = Applied(applied.series, applied.base, kept, target,
-                                pending=[p.name for p in where.plan.patches[wanted:]],
-                                guards=applied.guards).carry_residue(applied)  # fmt: skip
-        record_applied(store, where.tree, where.applied)
-        return Moved(where, before, changed, len(carried), stale)
+        now = Applied(applied.series, applied.base, [(p.name, p.sha256) for p in refs], target,
+                      pending=[n for n in where.names if n not in wanted],
+                      guards=applied.guards).carry_residue(applied)  # fmt: skip
+        record_applied(store, where.tree, now)
+        return Moved(Position(where.tree, now, where.names, list(wanted)), before, changed, len(carried), stale)
     finally:
         snap.release()
 
@@ -259,12 +239,12 @@ def _rebuilds(store: Store, where: Position) -> bool:
     if not where.count:
         return True
     applied = TreePlan(where.tree, store.tree(where.tree).path)
-    applied.patches = where.plan.patches[: where.count]
     try:
+        applied.patches = _refs(store, where, where.stack)
         return _build(applied, store.root)[0] == where.applied.result_tree
     except StackmgrError:
         return False
 
 
 def top(store: Store, tree: str | None) -> Position:
-    return position(store, pick_tree(store, tree))
+    return position(store, tree_to_move(store, tree), in_order=False)

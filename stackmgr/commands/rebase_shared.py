@@ -12,20 +12,13 @@ from stackmgr.store.names import valid_name
 
 def shared_with(store: Store, series: str, files: list[str]) -> dict[str, list[str]]:
     """patch file -> the other series that also list it."""
-    from stackmgr.store.series import SeriesFile, list_series
+    from stackmgr.store.series import series_listing
 
-    mine = set(files)
     found: dict[str, list[str]] = {}
-    for other in list_series(store):
-        if other == series:
-            continue
-        try:
-            entries = SeriesFile.load(store, other).entries
-        except StackmgrError:
-            continue  # an unreadable series is lint's to report; it lists nothing this rebase could change
-        for entry in entries:
-            if entry.patch in mine:
-                found.setdefault(entry.patch, []).append(other)
+    for filename in dict.fromkeys(files):  # an unreadable series is refused: it may list one of them
+        others = [other for other in series_listing(store, filename) if other != series]
+        if others:
+            found[filename] = others
     return found
 
 

@@ -64,6 +64,7 @@ def finish_interrupted(store: Store) -> tuple[Interrupted | None, list[str]]:
     then removes the temp files killed commands left anywhere in the store (store/temps.py) and in its trees'
     `.git/stackmgr/`, settles the logs of killed runs and the rebases killed mid-way. Returns the operation and
     what to tell the user of the rest."""
+    from stackmgr.commands.bisect_state import settle_killed_bisects
     from stackmgr.commands.rebase_state import settle_killed_rebases
     from stackmgr.commands.run import settle_killed_logs
     from stackmgr.git.leftovers import sweep_tree
@@ -76,7 +77,7 @@ def finish_interrupted(store: Store) -> tuple[Interrupted | None, list[str]]:
         sweep(store, deep=True)
     for tree in store.trees.values():
         sweep_tree(tree.path)
-    notes = [*settle_killed_logs(store), *settle_killed_rebases(store)]
+    notes = [*settle_killed_logs(store), *settle_killed_rebases(store), *settle_killed_bisects(store)]
     if rolled is None:
         return None, notes
     return Interrupted(rolled.command, rolled.id, rolled.state == "rolled-back"), notes

@@ -19,8 +19,15 @@ from stackmgr.store.applied import Applied, load_applied, record_applied
 from stackmgr.store.config import Store
 from stackmgr.store.conflicts import refuse_conflicted
 from stackmgr.store.fs import read_or_none, sha256_hex
-from stackmgr.store.names import VERSIONS, patch_name, refuse_link_above, refuse_link_inside, refuse_linked_dirs
-from stackmgr.store.series import SeriesFile, list_series
+from stackmgr.store.names import (
+    VERSIONS,
+    patch_file,
+    patch_name,
+    refuse_link_above,
+    refuse_link_inside,
+    refuse_linked_dirs,
+)
+from stackmgr.store.series import SeriesFile, list_series, series_listing
 
 RENAMED = "renamed-from-"  # links/NEW/renamed-from-OLD: the records in links/NEW/ may name OLD
 DROPPED = "dropped"  # links/NAME/dropped: the patch was dropped on purpose; its records are history
@@ -28,10 +35,10 @@ DROPPED = "dropped"  # links/NAME/dropped: the patch was dropped on purpose; its
 
 def rename_patch(store: Store, old: str, new: str) -> list[str]:
     """Rename; the series whose lines changed."""
-    old, new = patch_name(old), patch_name(new)
+    refuse_linked_dirs(store.root)  # nothing read, written or removed through a link a pull made
+    old, new = patch_file(store, old), patch_name(new)
     if old == new:
         raise UsageProblem(f"patch {old} already has that name")
-    refuse_linked_dirs(store.root)  # nothing read, written or removed through a link a pull made
     with operation(store, f"rename {old} {new}"):
         source = os.path.join(store.patches_dir, old + ".patch")
         data = read_or_none(source)
@@ -98,7 +105,7 @@ def drop_patch(store: Store, name: str, with_links: bool) -> str:
             raise StackmgrError(f"patch {name} is applied to tree {applied[0]}; nothing changed",
                                 f"`stackmgr pop {name}` and one more `stackmgr pop` (or `stackmgr reset "
                                 f"{applied[0]}`) first")  # fmt: skip
-        users = [s for s in list_series(store) if name + ".patch" in _files(store, s)]
+        users = series_listing(store, name)
         if users:
             raise StackmgrError(f"patch {name} is in series {', '.join(users)}; nothing changed",
                                 f"`stackmgr series remove {users[0]} {name}` first")  # fmt: skip

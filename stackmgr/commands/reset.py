@@ -41,7 +41,7 @@ class _Planned:
 
 
 def reset_trees(store: Store, names: tuple[str, ...], *, to: str | None, force: bool) -> list[ResetOutcome]:
-    configs = [store.tree(n) for n in names] if names else [store.trees[n] for n in sorted(store.trees)]
+    configs = [store.tree(n) for n in names] if names else [store.tree(n) for n in sorted(store.trees)]
     with operation(store, " ".join(("reset", *names, *(["--to", to] if to else []), *(["--force"] if force else [])))):
         planned: list[_Planned] = []
         try:

@@ -24,6 +24,7 @@ from typing import Any
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import artifacts as kept
 from stackmgr.evidence import capture, collect, redaction
+from stackmgr.evidence.freshness import linked_version
 from stackmgr.evidence.linking import author_of
 from stackmgr.evidence.measured import changed_paths, measure, snapshot_ids
 from stackmgr.evidence.metrics import Gate, Metric
@@ -31,9 +32,10 @@ from stackmgr.evidence.records import Artifact, Link, StackEntry, utc_now, write
 from stackmgr.evidence.states import Evidence
 from stackmgr.journal.operation import operation
 from stackmgr.store.applied import load_applied
-from stackmgr.store.config import Store, tree_key
+from stackmgr.store.config import Store
 from stackmgr.store.fs import process_alive
 from stackmgr.store.series import SeriesFile
+from stackmgr.store.tree_paths import tree_key
 
 SHOWN_CHANGES = 5  # paths a taint warning names, per tree
 
@@ -41,8 +43,11 @@ SHOWN_CHANGES = 5  # paths a taint warning names, per tree
 class RunRequest:
     def __init__(self, argv: list[str], *, trees: tuple[str, ...] = (), link: str | None = None,
                  series: str | None = None, name: str | None = None, result_dirs: tuple[str, ...] = (),
-                 from_json: tuple[str, ...] = (), unique: bool = True) -> None:  # fmt: skip
+                 from_json: tuple[str, ...] = (), unique: bool = True, cwd: str | None = None,
+                 say_where: bool = True) -> None:  # fmt: skip
         self.argv = argv
+        self.cwd = cwd  # --cwd: where CMD runs (capture.where_command_runs)
+        self.say_where = say_where  # say on stderr where CMD runs when that is not where the user stands
         self.unique = unique  # a --name given twice is refused
         self.trees = trees
         self.link = link
@@ -60,6 +65,7 @@ class RunOutcome:
         self.tainted = tainted  # the trees that changed while the command ran
         self.warnings = warnings
         self.taints = taints or []  # per tainted tree, what changed and how to keep such files as results
+        self.received = ""  # the signal that reached stackmgr itself while the command ran ("SIGTERM"), or ""
 
 
 def run(store: Store, req: RunRequest) -> RunOutcome:
@@ -69,9 +75,6 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
         raise UsageProblem("--link and --series say the same thing twice", "give one of them")
     if req.name is not None:
         _check_name(req.name)
-    why = capture.startable(req.argv)
-    if why is not None:
-        raise UsageProblem(f"cannot run the command: {why}", "check the command after `--`; nothing was recorded")
     if req.name and req.unique:
         from stackmgr.evidence.reading import load_briefs
 
@@ -79,13 +82,17 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
         if taken:
             raise UsageProblem(f"a run named {req.name} is recorded already ({taken[-1]})",
                                "pick another --name: a run's name stands for one result")  # fmt: skip
-    trees = list(dict.fromkeys(req.trees)) or _default_trees(store)
+    trees = list(dict.fromkeys(req.trees)) or _trees_measured(store)
     for name in trees:
         store.tree(name)  # a usage error for an unknown or unplaced tree, before anything runs
-    _check_result_dirs(store, trees, req.result_dirs)
+    where, moved = capture.where_command_runs(store, trees, req.cwd)
+    why = capture.startable(req.argv, where)
+    if why is not None:
+        raise UsageProblem(f"cannot run the command: {why}", "check the command after `--`; nothing was recorded")
+    _check_result_dirs(store, trees, req.result_dirs, where)
     evidence = Evidence.gather(store)
     targets = _targets(store, req, trees, evidence)
-    dirs = [os.path.abspath(d) for d in req.result_dirs] or _declared_dirs(store, trees)
+    dirs = [os.path.abspath(os.path.join(where, d)) for d in req.result_dirs] or _declared_dirs(store, trees)
     outputs = _outputs_inside(store, trees, dirs)
     with operation(store, f"run {req.name or req.argv[0]} (measure)"):
         before = measure(store, trees, evidence.index, outputs)
@@ -93,10 +100,11 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
     earlier = settle_killed_logs(store)
     log = os.path.join(store.state_dir, f"run-{os.getpid()}.log")
     try:
-        ran = capture.tee(req.argv, log)
+        ran = capture.tee(req.argv, log, cwd=where)
     except capture.NotStarted as exc:
         _unlink(log)
-        raise UsageProblem(str(exc), "check the command after `--`; nothing ran and nothing was recorded") from None
+        raise UsageProblem(f"{exc}{f' (in {capture.text(where)})' if moved else ''}",
+                           "check the command after `--`; nothing ran and nothing was recorded") from None  # fmt: skip
     if ran.log_error is not None:  # nothing recorded: the partial log goes, the one line says what filled up
         from stackmgr.errors import disk_error
 
@@ -106,8 +114,9 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
                             f"{full.message if full else ran.log_error.strerror}",
                             "free some space there and run it again" if full else None)  # fmt: skip
     try:
-        outcome = _record(store, req, evidence, targets, trees, outputs, before, listed, log, ran)
-        outcome.warnings[:0] = earlier
+        outcome = _record(store, req, evidence, targets, trees, outputs, before, listed, log, ran, where)
+        outcome.warnings[:0] = [*earlier, *([moved] if moved and req.say_where else [])]
+        outcome.received = ran.received
         return outcome
     except (StackmgrError, OSError) as exc:  # the command ran: say where its output is, whatever went wrong
         if isinstance(exc, OSError):
@@ -121,18 +130,18 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
 
 def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tuple[str, str]], trees: list[str],
             outputs: dict[str, tuple[bytes, ...]], before: list[StackEntry], listed: collect.Listing, log: str,
-            ran: capture.Ran) -> RunOutcome:  # fmt: skip
+            ran: capture.Ran, where: str) -> RunOutcome:  # fmt: skip
     warnings = [f"{os.fsdecode(d)}/ is in tree {t} but not declared a results directory: what the command left "
                 f"there counts as work for `check`; declare it (results = [\"{os.fsdecode(d)}\"] under "
                 f"[{tree_key(store, t)}])"
-                for t, dirs in outputs.items() for d in dirs if d not in store.trees[t].results]  # fmt: skip
+                for t, dirs in outputs.items() for d in dirs if d not in store.tree(t).results]  # fmt: skip
     with operation(store, f"run {req.name or req.argv[0]}"):
         after = snapshot_ids(store, trees, outputs)
         tainted = [b.tree for b, a in zip(before, after, strict=True) if b.snapshot != a]
         rel, digest, size = kept.keep_file(store, log)  # read a block at a time: a log of any size
         found = [Artifact(rel, digest, size, origin="the command's output")]
         warnings += _secrets_in_log(store, req.argv, log, rel)
-        globbed = {pattern: glob.glob(pattern, recursive=True) for pattern in req.from_json}
+        globbed = {pattern: glob.glob(os.path.join(where, pattern), recursive=True) for pattern in req.from_json}
         warnings += [f"--from-json {capture.text(p)}: no file matches" for p, hits in globbed.items() if not hits]
         matched = sorted({p for hits in globbed.values() for p in hits})
         asked = [p for p in matched if _written_since(p, ran.began)]  # an earlier run's file is not this run's
@@ -141,16 +150,16 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
         files, data = collect.written(store, listed, asked, warnings)
         found += files
         if len(found) == 1 and listed:  # nothing kept but the log: the command wrote somewhere else
-            warnings.append(_nothing_written(store, trees, list(listed)))
+            warnings.append(_nothing_written(store, trees, list(listed), where))
         measured, config = collect.run_metrics(store, found, data, set(asked), log, warnings)
         taints = [_taint(store, b.tree, changed_paths(store, b.tree, b.snapshot, a))
                   for b, a in zip(before, after, strict=True) if b.snapshot != a]  # fmt: skip
-        run_table = _run_table(store, req, ran, tainted, before, after, config)
+        run_table = _run_table(store, req, ran, tainted, before, after, config, where)
         links = []
         for patch, tree in targets:
-            rec = evidence.index.record(patch + ".patch") or {}
+            sha, pid = linked_version(evidence, before, tree, patch)  # the version measured
             link = Link(id="", created=utc_now(), author=author_of(store, tree), patch=patch, tree=tree,
-                        sha256=str(rec.get("sha256", "")), patch_id=evidence.patch_id(patch + ".patch") or "",
+                        sha256=sha, patch_id=pid,
                         stack=before, artifacts=found, metrics=measured, verdict="experimental",
                         gates=[Gate("exit", "pass" if ran.exit_code == 0 else "fail", f"exit {ran.exit_code}")],
                         run=run_table)  # fmt: skip
@@ -161,21 +170,22 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
     return RunOutcome(links, ran.exit_code, tainted, warnings, taints)
 
 
-def probe(store: Store, argv: list[str], tree: str) -> tuple[int, list[Metric]]:
+def probe(store: Store, argv: list[str], tree: str, where: str) -> tuple[int, list[Metric], str]:
     """The command run as `run` runs it, at `tree` as it is, and the metrics of what it wrote under the tree's
     declared result directories and of its log, collected as `run` collects them; nothing is kept and no record
-    written (bisect's test of a series' base, which no patch stands for)."""
+    written (bisect's test of a series' base, which no patch stands for). Run in `where`; returns its exit code,
+    the metrics, and the signal that reached stackmgr meanwhile ("" when none)."""
     import tempfile
 
     listed = {d: collect.listing(d) for d in _declared_dirs(store, [tree])}
     with tempfile.TemporaryDirectory(prefix="stackmgr-probe-") as scratch:
         log = os.path.join(scratch, "base.log")
-        ran = capture.tee(argv, log)
+        ran = capture.tee(argv, log, cwd=where)
         warnings: list[str] = []
         files, data = collect.read_written(listed, warnings)
         found = [Artifact(log, "", 0, origin="the command's output"), *files]
         measured, _config = collect.run_metrics(store, found, data, set(), log, warnings)
-    return ran.exit_code, measured
+    return ran.exit_code, measured, ran.received
 
 
 def _secrets_in_log(store: Store, argv: list[str], log: str, rel: str) -> list[str]:
@@ -231,19 +241,13 @@ def _unlink(path: str) -> None:
         pass
 
 
-def _default_trees(store: Store) -> list[str]:
-    """The trees of this machine with a series applied; else the tree the current directory is in."""
+def _trees_measured(store: Store) -> list[str]:
+    """The trees a run measures: the default tree (store/tree_paths.py), every one with a current series here."""
+    from stackmgr.store.tree_paths import trees_to_act_on
+
     applied = load_applied(store)
-    trees = [n for n in sorted(store.trees) if n in applied and os.path.isdir(store.trees[n].path)]
-    if trees:
-        return trees
-    here = os.path.realpath(os.getcwd())
-    inside = [n for n, c in sorted(store.trees.items())
-              if here == (top := os.path.realpath(c.path)) or here.startswith(top + os.sep)]  # fmt: skip
-    if inside:
-        return inside[:1]
-    raise UsageProblem("no tree to measure: none has a series applied, and this directory is in none",
-                       "name it: `stackmgr run -t TREE -- CMD…`")  # fmt: skip
+    current = [n for n, c in sorted(store.trees.items()) if n in applied and os.path.isdir(c.path)]
+    return trees_to_act_on(store, (), prefer=(current,), several=True)
 
 
 def _targets(store: Store, req: RunRequest, trees: list[str], evidence: Evidence) -> list[tuple[str, str]]:
@@ -251,10 +255,13 @@ def _targets(store: Store, req: RunRequest, trees: list[str], evidence: Evidence
     else the top of each measured tree's applied series."""
     evidence_index = evidence.index
     if req.link:
-        rec = evidence_index.record(req.link + ".patch")
+        from stackmgr.store.names import patch_file
+
+        link = patch_file(store, req.link)
+        rec = evidence_index.record(link + ".patch")
         if rec is None or rec["tree"] is None:
-            raise UsageProblem(f"no patch named {req.link}", "see `stackmgr series` or `ls patches/`")
-        return [(req.link, str(rec["tree"]))]
+            raise UsageProblem(f"no patch named {link}", "see `stackmgr series` or `ls patches/`")
+        return [(link, str(rec["tree"]))]
     if req.series:
         last: dict[str, str] = {}
         for name in SeriesFile.load(store, req.series).patch_names():
@@ -265,9 +272,10 @@ def _targets(store: Store, req: RunRequest, trees: list[str], evidence: Evidence
             raise UsageProblem(f"series {req.series} has no patch of the measured trees ({', '.join(trees)})",
                                "name the trees with -t, or the patch with --link")  # fmt: skip
         return [(p, t) for t, p in sorted(last.items())]
-    applied = load_applied(store)
-    tops = [(a.link_patch or a.names[-1], t) for t in trees  # a measured state rebuilt: the patch its link names
-            if (a := applied.get(t)) is not None and (a.names or a.link_patch)]  # fmt: skip
+    from stackmgr.store.position import applied_position
+
+    tops = [(w.applied.link_patch or str(w.top), t) for t in trees  # a measured state: the patch its link names
+            if (w := applied_position(store, t)) is not None and (w.top or w.applied.link_patch)]  # fmt: skip
     if not tops:
         raise UsageProblem("nothing to link the result to: no measured tree has a patch applied",
                            "name it: `--link PATCH` or `--series S`")  # fmt: skip
@@ -279,15 +287,15 @@ def _declared_dirs(store: Store, trees: list[str]) -> list[str]:
     of a pulled series can make `out -> ~`, and the files written there would be copied into the store."""
     from stackmgr.store.inside import is_link_inside
 
-    return [os.path.join(store.trees[t].path, os.fsdecode(d)) for t in trees for d in store.trees[t].results
-            if is_link_inside(store.trees[t].path, os.fsdecode(d)) is None]  # fmt: skip
+    return [os.path.join(store.tree(t).path, os.fsdecode(d)) for t in trees for d in store.tree(t).results
+            if is_link_inside(store.tree(t).path, os.fsdecode(d)) is None]  # fmt: skip
 
 
 def _outputs_inside(store: Store, trees: list[str], dirs: list[str]) -> dict[str, tuple[bytes, ...]]:
     """Per tree, the result directories inside it (relative): outputs, left out of its measured state."""
     out: dict[str, tuple[bytes, ...]] = {}
     for tree in trees:
-        top = os.path.realpath(store.trees[tree].path)
+        top = os.path.realpath(store.tree(tree).path)
         inside = [os.fsencode(os.path.relpath(os.path.realpath(d), top)) for d in dirs
                   if os.path.realpath(d).startswith(top + os.sep)]  # fmt: skip
         out[tree] = tuple(inside)
@@ -299,19 +307,18 @@ def _within(path: str, top: str) -> bool:
     return path == top or path.startswith(top + os.sep)
 
 
-def _nothing_written(store: Store, trees: list[str], dirs: list[str]) -> str:
+def _nothing_written(store: Store, trees: list[str], dirs: list[str], here: str) -> str:
     """The warning for a run that kept nothing but its log: where it looked, and, when the command ran outside
     every measured tree (a relative `--result-dir results/` then lands where it ran), what to do."""
     named = []
     for d in dirs:
-        tree = next((t for t in trees if _within(d, store.trees[t].path)), None)
-        rel = os.path.relpath(os.path.realpath(d), os.path.realpath(store.trees[tree].path)) if tree else ""
+        tree = next((t for t in trees if _within(d, store.tree(t).path)), None)
+        rel = os.path.relpath(os.path.realpath(d), os.path.realpath(store.tree(tree).path)) if tree else ""
         named.append(capture.text(f"{tree}/{rel}/" if tree else d.rstrip(os.sep) + "/"))
     note = f"nothing was written under the result directories ({', '.join(named)})"
-    here = os.getcwd()
-    if any(_within(here, store.trees[t].path) for t in trees):
+    if any(_within(here, store.tree(t).path) for t in trees):
         return note
-    return (f"{note}; the command ran in {capture.text(here)}, outside the measured trees: run it from the tree, "
+    return (f"{note}; the command ran in {capture.text(here)}, outside the measured trees: leave out --cwd, "
             "or pass --result-dir DIR / --from-json GLOB for where it writes")
 
 
@@ -320,11 +327,11 @@ def _written_since(path: str, began: float) -> bool:
 
 
 def _run_table(store: Store, req: RunRequest, ran: capture.Ran, tainted: list[str], before: list[StackEntry],
-               after: list[str], config: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+               after: list[str], config: dict[str, Any], where: str) -> dict[str, Any]:  # fmt: skip
     extra, by_value, masked = capture.env_settings(store.run, store.local_run)
     return {
         "name": req.name or "", "command": [capture.text(a) for a in redaction.command_line(req.argv)],
-        "cwd": capture.text(os.getcwd()), "exit_code": ran.exit_code,
+        "cwd": capture.text(where), "exit_code": ran.exit_code,
         "start": ran.start, "duration_s": round(ran.duration, 3), "host": capture.host(),
         "accelerators": capture.accelerators(), "env": capture.environment(extra, by_value, masked),
         "tainted": bool(tainted), "changed_trees": tainted, "interrupted": ran.interrupted,
@@ -368,18 +375,18 @@ def _taint(store: Store, tree: str, changes: list[tuple[str, str]]) -> str:
 def _tracks(store: Store, tree: str, directory: str) -> bool:
     from stackmgr.git.repo import open_repo
 
-    return open_repo(store.trees[tree].path).tracks_below(os.fsencode(directory))
+    return open_repo(store.tree(tree).path).tracks_below(os.fsencode(directory))
 
 
-def _check_result_dirs(store: Store, trees: list[str], given: tuple[str, ...]) -> None:
+def _check_result_dirs(store: Store, trees: list[str], given: tuple[str, ...], where: str) -> None:
     """A `--result-dir` that is a file, holds a measured tree's top, or holds files the tree tracks is refused
     before anything runs: what is under it is left out of the measured state."""
     for d in given:
-        where = os.path.realpath(d)
-        if os.path.exists(where) and not os.path.isdir(where):
+        found = os.path.realpath(os.path.join(where, d))  # relative: to where the command runs
+        if os.path.exists(found) and not os.path.isdir(found):
             raise UsageProblem(f"--result-dir {d} is not a directory", "name the directory the command writes to")
         for tree in trees:
-            top = os.path.realpath(store.trees[tree].path)
-            if _within(top, where) or (_within(where, top) and _tracks(store, tree, os.path.relpath(where, top))):
+            top = os.path.realpath(store.tree(tree).path)
+            if _within(top, found) or (_within(found, top) and _tracks(store, tree, os.path.relpath(found, top))):
                 raise UsageProblem(f"--result-dir {d} would hide the tree's own files from check",
                                    "name the directory the command writes to")  # fmt: skip

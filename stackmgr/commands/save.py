@@ -48,7 +48,8 @@ class SaveRequest:
         self, name: str, tree: str | None = None, message: str | None = None, series: str | None = None,
         base: str | None = None, paths: tuple[str, ...] = (), update: bool = False,
         allow_conflict_markers: bool = False, keep_paths: tuple[bytes, ...] = (), command: str = "",
-        override: str | None = None,
+        override: str | None = None, new_series: str | None = None, overwrite: bool = False,
+        leave_held: bool = False,
     ) -> None:  # fmt: skip
         self.name = name
         self.tree = tree
@@ -61,35 +62,41 @@ class SaveRequest:
         self.keep_paths = keep_paths  # with `paths`: also these (the files a refreshed patch already holds)
         self.command = command  # how the journal names the operation (default `save NAME`)
         self.override = override  # why a do-not-revive lane may go into the series anyway
+        self.new_series = new_series  # start this series on what the tree holds (`--new-series`)
+        self.overwrite = overwrite  # rewrite the applied top even though the store holds another version of it
+        self.leave_held = leave_held  # `refresh`: leave out changes another patch holds, unless among keep_paths
 
 
-def pick_tree(store: Store, wanted: str | None, index: PatchIndex, series: str | None = None) -> tuple[str, Snapshot]:
-    """The tree to save from: the one named, else the only tree with unsaved changes, else the only dirty one
-    (a tree that differs from the result of `series` applied to it counts as dirty even when back at HEAD).
-    The snapshot returned is frozen: the caller releases it."""
-    if wanted is not None:
-        config = store.tree(wanted)
-        return wanted, take_snapshot(wanted, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
-                                     results=config.results, held=applied_result(store, wanted))  # fmt: skip
-    if not store.trees and store.unplaced:
-        raise UsageProblem(f"no tree of this store has a path on this machine ({', '.join(store.unplaced)})",
-                           f"say where yours is: `stackmgr tree set {store.unplaced[0]} PATH`")  # fmt: skip
-    if not store.trees:
-        raise UsageProblem("the store has no trees", "register one with `stackmgr tree add NAME PATH`")
-    snaps: list[tuple[str, Snapshot]] = []
-    chosen: tuple[str, Snapshot] | None = None
-    try:
-        for name, config in sorted(store.trees.items()):
-            if os.path.isdir(config.path):
-                snaps.append((name, take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False,
-                                                  freeze=True, results=config.results,
-                                                  held=applied_result(store, name))))  # fmt: skip
+def tree_to_save_from(store: Store, wanted: str | None, index: PatchIndex,
+                      series: str | None = None) -> tuple[str, Snapshot]:  # fmt: skip
+    """The tree to save from: the default tree (store/tree_paths.py), among the trees with unsaved changes, then
+    the changed ones (a tree that differs from the result of `series` applied to it counts as changed even when
+    back at HEAD). The snapshot returned is frozen: the caller releases it."""
+    from stackmgr.store.tree_paths import tree_to_act_on
+
+    snaps: dict[str, Snapshot] = {}
+    chosen: str | None = None
+
+    def snap_of(name: str) -> Snapshot:
+        if name not in snaps:
+            config = store.tree(name)
+            snaps[name] = take_snapshot(name, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
+                                        results=config.results, held=applied_result(store, name))  # fmt: skip
+        return snaps[name]
+
+    def changed() -> tuple[list[str], ...]:
         drifted = _drifted_from_series(store, series) if series else (lambda _s: False)
-        chosen = _only_candidate(store, index, [(n, s) for n, s in snaps if s.changes or drifted(s)])
-        return chosen
+        dirty = [n for n, c in sorted(store.trees.items()) if os.path.isdir(c.path)
+                 and ((s := snap_of(n)).changes or drifted(s))]  # fmt: skip
+        return [n for n in dirty if assess(store, snap_of(n), index=index).unpreserved], dirty
+
+    try:
+        chosen = tree_to_act_on(store, wanted, series=series, prefer=changed, nothing=StackmgrError(
+            "no tree has changes to save", "edit something first, or name the tree with -t"))  # fmt: skip
+        return chosen, snap_of(chosen)
     finally:
-        for _name, snap in snaps:
-            if chosen is None or snap is not chosen[1]:
+        for name, snap in snaps.items():
+            if name != chosen:
                 snap.release()
 
 
@@ -103,17 +110,6 @@ def _drifted_from_series(store: Store, series: str) -> Callable[[Snapshot], bool
         return a is not None and a.series == series and snap.tree_id() != a.result_tree
 
     return drifted
-
-
-def _only_candidate(store: Store, index: PatchIndex, dirty: list[tuple[str, Snapshot]]) -> tuple[str, Snapshot]:
-    unsaved = [(n, s) for n, s in dirty if assess(store, s, index=index).unpreserved]
-    for candidates in (unsaved, dirty):
-        if len(candidates) == 1:
-            return candidates[0]
-        if len(candidates) > 1:
-            names = ", ".join(n for n, _ in candidates)
-            raise UsageProblem(f"more than one tree has changes ({names})", "say which with -t TREE")
-    raise StackmgrError("no tree has changes to save", "edit something first, or name the tree with -t")
 
 
 def _select(snap: Snapshot, changes: list[Change], wanted: Sequence[str]) -> list[Change]:
@@ -137,6 +133,13 @@ def _select(snap: Snapshot, changes: list[Change], wanted: Sequence[str]) -> lis
 
 
 def save(store: Store, req: SaveRequest) -> SaveResult:
+    from stackmgr.commands.save_series import (
+        changes_a_refresh_takes,
+        changes_beside_applied,
+        refuse_nothing_new,
+        stack_of_save,
+    )
+
     name = patch_name(req.name)
     filename = name + ".patch"
     refuse_linked_dirs(store.root)  # nothing is written through a link a pull made (`patches -> ~/.bashrc.d`)
@@ -147,19 +150,15 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
                             f"pick another name, or `stackmgr drop {name} --with-links` to let the evidence go")
     with operation(store, req.command or f"save {name}") as op:
         index = PatchIndex.load(store)
-        tree, snap = pick_tree(store, req.tree, index, req.series)
+        tree, snap = tree_to_save_from(store, req.tree, index, req.series or req.new_series)
         output.progress_total(3)  # snapshot taken; the diff; the round trip and the write
         output.tick()
+        left_out: list[str] = []  # `refresh`: changes another patch holds
         try:
             _refuse_unsafe_state(snap)
             base: str = snap.repo.resolve_commit(req.base) if req.base else snap.head
-            series = req.series if req.series is not None or not req.update or req.paths else \
-                _applied_series_of(store, tree, name)  # fmt: skip
-            stack = None
-            if series is not None:
-                from stackmgr.commands.save_series import stack_for
-
-                stack = stack_for(store, index, tree, snap, series, name, base, req.base is not None)
+            stack = stack_of_save(store, index, tree, snap, name, base, req)
+            if stack is not None:
                 base = stack.base
             diff_from = stack.diff_from if stack else base
             # What there is to save: the changes since the series' result (or --base), not only since HEAD.
@@ -168,10 +167,15 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
             if req.paths and req.keep_paths:
                 chosen = {c.path for c in changes}
                 changes += [c for c in candidates if c.path in set(req.keep_paths) and c.path not in chosen]
+            if req.leave_held and not req.paths:
+                changes, left_out = changes_a_refresh_takes(index, tree, name, changes, set(req.keep_paths))
+            beside = False  # a patch on HEAD next to an applied series: only what is new
+            if stack is None and not req.update and req.base is None and changes:
+                changes, beside = changes_beside_applied(store, tree, snap, changes)
             if not changes:
-                raise StackmgrError(f"tree {tree} has no changes to save", "edit something first")
+                refuse_nothing_new(tree, stack, name)
             _refuse_gitlinks(tree, changes)
-            paths = [c.path for c in changes] if req.paths else []
+            paths = [c.path for c in changes] if req.paths or left_out or beside else []
             data, expected = _build(store, tree, snap, diff_from, base, paths, name, req)
             output.tick()
             _refuse_conflict_markers(data, req.allow_conflict_markers)
@@ -187,38 +191,18 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
         if stack is not None and result_tree is not None:
             stack.record(store, name, sha256_hex(data), result_tree)
     warnings = tuple(f"{show_path(p)}: its staged version differs; the patch holds the working-tree version"
-                     for p in snap.staged_differs if not paths or p in paths)  # fmt: skip
+                     for p in snap.staged_differs if not paths or p in paths) + tuple(left_out)  # fmt: skip
     return SaveResult(name, target, tree, base, patchfile.stat_totals(data), outcome,
-                      series, warnings, tuple(revival))  # fmt: skip
+                      stack.series.name if stack else None, warnings, tuple(revival))  # fmt: skip
 
 
 def _refuse_revival(store: Store, stack: Stack, name: str, data: bytes, req: SaveRequest) -> list[str]:
-    """A patch going into a series is checked against the do-not-revive lanes as `series add` checks it (one the
-    series already lists was checked when it went in)."""
-    if name + ".patch" in (e.patch for e in stack.series.entries):
-        return []
-    if not os.path.isdir(store.links_dir) or not os.listdir(store.links_dir):
-        return []
-    from stackmgr.evidence.revival import refuse_revival
+    """A patch going into a series brings its change into it: guarded as every such move is (evidence/revival.py;
+    one the series already lists brings nothing new into it: it went in through the guard)."""
+    from stackmgr.evidence.revival import guard_revival
 
-    return refuse_revival(store, [(name, data)], req.override, f"save {name} --series {stack.series.name}")
-
-
-def _applied_series_of(store: Store, tree: str, name: str) -> str | None:
-    """`save P --update` (no PATHs) of a patch applied to the tree: P is rewritten as the top of its series (as
-    `refresh` does), so the series and what is recorded as applied stay one; below the top it would have to be
-    carried through the patches above it, which is `push`/`pop`'s work."""
-    from stackmgr.store.applied import load_applied
-
-    applied = load_applied(store).get(tree)
-    if applied is None or name not in applied.names:
-        return None
-    if applied.names[-1] != name:
-        raise UsageProblem(f"{name} is applied below {applied.names[-1]} in series {applied.series}: updating it "
-                           "here would leave the patches above it on its old version",
-                           f"`stackmgr pop {name}` (it is then the top), edit, `stackmgr refresh`, then "
-                           "`stackmgr push -a`")  # fmt: skip
-    return applied.series
+    brought = [] if name + ".patch" in (e.patch for e in stack.series.entries) else [(name, data)]
+    return guard_revival(store, brought, req.override, f"save {name} --series {stack.series.name}")
 
 
 def _result_tree(snap: Snapshot, diff_from: str, patch: str, paths: list[bytes]) -> str:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.journal.operation import operation
 from stackmgr.store.config import Store
-from stackmgr.store.names import patch_name
+from stackmgr.store.names import patch_file
 from stackmgr.store.series import SeriesFile, list_series, series_path
 
 
@@ -70,30 +69,23 @@ def new_series(store: Store, name: str) -> None:
 
 def add_patches(
     store: Store, name: str, patches: tuple[str, ...], position: int | None, override: str | None,
-    warn: Callable[[str], None],
 ) -> None:  # fmt: skip
     """Insert PATCHES at POSITION (1 = first; None: append) in series NAME, created when missing. Every patch
-    file must exist; a do-not-revive lane is refused unless `override` says why (then `warn` is told, loudly)."""
+    file must exist; a do-not-revive lane is refused unless `override` says why (evidence/revival.py)."""
     with operation(store, f"series add {name}"):
         series = SeriesFile.load_or_new(store, name)
         at = (position - 1) if position else len(series.entries)
         files = []
         for patch in patches:
-            filename = patch_name(patch) + ".patch"
-            if not os.path.isfile(os.path.join(store.patches_dir, filename)):
-                raise UsageProblem(f"no patch file patches/{filename}", "save it first or check the name")
-            files.append(filename)
-        for warning in _revival_warnings(store, name, files, override):
-            warn(warning)
+            files.append(patch_file(store, patch) + ".patch")
+        _guard_revival(store, name, files, override)
         for offset, filename in enumerate(files):
             series.insert(filename, at + offset)
         series.write()
 
 
-def _revival_warnings(store: Store, series: str, files: list[str], override: str | None) -> list[str]:
-    if not os.path.isdir(store.links_dir):
-        return []
-    from stackmgr.evidence.revival import refuse_revival
+def _guard_revival(store: Store, series: str, files: list[str], override: str | None) -> None:
+    from stackmgr.evidence.revival import guard_revival
     from stackmgr.store.fs import read_or_none
 
     named = []
@@ -101,7 +93,7 @@ def _revival_warnings(store: Store, series: str, files: list[str], override: str
         data = read_or_none(os.path.join(store.patches_dir, filename))  # never through a link out of patches/
         if data is not None:
             named.append((filename[: -len(".patch")], data))
-    return refuse_revival(store, named, override, f"series add {series}")
+    guard_revival(store, named, override, f"series add {series}")
 
 
 def remove_patches(store: Store, name: str, patches: tuple[str, ...]) -> None:

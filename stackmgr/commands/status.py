@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from stackmgr.safety.assessment import Assessment
-    from stackmgr.store.applied import Applied
     from stackmgr.store.config import Store, TreeConfig
+    from stackmgr.store.position import Position
 
 JSON_SCHEMA = 1
 
@@ -54,6 +54,7 @@ class TreeReport:
         if snap is None or found is None:
             return out
         changes = []
+        stack = set(self.applied["patches"]) if self.applied else set()  # the applied position's patches
         for c in snap.changes:
             stat = self.numstat.get(c.path)
             changes.append({
@@ -66,14 +67,15 @@ class TreeReport:
             head=snap.head, operation=snap.operation, changes=changes,
             unpreserved=[{"path": show_path(p), "why": why} for p, why in self.blockers],
             unprotected=[{"path": show_path(u.path), "reason": u.reason, "size": u.size} for u in snap.unprotected],
-            patches=[{"name": n, "present": hit, "total": total} for n, (hit, total) in sorted(found.presence.items())],
+            patches=[{"name": n, "present": hit, "total": total, "applied": n in stack}
+                     for n, (hit, total) in sorted(found.presence.items())],
             applied=self.applied, warnings=self.warnings,
         )  # fmt: skip
         return out
 
 
 def select_trees(store: Store, names: tuple[str, ...]) -> list[TreeConfig]:
-    return [store.tree(n) for n in names] if names else [store.trees[n] for n in sorted(store.trees)]
+    return [store.tree(n) for n in names] if names else [store.tree(n) for n in sorted(store.trees)]
 
 
 def start_report(store: Store, config: TreeConfig, *, full: bool, explicit: bool) -> TreeReport | StartedSnapshot:
@@ -131,13 +133,15 @@ def finish_report(store: Store, config: TreeConfig, started: TreeReport | Starte
 
 
 def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
-    """The series applied to the tree, and what drifted since (paths whose content differs from its result)."""
+    """The series applied to the tree (its applied position, store/position.py), and what drifted since (paths
+    whose content differs from its result)."""
     from stackmgr.safety.residue import held, holds
-    from stackmgr.store.applied import load_applied
+    from stackmgr.store.position import applied_position
 
-    applied = load_applied(store).get(snap.tree)
-    if applied is None:
+    where = applied_position(store, snap.tree)
+    if where is None:
         return None
+    applied = where.applied
     drift: list[str] = []
     residue = held(store, snap, applied.residue, applied.residue_tree) if applied.residue else {}
     if snap.tree_id() not in (applied.result_tree, applied.residue_tree if applied.residue else ""):
@@ -148,74 +152,41 @@ def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
             drift += [show_path(p) for p in residue or {} if p not in {c.path for c in moved}]  # taken off since
         else:
             drift = ["(the series' result is no longer in the repository)"]
-    edited, total, still = _series_edits(store, applied, snap.tree) if applied.series else ([], 0, 0)
+    edited = _series_edits(store, where) if applied.series else []
     measured = {"link": applied.link, "patch": applied.link_patch or None, "residue": applied.residue or None,
                 "residue_kept": residue is not None, "tree": applied.residue_tree,
-                "not_in_series": _not_in_series(store, applied)} if applied.link else None
-    return {"series": applied.series, "base": applied.base, "patches": applied.names, "in_series": still,
-            "top": applied.names[-1] if applied.names else None, "total": total,
+                "not_in_series": where.not_in_series} if applied.link else None
+    return {"series": applied.series, "base": applied.base, "patches": where.stack, "in_series": len(where.in_series),
+            "top": where.top, "total": where.total, "series_patches": where.names, "in_order": where.in_order,
+            "not_in_series": where.not_in_series, "renamed": where.renamed, "position": where.summary(),
+            "to_do": None if where.in_order or not applied.series or applied.link else where.what_to_do(),
             "result_tree": applied.result_tree, "matches": not drift and not edited, "drift": drift,
             "series_edited": edited, "measured": measured}  # fmt: skip
 
 
-def _not_in_series(store: Store, applied: Applied) -> list[str]:
-    """The patches of a measured state that its series does not list (it was measured with them too)."""
-    if not applied.series:
-        return []
-    from stackmgr.store.series import SeriesFile
-
-    try:
-        listed = set(SeriesFile.load(store, applied.series).patch_names())
-    except StackmgrError:
-        return []
-    return [n for n in applied.names if n not in listed]
-
-
-def _series_edits(store: Store, applied: Applied, tree: str) -> tuple[list[str], int, int]:
+def _series_edits(store: Store, where: Position) -> list[str]:
     """How the series file and its patches differ from the stack that was applied (quilt: "The series file no
-    longer matches the applied patches"): entries gone, reordered, appended for this tree, or files rewritten.
-    Also how many patches the series now has for the tree, and how many of the applied ones it still has."""
-    from stackmgr.store.series import SeriesFile, active
-
-    try:
-        entries = SeriesFile.load(store, applied.series).entries
-    except StackmgrError as exc:
-        if exc.message.startswith("unresolved merge conflict"):
-            raise  # said as it is, never an `apply` to run on it
-        return [f"series {applied.series} is missing or unreadable"], len(applied.patches), len(applied.patches)
-    names = [e.name for e in entries]
-    mine = [e for e in entries if active(e, applied.guards) and _patch_tree(store, e.patch) == tree]
-    edits = [f"{n} no longer in the series" for n in applied.names if n not in names and not applied.link]
-    last = max((names.index(n) for n in applied.names if n in names), default=-1)
+    longer matches the applied patches"): what the position says differs (entries gone, listed between or
+    before applied ones, reordered), appended for this tree, or files rewritten."""
+    applied = where.applied
+    edits = where.differs() if not applied.link else [e for e in where.differs() if "no longer in" not in e]
+    if where.unreadable:
+        return edits
     # After the last applied one, for this tree, not left to push: appended since (not for a measured state
     # rebuilt by `apply --link`: the series' later patches may have been there when it was measured).
-    for entry in entries[last + 1 :] if not applied.link else []:
-        if entry in mine and entry.name not in applied.pending:
-            edits.append(f"{entry.name} appended")
-    kept = [n for n in names if n in set(applied.names)]
-    if kept != [n for n in applied.names if n in set(names)]:
-        edits.append("patches reordered")
-    for name, digest in applied.patches:
+    last = max((where.names.index(n) for n in where.in_series), default=-1)
+    for name in where.names[last + 1 :] if not applied.link else []:
+        if name not in applied.pending:
+            edits.append(f"{name} appended")
+    for (old, digest), name in zip(applied.patches, where.stack, strict=True):
         try:
             data = read_or_none(os.path.join(store.patches_dir, name + ".patch"))
         except StackmgrError:  # a link out of patches/, a special file: not the patch that was applied
             edits.append(f"{name}.patch replaced by something that is not a patch file")
             continue
-        if data is not None and sha256_hex(data) != digest:
+        if data is not None and sha256_hex(data) != digest and old == name:
             edits.append(f"{name}.patch rewritten")
-    return edits, len(mine), len([n for n in applied.names if n in names])
-
-
-def _patch_tree(store: Store, filename: str) -> str | None:
-    from stackmgr.store.patchfile import parse_header
-
-    try:
-        data = read_or_none(os.path.join(store.patches_dir, filename))
-        return parse_header(data, f"patches/{filename}").tree if data is not None else None
-    except StackmgrError as exc:
-        if exc.message.startswith("unresolved merge conflict"):
-            raise  # a patch of the applied series mid-merge: said as it is, not counted out of the series
-        return None
+    return edits
 
 
 def status_reports(store: Store, names: tuple[str, ...], *, full: bool = True) -> list[TreeReport]:
@@ -264,7 +235,9 @@ def interrupted(store: Store) -> str | None:
     from stackmgr.journal.record import interrupted_name
 
     if interrupted_name(store) is None:  # the common answer, without loading the journal
-        return None
+        from stackmgr.commands.bisect_state import killed_message
+
+        return killed_message(store)
     from stackmgr.journal.operation import pending_message
 
     return pending_message(store)

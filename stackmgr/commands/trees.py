@@ -58,8 +58,11 @@ def set_tree(store: Store, name: str, path: str | None) -> str:
     return top
 
 
-def forget_tree(store: Store, name: str) -> None:
-    """`tree rm NAME`: refused while patches of the store belong to the tree (they would name no tree)."""
+def forget_tree(store: Store, name: str) -> str:
+    """`tree rm NAME`: refused while patches of the store belong to the tree (they would name no tree). Forgets its
+    name in the shared config and its path on this machine; says what it did, in one line. Another machine that
+    placed the tree keeps it (registered, checked, guarded) when a pull brings this: only a `tree rm` there forgets
+    it there."""
     if not store.knows(name):
         store.tree(name)
     holding = []
@@ -76,8 +79,13 @@ def forget_tree(store: Store, name: str) -> None:
         raise UsageProblem(f"{len(holding)} patch{'es' if len(holding) > 1 else ''} of tree {name} "
                            f"({shown}) would name a tree the store no longer knows",
                            f"keep the tree (`stackmgr tree set {name} PATH` moves it), or drop them first")  # fmt: skip
+    placed = store.tree(name).path if name in store.local_paths else None
     with operation(store, f"tree rm {name}"):
         remove_tree(store, name)
+    if placed is not None:
+        return f"tree {name} is no longer registered (its checkout {placed} is untouched)"
+    return (f"tree {name} is no longer in the shared config; it had no path on this machine. A machine that placed "
+            f"it keeps it registered and guarded until `stackmgr tree rm {name}` there")
 
 
 def _refuse_taken(store: Store, name: str, top: str) -> None:

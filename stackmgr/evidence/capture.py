@@ -16,6 +16,10 @@ from collections.abc import Collection, Iterable
 
 from stackmgr.evidence import redaction
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.store.config import Store
+
 ENV_PREFIXES = ("VLLM_", "CUDA_", "HIP_", "ZE_", "ONEAPI_", "TORCH_", "PYTORCH_", "NCCL_")
 MIN_SECRET = 6  # a shorter secret value is not looked for in the log: it would be found by chance
 ACCELERATOR_TOOLS = (("nvidia-smi", "-L"), ("xpu-smi", "discovery"), ("rocm-smi", "--showproductname"))
@@ -33,6 +37,7 @@ class Ran:
         self.duration = duration  # seconds
         self.interrupted = interrupted
         self.signal = signal_name  # the first signal stackmgr got while the command ran ("SIGTERM"), or ""
+        self.received = ""  # that signal's name when it reached stackmgr itself (not only the command)
         self.log_error: OSError | None = None  # the log could not be written (a full disk): the output was shown
 
 
@@ -40,14 +45,16 @@ class NotStarted(Exception):
     """The command could not be started (nothing ran): why."""
 
 
-def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
+def tee(argv: list[str], log_path: str, out: int = 1, cwd: str | None = None) -> Ran:
     """Run `argv` with stdout and stderr going both to file descriptor `out` and to `log_path`, unbuffered (a
     stackmgr killed with -9 leaves the log up to the last byte). SIGINT, SIGTERM and SIGHUP that reach stackmgr
     while it runs only set a flag and are passed on to the command, so no byte it writes afterwards (its partial
     results) is lost; we wait for it and report what it exited with. Without a terminal the command runs in a
     process group of its own, so a signal to stackmgr's group (`timeout`, `kill -TERM -PGID`) reaches it once,
     from stackmgr; on a terminal it stays in the foreground group (it may read the terminal), so Ctrl-C and a
-    hangup reach it from the terminal and only SIGTERM is passed on."""
+    hangup reach it from the terminal and only SIGTERM is passed on; in a group of its own, a signal is passed on
+    to the whole group (a shell script's children too, as a terminal does). It runs in `cwd` (see
+    `where_command_runs`)."""
     began = time.time()
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(began)) + f".{int(began % 1 * 1e6):06d}Z"
     seen: list[int] = []
@@ -62,7 +69,7 @@ def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
             early.append(signum)
         elif signum in forwarded and child.returncode is None:
             try:
-                child.send_signal(signum)
+                _pass_on(child, signum, own_group)
             except OSError:
                 pass
 
@@ -72,11 +79,11 @@ def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
         with open(log_path, "wb", buffering=0) as log:
             try:
                 child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=None,
-                                         process_group=0 if own_group else None)  # fmt: skip
+                                         process_group=0 if own_group else None, cwd=cwd)  # fmt: skip
             except OSError as exc:
                 raise NotStarted(f"cannot start {argv[0]}: {exc.strerror}") from None
             for signum in [s for s in early if s in forwarded][:1]:  # passed on now that the command exists
-                child.send_signal(signum)
+                _pass_on(child, signum, own_group)
             assert child.stdout is not None
             fd = child.stdout.fileno()
             while chunk := os.read(fd, 1 << 16):  # EINTR is retried by Python (PEP 475)
@@ -97,7 +104,50 @@ def tee(argv: list[str], log_path: str, out: int = 1) -> Ran:
     first = seen[0] if seen else (-code if code in (-signal.SIGINT, -signal.SIGTERM, -signal.SIGHUP) else 0)
     ran = Ran(exit_code, start, time.time() - began, bool(first), signal.Signals(first).name if first else "")
     ran.log_error = log_error
+    ran.received = signal.Signals(seen[0]).name if seen else ""
     return ran
+
+
+def _pass_on(child: subprocess.Popen[bytes], signum: int, own_group: bool) -> None:
+    if own_group:
+        try:
+            os.killpg(child.pid, signum)
+            return
+        except OSError:
+            pass
+    child.send_signal(signum)
+
+
+def where_command_runs(store: Store, trees: list[str], cwd: str | None) -> tuple[str, str]:
+    """Where `run` and `bisect` run CMD, and what to say about it: `--cwd DIR` when given; else the current
+    directory when it is inside a measured tree; else the top of the measured tree when there is one (wherever
+    stackmgr was started: from the store, a tree-relative gate still sees its tree); else, several trees and
+    standing in none, the current directory. The note ("" when CMD runs where the user stands) says where it
+    runs. A relative `--result-dir` or `--from-json` is read from that same directory."""
+    here = os.getcwd()
+    if cwd is not None:
+        where = os.path.abspath(cwd)
+        if not os.path.isdir(where):
+            from stackmgr.errors import UsageProblem
+
+            raise UsageProblem(f"--cwd {text(cwd)} is not a directory", "name the directory CMD should run in")
+    else:
+        tops = [store.tree(t).path for t in trees]
+        inside = [t for t in tops if _within(here, t)]
+        where = here if inside or len(tops) != 1 else os.path.abspath(tops[0])
+    if _same_dir(where, here):
+        return where, ""
+    return where, f"the command runs in {text(where)}{'' if cwd is not None else ' (the measured tree)'}, " \
+                  f"not in {text(here)} where stackmgr was started; `--cwd DIR` to choose"  # fmt: skip
+
+
+def _within(path: str, top: str) -> bool:
+    path, top = os.path.realpath(path), os.path.realpath(top)
+    return path == top or path.startswith(top + os.sep)
+
+
+def _same_dir(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _isatty(fd: int) -> bool:
@@ -107,10 +157,11 @@ def _isatty(fd: int) -> bool:
         return False
 
 
-def startable(argv: list[str]) -> str | None:
-    """Why `argv` cannot be started here (not found, not executable), or None."""
+def startable(argv: list[str], cwd: str | None = None) -> str | None:
+    """Why `argv` cannot be started in `cwd` (not found, not executable), or None."""
     program = argv[0]
     if os.sep in program:
+        program = os.path.join(cwd, program) if cwd is not None else program
         if not os.path.exists(program):
             return f"{program} does not exist"
         if os.path.isdir(program):

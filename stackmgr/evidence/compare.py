@@ -82,20 +82,3 @@ def _text(value: object) -> str:
     if isinstance(value, (int, str)):
         return str(value)
     return json.dumps(value, sort_keys=True)
-
-
-def left_out_why(link: Link, named: bool = False) -> str | None:
-    """Why a result is no measurement to average or compare (`exit 3`, `tainted`, `exit 3, tainted`, `measured
-    without the patch`), or None."""
-    why = []
-    code = link.run.get("exit_code")
-    gate = next((g for g in link.gates if g.name == "exit"), None)
-    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
-        why.append(f"exit {code}")
-    elif gate is not None and gate.status in ("fail", "error"):
-        why.append(gate.detail if gate.detail.startswith("exit ") else f"exit gate {gate.status}")
-    if link.tainted:
-        why.append("tainted")
-    if not link.measures_patch and not named:  # a baseline named by itself is a column: it is asked for
-        why.append("measured without the patch")
-    return ", ".join(why) or None

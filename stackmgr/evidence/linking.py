@@ -10,9 +10,10 @@ import os
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import artifacts as kept_artifacts
 from stackmgr.evidence import metrics
+from stackmgr.evidence.freshness import linked_version
 from stackmgr.evidence.reading import find_ref
-from stackmgr.evidence.records import Artifact, Link, StackEntry, utc_now, write_link
-from stackmgr.evidence.states import Evidence, resolve_artifact
+from stackmgr.evidence.records import Artifact, Link, StackEntry, measured_patch, utc_now, write_link
+from stackmgr.evidence.states import Evidence, amended_verdict, resolve_artifact
 from stackmgr.git.repo import author_ident, start_author_ident
 from stackmgr.safety.preserved import PatchIndex
 from stackmgr.store import lfs
@@ -34,10 +35,13 @@ def stack_now(store: Store, tree: str, index: PatchIndex) -> list[StackEntry]:
 
 def create_link(
     store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
-    from_json: list[str], verdict: str, lesson: str, do_not_revive: bool, amends: str, baseline: str,
+    from_json: list[str], verdict: str | None, lesson: str, do_not_revive: bool, amends: str, baseline: str,
 ) -> Link:  # fmt: skip
+    """`verdict` None: none given (an amendment keeps the amended record's: states.amended_verdict)."""
     from stackmgr.journal.operation import operation
+    from stackmgr.store.names import patch_file
 
+    patch = patch_file(store, patch)
     with operation(store, f"link {patch}"):
         return _create_link(store, patch, artifacts, metric_specs=metric_specs, gate_specs=gate_specs,
                             from_json=from_json, verdict=verdict, lesson=lesson, do_not_revive=do_not_revive,
@@ -46,7 +50,7 @@ def create_link(
 
 def _create_link(
     store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
-    from_json: list[str], verdict: str, lesson: str, do_not_revive: bool, amends: str, baseline: str,
+    from_json: list[str], verdict: str | None, lesson: str, do_not_revive: bool, amends: str, baseline: str,
 ) -> Link:  # fmt: skip
     evidence = Evidence.gather(store)
     rec = evidence.index.record(patch + ".patch")
@@ -59,20 +63,27 @@ def _create_link(
             with open(os.path.join(store.patches_dir, patch + ".patch"), "rb") as f:
                 refuse_conflicted(f.read(), f"patches/{patch}.patch")
         raise StackmgrError(f"patches/{patch}.patch has no stackmgr header ({rec['error']})", "save it again")
-    if verdict not in metrics.VERDICTS:
+    if verdict is not None and verdict not in metrics.VERDICTS:
         raise UsageProblem(f"verdict '{verdict}' is not one of {', '.join(metrics.VERDICTS)}", "pick one of them")
     amended, based = _named(store, amends, "--amends", patch), _named(store, baseline, "--baseline", patch)
     amends, baseline = amended.id if amended else "", based.id if based else ""
     if amended is not None:
         _refuse_amending(store, amended, patch)
+    verdict, lesson, do_not_revive, baseline = amended_verdict(amended, verdict, lesson, do_not_revive, baseline)
     # Completing a draft or correcting a result: the same measurement (its measured state, run, artifacts), what
     # is given now added to it or replacing its own (a metric, a gate); a new measurement is a new link.
     completed = amended
     run = amended.run if amended is not None else {}
-    if verdict == "promoted" and (run.get("tainted") or run.get("exit_code", 0) != 0):
+    if verdict == "promoted":  # a failed or tainted run is no result to promote (evidence/link_state.py)
+        from stackmgr.evidence.link_state import failure_of
+
+        failed = failure_of(run.get("exit_code"), _gates(completed, [metrics.parse_gate(g) for g in gate_specs]))
+        tainted = amended is not None and amended.tainted
         why, hint = ("a tree changed while it ran (tainted)", "run it again with the tree left alone") \
-            if run.get("tainted") else (f"its command exited {run['exit_code']}", "run it again")  # fmt: skip
-        raise UsageProblem(f"cannot promote {amends}: {why}", f"{hint}, or record another verdict")
+            if tainted else (f"its command exited {run['exit_code']}" if "exit_code" in run
+                             else f"it failed ({failed})", "run it again")  # fmt: skip
+        if tainted or failed:
+            raise UsageProblem(f"cannot promote {amends or 'this result'}: {why}", f"{hint}, or record another verdict")
     resolved = [resolve_artifact(store, raw) for raw in dict.fromkeys(artifacts + from_json)]
     found: list[Artifact] = list(completed.artifacts) if completed else []
     data_by_path: dict[str, bytes | None] = dict.fromkeys(a.path for a in found)  # a draft's: read when asked
@@ -100,10 +111,11 @@ def _create_link(
         raise UsageProblem(f"metric {', '.join(twice)} is given twice", "name each metric once (rename one)")
     stack = completed.stack if completed else stack_now(store, rec["tree"], evidence.index)
     if verdict == "promoted":
-        _refuse_promotion_off_tree(store, patch, rec["tree"], stack)
+        _refuse_promotion_off_tree(store, patch, rec["tree"], stack, str(rec["sha256"]))
+    version = linked_version(evidence, stack, rec["tree"], patch)  # the version measured
     link = Link(
         id="", created=utc_now(), author=author_of(store, rec["tree"]), patch=patch, tree=rec["tree"],
-        sha256=rec["sha256"], patch_id=evidence.patch_id(patch + ".patch") or "", stack=stack, artifacts=found,
+        sha256=version[0], patch_id=version[1], stack=stack, artifacts=found,
         metrics=measured, gates=_gates(completed, [metrics.parse_gate(g) for g in gate_specs]),
         verdict=verdict, lesson=lesson, do_not_revive=do_not_revive, amends=amends, baseline=baseline,
         run=completed.run if completed else {},
@@ -135,17 +147,17 @@ def _warn_unlike_baseline(store: Store, link: Link, based: Link) -> None:
                          f"({said}): its deltas compare unlike runs\n")  # fmt: skip
 
 
-def _refuse_promotion_off_tree(store: Store, patch: str, tree: str, stack: list[StackEntry]) -> None:
-    """A promotion says the result measured the patch: its changes must be in its own tree's measured state (in
-    the chain that rebuilds it, or present whatever the series)."""
-    entry = next((s for s in stack if s.tree == tree), None)
-    if entry is not None and patch in {n for n, _ in entry.patches + entry.present}:  # as Link.measures_patch
+def _refuse_promotion_off_tree(store: Store, patch: str, tree: str, stack: list[StackEntry], sha256: str) -> None:
+    """A promotion says the result measured the patch (records.measured_patch)."""
+    if measured_patch(stack, tree, patch, sha256):
         return
     applied = load_applied(store).get(tree)
     if applied is not None and applied.series and patch in _listed(store, applied.series):
         how = f"push it (`stackmgr push -t {tree} {patch}`: series {applied.series} is applied)"
     else:
-        series = _series_listing(store, patch)
+        from stackmgr.store.series import series_listing
+
+        series = next(iter(series_listing(store, patch)), None)
         how = f"apply its series (`stackmgr apply {series}`)" if series else "apply its series"
     raise UsageProblem(f"cannot promote {patch}: its changes are not in tree {tree}'s measured state",
                        f"{how} and measure again, or record the result with --verdict experimental")  # fmt: skip
@@ -158,18 +170,6 @@ def _listed(store: Store, series: str) -> list[str]:
         return SeriesFile.load(store, series).patch_names()
     except StackmgrError:
         return []
-
-
-def _series_listing(store: Store, patch: str) -> str | None:
-    from stackmgr.store.series import SeriesFile, list_series
-
-    for name in list_series(store):
-        try:
-            if patch in SeriesFile.load(store, name).patch_names():
-                return name
-        except StackmgrError:
-            continue
-    return None
 
 
 def _gates(completed: Link | None, given: list[metrics.Gate]) -> list[metrics.Gate]:

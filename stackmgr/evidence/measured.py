@@ -15,14 +15,14 @@ import tempfile
 from stackmgr.errors import StackmgrError
 from stackmgr.evidence import artifacts
 from stackmgr.evidence.records import StackEntry
+from stackmgr.evidence.versions import version_file
 from stackmgr.git import scratch
 from stackmgr.git.repo import Repo, open_repo, output, parse_raw
 from stackmgr.safety.preserved import PatchIndex, assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store.applied import applied_result, load_applied
 from stackmgr.store.config import Store
-from stackmgr.store.names import VERSIONS
-from stackmgr.store.series import SeriesFile, list_series
+from stackmgr.store.series import series_listings
 
 
 def measure(store: Store, trees: list[str], index: PatchIndex,
@@ -69,8 +69,13 @@ def measure_snapshot(store: Store, snap: Snapshot, index: PatchIndex) -> StackEn
     order = [n for n in applied.names] if applied is not None and applied.base == snap.head else []
     order += [n for n in _series_order(store) if n in present and n not in order]
     order += sorted(present - set(order))
-    candidates = [(n, sha) for n in order if (sha := _sha(index, n)) is not None]
-    files = [os.path.join(store.patches_dir, f"{n}.patch") for n, _ in candidates]
+    held = dict(applied.patches) if applied is not None and applied.base == snap.head else {}
+    candidates, files = [], []
+    for n in order:  # a patch at the version the tree holds (`apply --link` of an older one), else its file now
+        sha, file = _held_version(store, index, n, held.get(n))
+        if sha is not None:
+            candidates.append((n, sha))
+            files.append(file)
     built, applied_flags = scratch.tree_from_what_applies(snap.repo, snap.head, files)
     chain = [c for c, ok in zip(candidates, applied_flags, strict=True) if ok]
     residue_patch = ""
@@ -82,13 +87,19 @@ def measure_snapshot(store: Store, snap: Snapshot, index: PatchIndex) -> StackEn
 
 
 def _series_order(store: Store) -> list[str]:
-    names: list[str] = []
-    for series in list_series(store):
-        try:
-            names += [n for n in SeriesFile.load(store, series).patch_names() if n not in names]
-        except StackmgrError:
-            continue
-    return names
+    """Every listed patch, series by series (which series list which patch: store/series.py's one reading)."""
+    return list(dict.fromkeys(n for listed in series_listings(store).values() for n in listed))
+
+
+def _held_version(store: Store, index: PatchIndex, name: str, held: str | None) -> tuple[str | None, str]:
+    """(sha256, file) of the version of patch `name` to try in the chain: the one the applied state says the
+    tree holds when a file of it is kept (an older version `apply --link` rebuilt), else the patch file now."""
+    now = _sha(index, name)
+    if held is not None and held != now:
+        kept = version_file(store, name, held, index)
+        if kept is not None:
+            return held, os.path.join(store.root, kept)
+    return now, os.path.join(store.patches_dir, f"{name}.patch")
 
 
 def _sha(index: PatchIndex, name: str) -> str | None:
@@ -135,9 +146,10 @@ def rebuild(store: Store, entry: StackEntry, repo: Repo) -> tuple[str, str]:
 
 
 def _version(store: Store, name: str, sha: str, tree: str) -> str:
-    """The file holding version `sha` of patch `name`: patches/NAME.patch, or the one `save --update` kept."""
-    for rel in (f"patches/{name}.patch", f"patches/{VERSIONS}/{name}/{sha[:12]}.patch"):
-        if artifacts.read_kept(store, rel, sha) is not None:  # the bytes its sha256 names, wherever kept
-            return os.path.join(store.root, rel)
-    raise StackmgrError(f"tree {tree}: patch {name} as measured (sha256 {sha[:12]}) is neither patches/{name}.patch "
-                        f"nor a kept version", "`git pull` the store; a patch edited by hand keeps no old version")
+    """The file holding version `sha` of the patch measured as `name`, wherever the store keeps those bytes now
+    (evidence/versions.py: the patch renamed since, or the version `save --update` kept)."""
+    found = version_file(store, name, sha)
+    if found is None:
+        raise StackmgrError(f"tree {tree}: patch {name} as measured (sha256 {sha[:12]}) is in no patch file and no "
+                            "kept version", "`git pull` the store; a patch edited by hand keeps no old version")
+    return os.path.join(store.root, found)

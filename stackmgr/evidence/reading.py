@@ -29,19 +29,20 @@ from typing import Any
 from stackmgr.errors import StackmgrError
 from stackmgr.evidence.compare import run_config
 from stackmgr.evidence.metrics import Gate, Metric
-from stackmgr.evidence.records import Artifact, Link, StackEntry, WrittenOnce, edited, read_record
+from stackmgr.evidence.records import Artifact, Link, StackEntry, WrittenOnce, edited, measured_versions, read_record
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_cache, write_cache
 
 _ID = re.compile(r"lnk-[0-9a-f]{12}")
 FULL_VERSION = 7
-BRIEF_VERSION = 3
+BRIEF_VERSION = 4
 
 
 @dataclass(slots=True)
 class Brief:
-    """A record as `links` lists it and states judge it: everything but its stack, its run table (name, taint,
-    exit code and the run configuration kept) and its metrics' sources."""
+    """A record as `links` lists it and states judge it: everything but its stack (of which the measured patch
+    versions and whether it measured its patch are kept), its run table (name, taint, exit code and the run
+    configuration kept) and its metrics' sources."""
 
     id: str
     created: str
@@ -64,6 +65,8 @@ class Brief:
     config: tuple[tuple[str, str], ...]  # evidence.compare.run_config, in CONFIG_KEYS order
     file: str
     edited: bool  # changed after it was written
+    measured: tuple[tuple[str, str], ...] = ()  # records.measured_versions: what freshness is judged by
+    measures_patch: bool = True  # records.measured_patch, as Link.measures_patch
 
     @property
     def metrics(self) -> list[Metric]:
@@ -341,9 +344,10 @@ def _brief_row(k: Link, store: Store) -> tuple[Any, ...]:
             tuple((m.name, m.value, m.unit, m.direction) for m in k.metrics),
             k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline, str(k.run.get("name", "")),
             bool(k.run.get("tainted", False)), exit_code if isinstance(exit_code, int) else None, config,
-            k.edited)  # fmt: skip
+            k.edited, tuple(measured_versions(k.stack)), k.measures_patch)  # fmt: skip
 
 
 def _brief_from_row(r: tuple[Any, ...], path: str) -> Brief:
     return Brief(r[0], r[1], r[2], r[3], r[4], r[5], r[6], [Artifact(*a) for a in r[7]], [Gate(*g) for g in r[8]],
-                 r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16], r[17], r[18], path, r[19])  # fmt: skip
+                 r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16], r[17], r[18], path, r[19],
+                 r[20], r[21])  # fmt: skip

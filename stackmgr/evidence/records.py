@@ -82,11 +82,26 @@ class Link:
 
     @property
     def measures_patch(self) -> bool:
-        """Whether the patch's changes were in its own tree's measured state (in the chain that rebuilds it, or
-        present whatever the series): a result linked to a patch it did not measure (a baseline) is not one of
-        the patch's. A record with no measured state of its tree says nothing against it."""
-        entry = next((s for s in self.stack if s.tree == self.tree), None)
-        return entry is None or self.patch in {n for n, _ in entry.patches + entry.present}
+        """Whether this result measured its own patch (`measured_patch`)."""
+        return measured_patch(self.stack, self.tree, self.patch, self.sha256)
+
+
+def measured_patch(stack: list[StackEntry], tree: str, patch: str, sha256: str) -> bool:
+    """Whether a result measured `patch` (at version `sha256` when it was linked) in `tree`: its changes were in
+    that tree's measured state, in the chain that rebuilds it or present whatever the series, named by the name
+    it has or by its bytes (a rename keeps them: the record names the patch as it was called then). A result with
+    no measured state of `tree` did not measure it: nothing shows it did (a baseline, a tree not placed where it
+    was measured). The one rule of `compare`, `show`, `links` and a promotion (`link --verdict promoted`)."""
+    entry = next((s for s in stack if s.tree == tree), None)
+    if entry is None:
+        return False
+    return any(n == patch or h == sha256 for n, h in entry.patches + entry.present)
+
+
+def measured_versions(stack: list[StackEntry]) -> list[tuple[str, str]]:
+    """(name as measured, sha256) of every patch of a result's measured stack, every tree: the chains that
+    rebuild it (what is merely present, not in a chain, is no part of the measured state)."""
+    return list(dict.fromkeys(p for s in stack for p in s.patches))
 
 
 # --- writing ---------------------------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 States (docs/FORMATS.md#link-record), computed, never stored: `edited` (the record itself changed after it was
 written: records are write-once), `broken` (an artifact is missing or its bytes changed), `orphaned` (the patch
-is in no series), `fresh` (patch bytes as measured), `equivalent` (bytes changed, `git patch-id --stable` equal:
-the same change re-exported), `stale` (the change itself changed). A patch's status comes from its links.
+is in no series), `fresh` (the bytes of the patch and of every patch of its measured stack as measured),
+`equivalent` (bytes changed, `git patch-id --stable` equal: the same changes re-exported), `stale` (a change
+itself changed, the linked patch's or a lower one's: evidence/freshness.py). A patch's status comes from its links.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ from stackmgr.evidence import metrics
 from stackmgr.evidence.reading import Brief, load_links
 from stackmgr.evidence.records import Link
 from stackmgr.git.repo import patch_id
-from stackmgr.output import show_text
 from stackmgr.safety.preserved import PatchIndex
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_cache, sha256_hex, stat_key, write_cache
 from stackmgr.store.inside import OutsideStore, read_inside
-from stackmgr.store.series import SeriesFile, list_series
+from stackmgr.store.series import list_series, series_listings
 
 L = TypeVar("L", Link, Brief)
 STATES = ("fresh", "equivalent", "stale", "broken", "orphaned", "edited")
@@ -158,6 +158,7 @@ class Evidence:
     _sha: dict[str, str | None] = field(default_factory=dict)
     _ids: dict[str, str] = field(default_factory=dict)
     ids: PatchIds = field(default_factory=lambda: PatchIds(""))  # gather() gives the store's
+    versions: dict[tuple[str, str], str] = field(default_factory=dict)  # freshness.version_freshness's answers
 
     @classmethod
     def gather(cls, store: Store) -> Evidence:
@@ -204,12 +205,9 @@ class Evidence:
             return "broken"
         if link.patch not in self.in_series:
             return "orphaned"
-        sha = self.sha256_of(link.patch)
-        if sha == link.sha256:
-            return "fresh"
-        if sha is not None and self.patch_id(link.patch + ".patch") == link.patch_id:
-            return "equivalent"
-        return "stale"
+        from stackmgr.evidence.freshness import measured_stack_freshness
+
+        return measured_stack_freshness(self, link)
 
     def save(self) -> None:
         self.index.save()
@@ -221,6 +219,19 @@ def effective(links: list[L]) -> list[L]:
     """Links not replaced by a later record that `amends` them."""
     amended = {link.amends for link in links if link.amends}
     return [link for link in links if link.id not in amended]
+
+
+def amended_verdict(amended: Link | None, verdict: str | None, lesson: str, do_not_revive: bool,
+                    baseline: str) -> tuple[str, str, bool, str]:  # fmt: skip
+    """(verdict, lesson, do_not_revive, baseline) of a new record, which amends `amended` (or None): a lane's
+    status changes only when a verdict is given, and an amendment keeps what it does not change. No verdict
+    given: the amended record's, with its do-not-revive flag; a verdict other than the amended one's lifts the
+    flag unless given again; no lesson or baseline given: the amended record's."""
+    if amended is None:
+        return verdict or "experimental", lesson, do_not_revive, baseline
+    kept_flag = amended.do_not_revive and verdict in (None, amended.verdict)
+    return (verdict or amended.verdict, lesson or amended.lesson, do_not_revive or kept_flag,
+            baseline or amended.baseline)
 
 
 def patch_status(links: list[L], states: dict[str, str]) -> str:
@@ -328,16 +339,7 @@ def series_members(store: Store) -> set[str]:
     cached = read_cache(cache) if sig is not None else None
     if isinstance(cached, list) and len(cached) == 2 and cached[0] == sig:
         return set(cached[1])
-    members: set[str] = set()
-    clean = True
-    for name in names:
-        try:
-            members.update(SeriesFile.load(store, name).patch_names())
-        except StackmgrError as exc:  # its patches will read as orphaned: say why (every time: not cached)
-            import sys
-
-            sys.stderr.write(f"stackmgr: warning: {show_text(str(exc))}\n")
-            clean = False
-    if clean and sig is not None:
+    members = {name for listed in series_listings(store).values() for name in listed}  # one rule: an unreadable
+    if sig is not None:  # series is refused (store/series.py), as a patch left mid-merge is
         write_cache(cache, [sig, sorted(members)])
     return members

@@ -76,7 +76,7 @@ def path_bytes(path: bytes) -> bytes:
     return path
 
 
-def patch_file(path: str) -> str:
+def patch_file_for_git(path: str) -> str:
     """The absolute path of a patch file git is to read (`git apply FILE`, which follows a symbolic link): a
     regular file, or a link to one beside it (an alias in patches/); never a link elsewhere (a patch file a pull
     made a link to ~/.ssh/id_rsa) nor a FIFO or device."""

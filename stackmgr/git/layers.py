@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from stackmgr.git.checked import object_id, patch_file
+from stackmgr.git.checked import object_id, patch_file_for_git
 from stackmgr.git.runner import DIFF_FLAGS, finish, run_rc, start, zsplit
 from stackmgr.git.tempindex import TempIndex
 
@@ -173,7 +173,7 @@ def _not_applied_yet(repo: Repo, below: str, patches: Sequence[LayerPatch], memb
     side by side, a few at a time."""
     checks = []
     for n in members:
-        file, strip = patch_file(patches[n].file), f"-p{patches[n].strip}"
+        file, strip = patch_file_for_git(patches[n].file), f"-p{patches[n].strip}"
         checks.append(["apply", "--cached", "--check", *(["--3way"] if three_way else []), strip, file])
         checks.append(["apply", "--cached", "--check", "-R", strip, file])
     said: list[tuple[int, bytes]] = []
@@ -197,7 +197,7 @@ def _apply_numstat(repo: Repo, index: str, files: list[str], strip: int, three_w
     for them (the new name of each file section; the old one for a deletion); None when they do not apply."""
     args = ["apply", "--cached", *(["--3way"] if three_way else []), "--whitespace=nowarn", f"-p{strip}", "--numstat",
             "-z", "--apply"]  # fmt: skip
-    rc, out, _ = run_rc(repo.top, [*args, *(patch_file(f) for f in files)], index=index)
+    rc, out, _ = run_rc(repo.top, [*args, *(patch_file_for_git(f) for f in files)], index=index)
     if rc != 0:
         return None
     return [rec.split(b"\t", 2)[2] for rec in zsplit(out)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError
-from stackmgr.git.checked import hash_length, object_id, patch_file, revision
+from stackmgr.git.checked import hash_length, object_id, patch_file_for_git, revision
 from stackmgr.git.runner import (
     DIFF_FLAGS,
     finish,
@@ -119,7 +119,7 @@ class Repo:
 
     def start_patch_paths(self, patch_files: Sequence[str]) -> Process:
         """`patch_paths`, started (read with `patch_paths_answer`)."""
-        return start(self.top, ["apply", "--numstat", "-z", *(patch_file(p) for p in patch_files)])
+        return start(self.top, ["apply", "--numstat", "-z", *(patch_file_for_git(p) for p in patch_files)])
 
     def missing_objects(self, oids: Sequence[str]) -> list[str]:
         """Which of `oids` the object store lacks (one `cat-file --batch-check`)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from stackmgr.git.checked import patch_file
+from stackmgr.git.checked import patch_file_for_git
 from stackmgr.git.tempindex import TempIndex
 from stackmgr.types import TreeId
 
@@ -24,7 +24,7 @@ def apply_to_entries(
     at its base. Returns what that index then holds, path -> (mode, blob), or (None, git's complaint)."""
     with TempIndex.scratch(repo, "verify") as index:
         index.set_entries({path: (mode, blob) for mode, blob, path in before})
-        if os.lstat(patch_file(patch_path)).st_size <= PART:
+        if os.lstat(patch_file_for_git(patch_path)).st_size <= PART:
             ok, err = index.apply(patch_path)
         else:  # git apply holds a whole patch, its pre- and post-images in memory: a part at a time
             ok, err = True, ""
@@ -58,7 +58,7 @@ def file_sections(patch_path: str, size: int) -> Iterator[bytes]:
     """A patch file in consecutive parts of about `size` bytes or more, each cut where a file's section starts
     (`\ndiff --git `) and holding at least one, so applying them in turn is applying the whole. A file's sections
     are never split (a type change's two sections may fall in two parts: in order, that is the same)."""
-    with os.fdopen(os.open(patch_file(patch_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
+    with os.fdopen(os.open(patch_file_for_git(patch_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
         buf = b""
         while block := f.read(size):
             buf += block

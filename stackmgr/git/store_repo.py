@@ -18,6 +18,15 @@ def register_merge_driver(directory: str, command: str) -> None:
     run(directory, ["config", f"merge.{DRIVER}.driver", command])
 
 
+def merge_driver_registered(directory: str) -> bool | None:
+    """Whether this clone's own git config names the series merge driver; None when `directory` is in no git
+    repository (`git config --local` refuses to run there)."""
+    rc, out, _ = run_rc(directory, ["config", "--local", "--get", f"merge.{DRIVER}.driver"])
+    if rc == 0:
+        return bool(out.strip())
+    return False if rc == 1 else None
+
+
 def lfs_version(directory: str) -> str | None:
     """`git lfs version`, or None when git-lfs is not installed."""
     rc, out, _ = run_rc(directory, ["lfs", "version"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import DiskError, StackmgrError, disk_error
-from stackmgr.git.checked import BadGitValue, patch_file, path_bytes, revision
+from stackmgr.git.checked import BadGitValue, patch_file_for_git, path_bytes, revision
 from stackmgr.git.process import Process
 from stackmgr.git.runner import (
     DIFF_FLAGS,
@@ -264,7 +264,7 @@ class TempIndex:
 
     def diagnose(self, patch_path: str) -> str:
         """Why a patch that failed here fails: already applied, or would apply with --3way, or neither."""
-        top, path = self.repo.top, patch_file(patch_path)
+        top, path = self.repo.top, patch_file_for_git(patch_path)
         if run_rc(top, ["apply", "--cached", "--check", "-R", "-p1", path], index=self.path)[0] == 0:
             return "it is already applied (it reverse-applies)"
         rc, out, err = run_rc(top, ["apply", "--cached", "--check", "--3way", "-p1", path], index=self.path)
@@ -296,7 +296,7 @@ def _apply(
 ) -> tuple[bool, str]:
     """Strictly apply patch files (or `data`) in order to a (temporary) index: no fuzz, recount, whitespace fixing."""
     extra = ["--3way"] if three_way else []
-    paths = [patch_file(p) for p in patch_paths]
+    paths = [patch_file_for_git(p) for p in patch_paths]
     argv = ["apply", "--cached", "--whitespace=nowarn", *extra, f"-p{strip}", *paths]
     proc = start(top, argv, index=index, stdin=data is not None)
     meanwhile_run(proc, meanwhile)

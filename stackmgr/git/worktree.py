@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from stackmgr.git.checked import patch_file, revision
+from stackmgr.git.checked import patch_file_for_git, revision
 from stackmgr.git.leftovers import drop_stale_lock
 from stackmgr.git.runner import DIFF_FLAGS, finish, run, run_rc, start
 
@@ -148,20 +148,20 @@ class ScratchWorktree:
             index = os.path.join(tmp, "index")
             run(self.path, ["read-tree", revision(commit)], index=index)
             for n in reversed(range(len(patches))):
-                args = ["apply", "--cached", "-R", "-p1", patch_file(patches[n])]
+                args = ["apply", "--cached", "-R", "-p1", patch_file_for_git(patches[n])]
                 rc, _, err = run_rc(self.path, [*args[:1], "--check", "-v", *args[1:]], index=index)
                 if rc == 0 and b"(offset " not in err and run_rc(self.path, args, index=index)[0] == 0:
                     merged.add(n)
         return merged
 
     def reverse_applies(self, patch: str) -> bool:
-        return run_rc(self.path, ["apply", "--index", "--check", "-R", "-p1", patch_file(patch)])[0] == 0
+        return run_rc(self.path, ["apply", "--index", "--check", "-R", "-p1", patch_file_for_git(patch)])[0] == 0
 
     def apply_3way(self, patch: str) -> tuple[bool, bytes]:
         """(merged, git's stderr) of `apply --index --3way`: a 3-way merge between the patch's full blob ids first
         (git 2.32 and later), a direct application only when those blobs are missing."""
         rc, _, err = run_rc(self.path, ["apply", "--index", "--3way", "--whitespace=nowarn", "-p1",
-                                        patch_file(patch)])  # fmt: skip
+                                        patch_file_for_git(patch)])  # fmt: skip
         return rc == 0, err
 
     def has_unmerged(self) -> bool:

@@ -333,6 +333,7 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
         self.lock = locked(store.lock_path, "the store")
 
     def __enter__(self) -> Operation:
+        self.store.changing()  # says which store, when STACKMGR_STORE beat the one in sight (store/config.py)
         self.lock.__enter__()
         try:
             interrupted = interrupted_name(self.store) is not None

@@ -11,7 +11,6 @@ cache is always safe to delete.
 from __future__ import annotations
 
 import os
-from stat import S_ISLNK, S_ISREG
 
 from stackmgr.errors import StackmgrError
 from stackmgr.git import scratch
@@ -20,7 +19,7 @@ from stackmgr.safety import shards
 from stackmgr.safety.assessment import Assessment, conflicted_patches, file_name, owners, shown_name
 from stackmgr.safety.residue import count_residue
 from stackmgr.store.fs import read_cache, read_or_none, sha256_hex, write_cache
-from stackmgr.store.names import VERSIONS, refuse_linked_dirs, valid_name
+from stackmgr.store.names import VERSIONS, patch_stat, refuse_linked_dirs, valid_name
 from stackmgr.types import GITLINK_MODE, show_path
 
 TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
@@ -134,18 +133,8 @@ class PatchIndex:
 
     def _signature(self, filename: str) -> list[int] | None:
         """The stat data a record is kept by, or None when `filename` is not a patch file of the store."""
-        path = os.path.join(self.patches_dir, filename)
-        st: os.stat_result | None
-        try:
-            st = os.lstat(path)
-            if S_ISLNK(st.st_mode) and "/" in filename:  # kept versions are written by stackmgr: never links
-                st = None
-            elif S_ISLNK(st.st_mode):  # a link is a patch only as an alias of one beside it in patches/
-                real, real_dir = os.path.realpath(path), os.path.realpath(self.patches_dir)
-                st = os.stat(path) if os.path.dirname(real) == real_dir else None
-        except OSError:
-            st = None
-        if st is None or not S_ISREG(st.st_mode):
+        st = patch_stat(self.patches_dir, filename)[0]  # the patch-by-name rule (store/names.py)
+        if st is None:
             return None
         return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]  # ctime: utime() cannot forge it
 

@@ -146,7 +146,7 @@ def give_back_raw_of(store: Store, tree: str, snapshot_tree: str) -> None:
     snapshot of `tree` kept, where that snapshot's tree is `snapshot_tree`."""
     for rec in list_recoveries(store):
         if rec.tree == tree and rec.raw:
-            repo = open_repo(store.trees[tree].path)
+            repo = open_repo(store.tree(tree).path)
             if repo.tree_of(rec.commit) == snapshot_tree and rec.raw in refs.commit_parents(repo, rec.commit):
                 give_back_raw(repo, rec.raw, snapshot_tree)
                 return

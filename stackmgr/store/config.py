@@ -56,6 +56,8 @@ class Store:
         self.evidence: object = {}  # the config's [evidence] table, read by `headline()` (not on check's path)
         self.run: object = {}  # the config's [run] table (env, metrics): read by `stackmgr run`
         self.local_run: object = {}  # this machine's [run] table (stackmgr.local.toml): trusted, unlike `run`
+        self.by_env = False  # chosen by STACKMGR_STORE (open_store): a change says so when another is in sight
+        self.said_which = False
 
     def write_file(self, path: str, data: bytes, *, durable: bool = True) -> None:
         """Replace a file of the store atomically, recorded by the operation in progress."""
@@ -128,6 +130,22 @@ class Store:
         output_throughput: the one a serving change moves); a link without it leads with its first metric."""
         return _headline(self.config_path, self.evidence)
 
+    def changing(self) -> None:
+        """An operation starts changing the store: say which store, in one line on stderr, once, when
+        STACKMGR_STORE chose it over the one the current directory is in (docs/FORMATS.md#store-layout)."""
+        if not self.by_env or self.said_which:
+            return
+        self.said_which = True
+        try:
+            here = walk_up(os.getcwd())
+        except OSError:  # the current directory is gone
+            return
+        if here is not None and os.path.realpath(here) != os.path.realpath(self.root):
+            import sys
+
+            sys.stderr.write(f"stackmgr: acting on store {self.root} (STACKMGR_STORE), not {here} (the current "
+                             "directory's); `--store DIR` or `unset STACKMGR_STORE` to choose\n")
+
     def knows(self, name: str) -> bool:
         """A tree of this store, whether or not it has a path on this machine."""
         return name in self.trees or name in self.unplaced
@@ -192,23 +210,30 @@ def _config_path(directory: str) -> str | None:
 
 
 def find_store_root(explicit: str | None, cwd: str | None = None) -> str:
-    """--store, then STACKMGR_STORE, then the first directory upward holding a store config."""
+    """--store, then STACKMGR_STORE, then the first directory upward holding a store config (a command that
+    changes a store STACKMGR_STORE chose says so when the current directory is in another: `Store.changing`)."""
     given = explicit or os.environ.get("STACKMGR_STORE")
     if given:
         root = os.path.abspath(given)
         if _config_path(root) is None:
             raise UsageProblem(f"{root} is not a stackmgr store", f"create one with `stackmgr init {given}`")
         return root
-    here = os.path.abspath(cwd or os.getcwd())
+    found = walk_up(cwd or os.getcwd())
+    if found is None:
+        raise UsageProblem("no stackmgr store here or in any parent directory",
+                           "run `stackmgr init`, pass --store DIR or set STACKMGR_STORE")  # fmt: skip
+    return found
+
+
+def walk_up(start: str) -> str | None:
+    """The first directory from `start` upward holding a store config; None when none does."""
+    here = os.path.abspath(start)
     while True:
         if _config_path(here) is not None:
             return here
         parent = os.path.dirname(here)
         if parent == here:
-            raise UsageProblem(
-                "no stackmgr store here or in any parent directory",
-                "run `stackmgr init`, pass --store DIR or set STACKMGR_STORE",
-            )
+            return None
         here = parent
 
 
@@ -318,7 +343,9 @@ def _results(config_path: str, raw: object, name: str) -> tuple[bytes, ...]:
 
 
 def open_store(explicit: str | None) -> Store:
-    return load_store(find_store_root(explicit))
+    store = load_store(find_store_root(explicit))
+    store.by_env = not explicit and bool(os.environ.get("STACKMGR_STORE"))
+    return store
 
 
 def init_store(directory: str) -> tuple[str, bool]:
@@ -361,27 +388,6 @@ def read_gitignore(root: str) -> bytes:
         return b""
     except OSError as exc:
         raise StackmgrError(f"cannot read {os.path.join(root, '.gitignore')}: {exc.strerror}") from None
-
-
-def toml_string(value: str) -> str:
-    out = ['"']
-    for ch in value:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def tree_key(store: Store, name: str) -> str:
-    """The TOML table of tree `name` in the store's shared config (`trees.NAME`, quoted where it must be)."""
-    import re
-
-    prefix = "tool.stackmgr.trees" if store.config_path.endswith(PYPROJECT) else "trees"
-    return f"{prefix}.{name if re.fullmatch(r'[A-Za-z0-9_-]+', name) else toml_string(name)}"
 
 
 def _shown(text: str) -> str:

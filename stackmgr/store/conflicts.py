@@ -24,8 +24,39 @@ def conflict_lines(data: bytes) -> list[tuple[int, int]]:
     return blocks
 
 
-def refuse_conflicted(data: bytes, shown: str) -> None:
-    """Raise the one-line error for a store file with merge conflict markers (exit 3)."""
+NO_DRIVER = ("this clone has no series merge driver, so every two appends to a series conflict: "
+             "`stackmgr git-setup` sets it up (once per clone)")
+
+
+def missing_merge_driver(root: str) -> str | None:
+    """Why two appends to one series will conflict in the store's git repository, in one line; None when they will
+    not (the driver is set up) or the store is in no repository. git does not clone config: a clone without
+    `stackmgr git-setup`, or a store `init` made before `git init`, lacks it. One git call, only when a `.git`
+    is found at or above the store."""
+    import os
+
+    here = os.path.abspath(root)
+    while not os.path.lexists(os.path.join(here, ".git")):
+        if os.path.dirname(here) == here:
+            return None
+        here = os.path.dirname(here)
+    from stackmgr.git.store_repo import DRIVER, merge_driver_registered
+    from stackmgr.store.inside import read_inside
+
+    try:
+        registered = merge_driver_registered(root)
+        attributes = read_inside(root, ".gitattributes", 1 << 20)
+    except FileNotFoundError:
+        attributes = b""
+    except (StackmgrError, OSError):
+        return None
+    named = f"series/* merge={DRIVER}".encode() in attributes.splitlines()
+    return NO_DRIVER if registered is False or (registered and not named) else None
+
+
+def refuse_conflicted(data: bytes, shown: str, root: str | None = None) -> None:
+    """Raise the one-line error for a store file with merge conflict markers (exit 3). With the store's `root`,
+    a conflicted series says when this clone lacks the merge driver that would have joined the appends."""
     blocks = conflict_lines(data)
     if blocks:
         where = ", ".join(f"{a}–{b}" for a, b in blocks[:3]) + (" …" if len(blocks) > 3 else "")
@@ -35,6 +66,9 @@ def refuse_conflicted(data: bytes, shown: str) -> None:
         elif shown.startswith("series/"):
             hint = ("edit it to the order the series should have, each patch once, then `git add` it and commit; "
                     "`stackmgr lint` lists every conflicted file")  # fmt: skip
+            why = missing_merge_driver(root) if root is not None else None
+            if why is not None:
+                hint = f"{why}; then {hint}"
         else:
             hint = ("resolve it in the store (keep one side or both), `git add` it and commit; `stackmgr lint` "
                     "lists every conflicted file")

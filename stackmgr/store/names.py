@@ -8,6 +8,10 @@ import stat
 from stackmgr.errors import UsageProblem
 from stackmgr.store.inside import OutsideStore, is_link_inside
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.store.config import Store
+
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _NAME_CHARS = "".join(sorted(_ALNUM)) + "._+-"
 
@@ -40,6 +44,54 @@ def patch_name(name: str) -> str:
     return check_name("patch", base)
 
 
+def patch_file(store: Store, name: str) -> str:
+    """The rule for a patch of this store by name, one for every command that takes one (docs/FORMATS.md#names):
+    NAME or NAME.patch, a valid name, the file `patches/NAME.patch`, a regular file there (or a symbolic link to
+    one beside it: quilt's alias), never a link out of patches/ nor anything but a file. Returns NAME; else one
+    line: no such patch (exit 2), or the link or special file refused (exit 3)."""
+    base = patch_name(name)
+    refuse_linked_dirs(store.root, ("patches",))
+    st, why = patch_stat(store.patches_dir, base + ".patch")
+    if st is not None:
+        return base
+    if why == MISSING:
+        raise UsageProblem(f"no patch named {base} (no patches/{base}.patch)", "see `stackmgr series` or `ls patches/`")
+    if why == LINK_TO_NOTHING:
+        raise UsageProblem(f"no patch named {base} (patches/{base}.patch is a link to nothing)",
+                           "see `stackmgr series` or `ls patches/`")  # fmt: skip
+    if why == LINK_OUT:
+        raise OutsideStore(f"patches/{base}.patch is {LINK_OUT}; stackmgr does not follow it",
+                           "replace it with the patch file itself (or remove it)")  # fmt: skip
+    if why == NOT_A_FILE:
+        raise OutsideStore(f"patches/{base}.patch is {NOT_A_FILE}", "replace it with the patch file itself")
+    raise OutsideStore(f"cannot read patches/{base}.patch: {why}")
+
+
+MISSING, LINK_OUT, LINK_TO_NOTHING = "missing", "a symbolic link out of patches/", "a link to nothing"
+NOT_A_FILE = "not a regular file"
+
+
+def patch_stat(patches_dir: str, filename: str) -> tuple[os.stat_result | None, str]:
+    """The stat data of patch file `filename` (below `patches_dir`) when it is one by `patch_file`'s rule, else
+    (None, why). A kept version (`.versions/NAME/…`, written by stackmgr) is never a link. Cheap: one lstat, and
+    a realpath only for a link (the patch index asks this of every patch file)."""
+    path = os.path.join(patches_dir, filename)
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            if "/" in filename or os.path.dirname(os.path.realpath(path)) != os.path.realpath(patches_dir):
+                return None, LINK_OUT
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None, LINK_TO_NOTHING
+    except FileNotFoundError:
+        return None, MISSING
+    except OSError as exc:
+        return None, exc.strerror or "unreadable"
+    return (st, "") if stat.S_ISREG(st.st_mode) else (None, NOT_A_FILE)
+
+
 def inside(directory: str, name: str) -> str:
     """The path `directory/name` (a directory of the store, a name by the name rule), refusing one that resolves
     outside `directory` (a symbolic link's escape), and a `directory` that is itself a link (docs/SECURITY.md)."""
@@ -50,8 +102,10 @@ def inside(directory: str, name: str) -> str:
         linked = False
     if linked:
         shown = os.path.basename(directory)
-        raise OutsideStore(f"{shown} in the store is a symbolic link; stackmgr does not follow links there",
-                           f"make it a directory again (`git log -- {shown}` in the store says who linked it)")
+        raise OutsideStore(
+            f"{shown} in the store is a symbolic link; stackmgr does not follow links there",
+            f"make it a directory again (`git log -- {shown}` in the store says who linked it)",
+        )
     real_dir = os.path.realpath(directory)
     real = os.path.realpath(path)
     if os.path.commonpath([real_dir, real]) != real_dir or real == real_dir:
@@ -72,8 +126,10 @@ def refuse_linked_dirs(root: str, dirs: tuple[str, ...] = STORE_DIRS) -> None:
         except OSError:
             continue
         if linked:
-            raise OutsideStore(f"{rel} in the store is a symbolic link; stackmgr does not follow links there",
-                               f"make it a directory again (`git log -- {rel}` in the store says who linked it)")
+            raise OutsideStore(
+                f"{rel} in the store is a symbolic link; stackmgr does not follow links there",
+                f"make it a directory again (`git log -- {rel}` in the store says who linked it)",
+            )
 
 
 def refuse_link_inside(root: str, path: str) -> str:

@@ -15,7 +15,17 @@ import re
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none
-from stackmgr.store.names import check_name, inside, patch_name, refuse_link_above, refuse_linked_dirs
+from stackmgr.store.inside import OutsideStore
+from stackmgr.store.names import (
+    LINK_OUT,
+    NOT_A_FILE,
+    check_name,
+    inside,
+    patch_name,
+    patch_stat,
+    refuse_link_above,
+    refuse_linked_dirs,
+)
 
 _GUARD = re.compile(r"#[+-][A-Za-z0-9_.-]+")
 _BLANKS = " \t\r\f\v"  # quilt and MQ split on ASCII blanks only; a no-break space is part of a name
@@ -135,7 +145,7 @@ class SeriesFile:
         if b"<<<<<<<" in data:
             from stackmgr.store.conflicts import refuse_conflicted
 
-            refuse_conflicted(data, rel)
+            refuse_conflicted(data, rel, store.root)
         text = data.decode("utf-8", "surrogateescape")
         lines = []
         seen: dict[str, int] = {}
@@ -165,19 +175,23 @@ class SeriesFile:
 
     def missing_patches(self) -> list[Entry]:
         """Entries with no patch file there (a symbolic link counts only as an alias of a patch beside it)."""
-        return [e for e in self.entries if not os.path.isfile(os.path.join(self.store.patches_dir, e.patch))
-                or _linked_out(self.store.patches_dir, e.patch)]  # fmt: skip
+        return [e for e in self.entries if patch_stat(self.store.patches_dir, e.patch)[0] is None]
 
     def check_files(self) -> None:
         """Missing patch files are an error before anything is touched (quilt would apply them as empty); so are
         patch files that are symbolic links (never followed: `fix.patch -> ~/.ssh/id_rsa`)."""
         refuse_linked_dirs(self.store.root, ("patches",))
         rel = os.path.relpath(self.path, self.store.root)
-        links = [e for e in self.entries if _linked_out(self.store.patches_dir, e.patch)]
-        if links:
-            names = ", ".join(f"patches/{e.patch} (line {e.lineno})" for e in links)
-            raise StackmgrError(f"{rel}: patch files that are symbolic links out of patches/: {names}; stackmgr "
-                                "does not follow them", "replace them with the patch files themselves")  # fmt: skip
+        refused = [
+            (e, why)
+            for e in self.entries
+            for why in [patch_stat(self.store.patches_dir, e.patch)[1]]
+            if why in (LINK_OUT, NOT_A_FILE)
+        ]
+        if refused:  # the patch-by-name rule (names.patch_stat), each named with its line
+            said = ", ".join(f"patches/{e.patch} is {why} ({rel} line {e.lineno})" for e, why in refused)
+            raise OutsideStore(f"{said}; stackmgr does not follow it",
+                               "replace it with the patch file itself (or remove it)")  # fmt: skip
         missing = self.missing_patches()
         if missing:
             names = ", ".join(f"{e.patch} (line {e.lineno})" for e in missing)
@@ -301,10 +315,19 @@ def list_series(store: Store) -> list[str]:
     return sorted(n for n in names if _is_name(n) and os.path.isfile(os.path.join(store.series_dir, n)))
 
 
-def _linked_out(directory: str, name: str) -> bool:
-    """A symbolic link at `directory/name` whose target is not a file beside it (`fix.patch -> ~/.ssh/id_rsa`)."""
-    path = os.path.join(directory, name)
-    return os.path.islink(path) and os.path.dirname(os.path.realpath(path)) != os.path.realpath(directory)
+def series_listing(store: Store, patch: str) -> list[str]:
+    """The rule for which series list a patch (NAME or NAME.patch), one for every command that asks: the series
+    of the store with a line for it, by name. A series that cannot be read (mid-merge, a bad line) is refused in
+    its own one line (exit 3), never skipped: it may list the patch, and a `drop` or a `rename` told "no series"
+    would leave it a line naming nothing. `stackmgr lint` lists every such file."""
+    base = patch[: -len(".patch")] if patch.endswith(".patch") else patch
+    return [name for name, listed in series_listings(store).items() if base in listed]
+
+
+def series_listings(store: Store) -> dict[str, list[str]]:
+    """Every series of the store and the patches it lists, in order: the same reading as `series_listing`, for a
+    command that asks about every patch at once (an unreadable series refused the same way)."""
+    return {name: SeriesFile.load(store, name).patch_names() for name in list_series(store)}
 
 
 def _is_name(name: str) -> bool:

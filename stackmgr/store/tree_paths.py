@@ -14,8 +14,6 @@ from stackmgr.store.config import (
     _parse,
     load_store,
     read_gitignore,
-    toml_string,
-    tree_key,
 )
 from stackmgr.store.names import check_name
 
@@ -94,6 +92,27 @@ _HEADER = ("# Where each tree of this store lives on this machine; never shared 
            "# Change with `stackmgr tree set NAME PATH`.")  # fmt: skip
 
 
+def toml_string(value: str) -> str:
+    out = ['"']
+    for ch in value:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def tree_key(store: Store, name: str) -> str:
+    """The TOML table of tree `name` in the store's shared config (`trees.NAME`, quoted where it must be)."""
+    import re
+
+    prefix = "tool.stackmgr.trees" if store.config_path.endswith(PYPROJECT) else "trees"
+    return f"{prefix}.{name if re.fullmatch(r'[A-Za-z0-9_-]+', name) else toml_string(name)}"
+
+
 def _kept(path: str) -> tuple[list[str], str]:
     """What the local file says besides tree paths, kept as the user wrote it: its top-level keys
     (`max_untracked_bytes`), which must stay above every table, and its other tables (`[run] env_by_value`)."""
@@ -120,3 +139,87 @@ def _ignore_local(store: Store) -> None:
     if LOCAL_FILE.encode() not in existing.splitlines():
         store.write_file(gitignore, existing + (b"\n" if existing and not existing.endswith(b"\n") else b"")
                          + LOCAL_FILE.encode() + b"\n")  # fmt: skip
+
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # no collections.abc on `save`'s start-up path
+    from collections.abc import Callable
+
+    Prefer = tuple[list[str], ...] | Callable[[], tuple[list[str], ...]]
+
+
+def tree_to_act_on(store: Store, wanted: str | None, *, patch: str | None = None, series: str | None = None,
+                   prefer: Prefer = (), nothing: StackmgrError | None = None) -> str:
+    """The default tree: the one tree a command acts on when `-t` names none (`trees_to_act_on`, one tree)."""
+    return trees_to_act_on(store, (wanted,) if wanted else (), patch=patch, series=series, prefer=prefer,
+                           nothing=nothing)[0]  # fmt: skip
+
+
+def trees_to_act_on(store: Store, wanted: tuple[str, ...], *, patch: str | None = None, series: str | None = None,
+                    prefer: Prefer = (), nothing: StackmgrError | None = None, several: bool = False) -> list[str]:
+    """The rule for the default tree (docs/FORMATS.md#config), one for every command that acts on a tree:
+
+    1. the trees named (`-t`), each known and placed on this machine;
+    2. else the tree whose current series is `series`, or lists `patch` (several: that patch's own tree);
+    3. else the only tree of the command's first non-empty `prefer` list (`save`: those with unsaved changes,
+       then those with changes; `push`/`pop`/`top`/`refresh`/`run`: those with a current series); several in it
+       are refused, or all taken when the command acts on `several` (`run` measures every tree it can); none in
+       any, the command's `nothing` error when it gives one (`prefer` may be a function: asked only here);
+    4. else the tree the current directory is in;
+    5. else the only tree placed on this machine;
+    6. else a usage error listing the trees: say which with -t TREE."""
+    if wanted:
+        for name in wanted:
+            store.tree(name)
+        return list(dict.fromkeys(wanted))
+    if not store.trees and store.unplaced:
+        raise UsageProblem(f"no tree of this store has a path on this machine ({', '.join(store.unplaced)})",
+                           f"say where yours is: `stackmgr tree set {store.unplaced[0]} PATH`")  # fmt: skip
+    if not store.trees:
+        raise UsageProblem("the store has no trees", "register one with `stackmgr tree add NAME PATH`")
+    from stackmgr.store.applied import load_applied
+
+    current = {t: a for t, a in load_applied(store).items() if t in store.trees}
+    holding = sorted(t for t, a in current.items() if series is not None and a.series == series)
+    if patch is not None and not holding:
+        from stackmgr.store.series import series_listing
+
+        try:
+            listing = series_listing(store, patch)
+        except StackmgrError:
+            listing = []  # the command itself meets the unreadable series, in its own words
+        holding = sorted(t for t, a in current.items() if a.series in listing)
+        if len(holding) > 1:
+            holding = [t for t in holding if t == _tree_of(store, patch)] or holding
+    if len(holding) == 1 or (several and holding):
+        return holding
+    tiers = prefer() if callable(prefer) else prefer
+    for candidates in tiers:
+        if len(candidates) == 1 or (several and candidates):
+            return sorted(candidates)
+        if candidates:
+            raise UsageProblem(f"which tree? {', '.join(sorted(candidates))} all could be meant",
+                               "say which with -t TREE")  # fmt: skip
+    if tiers and nothing is not None:
+        raise nothing
+    here = os.path.realpath(os.getcwd())
+    inside = [n for n, c in sorted(store.trees.items())
+              if here == (top := os.path.realpath(c.path)) or here.startswith(top + os.sep)]  # fmt: skip
+    if inside:
+        return inside[:1]
+    if len(store.trees) == 1:
+        return list(store.trees)
+    raise UsageProblem(f"which tree? this store has {', '.join(sorted(store.trees))}", "say which with -t TREE")
+
+
+def _tree_of(store: Store, patch: str) -> str | None:
+    """The tree a patch's header names (None when it cannot be read: the command says why)."""
+    from stackmgr.store.fs import read_or_none
+    from stackmgr.store.patchfile import parse_header
+
+    base = patch[: -len(".patch")] if patch.endswith(".patch") else patch
+    try:
+        data = read_or_none(os.path.join(store.patches_dir, base + ".patch"))
+        return parse_header(data, f"patches/{base}.patch").tree if data is not None else None
+    except (StackmgrError, OSError):
+        return None

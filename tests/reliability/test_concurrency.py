@@ -280,12 +280,14 @@ def test_save_apply_reset_while_an_ide_runs_git_status(lab: Lab) -> None:
     try:
         i = 0
         while time.monotonic() < deadline and i < 12:
-            model.run(result_tree, "apply", "replay", codes=(0, 1, 3))
+            applied = model.run(result_tree, "apply", "replay", codes=(0, 1, 3)).code == 0
             (lab.tree / "src" / f"scratch{i}.py").write_text(f"scratch = {i}\n")
             dirty = lab.worktree_id()
             for _attempt in range(3):
                 if model.run(None, "save", f"scratch{i}", "-t", "vllm", "-m", f"scratch {i}").code == 0:
                     saved.append(f"scratch{i}")
+                    if applied:  # appended to the applied series: `apply replay` rebuilds it from now on
+                        result_tree = dirty
                     _patch_is_sound(lab, f"scratch{i}")
                     break
                 assert not (lab.store / "patches" / f"scratch{i}.patch").exists()

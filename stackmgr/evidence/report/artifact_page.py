@@ -39,7 +39,7 @@ class ArtifactPage(Markup):
             rows.append(
                 f"<tr><td>{e(when(link.created))}</td><td>{self.link_ref(here, link)}</td>"
                 f"<td>{self.patch_link(here, link.patch)}</td><td>{self.badge_status(link.verdict)}</td>"
-                f"<td>{self.badge_state(self.states[link.id])}</td>"
+                f"<td>{self.badge_link(link)}</td>"
                 f'<td class="mono" title="{e(a.sha256)}">{e(a.sha256[:12])}</td>'
                 f'<td>{"<span class=ok>sha ok</span>" if ok else "<span class=bad>differs</span>"}</td></tr>'
             )  # fmt: skip

@@ -19,11 +19,11 @@ class GraveyardPage(Markup):
             info = self.patches[name]
             entries = []
             for link in reversed(lanes[name]):
-                metrics = ", ".join(self.metric_inline(link, m) for m in link.metrics[:3])
+                metrics = ", ".join(self.metric_inline(link, m) for m in self.lead_metrics(link.metrics)[:3])
                 entries.append(
                     f'<div class="grave"><div class="card-head"><span class="date">{e(when(link.created))}</span> '
                     f"{self.link_ref(here, link)} {self.badge_status(link.verdict, link.do_not_revive)} "
-                    f"{self.badge_state(self.states[link.id])}</div>"
+                    f"{self.badge_link(link)}</div>"
                     + (f'<div class="lesson"><span class="label">lesson</span>{e(link.lesson)}</div>' if link.lesson
                        else '<p class="muted">no lesson recorded</p>')
                     + (f'<div class="gm">{metrics} {self.gate_chips(link)}</div>' if metrics or link.gates else "")

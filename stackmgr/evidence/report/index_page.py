@@ -1,5 +1,5 @@
-"""`index.html`: every series with its patches in order (tree, status, best fresh metric, gates, link states), then
-the patches in no series."""
+"""`index.html`: every series with its patches in order (tree, status, best fresh metric and that run's gates,
+link states), then the patches in no series."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ class IndexPage(Markup):
             else ""
         )
         subject = e(info.subject) if info.data is not None else '<span class="bad">patch file gone</span>'
-        latest = next((k for k in reversed(info.links) if k.id in self.current), None)
+        best = self.best_headline(info)  # the number and its gates are of one run
+        latest = best[0] if best else next((k for k in reversed(info.links) if k.id in self.current), None)
         return (
             f'<tr class="row-{e(info.status)}"><td class="pos">{e(position)}</td>'
             f'<td>{self.patch_link(here, name)}{chips}<div class="subject">{subject}</div></td>'
@@ -46,7 +47,8 @@ class IndexPage(Markup):
             statuses[info.status] = statuses.get(info.status, 0) + 1
         states: dict[str, int] = {}
         for link in self.links:
-            states[self.states[link.id]] = states.get(self.states[link.id], 0) + 1
+            word = self.judged[link.id].word  # a failed or tainted run is not counted as fresh
+            states[word] = states.get(word, 0) + 1
         tiles = [f'<div class="tile"><b>{len(self.patches)}</b> patches</div>',
                  f'<div class="tile"><b>{len(self.series)}</b> series</div>',
                  f'<div class="tile"><b>{len(self.links)}</b> links</div>']  # fmt: skip

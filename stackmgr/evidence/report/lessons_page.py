@@ -5,7 +5,11 @@ shows (README.md, "Recording results"):
   link's metrics (delta vs its baseline when it names one), gates, verdict date and author, and artifacts;
 - patches worth remembering: the promoted ones, by name, with their best result by the headline metric (the one
   the index page shows) and the evidence behind it;
-- open experiments: patches whose latest verdict is experimental or inconclusive, by name, with their latest numbers.
+- open experiments: patches whose latest verdict is experimental or inconclusive, by name, with the numbers of
+  their latest result that is a measurement (evidence/link_state.py: a failed or tainted run's are never quoted).
+
+Metrics lead with the headline metric (`Markup.lead_metrics`); a delta against a baseline measured with another run
+configuration says so. Each record is signed with its state (`failed`, `tainted`, else its freshness).
 
 The page is the same bytes for the same store on any machine: no generation time, no store path; artifacts are
 linked relative to FILE only when FILE is inside the store (so the links hold in any clone and on a site built from
@@ -90,6 +94,10 @@ class LessonsPage(Markup):
                 out += ["*No lesson recorded.*", ""]
             if link.metrics:
                 out += [*self._metric_table(link), ""]
+                unlike = self.unlike_baseline(link) if self.by_id.get(link.baseline) else ""
+                if unlike:
+                    out += [md.text(f"The baseline was measured with another run configuration ({unlike}): these "
+                                    "deltas compare unlike runs."), ""]  # fmt: skip
             if link.gates:
                 out += [f"Gates: {self._gates(link.gates)}", ""]
             if link.artifacts:
@@ -100,7 +108,7 @@ class LessonsPage(Markup):
         compared = bool(self.by_id.get(link.baseline))
         head = ["metric", "value"] + ([f"vs baseline {md.code(link.baseline, cell=True)}"] if compared else [])
         rows = []
-        for m in link.metrics:
+        for m in self.lead_metrics(link.metrics):
             row = [md.code(m.name, cell=True), self._value(m)]
             if compared:
                 row.append(self._delta(link, m) or "—")
@@ -134,16 +142,19 @@ class LessonsPage(Markup):
         rows = []
         for info in infos:
             current = effective(info.links)
-            latest = next((k for k in reversed(current) if k.metrics), current[-1])
+            measured = next((k for k in reversed(current) if k.metrics and self.judged[k.id].valid), None)
+            latest = measured or current[-1]  # a failed or tainted run's numbers are never a patch's latest
+            metrics = self.lead_metrics(measured.metrics) if measured is not None else []
             shown = []
-            for m in latest.metrics[:INLINE_METRICS]:
+            for m in metrics[:INLINE_METRICS]:
                 delta = self._delta(latest, m, short=True)
                 shown.append(f"{md.code(m.name, cell=True)} {self._value(m)}" + (f" ({delta})" if delta else ""))
-            if len(latest.metrics) > INLINE_METRICS:
-                shown.append(f"and {len(latest.metrics) - INLINE_METRICS} more")
-            evidence = ", ".join(self._artifact(a, cell=True) for a in latest.artifacts)
+            if len(metrics) > INLINE_METRICS:
+                shown.append(f"and {len(metrics) - INLINE_METRICS} more")
+            evidence = ", ".join(self._artifact(a, cell=True) for a in latest.artifacts) if measured else ""
             rows.append([md.code(info.name, cell=True), md.code(info.tree, cell=True), md.text(info.subject),
-                         md.text(current[-1].verdict), "; ".join(shown) or "—", self._gates(latest.gates),
+                         md.text(current[-1].verdict), "; ".join(shown) or "—",
+                         self._gates(latest.gates) if measured else "",
                          self._signed(latest, cell=True), evidence])  # fmt: skip
         head = ["patch", "tree", "what", "verdict", "latest numbers", "gates", "measured", "evidence"]
         return [*md.table(head, rows), ""]
@@ -154,7 +165,7 @@ class LessonsPage(Markup):
         """When, by whom (the name without the e-mail address), which record, and whether its evidence holds."""
         author = link.author.split(" <")[0].strip() or "unknown"
         return (f"{md.text(when(link.created))} UTC · {md.text(author)} · {md.code(link.id, cell=cell)} "
-                f"({md.text(self.states[link.id])})")  # fmt: skip
+                f"({md.text(self.judged[link.id].word)})")  # fmt: skip
 
     def _value(self, m: Metric) -> str:
         return md.text(num(m.value) + (f" {m.unit}" if m.unit else ""))
@@ -168,7 +179,8 @@ class LessonsPage(Markup):
         diff = m.value - found[1]
         tone = "same" if diff == 0 else ("better" if (diff > 0) == (m.direction != "lower") else "worse")
         exact = "" if short else f" ({diff:+.4g})"
-        return md.text(f"{percent(diff, found[1])}{exact}, {tone}")
+        unlike = ", against another run configuration" if self.unlike_baseline(link) else ""
+        return md.text(f"{percent(diff, found[1])}{exact}, {tone}{unlike}")
 
     def _gates(self, gates: list[Gate]) -> str:
         return ", ".join(f"{md.code(g.name, cell=True)} {md.text(g.status + (f' ({g.detail})' if g.detail else ''))}"

@@ -8,15 +8,18 @@ import posixpath
 import time
 from urllib.parse import quote
 
-from stackmgr.evidence.compare import left_out_why, run_config, short
+from stackmgr.evidence.compare import run_config, short
 from stackmgr.evidence.metrics import Metric
 from stackmgr.evidence.records import Link
 from stackmgr.evidence.report.assets import CSS, content_security_policy
 from stackmgr.evidence.report.model import PatchInfo, ReportData
 from stackmgr.evidence.states import effective
 
-STATE_MARK = {"fresh": "●", "equivalent": "◐", "stale": "○", "broken": "✗", "orphaned": "⌫", "edited": "✎"}
+STATE_MARK = {"fresh": "●", "equivalent": "◐", "stale": "○", "broken": "✗", "orphaned": "⌫", "edited": "✎",
+              "failed": "✗", "tainted": "⚠"}  # fmt: skip
 STATE_HELP = {
+    "failed": "the run failed (its exit code, or its exit gate): not a measurement of the patch",
+    "tainted": "a measured tree changed while it ran: not a measurement of the patch",
     "fresh": "patch and artifacts unchanged since measured",
     "equivalent": "patch bytes changed, same change (patch-id equal): re-exported",
     "stale": "the change itself changed since it was measured",
@@ -67,6 +70,36 @@ class Markup(ReportData):
         return (f'<span class="state s-{e(state)}" title="{e(STATE_HELP.get(state, ""))}">'
                 f"{STATE_MARK.get(state, '?')} {e(label)}</span>")  # fmt: skip
 
+    def badge_link(self, link: Link) -> str:
+        """A result's state badge (evidence/link_state.py): its freshness, and `failed`/`tainted` beside it for a
+        run that is no measurement, so no page shows such a run as a clean result."""
+        judged = self.judged[link.id]
+        out = self.badge_state(judged.freshness)
+        if judged.failed:
+            out += (f' <span class="state s-failed" title="{e(STATE_HELP["failed"])}">{STATE_MARK["failed"]} '
+                    f"failed ({e(judged.failed)})</span>")  # fmt: skip
+        if judged.tainted:
+            out += f" {self.badge_state('tainted')}"
+        return out
+
+    def lead_metrics(self, metrics: list[Metric]) -> list[Metric]:
+        """A result's metrics in the order every page shows them: the headline metric (`[evidence] headline`,
+        `Store.headline`) first, the rest as recorded. The one headline rule of the report and the lessons page."""
+        headline = self.store.headline()
+        return sorted(metrics, key=lambda m: m.name != headline)
+
+    def unlike_baseline(self, link: Link) -> str:
+        """How the link's baseline's run configuration differs from its own (`request_rate 4 vs 1`), or "" when
+        they are alike or either is unrecorded: deltas against it compare unlike runs."""
+        base = self.by_id.get(link.baseline)
+        if base is None:
+            return ""
+        ours, theirs = self.config_of(link), self.config_of(base)
+        if not ours or not theirs:
+            return ""
+        return ", ".join(f"{k} {theirs.get(k, '—')} vs {ours.get(k, '—')}" for k in sorted(set(ours) | set(theirs))
+                         if ours.get(k) != theirs.get(k))  # fmt: skip
+
     def gate_chips(self, link: Link) -> str:
         return " ".join(
             f'<span class="gate g-{e(g.status)}" title="{e(g.status + (": " + g.detail if g.detail else ""))}">'
@@ -89,8 +122,11 @@ class Markup(ReportData):
         base, ref = found
         diff = value - ref
         tone = "flat" if diff == 0 else ("good" if (diff > 0) == (direction != "lower") else "bad")
-        return (f'<span class="delta {tone}" title="vs {e(base.id)}: {e(num(ref))}">{e(percent(diff, ref))}'
-                f' <span class="abs">({diff:+.4g})</span></span>')  # fmt: skip
+        unlike = self.unlike_baseline(link)
+        caveat = f" (another run configuration: {unlike})" if unlike else ""
+        return (f'<span class="delta {tone}" title="vs {e(base.id)}: {e(num(ref))}{e(caveat)}">'
+                f'{e(percent(diff, ref))} <span class="abs">({diff:+.4g})</span>'
+                + (' <span class="muted">unlike runs</span>' if unlike else "") + "</span>")  # fmt: skip
 
     def metric_inline(self, link: Link, m: Metric) -> str:
         unit = f" {e(m.unit)}" if m.unit else ""
@@ -116,8 +152,8 @@ class Markup(ReportData):
         measured the patch (no failed or tainted run, no baseline) and have that metric (else the first metric of
         the newest such link), measured with the run configuration of the newest of them (results of other
         configurations are never ranked against it): that link and metric."""
-        good = [k for k in effective(info.links) if self.states[k.id] in ("fresh", "equivalent") and k.metrics
-                and left_out_why(k) is None]  # a failed or tainted run, a baseline: no result of the patch
+        good = [k for k in effective(info.links) if self.judged[k.id].holds and k.metrics
+                and k.measures_patch]  # a failed or tainted run, a baseline: no result of the patch
         configured = self.store.headline()
         good = [k for k in good if any(m.name == configured for m in k.metrics)] or good  # never two metrics ranked
         if not good:
@@ -159,10 +195,11 @@ class Markup(ReportData):
         for link in info.links:
             if link.id not in self.current:
                 continue
-            counts[self.states[link.id]] = counts.get(self.states[link.id], 0) + 1
+            word = self.judged[link.id].word  # a failed or tainted run is counted as such, never as fresh
+            counts[word] = counts.get(word, 0) + 1
             residue = residue or any(s.residue for s in link.stack if s.tree == link.tree)
-        out = [self.badge_state(s, counts[s]) for s in ("equivalent", "stale", "broken", "orphaned", "edited")
-               if s in counts]  # fmt: skip
+        out = [self.badge_state(s, counts[s]) for s in ("equivalent", "stale", "broken", "orphaned", "edited",
+                                                        "failed", "tainted") if s in counts]  # fmt: skip
         if residue:
             out.append('<span class="state s-residue" title="the tree had changes outside the stack when '
                        'measured">⚠ residue</span>')  # fmt: skip
@@ -173,7 +210,7 @@ class Markup(ReportData):
     def frame(self, here: str, title: str, active: str, body: str, script: str = "") -> str:
         up = "../" * here.count("/")
         csp = content_security_policy(script)
-        graves = len(self.graves())
+        graves = len({k.patch for k in self.graves()})  # lanes, as the graveyard page counts them
         nav = [("index", "index.html", "Series &amp; patches"), ("results", "results.html", "Results"),
                ("graveyard", "graveyard.html", f"Graveyard <span class=\"count\">{graves}</span>")]  # fmt: skip
         items = "".join(f'<a href="{up}{href}"{ON if key == active else ""}>{label}</a>'

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.evidence.link_state import link_state
 from stackmgr.evidence.reading import load_links
 from stackmgr.evidence.records import Artifact, Link
-from stackmgr.evidence.revival import Override, overrides
-from stackmgr.evidence.states import Evidence, effective, patch_status
+from stackmgr.evidence.revival import DeadLanes, Override, lane_of, overrides
+from stackmgr.evidence.states import Evidence, effective
 from stackmgr.store.bounded import load_json
 from stackmgr.store.config import Store
 from stackmgr.store.inside import OutsideStore, read_inside
@@ -94,7 +95,8 @@ class ReportData:
         self.ev.index.refresh()  # the report lists every patch file
         self.links = load_links(store)
         self.by_id = {link.id: link for link in self.links}
-        self.states = {link.id: self.ev.state(link) for link in self.links}
+        self.judged = {link.id: link_state(self.ev, link) for link in self.links}  # evidence/link_state.py
+        self.states = {lid: judged.freshness for lid, judged in self.judged.items()}
         self.current = {link.id for link in effective(self.links)}
         self.amended_by = {link.amends: link.id for link in self.links if link.amends}
         self._configs: dict[str, dict[str, str]] = {}  # link id -> run configuration, as pages ask
@@ -122,6 +124,7 @@ class ReportData:
         by_patch: dict[str, list[Link]] = {}
         for link in self.links:
             by_patch.setdefault(link.patch, []).append(link)
+        dead = DeadLanes(self.store)
         for name in sorted(names):
             stem = name if _valid_name(name) else "_" + _slug(name)
             readable = name in files or _valid_name(name)  # a record's name is not a path to follow
@@ -132,8 +135,8 @@ class ReportData:
             info.links = by_patch.get(name, [])
             if not info.tree and info.links:
                 info.tree = info.links[-1].tree
-            info.status = patch_status(info.links, self.states)
-            info.dnr = any(link.do_not_revive for link in info.links if link.id in self.current)
+            lane = lane_of(self.ev, name, info.links, self.states, dead)  # as `show` and the guard see it
+            info.status, info.dnr = lane.status, lane.do_not_revive
             patches[name] = info
         for override in overrides(self.store):
             if override.patch in patches:

@@ -128,7 +128,7 @@ class PatchPage(Markup):
         state = self.states[link.id]
         classes = f"card c-{e(state)}" + ("" if link.id in self.current else " amended")
         head = (f'<div class="card-head"><span class="date">{e(when(link.created))}</span> '
-                f'<a class="mono lid" href="#{quote(link.id, safe="")}">{e(link.id)}</a> {self.badge_state(state)} '
+                f'<a class="mono lid" href="#{quote(link.id, safe="")}">{e(link.id)}</a> {self.badge_link(link)} '
                 f"{self.badge_status(link.verdict, link.do_not_revive)}</div>")  # fmt: skip
         parts = [head]
         if link.id in self.amended_by:
@@ -140,9 +140,11 @@ class PatchPage(Markup):
                 f'<tr><td class="mono">{e(m.name)}</td><td class="num"><b>{e(num(m.value))}</b></td>'
                 f"<td>{e(m.unit)}</td><td>{self.delta(link, m.name, m.value, m.direction)}</td>"
                 f'<td class="muted" title="which way is better">{"↑" if m.direction != "lower" else "↓"}</td></tr>'
-                for m in link.metrics
+                for m in self.lead_metrics(link.metrics)
             )
-            cap = f"<caption>Δ vs {self.link_ref(here, base)}</caption>" if base is not None else ""
+            unlike = self.unlike_baseline(link)
+            said = f" <small>another run configuration: {e(unlike)}</small>" if unlike else ""
+            cap = f"<caption>Δ vs {self.link_ref(here, base)}{said}</caption>" if base is not None else ""
             parts.append(f'<table class="metrics">{cap}{rows}</table>')
         elif link.baseline and link.baseline not in self.by_id:
             parts.append(f'<p class="note bad">baseline {e(link.baseline)} not found</p>')

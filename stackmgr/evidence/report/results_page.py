@@ -10,7 +10,8 @@ class ResultsPage(Markup):
         here = "results.html"
         rows = []
         for link in reversed(self.links):
-            metrics = "".join(f'<div class="metric">{self.metric_inline(link, m)}</div>' for m in link.metrics[:3])
+            metrics = "".join(f'<div class="metric">{self.metric_inline(link, m)}</div>'
+                              for m in self.lead_metrics(link.metrics)[:3])  # fmt: skip
             more = f' <span class="muted">+{len(link.metrics) - 3}</span>' if len(link.metrics) > 3 else ""
             rows.append(
                 f'<tr class="{"" if link.id in self.current else "amended"}"><td class="nowrap">'
@@ -18,7 +19,7 @@ class ResultsPage(Markup):
                 f'<td>{self.patch_link(here, link.patch)}</td><td><span class="tree">{e(link.tree)}</span></td>'
                 f"<td>{metrics}{more}</td>"
                 f"<td>{self.gate_chips(link)}</td><td>{self.badge_status(link.verdict, link.do_not_revive)}</td>"
-                f"<td>{self.badge_state(self.states[link.id])}</td></tr>"
+                f"<td>{self.badge_link(link)}</td></tr>"
             )  # fmt: skip
         head = "".join(f"<th>{h}</th>" for h in ("date", "link", "patch", "tree", "metrics", "gates", "verdict",
                                                  "state"))  # fmt: skip

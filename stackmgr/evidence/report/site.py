@@ -3,8 +3,8 @@ results").
 
 Pages, all linked relatively so the directory works from file:// and can be copied anywhere:
 
-- `index.html`: every series with its patches in order (tree, status, best fresh metric, gates, link states), then
-  the patches in no series (`index_page`);
+- `index.html`: every series with its patches in order (tree, status, best fresh metric with that run's gates,
+  link states), then the patches in no series (`index_page`);
 - `patches/<name>.html`: header, description, diffstat, the diff, and beside it the evidence timeline (`patch_page`,
   `diff`);
 - `artifacts/<slug>.html`: which links cite a result file, whether it still verifies, a preview of its text: the
@@ -12,7 +12,11 @@ Pages, all linked relatively so the directory works from file:// and can be copi
   traceback's frames marked, the error lines listed at the top with links to them (`artifact_page`);
 - `results.html`: every link and every artifact in one table each (`results_page`);
 - `graveyard.html`: rejected and do-not-revive lanes with their lessons, filtered client-side by a search box
-  (`graveyard_page`).
+  (`graveyard_page`); the navigation's count is of lanes, as the page's.
+
+Every page names a result by one rule (evidence/link_state.py): a failed or tainted run is badged so, never shown
+as a clean result, never the index's best metric; every page lists a result's metrics headline first
+(`Markup.lead_metrics`).
 
 `report --markdown FILE` writes the lessons page (`lessons_page`) from the same gathered data, alone or beside the
 site; FILE is replaced atomically.

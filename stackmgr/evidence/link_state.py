@@ -1,0 +1,131 @@
+"""A link's state: the one answer `show`, `links`, `compare`, a promotion, the HTML report and the lessons page
+give about a result (docs/FORMATS.md#link-record).
+
+A result's state has three parts, each one rule:
+
+- failed: its run failed, by its `[run]` exit code (other than 0) or, for a result with none recorded, by its
+  `exit` gate (`fail` or `error`, as `--gate exit=fail:exit 3` records it);
+- tainted: a measured tree changed while it ran (`stackmgr run` found it);
+- freshness: what its evidence is worth today (evidence/states.py: fresh, equivalent, stale, broken, orphaned,
+  edited), taken from there, never re-derived.
+
+A result is usable as a measurement (`usable`) when it did not fail, was not tainted and its evidence is whole
+(not broken, not edited). `left_out_why` says why one is not, in a few words. Views name a result by `word`:
+`failed`, `tainted`, else its freshness.
+
+`measured_state` is the identity of what a result measured (per tree, the snapshot id its record keeps): two
+results are repeats of one measurement only when it is equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from stackmgr.evidence.metrics import Gate
+from stackmgr.evidence.reading import Brief
+from stackmgr.evidence.records import Link
+
+if TYPE_CHECKING:
+    from stackmgr.evidence.states import Evidence
+
+HOLDS = ("fresh", "equivalent")  # freshness under which a result still speaks for the patch as it is
+WHOLE_NOT = ("broken", "edited")  # freshness under which a record's numbers cannot be trusted at all
+
+
+@dataclass(frozen=True)
+class LinkState:
+    """What one result is worth: see the module's docstring."""
+
+    freshness: str  # evidence/states.py: fresh, equivalent, stale, broken, orphaned, edited
+    failed: str  # "" or why in a few words: "exit 3", "exit gate error"
+    tainted: bool
+    measures_patch: bool  # the patch's changes were in its tree's measured state (else a baseline)
+
+    @property
+    def valid(self) -> bool:
+        """Its run neither failed nor was tainted."""
+        return not self.failed and not self.tainted
+
+    @property
+    def usable(self) -> bool:
+        """A measurement: valid, and its evidence whole (not broken, not edited)."""
+        return self.valid and self.freshness not in WHOLE_NOT
+
+    @property
+    def holds(self) -> bool:
+        """A usable result whose evidence still holds for the patch as it is now (fresh or equivalent)."""
+        return self.usable and self.freshness in HOLDS
+
+    @property
+    def word(self) -> str:
+        """The one word a view shows for it: failed, tainted, else its freshness."""
+        return "failed" if self.failed else "tainted" if self.tainted else self.freshness
+
+    @property
+    def run_problem(self) -> str:
+        """`FAILED (exit 3)`, `TAINTED`, `FAILED (exit 3), TAINTED` or "": how a listing marks an invalid run."""
+        return _mark(self.failed, self.tainted)
+
+    def left_out_why(self, named: bool = False) -> str | None:
+        """Why the result is no measurement of its patch to average or compare (`exit 3`, `tainted`, `broken: …`,
+        `measured without the patch`), or None. `named`: the user named it by itself, so a baseline is asked for."""
+        why = [self.failed] if self.failed else []
+        why += ["tainted"] if self.tainted else []
+        if self.freshness == "broken":
+            why.append("broken: an artifact changed or is missing (`stackmgr verify`)")
+        elif self.freshness == "edited":
+            why.append("edited: the record changed after it was written")
+        if not self.measures_patch and not named:
+            why.append("measured without the patch")
+        return ", ".join(why) or None
+
+
+def run_mark(link: Link | Brief) -> str:
+    """How `show`, `links` and `compare` mark a run that failed or was tainted (`LinkState.run_problem`), without
+    judging its evidence: `FAILED (exit 3)`, `TAINTED`, or ""."""
+    return _mark(run_failure(link), bool(link.tainted))
+
+
+def _mark(failed: str, tainted: bool) -> str:
+    said = [f"FAILED ({failed})"] if failed else []
+    return ", ".join(said + (["TAINTED"] if tainted else []))
+
+
+def run_failure(link: Link | Brief) -> str:
+    """Why the result's run failed ("exit 3", "exit gate error"), or "": its `[run]` exit code when it recorded
+    one, else its `exit` gate."""
+    return failure_of(link.exit_code if isinstance(link, Brief) else link.run.get("exit_code"), link.gates)
+
+
+def failure_of(exit_code: object, gates: list[Gate]) -> str:
+    """`run_failure` of a record about to be written: its run's exit code (None when it has no run) and gates."""
+    if isinstance(exit_code, int) and not isinstance(exit_code, bool):
+        return f"exit {exit_code}" if exit_code != 0 else ""
+    gate = next((g for g in gates if g.name == "exit"), None)
+    if gate is None or gate.status not in ("fail", "error"):
+        return ""
+    return gate.detail if gate.detail.startswith("exit ") else f"exit gate {gate.status}"
+
+
+def link_state(ev: Evidence, link: Link | Brief) -> LinkState:
+    """The state of one result today (freshness from `ev`, evidence/states.py)."""
+    return LinkState(ev.state(link), run_failure(link), bool(link.tainted), bool(link.measures_patch))
+
+
+def interruption(run: dict[str, object]) -> str:
+    """How `show` says a run was stopped, by the signal its record names: `interrupted (SIGTERM)`,
+    `interrupted (Ctrl-C)` for SIGINT, `interrupted` when none was recorded; "" for a run not interrupted."""
+    if not run.get("interrupted"):
+        return ""
+    signal = run.get("signal")
+    if signal == "SIGINT":
+        return "interrupted (Ctrl-C)"
+    return f"interrupted ({signal})" if isinstance(signal, str) and signal else "interrupted"
+
+
+def measured_state(link: Link) -> tuple[tuple[str, str], ...]:
+    """What the result measured, as an identity: per measured tree, its snapshot id (the working tree's tree id),
+    or for a record written before snapshot ids were kept, its HEAD, patch versions and residue."""
+    return tuple((s.tree, s.snapshot or "|".join([s.base, *(f"{n}:{h}" for n, h in s.patches), s.residue_patch]))
+                 for s in sorted(link.stack, key=lambda s: s.tree))  # fmt: skip
