@@ -64,7 +64,7 @@ def test_status_after_an_append_append_merge_says_the_applied_patches_are_out_of
     refused = bob.sm("refresh")  # would rewrite bob as if alice were not below it
     assert refused.code == 3 and "push" in refused.err and len(refused.err.splitlines()) == 1
     refused = bob.sm("save", "more", "--series", "S", "-m", "more")
-    assert refused.code == 2 and "push" in refused.err and len(refused.err.splitlines()) == 1
+    assert refused.code == 3 and "push" in refused.err and len(refused.err.splitlines()) == 1
     assert not (bob.store / "patches" / "more.patch").exists()
     assert (bob.store / "series" / "S").read_text() == "base.patch\nalice.patch\nbob.patch\n"
 

@@ -25,17 +25,23 @@ def _diffed_files(data: bytes) -> list[bytes]:
 # --- refresh after a teammate's pulled refresh of the same patch ------------------------------------------------
 
 
-def test_refresh_after_a_pulled_refresh_of_the_same_patch_is_refused_and_keeps_theirs(lab: Lab, tmp_path: Path) -> None:
+def _alice_refreshes_what_bob_applied(lab: Lab, tmp_path: Path, readme: str) -> tuple[Lab, bytes]:
+    """S = [base] applied on both sides; Alice refreshes base (README `readme`) and pushes; Bob pulls. Returns
+    Bob and the pulled patch's bytes."""
     bob = team(lab, tmp_path)  # S = [base]: README "hello\nbase\n"
     assert bob.sm("apply", "S").code == 0  # Bob's tree holds base as it is now
     assert lab.sm("apply", "S").code == 0
-    (lab.tree / "README").write_text("hello\nbase, as Alice refreshed it\n")
+    (lab.tree / "README").write_text(readme)
     assert lab.sm("refresh").code == 0
     git(lab.store, "add", "-A")
     git(lab.store, "commit", "-q", "-m", "alice refreshed base")
     git(lab.store, "push", "-q", "origin", "main")
     pull(bob)
-    theirs = (bob.store / "patches" / "base.patch").read_bytes()
+    return bob, (bob.store / "patches" / "base.patch").read_bytes()
+
+
+def test_refresh_after_a_pulled_refresh_of_the_same_patch_is_refused_and_keeps_theirs(lab: Lab, tmp_path: Path) -> None:
+    bob, theirs = _alice_refreshes_what_bob_applied(lab, tmp_path, "hello\nbase, as Alice refreshed it\n")
     assert b"+base, as Alice refreshed it\n" in theirs
     (bob.tree / "bob.txt").write_text("bob's edit\n")
     before = bob.worktree_id(), applied_state(bob)
@@ -56,16 +62,7 @@ def test_refresh_after_a_pulled_refresh_of_the_same_patch_is_refused_and_keeps_t
 
 
 def test_refresh_force_replaces_a_pulled_version_and_keeps_it_for_interdiff(lab: Lab, tmp_path: Path) -> None:
-    bob = team(lab, tmp_path)
-    assert bob.sm("apply", "S").code == 0
-    assert lab.sm("apply", "S").code == 0
-    (lab.tree / "README").write_text("hello\nalice\n")
-    assert lab.sm("refresh").code == 0
-    git(lab.store, "add", "-A")
-    git(lab.store, "commit", "-q", "-m", "alice refreshed base")
-    git(lab.store, "push", "-q", "origin", "main")
-    pull(bob)
-    theirs = (bob.store / "patches" / "base.patch").read_bytes()
+    bob, theirs = _alice_refreshes_what_bob_applied(lab, tmp_path, "hello\nalice\n")
     (bob.tree / "README").write_text("hello\nbob\n")
     assert bob.sm("refresh", "--force").code == 0
     mine = (bob.store / "patches" / "base.patch").read_bytes()

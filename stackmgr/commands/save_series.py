@@ -180,10 +180,7 @@ def stack_for(
     if applied is None or where is None:
         raise UsageProblem(f"series {series_name} is not the series applied to tree {tree}",
                            f"`stackmgr apply {series_name}` first, or save without --series")  # fmt: skip
-    if not where.in_order:
-        raise UsageProblem(f"the patches applied to tree {tree} are not the first {where.count} of series "
-                           f"{series_name} ({where.summary()}: {'; '.join(where.differs())})",
-                           where.what_to_do())  # fmt: skip
+    where.refuse_out_of_order("save --series")
     if where.stack != names and (not where.stack or patch != where.top):
         raise UsageProblem(f"only {where.count} of the {len(names)} patches of series {series_name} are "
                            f"applied to tree {tree}", f"`stackmgr push -a` (or `stackmgr apply {series_name}`) "
