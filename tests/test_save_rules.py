@@ -48,7 +48,7 @@ def test_refresh_after_a_pulled_refresh_of_the_same_patch_is_refused_and_keeps_t
     refused = bob.sm("refresh")
     one_line_error(refused, 3)
     assert "base changed in the store since tree vllm applied it" in refused.err, refused.err
-    assert "refresh --force" in refused.err and "pop" in refused.err
+    assert "refresh --force" in refused.err and "push --merge" in refused.err
     assert (bob.store / "patches" / "base.patch").read_bytes() == theirs, "their change is still the patch"
     assert (bob.worktree_id(), applied_state(bob)) == before
     assert bob.sm("save", "base", "--update").code == 3, "`save --update` of the applied top is the same move"
@@ -192,3 +192,84 @@ def test_new_series_with_nothing_applied_starts_from_head(lab: Lab) -> None:
     assert (lab.store / "series" / "L").read_bytes() == b"solo.patch\n"
     shown = json.loads(lab.sm("--json", "status").out)["trees"][0]["applied"]
     assert shown["series"] == "L"
+
+
+# --- both engineers change one patch: the pulled version, and mine merged on top -------------------------------
+
+TEN = "".join(f"line {n}\n" for n in range(1, 11))
+
+
+def _both_change_big(lab: Lab, tmp_path: Path) -> Lab:
+    """S = [base, big] applied on both sides; Alice refreshes big (line 9) and pushes; Bob, who edited line 1 of
+    big.txt meanwhile, pulls."""
+    bob = team(lab, tmp_path)
+    assert lab.sm("apply", "S").code == 0
+    (lab.tree / "big.txt").write_text(TEN)
+    assert lab.sm("save", "big", "--series", "S", "-m", "ten lines").code == 0
+    git(lab.store, "add", "-A")
+    git(lab.store, "commit", "-q", "-m", "big")
+    git(lab.store, "push", "-q", "origin", "main")
+    pull(bob)
+    assert bob.sm("apply", "S").code == 0
+    (lab.tree / "big.txt").write_text(TEN.replace("line 9\n", "line 9, alice\n"))
+    assert lab.sm("refresh").code == 0
+    git(lab.store, "commit", "-qam", "alice refreshed big")
+    git(lab.store, "push", "-q", "origin", "main")
+    (bob.tree / "big.txt").write_text(TEN.replace("line 1\n", "line 1, bob\n"))
+    pull(bob)
+    return bob
+
+
+def test_my_edit_merges_onto_a_pulled_refresh_and_the_refresh_holds_both(lab: Lab, tmp_path: Path) -> None:
+    bob = _both_change_big(lab, tmp_path)
+    before = bob.worktree_id()
+    refused = bob.sm("refresh")
+    one_line_error(refused, 3)
+    assert "push --merge" in refused.err, refused.err
+    plain = bob.sm("pop", "-a")
+    one_line_error(plain, 3)
+    assert "--merge" in plain.err and bob.worktree_id() == before, "the plain pop says how, and changes nothing"
+    assert bob.sm("push", "--merge").code == 0
+    both = TEN.replace("line 1\n", "line 1, bob\n").replace("line 9\n", "line 9, alice\n")
+    assert (bob.tree / "big.txt").read_text() == both, "their version, mine merged on top"
+    assert bob.sm("refresh").code == 0
+    big = (bob.store / "patches" / "big.patch").read_bytes()
+    assert b"+line 1, bob\n" in big and b"+line 9, alice\n" in big
+    assert bob.sm("check").code == 0
+    assert bob.sm("reset").code == 0 and bob.sm("apply", "S").code == 0
+    assert (bob.tree / "big.txt").read_text() == both
+
+
+def test_a_merge_that_conflicts_is_refused_and_changes_nothing(lab: Lab, tmp_path: Path) -> None:
+    bob = _both_change_big(lab, tmp_path)
+    (bob.tree / "big.txt").write_text(TEN.replace("line 9\n", "line 9, bob\n"))  # the line Alice changed too
+    before = bob.worktree_id(), (bob.store / "patches" / "big.patch").read_bytes(), applied_state(bob)
+    refused = bob.sm("push", "--merge")
+    one_line_error(refused, 3)
+    assert "do not merge in big.txt" in refused.err and "conflicts" in refused.err, refused.err
+    assert (bob.tree / "big.txt").read_text() == TEN.replace("line 9\n", "line 9, bob\n"), "my edit untouched"
+    assert (bob.worktree_id(), (bob.store / "patches" / "big.patch").read_bytes(), applied_state(bob)) == before
+
+
+def test_undo_of_a_merged_push_gives_my_bytes_back(lab: Lab, tmp_path: Path) -> None:
+    bob = _both_change_big(lab, tmp_path)
+    before = bob.worktree_id()
+    assert bob.sm("push", "--merge").code == 0 and bob.worktree_id() != before
+    assert bob.sm("undo").code == 0
+    assert bob.worktree_id() == before and (bob.tree / "big.txt").read_text() == TEN.replace(
+        "line 1\n", "line 1, bob\n"
+    )
+
+
+def test_a_save_on_top_of_a_patch_changed_in_the_store_is_refused(lab: Lab, tmp_path: Path) -> None:
+    bob = _both_change_big(lab, tmp_path)
+    (bob.tree / "other.txt").write_text("bob's other file\n")
+    before = bob.worktree_id(), (bob.store / "series" / "S").read_bytes()
+    for args in (("save", "more", "-m", "more"), ("save", "more", "--series", "S", "-m", "more"),
+                 ("save", "more", "--new-series", "T", "-m", "more")):  # fmt: skip
+        refused = bob.sm(*args)
+        one_line_error(refused, 3)
+        assert "big changed in the store since tree vllm applied it" in refused.err, (args, refused.err)
+        assert "made against the old version" in refused.err and "--merge" in refused.err
+        assert not (bob.store / "patches" / "more.patch").exists()
+        assert (bob.worktree_id(), (bob.store / "series" / "S").read_bytes()) == before

@@ -38,21 +38,28 @@ def _report(ctx: Context, moved: object, verb: str) -> None:
     output.out(f"{moved.tree}: {moved.summary}{carried}")
 
 
+MERGE = click.option("--merge", is_flag=True, help="Merge your changes on top into files the move changes (git's "
+                     "three-way merge; refused, nothing changed, on a conflict; `stackmgr undo` puts them back).")
+
+
 @click.command("push")
 @click.argument("patch", required=False)
 @click.option("-a", "--all", "every", is_flag=True, help="Apply every remaining patch.")
 @TREE
 @click.option("--override", metavar="REASON", help="Push a do-not-revive lane anyway, saying why.")
+@MERGE
 @json_option()
 @pass_context
-def push_cmd(ctx: Context, patch: str | None, every: bool, tree: str | None, override: str | None) -> None:
+def push_cmd(ctx: Context, patch: str | None, every: bool, tree: str | None, override: str | None,
+             merge: bool) -> None:  # fmt: skip
     """Apply the next patch of the tree's current series (or up to PATCH, or all with -a), carrying changes on
-    top along; refused, with nothing changed, when such a change touches a file the push changes."""
+    top along; refused, with nothing changed, when such a change touches a file the push changes (unless
+    --merge merges it, as `git checkout -m` does)."""
     from stackmgr.commands.navigate import push
 
     _target(patch, every, "push")
     with output.activity("pushing"):
-        moved = push(open_store(ctx.store), tree, patch, every, override)
+        moved = push(open_store(ctx.store), tree, patch, every, override, merge)
     _report(ctx, moved, "push")
 
 
@@ -60,16 +67,18 @@ def push_cmd(ctx: Context, patch: str | None, every: bool, tree: str | None, ove
 @click.argument("patch", required=False)
 @click.option("-a", "--all", "every", is_flag=True, help="Take every patch off (back to the series' base).")
 @TREE
+@MERGE
 @json_option()
 @pass_context
-def pop_cmd(ctx: Context, patch: str | None, every: bool, tree: str | None) -> None:
+def pop_cmd(ctx: Context, patch: str | None, every: bool, tree: str | None, merge: bool) -> None:
     """Take the top patch off the tree (or the ones above PATCH, which stays on top; or all with -a), carrying
-    changes on top along; refused, with nothing changed, when such a change touches a file the pop changes."""
+    changes on top along; refused, with nothing changed, when such a change touches a file the pop changes
+    (unless --merge merges it, as `git checkout -m` does)."""
     from stackmgr.commands.navigate import pop
 
     _target(patch, every, "pop")
     with output.activity("popping"):
-        moved = pop(open_store(ctx.store), tree, patch, every)
+        moved = pop(open_store(ctx.store), tree, patch, every, merge)
     _report(ctx, moved, "pop")
 
 

@@ -16,14 +16,14 @@ import os
 from stackmgr.commands.apply import compute_result, made_on_older
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.repo import read_changes
-from stackmgr.git.scratch import tree_with_entries
+from stackmgr.git.scratch import merge_blobs, tree_with_entries
 from stackmgr.git.tempindex import start_tree_diff
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
 from stackmgr.safety.assessment import describe
 from stackmgr.safety.preserved import assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
-from stackmgr.store.applied import Applied, applied_result, load_applied, record_applied
+from stackmgr.store.applied import Applied, applied_result, load_applied, patches_changed_since_applied, record_applied
 from stackmgr.store.config import Store
 from stackmgr.store.plan import PatchRef, TreePlan, plan_series, read_patch
 from stackmgr.store.position import Position, applied_position
@@ -52,8 +52,13 @@ def tree_to_move(store: Store, wanted: str | None, patch: str | None = None) -> 
     """`push`/`pop`/`top`/`refresh`'s tree: the default tree (store/tree_paths.py), among those with a current
     series."""
     current = [t for t in sorted(load_applied(store)) if t in store.trees]
-    return tree_to_act_on(store, wanted, patch=patch, prefer=(current,),
-                          nothing=UsageProblem("no tree has a current series", "`stackmgr apply SERIES` first"))
+    return tree_to_act_on(
+        store,
+        wanted,
+        patch=patch,
+        prefer=(current,),
+        nothing=UsageProblem("no tree has a current series", "`stackmgr apply SERIES` first"),
+    )
 
 
 def position(store: Store, tree: str, in_order: bool = True) -> Position:
@@ -78,13 +83,16 @@ def _bare(patch: str | None) -> str | None:
     return patch[: -len(".patch")] if patch is not None and patch.endswith(".patch") else patch
 
 
-def push(store: Store, tree: str | None, patch: str | None, every: bool, override: str | None = None) -> Moved:
+def push(store: Store, tree: str | None, patch: str | None, every: bool, override: str | None = None,
+         merge: bool = False) -> Moved:  # fmt: skip
     """Up to PATCH (default: the next patch; -a: all), never taking an applied patch off: after a pull listed a
     patch between applied ones, the applied ones are re-applied in the series' new order (Position.push_target)."""
     patch = _bare(patch)
     what = "-a" if every else (patch or "")
     with operation(store, " ".join(filter(None, ("push", what)))):
         where = position(store, tree_to_move(store, tree, patch), in_order=False)
+        if merge and patch in (None, where.top) and patches_changed_since_applied(store, where.applied):
+            return _move(store, where, where.stack, "push", merge)  # the same patches, at the store's versions now
         if patch is not None:
             if patch not in where.names:
                 raise UsageProblem(f"patch {patch} is not in series {where.series} for tree {where.tree}",
@@ -94,7 +102,7 @@ def push(store: Store, tree: str | None, patch: str | None, every: bool, overrid
                                     f"`stackmgr pop {patch}` goes back to it")  # fmt: skip
         target = where.push_target(patch, every)
         _guard_revival(store, [name for name in target if name not in where.stack], override, what)
-        return _move(store, where, target, "push")
+        return _move(store, where, target, "push", merge)
 
 
 def _guard_revival(store: Store, brought: list[str], override: str | None, what: str) -> None:
@@ -106,7 +114,7 @@ def _guard_revival(store: Store, brought: list[str], override: str | None, what:
     guard_revival(store, patches, override, " ".join(filter(None, ("push", what))))
 
 
-def pop(store: Store, tree: str | None, patch: str | None, every: bool) -> Moved:
+def pop(store: Store, tree: str | None, patch: str | None, every: bool, merge: bool = False) -> Moved:
     """Down to PATCH (default: one patch off; -a: all), from what is applied (as quilt pops from
     .pc/applied-patches), whatever the series lists now."""
     patch = _bare(patch)
@@ -124,7 +132,7 @@ def pop(store: Store, tree: str | None, patch: str | None, every: bool) -> Moved
             if patch == where.top:
                 raise StackmgrError(f"patch {patch} is already on top of tree {where.tree}; nothing to pop")
         wanted = 0 if every else where.stack.index(patch) + 1 if patch is not None else n - 1
-        return _move(store, where, where.stack[:wanted], "pop")
+        return _move(store, where, where.stack[:wanted], "pop", merge)
 
 
 def _refs(store: Store, where: Position, names: list[str]) -> list[PatchRef]:
@@ -142,14 +150,22 @@ def _refs(store: Store, where: Position, names: list[str]) -> list[PatchRef]:
     return refs
 
 
-def _move(store: Store, where: Position, wanted: list[str], verb: str) -> Moved:
+def _move(store: Store, where: Position, wanted: list[str], verb: str, merge: bool = False) -> Moved:
     """Move the tree to the patches `wanted` (bottom first) from the series' base, carrying the changes made on
-    top of the applied ones."""
+    top of the applied ones; with `merge`, a change on top of a file the move changes is merged into its new
+    version by git (`_merge_carried`), as `git checkout -m` carries it."""
     config = store.tree(where.tree)
     applied = where.applied
     refs = _refs(store, where, wanted)
-    snap = take_snapshot(where.tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
-                         results=config.results, held=applied_result(store, where.tree))
+    snap = take_snapshot(
+        where.tree,
+        config.path,
+        store.max_untracked_bytes,
+        find_special=False,
+        freeze=True,
+        results=config.results,
+        held=applied_result(store, where.tree),
+    )
     try:
         _refuse_off_base(snap, applied)
         prefix = TreePlan(where.tree, config.path)
@@ -157,11 +173,13 @@ def _move(store: Store, where: Position, wanted: list[str], verb: str) -> Moved:
         target, stale = _build(prefix, store.root) if wanted else (snap.repo.tree_of(applied.base), [])
         carried = _carried(snap, applied)
         moving = read_changes(start_tree_diff(snap.repo, applied.result_tree, target))
-        _refuse_in_the_way(store, snap, where, verb, carried, moving)
+        merged = _merge_carried(snap, where, verb, carried, moving) if merge else {}
+        _refuse_in_the_way(store, snap, where, verb, [c for c in carried if c.path not in merged], moving, merged)
         final = target
         if carried:
-            final = tree_with_entries(snap.repo, target, {c.path: None if c.new_mode == "000000" else
-                                                          (c.new_mode, c.new_blob) for c in carried})  # fmt: skip
+            entries: dict[bytes, tuple[str, str] | None] = {c.path: None if c.new_mode == "000000" else
+                                                             (c.new_mode, c.new_blob) for c in carried}  # fmt: skip
+            final = tree_with_entries(snap.repo, target, {**entries, **merged})
         before = where.count
         changed = final != snap.tree_id()
         if changed:
@@ -208,9 +226,9 @@ def _carried(snap: Snapshot, applied: Applied) -> list[Change]:
 
 
 def _refuse_in_the_way(store: Store, snap: Snapshot, where: Position, verb: str, carried: list[Change],
-                       moving: list[Change]) -> None:  # fmt: skip
+                       moving: list[Change], merged: dict[bytes, tuple[str, str]]) -> None:  # fmt: skip
     """Nothing changed when a change on top touches a file the move changes (quilt: "does not remove cleanly"),
-    or when the move would change a file whose state no patch preserves."""
+    or when the move would change a file whose state no patch preserves (`merged`: carried, merged in)."""
     index = [(p, "staged and unstaged versions differ") for p in snap.staged_differs]
     index += [(p, "unmerged") for p in snap.unmerged]
     if index:  # the switch sets the index to the base: git's view of these would be lost
@@ -223,15 +241,41 @@ def _refuse_in_the_way(store: Store, snap: Snapshot, where: Position, verb: str,
     if touched:
         raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} has changes on top of "
                             f"{where.top or 'the base'} in files the {verb} would change: {describe(touched)}",
-                            "`stackmgr refresh PATH…` folds them into the top patch, or `stackmgr save NAME "
-                            "PATH…` them and reset, then retry")  # fmt: skip
-    lost = [(p, why) for p, why in assess(store, snap).blockers(snap) if p in paths]
+                            f"`stackmgr {verb} --merge` merges them into the new versions (as `git checkout -m`); "
+                            "`stackmgr refresh PATH…` folds them into the top patch")  # fmt: skip
+    lost = [(p, why) for p, why in assess(store, snap).blockers(snap) if p in paths and p not in merged]
     if lost and _rebuilds(store, where):
         lost = []  # what the move takes away, the series' patch files build again (`push` brings it back)
     if lost:
         raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} holds changes no patch preserves "
                             f"in files the {verb} would change: {describe(lost)}",
                             "save them (`stackmgr save NAME`) first")  # fmt: skip
+
+
+def _merge_carried(snap: Snapshot, where: Position, verb: str, carried: list[Change],
+                   moving: list[Change]) -> dict[bytes, tuple[str, str]]:  # fmt: skip
+    """`--merge`: each file both a change on top and the move change, merged by git (`git merge-file`: the
+    applied state's version the base, yours and the move's new one the sides), path -> (mode, merged blob).
+    Refused, nothing changed, when one conflicts or is not an edit of a text file on both sides (added, deleted,
+    a mode or type changed); `stackmgr undo` puts the tree back byte for byte after a merge."""
+    moved = {c.path: c for c in moving}
+    merged, refused = {}, []
+    for c in carried:
+        m = moved.get(c.path)
+        if m is None:
+            continue
+        edits = c.old_mode == c.new_mode == m.old_mode == m.new_mode and c.new_mode in ("100644", "100755") \
+            and c.old_blob == m.old_blob  # fmt: skip
+        blob = merge_blobs(snap.repo, c.old_blob, c.new_blob, m.new_blob) if edits else None
+        if blob is None:
+            refused.append((c.path, "conflicts" if edits else "not a text edit on both sides"))
+        else:
+            merged[c.path] = (c.new_mode, blob)
+    if refused:
+        raise StackmgrError(f"{verb} --merge refused, nothing changed: tree {where.tree}: your changes and the "
+                            f"{verb} do not merge in {describe(refused)}", "save or undo those edits by hand "
+                            "(`stackmgr refresh --force` keeps yours in the top patch), then retry")  # fmt: skip
+    return merged
 
 
 def _rebuilds(store: Store, where: Position) -> bool:

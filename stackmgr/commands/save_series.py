@@ -20,10 +20,8 @@ from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.scratch import tree_from_patches
 from stackmgr.safety.preserved import PatchIndex
 from stackmgr.safety.snapshot import Snapshot
-from stackmgr.store.applied import Applied, load_applied, record_applied
+from stackmgr.store.applied import Applied, load_applied, patches_changed_since_applied, record_applied
 from stackmgr.store.config import Store
-from stackmgr.store.fs import read_or_none, sha256_hex
-from stackmgr.store.names import inside
 from stackmgr.store.position import applied_position
 from stackmgr.store.series import SeriesFile, list_series
 from stackmgr.types import Change, show_path
@@ -61,27 +59,24 @@ class Stack:
                                                  result_tree, pending=self.pending, guards=self.guards))  # fmt: skip
 
 
-def patches_changed_since_applied(store: Store, applied: Applied) -> list[str]:
-    """The applied patches whose file in the store is no longer the version the tree applied (a pulled refresh,
-    a save from another tree): rewriting one from this tree would drop that change."""
-    changed = []
-    for name, sha in applied.patches:
-        if not sha:
-            continue
-        data = read_or_none(inside(store.patches_dir, name + ".patch"))
-        if data is None or sha256_hex(data) != sha:
-            changed.append(name)
-    return changed
-
-
-def refuse_rewriting_a_changed_patch(store: Store, tree: str, applied: Applied, patch: str) -> None:
-    """A patch is rewritten from a tree only when the store still holds the version the tree applied."""
-    if patch in patches_changed_since_applied(store, applied):
-        raise StackmgrError(f"patch {patch} changed in the store since tree {tree} applied it (a pull or a save "
-                            "elsewhere); rewriting it from this tree would drop that change, so nothing changed",
-                            "`stackmgr pop` then `stackmgr push` applies the new version with your edits carried "
-                            "on top, then refresh; or `stackmgr refresh --force` replaces it with this tree's "
-                            "(the store's version is kept for interdiff)")  # fmt: skip
+def refuse_rewriting_a_changed_patch(store: Store, tree: str, applied: Applied, patch: str | None,
+                                     force: bool = False) -> None:  # fmt: skip
+    """A patch is written from a tree only when the store still holds the versions the tree applied: `patch`,
+    rewritten (`--force` replaces it on purpose), and every one below it (a patch on top of an old version of one
+    would undo that one's new change, or not apply on it)."""
+    changed = patches_changed_since_applied(store, applied)
+    if force and patch in changed:
+        changed.remove(patch)
+    if not changed:
+        return
+    doing = f"rewriting {patch} from this tree would drop that change" if patch == changed[0] else \
+        "a patch saved from this tree would be made against the old version"  # fmt: skip
+    forced = "; or `stackmgr refresh --force` replaces it with this tree's (the store's version is kept for " \
+        "interdiff)" if patch == changed[0] else ""  # fmt: skip
+    raise StackmgrError(f"patch {changed[0]} changed in the store since tree {tree} applied it (a pull or a save "
+                        f"elsewhere); {doing}, so nothing changed",
+                        f"`stackmgr push --merge` applies the new version with your edits merged on top, then save "
+                        f"or refresh{forced}")  # fmt: skip
 
 
 def series_a_save_lands_in(
@@ -152,10 +147,7 @@ def new_series_stack(store: Store, tree: str, series_name: str, base: str, expli
     if explicit_base:
         raise UsageProblem(f"--base does not combine with a new series on top of series {applied.series}",
                            "drop --base: the applied series' base is used")  # fmt: skip
-    changed = patches_changed_since_applied(store, applied)
-    if changed:
-        raise StackmgrError(f"patch {changed[0]} changed in the store since tree {tree} applied it",
-                            f"`stackmgr apply {applied.series}` again first")  # fmt: skip
+    refuse_rewriting_a_changed_patch(store, tree, applied, None)
     return Stack(series, tree, applied.result_tree, applied.base, list(applied.patches), lead=applied.names)
 
 
@@ -192,9 +184,8 @@ def stack_for(
     if patch in names[:-1]:
         raise UsageProblem(f"patch {patch} is in the middle of series {series_name}",
                            "only its last patch can be saved again; save a new patch on top")  # fmt: skip
+    refuse_rewriting_a_changed_patch(store, tree, applied, patch, force=overwrite)
     if patch == names[-1]:  # refreshing the top patch: diff from the series without it
-        if not overwrite:
-            refuse_rewriting_a_changed_patch(store, tree, applied, patch)
         below = [os.path.join(store.patches_dir, e.patch) for e in mine[:-1]]
         start, failure = tree_from_patches(snap.repo, applied.base, below)
         if start is None:

@@ -236,14 +236,18 @@ def amended_verdict(amended: Link | None, verdict: str | None, lesson: str, do_n
 
 def patch_status(links: list[L], states: dict[str, str]) -> str:
     """promoted / rejected / experimental / unlinked: the latest decision among its current links. A promotion
-    counts only while its evidence is fresh or equivalent."""
+    counts only while its evidence is fresh or equivalent and its run neither failed nor was tainted (a record
+    written before promotions of such runs were refused: evidence/link_state.py)."""
+    from stackmgr.evidence.link_state import run_failure
+
     current = effective(links)
     if not current:
         return "unlinked"
     for link in reversed(current):
         if link.verdict == "rejected":
             return "rejected"
-        if link.verdict == "promoted" and states.get(link.id) in ("fresh", "equivalent"):
+        if link.verdict == "promoted" and states.get(link.id) in ("fresh", "equivalent") and not link.tainted \
+                and not run_failure(link):  # fmt: skip
             return "promoted"
     return "experimental"
 

@@ -107,3 +107,22 @@ def tree_with_entries(repo: Repo, base: str, entries: dict[bytes, tuple[str, str
         index.read_tree(base)
         index.set_entries(entries)
         return index.write_tree()
+
+
+def merge_blobs(repo: Repo, base: str, ours: str, theirs: str) -> str | None:
+    """git's own three-way merge of one file's versions (`git merge-file`, as `git checkout -m` and `git stash pop`
+    merge a change carried across a switch): the merged blob, written to the repository; None when the versions
+    conflict or are not text git merges."""
+    import tempfile
+
+    from stackmgr.git.runner import run, run_rc
+
+    with tempfile.TemporaryDirectory(prefix="stackmgr-merge-") as tmp:
+        files = []
+        for name, blob in (("ours", ours), ("base", base), ("theirs", theirs)):
+            path = os.path.join(tmp, name)
+            with open(path, "wb") as f:
+                f.write(run(repo.top, ["cat-file", "blob", repo.object_id(blob)]))
+            files.append(path)
+        rc, out, _ = run_rc(tmp, ["merge-file", "-p", "-L", "yours", "-L", "before", "-L", "the patches", *files])
+    return repo.write_blob(out) if rc == 0 else None

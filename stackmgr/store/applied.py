@@ -12,7 +12,8 @@ import os
 import time
 
 from stackmgr.store.config import Store
-from stackmgr.store.fs import read_cache, write_cache
+from stackmgr.store.fs import read_cache, read_or_none, sha256_hex, write_cache
+from stackmgr.store.names import inside
 
 STATE_FILE = "applied.json"  # json is imported where it is read or written: `check` reads the marshal copy
 COPY_FILE = "applied.marshal"  # in .stackmgr/cache/: per tree (base, result_tree), by the state file's stat data
@@ -154,3 +155,16 @@ def clear_applied(store: Store, tree: str) -> None:
     state = load_applied(store)
     if state.pop(tree, None) is not None:
         _write(store, state)
+
+
+def patches_changed_since_applied(store: Store, applied: Applied) -> list[str]:
+    """The applied patches whose file in the store is no longer the version the tree applied (a pulled refresh,
+    a save from another tree): rewriting one from this tree would drop that change."""
+    changed = []
+    for name, sha in applied.patches:
+        if not sha:
+            continue
+        data = read_or_none(inside(store.patches_dir, name + ".patch"))
+        if data is None or sha256_hex(data) != sha:
+            changed.append(name)
+    return changed
