@@ -240,7 +240,9 @@ def render_status(report: TreeReport) -> None:
     for name, hit, total in present:
         if name in applied["patches"]:  # the applied position holds it: a patch above may change its files again
             above = f", {total - hit} of its {total} files changed again by a patch above it" if hit < total else ""
-            out(f"  patch {name}: applied ({show_text(applied['series'] or 'no series')}){above}")
+            series = show_text(applied["series"] or "no series")  # as the position line says it
+            where = f"not in {series}" if name in applied.get("not_in_series", ()) else series
+            out(f"  patch {name}: applied ({where}){above}")
             continue
         out(f"  patch {name}: " + ("fully present" if hit == total else f"partly present ({hit}/{total} files)"))
 

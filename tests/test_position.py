@@ -114,6 +114,7 @@ def test_status_after_a_pulled_removal_names_the_applied_top_as_out_of_the_serie
     assert state["not_in_series"] == ["p2"] and state["in_order"] is False and state["matches"] is False
     said = lab.sm("status")
     assert "S: 1 of 1 applied + p2 (not in S), top p2" in said.out and "tree matches" not in said.out
+    assert "patch p2: applied (not in S)" in said.out and "patch p1: applied (S)" in said.out, "one answer"
     top = lab.sm("--json", "top")
     assert top.code == 0 and json.loads(top.out)["top"] == "p2"
     assert json.loads(top.out)["position"] == "S: 1 of 1 applied + p2 (not in S), top p2"

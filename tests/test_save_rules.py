@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import Lab, applied_state, git, git_text, one_line_error
+from tests.conftest import Lab, applied_state, git, git_text, make_repo, one_line_error
 from tests.test_team_day import pull, team
 
 
@@ -273,3 +273,33 @@ def test_a_save_on_top_of_a_patch_changed_in_the_store_is_refused(lab: Lab, tmp_
         assert "made against the old version" in refused.err and "--merge" in refused.err
         assert not (bob.store / "patches" / "more.patch").exists()
         assert (bob.worktree_id(), (bob.store / "series" / "S").read_bytes()) == before
+
+
+def test_a_save_for_a_tree_a_pulled_tree_rm_dropped_names_it_again_for_everyone(lab: Lab, tmp_path: Path) -> None:
+    bob = team(lab, tmp_path)
+    kern = make_repo(tmp_path / "kern", {"gemm.cpp": "int tile = 64;\n"})
+    assert lab.sm("tree", "add", "kern", str(kern)).code == 0
+    git(lab.store, "add", "-A")
+    git(lab.store, "commit", "-q", "-m", "tree kern")
+    git(lab.store, "push", "-q", "origin", "main")
+    pull(bob)
+    bobs = tmp_path / "bob" / "kern"
+    git(tmp_path, "clone", "-q", str(kern), str(bobs))
+    assert bob.sm("tree", "set", "kern", str(bobs)).code == 0
+    assert lab.sm("tree", "rm", "kern").code == 0
+    git(lab.store, "commit", "-qam", "alice: tree rm kern")
+    git(lab.store, "push", "-q", "origin", "main")
+    pull(bob)
+    (bobs / "gemm.cpp").write_text("int tile = 128;\n")
+    assert bob.sm("check").code == 1, "still guarded on the machine that placed it"
+    saved = bob.sm("save", "k1", "-t", "kern", "-m", "tile 128")
+    assert saved.code == 0, saved.err
+    assert "named there again" in saved.err
+    assert "[trees.kern]" in (bob.store / "stackmgr.toml").read_text()
+    git(bob.store, "add", "-A")
+    git(bob.store, "commit", "-q", "-m", "bob: k1")
+    git(bob.store, "push", "-q", "origin", "main")
+    pull(lab)
+    assert "[trees.kern]" in (lab.store / "stackmgr.toml").read_text(), "the same answer on both clones"
+    linted = lab.sm("lint")
+    assert "not registered" not in linted.out + linted.err, linted

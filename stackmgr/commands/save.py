@@ -139,6 +139,7 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
         refuse_nothing_new,
         stack_of_save,
     )
+    from stackmgr.store.tree_paths import share_again
 
     name = patch_name(req.name)
     filename = name + ".patch"
@@ -181,6 +182,7 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
             _refuse_conflict_markers(data, req.allow_conflict_markers)
             revival = _refuse_revival(store, stack, name, data, req) if stack is not None else []
             outcome, post_images = _write_verified(store, snap, target, data, expected, req.update)
+            shared = share_again(store, tree)  # a tree a pulled `tree rm` dropped: named again with its patch
             output.tick()
             op.note_tree(tree, snap.known_tree_id(), snap.head)
             result_tree = _result_tree(snap, stack.diff_from, target, paths) if stack else None
@@ -191,7 +193,8 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
         if stack is not None and result_tree is not None:
             stack.record(store, name, sha256_hex(data), result_tree)
     warnings = tuple(f"{show_path(p)}: its staged version differs; the patch holds the working-tree version"
-                     for p in snap.staged_differs if not paths or p in paths) + tuple(left_out)  # fmt: skip
+                     for p in snap.staged_differs if not paths or p in paths) + tuple(left_out) + \
+        ((shared,) if shared else ())  # fmt: skip
     return SaveResult(name, target, tree, base, patchfile.stat_totals(data), outcome,
                       stack.series.name if stack else None, warnings, tuple(revival))  # fmt: skip
 

@@ -53,6 +53,7 @@ class Store:
         self.unplaced: list[str] = []  # trees the shared config names with no path on this machine
         self.suggested: dict[str, str] = {}  # unplaced tree -> the shared config's default path, not accepted here
         self.local_paths: dict[str, str] = {}  # what stackmgr.local.toml says, as written there
+        self.only_here: list[str] = []  # trees placed here that the shared config does not name (a pulled tree rm)
         self.evidence: object = {}  # the config's [evidence] table, read by `headline()` (not on check's path)
         self.run: object = {}  # the config's [run] table (env, metrics): read by `stackmgr run`
         self.local_run: object = {}  # this machine's [run] table (stackmgr.local.toml): trusted, unlike `run`
@@ -281,6 +282,7 @@ def load_store(root: str) -> Store:
     store.run = table.get("run", {})
     store.local_run = local.get("run", {})
     store.local_paths = {name: path for name, path in mine.items() if path is not None}
+    store.only_here = [name for name in trees if name not in shared]  # placed here, named by no shared config
     return store
 
 

@@ -27,14 +27,30 @@ def add_tree(store: Store, name: str, path: str) -> Store:
         raise UsageProblem(f"tree '{name}' is already registered here ({store.trees[name].path})",
                            f"`stackmgr tree set {name} PATH` moves it, or pick another name")  # fmt: skip
     if not store.knows(name):
-        with open(store.config_path, "rb") as f:
-            data = f.read()
-        if data and not data.endswith(b"\n"):
-            data += b"\n"
-        data += f"\n[{tree_key(store, name)}]\n".encode()
-        _parse(store.config_path, data)  # never write a config that no longer parses
-        store.write_file(store.config_path, data)
+        _name_in_shared_config(store, name)
     return _write_local(store, {**store.local_paths, name: path})
+
+
+def share_again(store: Store, name: str) -> str | None:
+    """A patch is saved for tree NAME, which this machine placed but the shared config no longer names (a
+    teammate's `tree rm`, pulled): the name goes back into the shared config, so every clone reads the patch as
+    this store's (the path stays here). The note to print, or None when the shared config names it."""
+    if name not in store.only_here:
+        return None
+    _name_in_shared_config(store, name)
+    store.only_here.remove(name)
+    return (f"tree {name} was no longer in the shared config (a `tree rm` pulled); it is named there again, as "
+            f"this patch is for it (`stackmgr tree rm {name}` here forgets it)")
+
+
+def _name_in_shared_config(store: Store, name: str) -> None:
+    with open(store.config_path, "rb") as f:
+        data = f.read()
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    data += f"\n[{tree_key(store, name)}]\n".encode()
+    _parse(store.config_path, data)  # never write a config that no longer parses
+    store.write_file(store.config_path, data)
 
 
 def set_tree_path(store: Store, name: str, path: str | None) -> Store:
