@@ -46,6 +46,8 @@ def _lessons(lab: Lab, file: str, *more: str) -> str:
 def _expected(lab: Lab, ids: dict[str, str], probe: str, bench: str, probe_state: str = "fresh") -> str:
     roles = (("replay-probe", "rejected"), ("gemm-tile", "promoted"), ("replay-fix", "open"))
     rejected, promoted, opened = (_when(lab, patch, ids[role]) for patch, role in roles)
+    quoted = probe_state == "fresh"  # a broken result's numbers are never quoted as the patch's latest
+    numbers, evidence = ("`mean_ttft_ms` 41.2 ms", probe) if quoted else ("—", " ")
     return f"""# Lessons
 
 What the lab's measurements taught: the lanes that failed and why, the patches worth remembering, and the \
@@ -90,8 +92,8 @@ Artifacts: {probe}
 
 | patch | tree | what | verdict | latest numbers | gates | measured | evidence |
 | --- | --- | --- | --- | --- | --- | --- | --- |
-| `replay-fix` | `vllm` | replay fix | inconclusive | `mean_ttft_ms` 41.2 ms |   | {opened} · Jane Doe · \
-`{ids["open"]}` ({probe_state}) | {probe} |
+| `replay-fix` | `vllm` | replay fix | inconclusive | {numbers} |   | {opened} · Jane Doe · \
+`{ids["open"]}` ({probe_state}) | {evidence} |
 """
 
 

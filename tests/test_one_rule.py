@@ -23,6 +23,8 @@ RULES = {
     "may this move bring back a do-not-revive lane": ("stackmgr.evidence.revival", "guard_revival"),
     "a lane's status, as show and the report badge it": ("stackmgr.evidence.revival", "lane_of"),
     "a link's state (failed, tainted, usable, fresh)": ("stackmgr.evidence.link_state", "link_state"),
+    "the results whose numbers a view may quote as a patch's": ("stackmgr.evidence.link_state", "quoted_results"),
+    "a result by link id or run name (an ambiguous name refused)": ("stackmgr.evidence.reading", "find_ref"),
     "did a result measure the patch": ("stackmgr.evidence.records", "measured_patch"),
     "is a result fresh for its measured stack": ("stackmgr.evidence.freshness", "measured_stack_freshness"),
     "where run and bisect run the user's command": ("stackmgr.evidence.capture", "where_command_runs"),

@@ -32,8 +32,7 @@ def group_lines(group: Group) -> list[str]:
     """The header naming the configuration, which links each result is, the runs left out (failed or tainted:
     never averaged in) and one line per metric."""
     lines = [config_line(group.config)]
-    lines += [f"  {one_line(r.patch)}{f' on {one_line(r.on)}' if r.on else ''}"
-              f"{' (reference)' if i == group.reference else ''}: "
+    lines += [f"  {one_line(r.title)}{' (reference)' if i == group.reference else ''}: "
               + ", ".join(one_line(link.id) for link in r.links) + (f"  {one_line(r.mark)}" if r.mark else "")
               for i, r in enumerate(group.results)]  # fmt: skip
     if group.left_out:

@@ -107,7 +107,7 @@ def metric_table(metrics: list[Any], base: dict[str, float], indent: str = "    
 def show_cmd(ctx: Context, patch: str) -> None:
     """One patch: header, description, diffstat, status, and every link with its state."""
     from stackmgr.commands.links import PatchView, measured_lines
-    from stackmgr.evidence.link_state import run_mark
+    from stackmgr.evidence.link_state import link_mark
 
     view = PatchView(open_store(ctx.store), patch)
     if ctx.json:
@@ -136,7 +136,7 @@ def show_cmd(ctx: Context, patch: str) -> None:
         output.out(f"  {one_line(link.created[:10])} {one_line(link.id)}" + (f"  {gates}" if gates else "")
                    + f" · {one_line(link.verdict)} · {view.states[link.id]}" + (vs if link.metrics else "")
                    + ("" if link.metrics else " · no metrics")
-                   + (" · " + output.paint(marked, "red") if (marked := run_mark(link)) else ""))  # fmt: skip
+                   + (" · " + output.paint(marked, "red") if (marked := link_mark(link)) else ""))  # fmt: skip
         for line in metric_table(link.metrics, base):
             output.out(line)
         for i, line in enumerate(link.lesson.splitlines()):  # a lesson of several lines keeps them, indented
@@ -176,7 +176,7 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
     header, never ranked across groups. A record that a later one amends is left out unless --all (--json
     lists every record, with its amended_by)."""
     from stackmgr.commands.links import LinkTable, shown_metric
-    from stackmgr.evidence.link_state import run_mark
+    from stackmgr.evidence.link_state import link_mark
 
     if sort_by == "metric" and not metric:
         from stackmgr.errors import UsageProblem
@@ -200,7 +200,7 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
         shown = shown_metric(link, metric, table.headline)
         mtext = _metric_text(shown) if shown else ""
         gates = " ".join(f"{one_line(g.name)}{_mark(g.status)}" for g in link.gates)
-        taint = f" {marked}" if (marked := run_mark(link)) else ""  # failed or tainted: evidence/link_state.py
+        taint = f" {marked}" if (marked := link_mark(link)) else ""  # evidence/link_state.py
         replaced = f" amended by {one_line(table.amended_by[link.id])}" if link.id in table.amended_by else ""
         created, lid, patch, tree, verdict = map(one_line, (link.created[:10], link.id, link.patch, link.tree,
                                                             link.verdict))  # fmt: skip

@@ -38,7 +38,7 @@ class Rebuilt:
 
 def find_link(store: Store, wanted: str) -> Link:
     """The record with id `wanted` (the `lnk-` may be left out), or a run's name (`stackmgr run --name`)."""
-    found = find_ref(store, wanted)  # a run name given to several runs: the latest
+    found = find_ref(store, wanted)  # a run name two runs were given: refused there, with their ids
     if found is None:
         raise UsageProblem(f"no link {wanted}", "see `stackmgr links` for ids")
     return found

@@ -14,7 +14,10 @@ direction. What a column is depends on how it was named:
 
 Repeats are repeats of one measured state (`evidence.link_state.measured_state`: per tree, the snapshot id the
 record keeps): a patch's links measured on different trees (the patch alone, the patch with another saved change)
-are columns apart, each labelled with what its tree held (`p1 on p1+p2`).
+are columns apart, each labelled with what its tree held (`p1 on p1+p2`), patches by the name they go by now
+(evidence.versions.current_name) and, where the columns differ by a patch's version, that version (`p2@1a2b3c`:
+the first hex of its sha256). A column whose result is not fresh says its state (`stale`,
+evidence.link_state `word`). A run name two runs were given is refused (evidence.reading.find_ref).
 
 A result is a measurement of its patch as `evidence.link_state` says (`usable`): a run that failed (a `[run]` exit
 code other than 0, or its `exit` gate `fail` or `error`) or was tainted (a measured tree changed while it ran) is
@@ -44,6 +47,7 @@ from stackmgr.evidence.metrics import change
 from stackmgr.evidence.reading import find_links, find_ref, load_links
 from stackmgr.evidence.records import Link
 from stackmgr.evidence.states import effective
+from stackmgr.safety.preserved import PatchIndex
 from stackmgr.store.config import Store
 from stackmgr.store.names import valid_name
 
@@ -62,7 +66,8 @@ class Result:
     state: tuple[tuple[str, str], ...] = ()  # its measured state (evidence.link_state.measured_state)
     marked: str = ""  # a failed or tainted run named by itself: why ("exit 3", "tainted"); never the reference
     mark: str = ""  # how the text view marks it: "FAILED (exit 3)", "TAINTED"
-    on: str = ""  # what its tree held (`p1+p2`) when the patch's links of two measured states are two columns
+    title: str = ""  # what the column's line calls it: its patch now, what its tree held, its state if not fresh
+    word: str = "fresh"  # its result's state (evidence.link_state `word`): a label says one not fresh
 
 
 @dataclass
@@ -175,27 +180,72 @@ def _delta(cell: Cell, ref: Cell, direction: str) -> None:
     cell.delta_pct = pct if math.isfinite(pct) else None
 
 
-def _on(link: Link) -> str:
-    """What the link's own tree held when measured, for a column's label: `p1+p2`, `p1+residue`."""
+Named = dict[tuple[str, str], str]  # (name measured as, sha256) -> the name it goes by now
+
+
+def _measured(link: Link, now: Named) -> list[tuple[str, str]]:
+    """(name now, sha256) of what the link's own tree held when measured, its own patch first."""
+    entry = next((s for s in link.stack if s.tree == link.tree), None)
+    held = [(now.get((n, h), n), h) for n, h in entry.patches] if entry is not None else []
+    return [(now.get((link.patch, link.sha256), link.patch), link.sha256), *held]
+
+
+def _on(link: Link, now: Named, versioned: set[str]) -> str:
+    """What the link's own tree held when measured, for a column's label: `p1+p2`, `p1+residue`; a patch whose
+    version tells the columns apart with it (`p2@1a2b3c`: the first hex of its measured version's sha256)."""
     entry = next((s for s in link.stack if s.tree == link.tree), None)
     if entry is None:
         return "?"
-    return "+".join([n for n, _ in entry.patches] + (["residue"] if entry.residue else [])) or "base"
+    names = [_at(n, h, versioned) for n, h in _measured(link, now)[1:]]
+    return "+".join(names + (["residue"] if entry.residue else [])) or "base"
 
 
-def _label(r: Result, results: list[Result]) -> str:
+def _at(name: str, sha256: str, versioned: set[str]) -> str:
+    return f"{name}@{sha256[:6]}" if name in versioned else name
+
+
+def _label(r: Result, results: list[Result], now: Named) -> str:
+    """The column's title: its run name, else its patch by the name it goes by now (with its link id where that
+    alone would not tell the columns apart, or what its tree held where two measured states are two columns),
+    and its state where its result is not fresh (`stale`). Sets `title`, what the column's line says it is."""
+    own = now.get((r.patch, r.links[0].sha256), r.patch)
+    state = f" ({r.word})" if r.word not in ("fresh", "failed", "tainted") else ""
+    r.title = own + state
     if r.given:
-        return r.given
+        return r.given + state
     if r.named:
-        return r.named if sum(other.patch == r.patch for other in results) > 1 else r.patch
+        return (r.named if sum(other.patch == r.patch for other in results) > 1 else own) + state
     twins = [o for o in results if o.patch == r.patch and not o.named and not o.given]
     if len(twins) < 2:
-        return r.patch
-    r.on = _on(r.links[0])
-    label = f"{r.patch} on {r.on}"
-    if sum(f"{o.patch} on {_on(o.links[0])}" == label for o in twins) > 1:  # same patches, another tree id
+        return own + state
+    versions: dict[str, set[str]] = {}
+    for o in twins:
+        for name, sha in _measured(o.links[0], now):
+            versions.setdefault(name, set()).add(sha)
+    versioned = {name for name, shas in versions.items() if len(shas) > 1}
+
+    def held(o: Result) -> str:
+        return f"{_at(own, o.links[0].sha256, versioned)} on {_on(o.links[0], now, versioned)}"
+
+    label = held(r)
+    if sum(held(o) == label for o in twins) > 1:  # same patches, another tree id
         label += f" ({dict(r.state).get(r.links[0].tree, '')[:12]})"
-    return label
+    r.title = label + state
+    return label + state
+
+
+def _names_now(store: Store, index: PatchIndex, results: list[Result]) -> Named:
+    """Each measured patch version of the columns' links by the name it goes by now (evidence.versions)."""
+    from stackmgr.evidence.versions import current_name
+
+    now: Named = {}
+    for r in results:
+        for link in r.links:
+            entry = next((s for s in link.stack if s.tree == link.tree), None)
+            for key in [(link.patch, link.sha256)] + (list(entry.patches) if entry is not None else []):
+                if key not in now:
+                    now[key] = current_name(store, key[0], key[1], index) or key[0]
+    return now
 
 
 class Comparison:
@@ -221,14 +271,16 @@ class Comparison:
             result = None if alone else next((r for r in group.results if r.patch == link.patch and not r.named
                                               and r.state == measured), None)  # fmt: skip
             if result is None:
-                result = Result(link.patch, named=link.id if alone else "", given=given, state=measured)
+                result = Result(link.patch, named=link.id if alone else "", given=given, state=measured,
+                                word=state.word)  # fmt: skip
                 if shown:
                     result.marked, result.mark = str(why), state.run_problem
                 group.results.append(result)
             result.links.append(link)
+        now = _names_now(store, ev.index, [r for group in groups.values() for r in group.results])
         for group in groups.values():
             for r in group.results:
-                r.label = _label(r, group.results)
+                r.label = _label(r, group.results, now)
             group.rows = _rows(group.results, self.headline, group.reference)
         self.groups = list(groups.values())
         ev.save()

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from stackmgr.errors import UsageProblem
 from stackmgr.evidence.compare import CONFIG_KEYS, run_config
-from stackmgr.evidence.link_state import interruption, link_state, run_mark
+from stackmgr.evidence.link_state import interruption, link_mark, link_state
 from stackmgr.evidence.metrics import Metric, lead
 from stackmgr.evidence.reading import Brief, find_links, load_briefs, load_links
 from stackmgr.evidence.records import Link
@@ -56,6 +56,7 @@ def link_json(ev: Evidence, link: Link, state: str, baseline: Link | None, repla
                    "present": [{"name": n, "sha256": h} for n, h in s.present]} for s in link.stack],
         "measured_current_version": ev.sha256_of(link.patch) == link.sha256, "measured_patch": link.measures_patch,
         "run": link.run or None, "failed": judged.failed or None, "usable": judged.usable,
+        "measures": judged.measures, "mark": judged.mark or None,
     }  # fmt: skip
 
 
@@ -179,7 +180,8 @@ def _sort_key(sort_by: str, metric: str | None, direction: str = "higher",
               config: Configured | None = None) -> Callable[[tuple[Listed, str]], Any]:  # fmt: skip
     """`links --sort`: date, patch, state, or the metric: by run configuration first (`config`), then best first
     by the metric's direction (largest, or smallest for a lower-is-better one; links without it last), failed
-    and tainted runs after the rest of their configuration."""
+    and tainted runs and runs measured without the patch (`link_state.link_mark`) after the rest of their
+    configuration."""
     if sort_by == "metric":
         sign = 1.0 if direction == "lower" else -1.0
         group = config or (lambda _: {})
@@ -192,7 +194,7 @@ def _sort_key(sort_by: str, metric: str | None, direction: str = "higher",
                 orders[key] = config_order(seen)
             return orders[key]
 
-        return lambda r: (order(r[0]), bool(run_mark(r[0])),
+        return lambda r: (order(r[0]), bool(link_mark(r[0])),  # failed, tainted, a baseline: after the patch's own
                           (1, 0.0) if (m := metric_of(r[0], str(metric))) is None else (0, sign * m.value))  # fmt: skip
     keys: dict[str, Callable[[tuple[Listed, str]], Any]] = {
         "date": lambda r: (r[0].created, r[0].id), "patch": lambda r: (r[0].patch, r[0].created),

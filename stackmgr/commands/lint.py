@@ -210,6 +210,11 @@ def _lint_links(store: Store, patches: set[str], findings: list[Finding]) -> Non
     findings.extend(Finding("link", rel, what) for rel, what in WrittenOnce(store).changed()
                     if not _conflicted(os.path.join(store.root, rel)))  # fmt: skip
 
+    from stackmgr.evidence.reading import ambiguous_run_names
+
+    for run_name, ids in ambiguous_run_names(store).items():
+        findings.append(Finding("link", "links/", f"run name {run_name} was given to {len(ids)} runs ("
+                                + ", ".join(ids) + "): name them by link id"))  # fmt: skip
     for name in sorted(_listdir(store.links_dir, "")):
         directory = os.path.join(store.links_dir, name)
         if not os.path.isdir(directory):

@@ -10,8 +10,12 @@ A result's state has three parts, each one rule:
   edited), taken from there, never re-derived.
 
 A result is usable as a measurement (`usable`) when it did not fail, was not tainted and its evidence is whole
-(not broken, not edited). `left_out_why` says why one is not, in a few words. Views name a result by `word`:
-`failed`, `tainted`, else its freshness.
+(not broken, not edited); it is a measurement of its patch (`measures`) when it is usable and measured the patch
+(its changes were in the measured tree: a run with the patch popped and linked to it is a baseline, not its
+result). `left_out_why` says why one is not, in a few words. Views name a result by `word`: `failed`, `tainted`,
+`baseline`, else its freshness; a listing marks it by `mark` (`FAILED (exit 3)`, `TAINTED`, `WITHOUT THE PATCH`)
+and ranks a marked result after the patch's own. The numbers a view quotes as a patch's (the index's best metric,
+the lessons page's latest numbers) are those of `quoted_results`, and only those.
 
 `measured_state` is the identity of what a result measured (per tree, the snapshot id its record keeps): two
 results are repeats of one measurement only when it is equal.
@@ -19,6 +23,7 @@ results are repeats of one measurement only when it is equal.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,6 +36,7 @@ if TYPE_CHECKING:
 
 HOLDS = ("fresh", "equivalent")  # freshness under which a result still speaks for the patch as it is
 WHOLE_NOT = ("broken", "edited")  # freshness under which a record's numbers cannot be trusted at all
+WITHOUT = "WITHOUT THE PATCH"  # how a listing marks a result measured without its patch (a baseline)
 
 
 @dataclass(frozen=True)
@@ -53,19 +59,34 @@ class LinkState:
         return self.valid and self.freshness not in WHOLE_NOT
 
     @property
+    def measures(self) -> bool:
+        """A measurement of its patch: usable, and the patch's changes were in the measured tree (no baseline).
+        The rule `compare`, `links`, the report and the lessons page apply to quote or rank a patch's numbers."""
+        return self.usable and self.measures_patch
+
+    @property
     def holds(self) -> bool:
         """A usable result whose evidence still holds for the patch as it is now (fresh or equivalent)."""
         return self.usable and self.freshness in HOLDS
 
     @property
     def word(self) -> str:
-        """The one word a view shows for it: failed, tainted, else its freshness."""
-        return "failed" if self.failed else "tainted" if self.tainted else self.freshness
+        """The one word a view shows for it: failed, tainted, baseline (measured without the patch), else its
+        freshness."""
+        if self.failed or self.tainted:
+            return "failed" if self.failed else "tainted"
+        return self.freshness if self.measures_patch else "baseline"
 
     @property
     def run_problem(self) -> str:
         """`FAILED (exit 3)`, `TAINTED`, `FAILED (exit 3), TAINTED` or "": how a listing marks an invalid run."""
         return _mark(self.failed, self.tainted)
+
+    @property
+    def mark(self) -> str:
+        """How a listing marks a result that is no measurement of its patch by its run: `run_problem`, and
+        `WITHOUT THE PATCH` for a baseline; "" for the patch's own result."""
+        return _mark(self.failed, self.tainted, self.measures_patch)
 
     def left_out_why(self, named: bool = False) -> str | None:
         """Why the result is no measurement of its patch to average or compare (`exit 3`, `tainted`, `broken: …`,
@@ -87,9 +108,24 @@ def run_mark(link: Link | Brief) -> str:
     return _mark(run_failure(link), bool(link.tainted))
 
 
-def _mark(failed: str, tainted: bool) -> str:
+def link_mark(link: Link | Brief) -> str:
+    """`LinkState.mark` without judging its evidence: how `show` and `links` mark a run that failed, was tainted
+    or measured without the patch (`FAILED (exit 3)`, `TAINTED`, `WITHOUT THE PATCH`), or "". A listing ranks a
+    marked result after the patch's own."""
+    return _mark(run_failure(link), bool(link.tainted), bool(link.measures_patch))
+
+
+def _mark(failed: str, tainted: bool, measures_patch: bool = True) -> str:
     said = [f"FAILED ({failed})"] if failed else []
-    return ", ".join(said + (["TAINTED"] if tainted else []))
+    return ", ".join(said + (["TAINTED"] if tainted else []) + ([] if measures_patch else [WITHOUT]))
+
+
+def quoted_results(links: Sequence[Link], judged: Mapping[str, LinkState]) -> list[Link]:
+    """The results whose numbers a view may quote as the patch's (the index's best metric, the lessons page's
+    latest numbers), oldest first as given: those with metrics that measure the patch (`LinkState.measures`: no
+    failed or tainted run, no broken or edited evidence, no baseline) and whose evidence holds for the patch as
+    it is now (fresh or equivalent). `links`: the patch's current records; `judged`: their states by id."""
+    return [k for k in links if k.metrics and judged[k.id].measures and judged[k.id].holds]
 
 
 def run_failure(link: Link | Brief) -> str:

@@ -179,8 +179,7 @@ def _gates(completed: Link | None, given: list[metrics.Gate]) -> list[metrics.Ga
 
 
 def _named(store: Store, ref: str, what: str, patch: str) -> Link | None:
-    """The link `ref` names: its id (`lnk-` optional), or the name `stackmgr run --name` gave it (the latest run
-    of that name, of `patch` when that run recorded one for it); None for ""."""
+    """The link `ref` names (evidence.reading.find_ref: an ambiguous run name is refused there); None for ""."""
     if not ref:
         return None
     found = find_ref(store, ref, patch)

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from stackmgr.errors import StackmgrError
+from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence.compare import run_config
 from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.records import Artifact, Link, StackEntry, WrittenOnce, edited, measured_versions, read_record
@@ -156,8 +156,10 @@ def find_links(store: Store, ids: set[str]) -> dict[str, Link]:
 
 
 def find_ref(store: Store, ref: str, patch: str | None = None) -> Link | None:
-    """The record a user names: its id (the `lnk-` may be left out) or a run's name (`stackmgr run --name`; the
-    latest run of that name: of `patch`, when a run of several trees recorded one for it)."""
+    """The record a user names: its id (the `lnk-` may be left out) or a run's name (`stackmgr run --name`: the
+    latest record of the one run of that name, of `patch` when that run recorded one for it; its records are the
+    run's draft per patch and the amendments that completed them). A name two runs were given (in two clones,
+    merged) is ambiguous: a UsageProblem (exit 2) naming the link ids to give instead. None: nothing is so named."""
     ident = ref if ref.startswith("lnk-") else f"lnk-{ref}"
     hit = find_links(store, {ident}).get(ident)
     if hit is not None:
@@ -166,7 +168,39 @@ def find_ref(store: Store, ref: str, patch: str | None = None) -> Link | None:
     named = [b for b in named if b.patch == patch] or named
     if not named:
         return None
-    return next((k for k in find_links(store, {named[-1].id}).values()), None)
+    links = sorted(find_links(store, {b.id for b in named}).values(), key=lambda k: (k.created, k.id))
+    runs = _runs(links)
+    if len(runs) > 1:
+        raise UsageProblem(f"run name {ref} is ambiguous: {len(runs)} runs have it ("
+                           + ", ".join(f"{k.id} of {k.patch}" for k in runs) + ")",
+                           "give the link id instead")  # fmt: skip
+    return links[-1] if links else None
+
+
+def ambiguous_run_names(store: Store) -> dict[str, list[str]]:
+    """Each run name more than one run was given (in two clones, merged), with the latest record of each of
+    those runs: the names `find_ref` refuses."""
+    by_name: dict[str, set[str]] = {}
+    for brief in load_briefs(store, []):
+        if brief.run_name:
+            by_name.setdefault(brief.run_name, set()).add(brief.id)
+    found: dict[str, list[str]] = {}
+    for name, ids in sorted(by_name.items()):
+        if len(ids) > 1:
+            runs = _runs(sorted(find_links(store, ids).values(), key=lambda k: (k.created, k.id)))
+            if len(runs) > 1:
+                found[name] = [k.id for k in runs]
+    return found
+
+
+def _runs(links: list[Link]) -> list[Link]:
+    """The latest record of each run among `links` (oldest first): the records of one run (one per patch it was
+    linked to, and the amendments completing them) keep its run table's start and host."""
+    latest: dict[tuple[str, str], Link] = {}
+    for k in links:
+        start = k.run.get("start")
+        latest[(str(start), str(k.run.get("host"))) if start else (k.id, "")] = k
+    return sorted(latest.values(), key=lambda k: (k.created, k.id))
 
 
 def _patch_dirs(store: Store) -> list[str]:

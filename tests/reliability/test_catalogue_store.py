@@ -306,14 +306,15 @@ def test_status_says_when_the_applied_series_was_edited(stacked: Stacked, how: s
 @pytest.mark.parametrize("how", ["reordered", "entry-removed"])
 def test_save_on_top_of_an_edited_applied_series_is_refused_until_reapplied(stacked: Stacked, how: str) -> None:
     """Row 43: `save NAME --series S` on top of a series whose file no longer lists what was applied is refused
-    (exit 2, pointing at `apply S`) with nothing written; after `apply S` the same save works."""
+    (exit 3, as `refresh` refuses it: the position rule, store/position.py; pointing at `apply S`) with nothing
+    written; after `apply S` the same save works."""
     lab = stacked.lab
     _apply_and_look(stacked)
     _edit_while_applied(stacked, how)
     (lab.tree / "NEW").write_text("new work\n")
     before = _before(lab)
     series_bytes = stacked.series.read_bytes()
-    _refused(lab.sm("save", "p3", "--series", "replay", "-m", "p3"), 2, "apply replay")
+    _refused(lab.sm("save", "p3", "--series", "replay", "-m", "p3"), 3, "apply replay")
     _unchanged(lab, before)
     os.unlink(lab.tree / "NEW")
     _ok(lab.sm("apply", "replay"))

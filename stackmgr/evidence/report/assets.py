@@ -107,7 +107,7 @@ letter-spacing:.02em;white-space:nowrap;border:1px solid transparent}
 margin:.05rem 0}
 .s-fresh{color:var(--green);background:var(--green-bg)}.s-equivalent{color:var(--teal);background:var(--teal-bg)}
 .s-stale{color:var(--orange);background:var(--orange-bg)}.s-broken{color:var(--red);background:var(--red-bg)}.s-edited{color:var(--red);background:var(--red-bg)}
-.s-orphaned{color:var(--grey);background:var(--grey-bg)}.s-residue{color:var(--amber);background:var(--amber-bg)}
+.s-orphaned{color:var(--grey);background:var(--grey-bg)}.s-baseline{color:var(--grey);background:var(--grey-bg)}.s-residue{color:var(--amber);background:var(--amber-bg)}
 .gate{display:inline-block;font-size:.8em;padding:.02rem .45rem;border-radius:4px;margin:.05rem .1rem .05rem 0;
 white-space:nowrap;border:1px solid var(--line)}
 .g-pass{color:var(--green);border-color:var(--green)}.g-fail{color:var(--red);border-color:var(--red)}

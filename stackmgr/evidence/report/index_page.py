@@ -47,7 +47,7 @@ class IndexPage(Markup):
             statuses[info.status] = statuses.get(info.status, 0) + 1
         states: dict[str, int] = {}
         for link in self.links:
-            word = self.judged[link.id].word  # a failed or tainted run is not counted as fresh
+            word = self.judged[link.id].word  # a failed or tainted run, a baseline: not counted as fresh
             states[word] = states.get(word, 0) + 1
         tiles = [f'<div class="tile"><b>{len(self.patches)}</b> patches</div>',
                  f'<div class="tile"><b>{len(self.series)}</b> series</div>',

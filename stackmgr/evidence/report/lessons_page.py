@@ -6,10 +6,11 @@ shows (README.md, "Recording results"):
 - patches worth remembering: the promoted ones, by name, with their best result by the headline metric (the one
   the index page shows) and the evidence behind it;
 - open experiments: patches whose latest verdict is experimental or inconclusive, by name, with the numbers of
-  their latest result that is a measurement (evidence/link_state.py: a failed or tainted run's are never quoted).
+  their latest result whose numbers may be quoted as the patch's (evidence/link_state.py, `quoted_results`, the
+  rule of the index's best metric too: a failed or tainted run's, a broken or stale result's, a baseline's never).
 
 Metrics lead with the headline metric (`Markup.lead_metrics`); a delta against a baseline measured with another run
-configuration says so. Each record is signed with its state (`failed`, `tainted`, else its freshness).
+configuration says so. Each record is signed with its state (`failed`, `tainted`, `baseline`, else its freshness).
 
 The page is the same bytes for the same store on any machine: no generation time, no store path; artifacts are
 linked relative to FILE only when FILE is inside the store (so the links hold in any clone and on a site built from
@@ -23,6 +24,7 @@ import posixpath
 from dataclasses import dataclass
 
 from stackmgr.evidence.compare import short
+from stackmgr.evidence.link_state import quoted_results
 from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.records import Artifact, Link
 from stackmgr.evidence.report import commonmark as md
@@ -142,8 +144,9 @@ class LessonsPage(Markup):
         rows = []
         for info in infos:
             current = effective(info.links)
-            measured = next((k for k in reversed(current) if k.metrics and self.judged[k.id].valid), None)
-            latest = measured or current[-1]  # a failed or tainted run's numbers are never a patch's latest
+            quoted = quoted_results(current, self.judged)  # the index's best metric is of these too
+            measured = quoted[-1] if quoted else None
+            latest = measured or current[-1]  # a failed, tainted, broken run's numbers, a baseline's: never quoted
             metrics = self.lead_metrics(measured.metrics) if measured is not None else []
             shown = []
             for m in metrics[:INLINE_METRICS]:

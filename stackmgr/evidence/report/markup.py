@@ -9,6 +9,7 @@ import time
 from urllib.parse import quote
 
 from stackmgr.evidence.compare import run_config, short
+from stackmgr.evidence.link_state import quoted_results
 from stackmgr.evidence.metrics import Metric
 from stackmgr.evidence.records import Link
 from stackmgr.evidence.report.assets import CSS, content_security_policy
@@ -16,10 +17,11 @@ from stackmgr.evidence.report.model import PatchInfo, ReportData
 from stackmgr.evidence.states import effective
 
 STATE_MARK = {"fresh": "●", "equivalent": "◐", "stale": "○", "broken": "✗", "orphaned": "⌫", "edited": "✎",
-              "failed": "✗", "tainted": "⚠"}  # fmt: skip
+              "failed": "✗", "tainted": "⚠", "baseline": "∅"}  # fmt: skip
 STATE_HELP = {
     "failed": "the run failed (its exit code, or its exit gate): not a measurement of the patch",
     "tainted": "a measured tree changed while it ran: not a measurement of the patch",
+    "baseline": "measured without the patch (its changes were not in the measured tree): not its result",
     "fresh": "patch and artifacts unchanged since measured",
     "equivalent": "patch bytes changed, same change (patch-id equal): re-exported",
     "stale": "the change itself changed since it was measured",
@@ -71,8 +73,9 @@ class Markup(ReportData):
                 f"{STATE_MARK.get(state, '?')} {e(label)}</span>")  # fmt: skip
 
     def badge_link(self, link: Link) -> str:
-        """A result's state badge (evidence/link_state.py): its freshness, and `failed`/`tainted` beside it for a
-        run that is no measurement, so no page shows such a run as a clean result."""
+        """A result's state badge (evidence/link_state.py): its freshness, and `failed`/`tainted`/`without the
+        patch` beside it for a run that is no measurement of the patch, so no page shows such a run as a clean
+        result."""
         judged = self.judged[link.id]
         out = self.badge_state(judged.freshness)
         if judged.failed:
@@ -80,6 +83,9 @@ class Markup(ReportData):
                     f"failed ({e(judged.failed)})</span>")  # fmt: skip
         if judged.tainted:
             out += f" {self.badge_state('tainted')}"
+        if not judged.measures_patch:
+            out += (f' <span class="state s-baseline" title="{e(STATE_HELP["baseline"])}">{STATE_MARK["baseline"]} '
+                    "without the patch</span>")  # fmt: skip
         return out
 
     def lead_metrics(self, metrics: list[Metric]) -> list[Metric]:
@@ -152,8 +158,7 @@ class Markup(ReportData):
         measured the patch (no failed or tainted run, no baseline) and have that metric (else the first metric of
         the newest such link), measured with the run configuration of the newest of them (results of other
         configurations are never ranked against it): that link and metric."""
-        good = [k for k in effective(info.links) if self.judged[k.id].holds and k.metrics
-                and k.measures_patch]  # a failed or tainted run, a baseline: no result of the patch
+        good = quoted_results(effective(info.links), self.judged)  # evidence/link_state.py: the lessons page's too
         configured = self.store.headline()
         good = [k for k in good if any(m.name == configured for m in k.metrics)] or good  # never two metrics ranked
         if not good:
@@ -195,11 +200,11 @@ class Markup(ReportData):
         for link in info.links:
             if link.id not in self.current:
                 continue
-            word = self.judged[link.id].word  # a failed or tainted run is counted as such, never as fresh
+            word = self.judged[link.id].word  # a failed or tainted run, a baseline: counted as such, never as fresh
             counts[word] = counts.get(word, 0) + 1
             residue = residue or any(s.residue for s in link.stack if s.tree == link.tree)
         out = [self.badge_state(s, counts[s]) for s in ("equivalent", "stale", "broken", "orphaned", "edited",
-                                                        "failed", "tainted") if s in counts]  # fmt: skip
+                                                        "failed", "tainted", "baseline") if s in counts]  # fmt: skip
         if residue:
             out.append('<span class="state s-residue" title="the tree had changes outside the stack when '
                        'measured">⚠ residue</span>')  # fmt: skip
