@@ -173,3 +173,20 @@ def test_an_amendment_adding_do_not_revive_keeps_lesson_and_baseline(ev: Lab) ->
     assert shown["patch"]["status"] == "rejected" and shown["patch"]["do_not_revive"] is True  # type: ignore[index]
     failed = _lessons(ev).split("## Failed paths")[1].split("## Patches worth remembering")[0]
     assert f"> {LESSON}" in failed and "*No lesson recorded.*" not in failed
+
+
+def test_the_dead_lanes_kept_between_commands_follow_a_record_edited_in_place(ev: Lab) -> None:
+    """The do-not-revive lanes are kept by every record file's stat data: a record edited in place (a teammate's
+    hand, its size and mtime put back) is read again, never answered from what was kept."""
+    lid = _link(ev, "gemm-tile", "results/probe.log", "--verdict", "rejected", "--lesson", LESSON)
+    assert ev.sm("pop", "-t", KERNELS).code == 0
+    assert ev.sm("push", "-t", KERNELS).code == 0 and ev.sm("pop", "-t", KERNELS).code == 0  # the lanes kept
+    (record,) = (ev.store / "links" / "gemm-tile").glob("*.toml")
+    data, st = record.read_bytes(), record.stat()
+    edited = data.replace(b"do_not_revive = false", b"do_not_revive = true ")
+    assert edited != data and len(edited) == len(data)
+    record.write_bytes(edited)
+    os.utime(record, ns=(st.st_atime_ns, st.st_mtime_ns))
+    refused = ev.sm("push", "-t", KERNELS)
+    one_line_error(refused, 1)
+    assert lid in refused.err and "do-not-revive" in refused.err

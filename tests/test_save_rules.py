@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import Lab, applied_state, git, git_text, make_repo, one_line_error
+from tests.conftest import Lab, applied_state, commit, git, git_text, make_repo, one_line_error
 from tests.test_team_day import pull, team
 
 
@@ -303,3 +303,35 @@ def test_a_save_for_a_tree_a_pulled_tree_rm_dropped_names_it_again_for_everyone(
     assert "[trees.kern]" in (lab.store / "stackmgr.toml").read_text(), "the same answer on both clones"
     linted = lab.sm("lint")
     assert "not registered" not in linted.out + linted.err, linted
+
+
+def test_push_merge_after_a_pulled_rebase_moves_head_to_the_new_base_with_my_edit(lab: Lab, tmp_path: Path) -> None:
+    """A teammate rebased S onto a newer upstream commit; my tree still holds S on the old one, with an edit on
+    top. `push --merge` takes the series as it is now: HEAD at its new base, the new patches, my edit merged on top;
+    a save after it is made on the new base."""
+    bob = team(lab, tmp_path)  # S = [base]: README "hello\nbase\n"
+    assert bob.sm("apply", "S").code == 0
+    (bob.tree / "src" / "model.py").write_text("def f():\n    return 'bob'\n")
+    upstream = commit(lab.tree, {"UPSTREAM": "a newer upstream\n"}, "upstream moves on")
+    assert lab.sm("rebase", "S", "--onto", upstream).code == 0
+    git(lab.store, "add", "-A")
+    git(lab.store, "commit", "-q", "-m", "alice rebased S")
+    git(lab.store, "push", "-q", "origin", "main")
+    git(bob.tree, "fetch", "-q", str(lab.tree), "HEAD:refs/heads/upstream")  # as `git fetch origin` brings it
+    pull(bob)
+    refused = bob.sm("save", "mine", "-m", "mine")
+    one_line_error(refused, 3)
+    assert "push --merge" in refused.err
+    pushed = bob.sm("push", "--merge")
+    assert pushed.code == 0, pushed.err
+    assert "HEAD moved to its new base" in pushed.err
+    assert git_text(bob.tree, "rev-parse", "HEAD") == upstream
+    assert (bob.tree / "UPSTREAM").read_text() == "a newer upstream\n"
+    assert (bob.tree / "README").read_text() == "hello\nbase\n"
+    assert (bob.tree / "src" / "model.py").read_text() == "def f():\n    return 'bob'\n", "my edit, carried"
+    changed = set(git(bob.tree, "status", "--porcelain").decode().splitlines())
+    assert changed == {" M README", " M src/model.py"}, "S's patch and my edit on the new HEAD, nothing else"
+    assert bob.sm("save", "mine", "-m", "mine").code == 0
+    assert b"Stackmgr-Base: " + upstream.encode() in (bob.store / "patches" / "mine.patch").read_bytes()
+    said = bob.sm("check", "-v")
+    assert said.code == 0, said.out + said.err

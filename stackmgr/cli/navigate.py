@@ -28,10 +28,16 @@ def _report(ctx: Context, moved: object, verb: str) -> None:
         output.err(f"stackmgr: {names}: made on an older version of a patch below it, applied by its context as "
                    "quilt would; `stackmgr refresh` with it on top records what it now builds (until then `check` "
                    "says those files are not preserved)")  # fmt: skip
+    if moved.reapplied:
+        output.err(f"stackmgr: re-applied at the store's new version: {', '.join(moved.reapplied)}")
+    if moved.rebased:
+        output.err(f"stackmgr: series {moved.series} was rebased since the tree applied it: HEAD moved to its new "
+                   f"base {moved.rebased[:12]}")  # fmt: skip
     if ctx.json:
         output.emit_json({"schema": 1, "tree": moved.tree, "series": moved.series, "before": moved.before,
                           "applied": moved.after, "total": moved.total, "top": moved.top,
-                          "changed": moved.changed, "carried": moved.carried, "stale": moved.stale})  # fmt: skip
+                          "changed": moved.changed, "carried": moved.carried, "stale": moved.stale,
+                          "reapplied": moved.reapplied, "rebased_onto": moved.rebased or None})  # fmt: skip
         return
     n = moved.carried
     carried = f"; {n} changed file{'s' if n != 1 else ''} carried along" if n else ""

@@ -204,7 +204,7 @@ def _at(name: str, sha256: str, versioned: set[str]) -> str:
     return f"{name}@{sha256[:6]}" if name in versioned else name
 
 
-def _label(r: Result, results: list[Result], now: Named) -> str:
+def _label(r: Result, results: list[Result], now: Named, memo: dict[str, dict[int, str]]) -> str:
     """The column's title: its run name, else its patch by the name it goes by now (with its link id where that
     alone would not tell the columns apart, or what its tree held where two measured states are two columns),
     and its state where its result is not fresh (`stale`). Sets `title`, what the column's line says it is."""
@@ -215,23 +215,28 @@ def _label(r: Result, results: list[Result], now: Named) -> str:
         return r.given + state
     if r.named:
         return (r.named if sum(other.patch == r.patch for other in results) > 1 else own) + state
-    twins = [o for o in results if o.patch == r.patch and not o.named and not o.given]
-    if len(twins) < 2:
+    if r.patch not in memo:  # each patch's columns labelled once per group (a patch may have hundreds)
+        memo[r.patch] = _held_labels([o for o in results if o.patch == r.patch and not o.named and not o.given], own,
+                                     now)  # fmt: skip
+    labels = memo[r.patch]
+    if len(labels) < 2:
         return own + state
+    label = labels[id(r)]
+    if sum(other == label for other in labels.values()) > 1:  # same patches, another tree id
+        label += f" ({dict(r.state).get(r.links[0].tree, '')[:12]})"
+    r.title = label + state
+    return label + state
+
+
+def _held_labels(twins: list[Result], own: str, now: Named) -> dict[int, str]:
+    """id(result) -> `P on p1+p2`: what each column of one patch held, a patch's version named where it tells
+    the columns apart."""
     versions: dict[str, set[str]] = {}
     for o in twins:
         for name, sha in _measured(o.links[0], now):
             versions.setdefault(name, set()).add(sha)
     versioned = {name for name, shas in versions.items() if len(shas) > 1}
-
-    def held(o: Result) -> str:
-        return f"{_at(own, o.links[0].sha256, versioned)} on {_on(o.links[0], now, versioned)}"
-
-    label = held(r)
-    if sum(held(o) == label for o in twins) > 1:  # same patches, another tree id
-        label += f" ({dict(r.state).get(r.links[0].tree, '')[:12]})"
-    r.title = label + state
-    return label + state
+    return {id(o): f"{_at(own, o.links[0].sha256, versioned)} on {_on(o.links[0], now, versioned)}" for o in twins}
 
 
 def _names_now(store: Store, index: PatchIndex, results: list[Result]) -> Named:
@@ -279,8 +284,9 @@ class Comparison:
             result.links.append(link)
         now = _names_now(store, ev.index, [r for group in groups.values() for r in group.results])
         for group in groups.values():
+            memo: dict[str, dict[int, str]] = {}
             for r in group.results:
-                r.label = _label(r, group.results, now)
+                r.label = _label(r, group.results, now, memo)
             group.rows = _rows(group.results, self.headline, group.reference)
         self.groups = list(groups.values())
         ev.save()

@@ -46,6 +46,8 @@ class Moved:
         self.carried = carried  # paths of changes on top of the series, carried along
         self.stale = stale  # patches made on an older version of one below: built by their context
         self.summary = position.summary()
+        self.rebased = ""  # the new base HEAD moved to: the series was rebased (a pull) since the tree applied it
+        self.reapplied: list[str] = []  # applied patches taken at the store's new version (push --merge)
 
 
 def tree_to_move(store: Store, wanted: str | None, patch: str | None = None) -> str:
@@ -171,6 +173,10 @@ def _move(store: Store, where: Position, wanted: list[str], verb: str, merge: bo
         prefix = TreePlan(where.tree, config.path)
         prefix.patches = refs
         target, stale = _build(prefix, store.root) if wanted else (snap.repo.tree_of(applied.base), [])
+        base = refs[0].base if refs else applied.base  # a series rebased since (a pull): HEAD goes to its new base
+        if base != applied.base and not snap.repo.has_commit(base):
+            raise StackmgrError(f"series {where.series} now stands on {base[:12]}, which tree {where.tree} does not "
+                                "have; nothing changed", f"fetch it into {config.path}, then retry")  # fmt: skip
         carried = _carried(snap, applied)
         moving = read_changes(start_tree_diff(snap.repo, applied.result_tree, target))
         merged = _merge_carried(snap, where, verb, carried, moving) if merge else {}
@@ -183,13 +189,16 @@ def _move(store: Store, where: Position, wanted: list[str], verb: str, merge: bo
         before = where.count
         changed = final != snap.tree_id()
         if changed:
-            tree_move.move_tree(snap, final, index_tree=applied.base, head=applied.base,
+            tree_move.move_tree(snap, final, index_tree=base, head=base,
                                 reason=f"stackmgr {verb} {where.series}", op=store.journal)  # fmt: skip
-        now = Applied(applied.series, applied.base, [(p.name, p.sha256) for p in refs], target,
+        now = Applied(applied.series, base, [(p.name, p.sha256) for p in refs], target,
                       pending=[n for n in where.names if n not in wanted],
                       guards=applied.guards).carry_residue(applied)  # fmt: skip
         record_applied(store, where.tree, now)
-        return Moved(Position(where.tree, now, where.names, list(wanted)), before, changed, len(carried), stale)
+        moved = Moved(Position(where.tree, now, where.names, list(wanted)), before, changed, len(carried), stale)
+        moved.rebased = base if base != applied.base else ""
+        moved.reapplied = [p.name for p in refs if (p.name, p.sha256) not in applied.patches and p.name in where.stack]
+        return moved
     finally:
         snap.release()
 
@@ -273,8 +282,9 @@ def _merge_carried(snap: Snapshot, where: Position, verb: str, carried: list[Cha
             merged[c.path] = (c.new_mode, blob)
     if refused:
         raise StackmgrError(f"{verb} --merge refused, nothing changed: tree {where.tree}: your changes and the "
-                            f"{verb} do not merge in {describe(refused)}", "save or undo those edits by hand "
-                            "(`stackmgr refresh --force` keeps yours in the top patch), then retry")  # fmt: skip
+                            f"{verb} do not merge in {describe(refused)}", "`stackmgr reset --force` keeps your "
+                            "tree in a recovery snapshot (`stackmgr recover ID` shows it back), then `stackmgr apply "
+                            f"{where.series}` and redo those edits on the new version")  # fmt: skip
     return merged
 
 

@@ -17,7 +17,6 @@ TYPE_CHECKING = False  # `apply` asks the guard on every run: dataclasses, typin
 if TYPE_CHECKING:  # start-up until a store has link records (read lazily below)
     from collections.abc import Callable, Sequence
 
-    from stackmgr.evidence.reading import Brief
     from stackmgr.evidence.states import Evidence, L
     from stackmgr.store.config import Store
 
@@ -92,16 +91,12 @@ class DeadLanes:
     when the store has no link records)."""
 
     def __init__(self, store: Store) -> None:
-        from stackmgr.evidence.reading import load_briefs
-        from stackmgr.evidence.states import effective
-
         self.store = store
         self.unreadable: list[str] = []  # one damaged record must not stop every apply: said, and left out
-        briefs = load_briefs(store, self.unreadable) if _has_links(store) else []
-        self.links = [link for link in effective(briefs) if link.do_not_revive]
+        self.links = _dead_lanes(store, self.unreadable) if _has_links(store) else []
         self._kept: list[Override] | None = None
 
-    def matching(self, name: str, pid: Callable[[], str | None]) -> list[Brief]:
+    def matching(self, name: str, pid: Callable[[], str | None]) -> list[DeadLink]:
         """The lanes a patch belongs to: by name, or by `git patch-id --stable` (`pid` is asked only when a lane
         records one)."""
         if not self.links:
@@ -180,6 +175,50 @@ def lane_of(ev: Evidence, patch: str, links: list[L], states: dict[str, str],
     return Lane(patch_status(links, states), tuple(k.id for k in hits), lesson, kept)
 
 
+class DeadLink:
+    """What a lane's check needs of a current do-not-revive link (kept in the dead-lanes cache)."""
+
+    __slots__ = ("id", "lesson", "patch", "patch_id")
+
+    def __init__(self, id: str, patch: str, patch_id: str, lesson: str) -> None:
+        self.id, self.patch, self.patch_id, self.lesson = id, patch, patch_id, lesson
+
+
+_DEAD_CACHE = 1  # the dead-lanes cache's format
+
+
+def _dead_lanes(store: Store, unreadable: list[str]) -> list[DeadLink]:
+    """The current do-not-revive links (amendments applied). Reading every record is most of `show` and of every
+    guarded move on a big store, so the answer is kept by the stat data of every record file (size, mtime, ctime,
+    inode: an edit in place changes ctime) and reused while none changed; an unreadable record is never cached."""
+    from stackmgr.evidence.reading import load_briefs
+    from stackmgr.evidence.states import effective
+    from stackmgr.store.fs import read_cache, write_cache
+
+    sig: list[object] = []
+    for name in sorted(os.listdir(store.links_dir)):
+        try:
+            with os.scandir(os.path.join(store.links_dir, name)) as entries:
+                files = sorted((e.name, *_stat(e)) for e in entries if e.name.endswith(".toml"))
+        except OSError:  # not a directory: no records there
+            continue
+        sig.append((name, files))
+    cache = os.path.join(store.state_dir, "cache", "dead-lanes.marshal")
+    hit = read_cache(cache)
+    if isinstance(hit, list) and len(hit) == 3 and hit[0] == _DEAD_CACHE and hit[1] == sig:
+        return [DeadLink(*row) for row in hit[2]]
+    briefs = load_briefs(store, unreadable)
+    dead = [DeadLink(k.id, k.patch, k.patch_id, k.lesson) for k in effective(briefs) if k.do_not_revive]
+    if not unreadable:
+        write_cache(cache, [_DEAD_CACHE, sig, [(k.id, k.patch, k.patch_id, k.lesson) for k in dead]])
+    return dead
+
+
+def _stat(entry: os.DirEntry[str]) -> tuple[int, int, int, int]:
+    st = entry.stat(follow_symlinks=False)
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
 def _has_links(store: Store) -> bool:
     return os.path.isdir(store.links_dir) and bool(os.listdir(store.links_dir))
 
@@ -197,5 +236,5 @@ class _PatchId:
         return self.value
 
 
-def _lesson(link: Brief) -> str:
+def _lesson(link: DeadLink) -> str:
     return link.lesson or "no lesson recorded"

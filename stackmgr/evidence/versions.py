@@ -20,7 +20,7 @@ def version_file(store: Store, name: str, sha256: str, index: PatchIndex | None 
     for rel in (f"patches/{name}.patch", f"patches/{VERSIONS}/{name}/{sha256[:12]}.patch"):
         if artifacts.read_kept(store, rel, sha256) is not None:  # the bytes its sha256 names, wherever kept
             return rel
-    for other in _kept_folders(store):
+    for other in _kept_holding(store, sha256, index):
         rel = f"patches/{VERSIONS}/{other}/{sha256[:12]}.patch"
         if other != name and artifacts.read_kept(store, rel, sha256) is not None:
             return rel
@@ -38,9 +38,8 @@ def current_name(store: Store, name: str, sha256: str, index: PatchIndex | None 
     holder = _file_with(store, sha256, index)
     if holder is not None:
         return holder
-    for other in _kept_folders(store):
-        if os.path.isfile(os.path.join(store.patches_dir, VERSIONS, other, f"{sha256[:12]}.patch")) \
-                and index.sha256(f"{other}.patch")[0] is not None:  # fmt: skip
+    for other in _kept_holding(store, sha256, index):
+        if index.sha256(f"{other}.patch")[0] is not None:
             return other
     return None
 
@@ -66,9 +65,27 @@ def _file_with(store: Store, sha256: str, index: PatchIndex | None) -> str | Non
     return _BY_SHA[index].get(sha256)
 
 
-def _kept_folders(store: Store) -> list[str]:
-    kept = os.path.join(store.patches_dir, VERSIONS)
-    try:
-        return sorted(n for n in os.listdir(kept) if valid_name(n) and os.path.isdir(os.path.join(kept, n)))
-    except OSError:
-        return []
+_KEPT: WeakKeyDictionary[PatchIndex, dict[str, list[str]]] = WeakKeyDictionary()
+
+
+def _kept_holding(store: Store, sha256: str, index: PatchIndex | None) -> list[str]:
+    """The patch names whose kept versions (`patches/.versions/NAME/<sha256[:12]>.patch`) include one by that
+    prefix, in name order: every folder listed once per index (a command judging many records asks for many)."""
+    index = index or PatchIndex.load(store)
+    if index not in _KEPT:
+        kept = os.path.join(store.patches_dir, VERSIONS)
+        by_prefix: dict[str, list[str]] = {}
+        try:
+            folders = sorted(n for n in os.listdir(kept) if valid_name(n))
+        except OSError:
+            folders = []
+        for name in folders:
+            try:
+                files = os.listdir(os.path.join(kept, name))
+            except OSError:  # not a folder, or gone
+                continue
+            for f in files:
+                if f.endswith(".patch"):
+                    by_prefix.setdefault(f[: -len(".patch")], []).append(name)
+        _KEPT[index] = by_prefix
+    return _KEPT[index].get(sha256[:12], [])
