@@ -108,12 +108,13 @@ def test_an_error_after_the_switch_puts_the_tree_back(lab: Lab, monkeypatch: pyt
     def disk_full(*_args: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(real_index.RealIndexLock, "commit", disk_full)
+    faults = pytest.MonkeyPatch()  # its own: undoing it keeps the hermetic git environment (tests/conftest.py)
+    faults.setattr(real_index.RealIndexLock, "commit", disk_full)
     result = lab.sm("apply", "day")
     assert result.code == 3 and "No space left on device" in result.err and "put back" in result.err
     assert _files(lab.tree) == before and (lab.tree / ".git" / "index").read_bytes() == index
     assert head_name(lab.tree) == head and not (lab.tree / ".git" / "index.lock").exists()
-    monkeypatch.undo()
+    faults.undo()
     assert lab.sm("check").code == 0
     assert lab.sm("apply", "day").code == 0 and lab.worktree_id() == wanted
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import Lab, git, link_id, one_line_error
+from tests.test_measured_rules import _bench, _two_patches
 from tests.test_team_day import pull, team
 
 
@@ -71,22 +72,10 @@ def test_a_run_name_completed_by_its_amendment_still_names_one_run(lab: Lab, tmp
     assert "nightly" not in bob.sm("lint").out
 
 
-def _bench(lab: Lab, name: str, tput: float) -> str:
-    doc = {"backend": "vllm", "model_id": "Qwen/Qwen3.6", "num_prompts": 50, "request_rate": 1.0,
-           "max_concurrency": 8, "output_throughput": tput}  # fmt: skip
-    path = lab.store / "results" / name
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps(doc))
-    return str(path)
-
-
 def test_compare_titles_columns_by_the_names_now_the_version_measured_and_a_stale_state(lab: Lab) -> None:
     import hashlib
 
-    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
-    assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0
-    (lab.tree / "docs.txt").write_text("notes\n")
-    assert lab.sm("save", "p2", "--series", "S", "-m", "p2").code == 0
+    _two_patches(lab)
     old = hashlib.sha256((lab.store / "patches" / "p2.patch").read_bytes()).hexdigest()
     v1 = link_id(lab, "p2", "--from-json", _bench(lab, "v1.json", 100.0))
     assert lab.sm("rename", "p1", "p1-base").code == 0

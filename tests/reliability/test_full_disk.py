@@ -332,9 +332,10 @@ def test_a_failing_fsync_of_a_new_patch_is_one_line_and_nothing_is_left(
     one line naming the file and the mount point, no patch, no temp file, the change still unpreserved."""
     lab = stacked
     before = fingerprint(lab.store, lab.tree)
-    _failing(monkeypatch, "fsync", code, lambda fd: not _is_dir(fd))
+    faults = pytest.MonkeyPatch()  # its own: undoing it keeps the hermetic git environment (tests/conftest.py)
+    _failing(faults, "fsync", code, lambda fd: not _is_dir(fd))
     result = lab.sm("save", "p3", "-t", "vllm", "-m", "new")
-    monkeypatch.undo()
+    faults.undo()
     words = "I/O error on" if code == errno.EIO else "disk quota exceeded on"
     from stackmgr.errors import mount_point
 
@@ -354,9 +355,10 @@ def test_eio_syncing_the_directory_after_the_rename_is_rolled_back(
     lab = stacked
     series = (lab.store / "series" / "replay").read_bytes()
     before = fingerprint(lab.store, lab.tree)
-    _failing(monkeypatch, "fsync", errno.EIO, _is_dir, times=1)
+    faults = pytest.MonkeyPatch()  # its own: undoing it keeps the hermetic git environment (tests/conftest.py)
+    _failing(faults, "fsync", errno.EIO, _is_dir, times=1)
     result = lab.sm("series", "add", "replay", "p2")
-    monkeypatch.undo()
+    faults.undo()
     assert result.code == 3, result
     assert_one_line_error(result.err, "I/O error on", "series/replay")
     assert (lab.store / "series" / "replay").read_bytes() == series

@@ -423,11 +423,12 @@ def test_undo_reverts_the_last_operation_whatever_the_clock_says(lab: Lab, monke
     ids = iter([b"\xff" * 6, b"\x00" * 6])  # the second operation's id sorts before the first's
     real_urandom = os.urandom
     fake_time = type("Clock", (), {"time_ns": staticmethod(lambda: next(stamps)), "time": staticmethod(time.time)})
-    monkeypatch.setattr(journal_operation, "time", fake_time)
-    monkeypatch.setattr(os, "urandom", lambda n: next(ids) if n == 6 else real_urandom(n))
+    faked = pytest.MonkeyPatch()  # its own: undoing it keeps the hermetic git environment (tests/conftest.py)
+    faked.setattr(journal_operation, "time", fake_time)
+    faked.setattr(os, "urandom", lambda n: next(ids) if n == 6 else real_urandom(n))
     assert lab.sm("series", "new", "A").code == 0
     assert lab.sm("series", "new", "B").code == 0
-    monkeypatch.undo()
+    faked.undo()
     assert [o["command"] for o in _ops(lab)][:2] == ["series new B", "series new A"]
     undone = lab.sm("undo")
     assert undone.code == 0 and undone.out.startswith("undid `series new B`"), undone
