@@ -53,9 +53,12 @@ def _identity() -> None:
 def run_demo(keep: bool = False) -> None:
     _identity()
     root = tempfile.mkdtemp(prefix="stackmgr-demo-")
+    here = os.getcwd()
     try:
+        os.chdir(root)  # the scratch store is the one in sight too (a checkout holding a store says nothing)
         _walk(root)
     finally:
+        os.chdir(here)
         if keep:
             output.out(f"\nscratch directory kept: {root}")
         else:
