@@ -23,7 +23,7 @@ os.makedirs(out, exist_ok=True)
 json.dump({"model_id": "Qwen/Qwen3.6", "request_rate": rate, "max_concurrency": 8, "num_prompts": 50,
            "output_throughput": 100.0 if rate == "1" else 290.0, "mean_ttft_ms": 45.0 if rate == "1" else 80.0},
           open(os.path.join(out, f"bench-{rate}.json"), "w"))
-print("Output token throughput (tok/s): 107.7")
+print("Output token throughput (tok/s): 107.7", flush=True)  # a bench that flushes: the log keeps its order
 print("warming up", file=sys.stderr)
 if os.environ.get("TOUCH"):
     open(os.environ["TOUCH"], "a").write("changed while running\\n")
