@@ -519,3 +519,20 @@ def test_a_series_symlink_pointing_outside_the_store_is_refused(lab: Lab, tmp_pa
     assert (lab.store / "series" / "evil").is_symlink()
     listing = _ok(lab.sm("series"))  # still listed, with what is wrong
     assert "evil" in listing.out and "resolves outside" in listing.out
+
+
+def test_series_rm_deletes_the_list_keeps_the_patches_and_undo_brings_it_back(lab: Lab) -> None:
+    (lab.tree / "README").write_text("hello\nsaved\n")
+    assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0
+    kept = (lab.store / "series" / "S").read_bytes()
+    refused = lab.sm("series", "rm", "S")
+    assert refused.code == 3 and "applied to tree vllm" in refused.err and "nothing changed" in refused.err
+    assert (lab.store / "series" / "S").read_bytes() == kept
+    assert lab.sm("reset").code == 0  # S stays current, none applied
+    said = lab.sm("series", "rm", "S")
+    assert said.code == 0 and said.out == "series S deleted (1 patch listed; their files stay)\n", said
+    assert not (lab.store / "series" / "S").exists() and (lab.store / "patches" / "p1.patch").is_file()
+    assert json.loads(lab.sm("--json", "status").out)["trees"][0]["applied"] is None, "the tree forgot it"
+    assert lab.sm("undo").code == 0 and (lab.store / "series" / "S").read_bytes() == kept
+    typo = lab.sm("series", "rm", "s")
+    assert typo.code == 2 and "no series named 's'" in typo.err and "did you mean S?" in typo.err

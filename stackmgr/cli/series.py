@@ -1,4 +1,5 @@
-"""`stackmgr series …`: list series, show one (`series NAME`), edit one (`new`, `add`, `remove`, `move`)."""
+"""`stackmgr series …`: list series, show one (`series NAME`), edit one (`new`, `add`, `remove`, `move`), delete
+one (`rm`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from stackmgr.store.config import open_store
 
 
 class _SeriesGroup(click.Group):
-    """`stackmgr series NAME` shows a series; `stackmgr series new|add|remove|move …` edit one."""
+    """`stackmgr series NAME` shows a series; `stackmgr series new|add|remove|move|rm …` edit or delete one."""
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -120,3 +121,14 @@ def move(ctx: Context, name: str, patch: str, position: int) -> None:
 
     now = move_patch(open_store(ctx.store), name, patch, position)
     output.out(f"series {name}: {patch} is now number {now}")
+
+
+@series_group.command("rm")
+@click.argument("name")
+@pass_context
+def rm(ctx: Context, name: str) -> None:
+    """Delete series NAME (its patch files stay; `stackmgr undo` brings it back)."""
+    from stackmgr.commands.series import delete_series
+
+    listed = delete_series(open_store(ctx.store), name)
+    output.out(f"series {name} deleted ({listed} patch{'es' if listed != 1 else ''} listed; their files stay)")

@@ -112,3 +112,34 @@ def move_patch(store: Store, name: str, patch: str, position: int) -> int:
         series.move(patch, position - 1)
         series.write()
     return min(position, len(series.entries))
+
+
+def delete_series(store: Store, name: str) -> int:
+    """Delete series NAME (`series rm`): its file only; the patch files stay, as `series remove` leaves them, and
+    `stackmgr undo` brings the file back. Refused while a tree has patches of it applied; a tree whose current
+    series it is with none applied forgets it. Returns how many patches it listed."""
+    from stackmgr.store.applied import clear_applied, load_applied
+    from stackmgr.store.names import refuse_linked_dirs
+
+    with operation(store, f"series rm {name}") as op:
+        refuse_linked_dirs(store.root, ("series",))  # nothing removed through a link a pull made
+        if not os.path.lexists(series_path(store, name)):
+            import difflib
+
+            names = list_series(store)
+            close = [n for n in names if n.lower() == name.lower()] or difflib.get_close_matches(name, names, n=1)
+            raise UsageProblem(f"no series named '{name}'",
+                               f"did you mean {close[0]}?" if close else "list them with `stackmgr series`")
+        listed = SeriesFile.load_or_new(store, name).entries if os.path.isfile(series_path(store, name)) else []
+        current = {tree: applied for tree, applied in load_applied(store).items() if applied.series == name}
+        users = sorted(tree for tree, applied in current.items() if applied.patches)
+        if users:
+            raise StackmgrError(f"series {name} has patches applied to tree {users[0]}; nothing changed",
+                                f"`stackmgr pop -a -t {users[0]}` (or `stackmgr reset {users[0]}`) first")
+        for tree in current:  # current with none applied (popped, reset to its base): forgotten with it
+            clear_applied(store, tree)
+        path = series_path(store, name)
+        op.file_replacing(path)
+        os.unlink(path)
+        op.file_replaced(path)
+    return len(listed)
