@@ -165,6 +165,9 @@ def test_a_do_not_revive_lane_stops_series_add_and_apply_unless_overridden(evide
     assert lab.sm("reset", "vllm-xpu-kernels").code == 0
     applied = lab.sm("apply", "kernels", "--override", "measured again after the epilogue fix")
     assert applied.code == 0 and "WARNING" in applied.err
+    held = lab.sm("apply", "kernels")  # the tree holds it already: nothing is brought back, nothing to say
+    assert held.code == 0 and "working tree already there" in held.out and held.err == ""
+    assert lab.sm("reset", "vllm-xpu-kernels").code == 0
     again = lab.sm("apply", "kernels")  # the overrides are recorded: no need to repeat one
     assert again.code == 0 and "override recorded for it: \"measured again after the epilogue fix\"" in again.err
 

@@ -190,3 +190,18 @@ def test_the_dead_lanes_kept_between_commands_follow_a_record_edited_in_place(ev
     refused = ev.sm("push", "-t", KERNELS)
     one_line_error(refused, 1)
     assert lid in refused.err and "do-not-revive" in refused.err
+
+
+def test_apply_again_of_the_series_a_tree_holds_brings_no_lane_back(ev: Lab) -> None:
+    """`apply S` of the series the tree already holds, a do-not-revive lane among its patches applied before the
+    verdict, brings nothing back: it succeeds and changes nothing; popped, the lane is refused again."""
+    lid = _link(ev, "gemm-tile", "results/probe.log", "--verdict", "rejected", "--do-not-revive", "--lesson", LESSON)
+    kernels = ev.tree.parent / "kernels"
+    before = _tree_id(kernels)
+    again = ev.sm("apply", "kernels", "-t", KERNELS)
+    assert again.code == 0, again.err
+    assert _tree_id(kernels) == before and _overrides(ev) == []
+    assert ev.sm("pop", "-t", KERNELS).code == 0
+    refused = ev.sm("apply", "kernels", "-t", KERNELS)
+    one_line_error(refused, 1)
+    assert lid in refused.err

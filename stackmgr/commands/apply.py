@@ -254,11 +254,15 @@ def apply_series(
 
 def _refuse_revivals(store: Store, name: str, plans: list[TreePlan], override: str | None, dry_run: bool) -> None:
     """A patch that a do-not-revive link names (by name or patch-id) stops the apply, unless overridden (now, or
-    by an override recorded for it; a dry run records none)."""
+    by an override recorded for it; a dry run records none). A patch the tree already holds applied at this
+    version brings nothing back (`apply S` again of the series it holds)."""
     from stackmgr.evidence.revival import guard_revival
+    from stackmgr.store.applied import load_applied
 
-    guard_revival(store, [(p.name, p.data) for plan in plans for p in plan.patches], override, f"apply {name}",
-                  record=not dry_run)  # fmt: skip
+    held = {(tree, n): sha for tree, a in load_applied(store).items() for n, sha in a.patches}
+    brought = [(p.name, p.data) for plan in plans for p in plan.patches
+               if held.get((plan.tree, p.name)) is None or held[(plan.tree, p.name)] != p.sha256]  # fmt: skip
+    guard_revival(store, brought, override, f"apply {name}", record=not dry_run)
 
 
 def _switch_all(store: Store, name: str, plans: list[TreePlan], guards: tuple[str, ...]) -> None:

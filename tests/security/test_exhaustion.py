@@ -105,6 +105,7 @@ def test_a_deeply_nested_record_is_one_line_naming_it_and_apply_goes_on(
         one_line(victim(team, *args), 3, name, "nested more than 64 levels deep")
     verify = victim(team, "verify")
     assert verify.code == 1 and f"{name}: not a readable link record (nested more than 64 levels" in verify.out
+    assert victim(team, "reset").code == 0  # so that `apply` brings `fix` back and asks the do-not-revive lanes
     applied = victim(team, "apply", "replay")  # one such record used to stop `apply` of every series
     assert applied.code == 0 and name in applied.err and "do-not-revive" in applied.err, applied.err
     calm(verify, applied)
