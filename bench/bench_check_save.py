@@ -37,7 +37,7 @@ NEW_FILES = ("vllm/bench_new/probe.py", "csrc/bench_new/probe_kernel.cpp", "test
 GIT_DATE = "1781344931 +0000"
 MARKER = ".stackmgr-bench-workdir"  # only a directory holding this marker (or an empty one) is ever wiped
 CHECK_TARGET = 3.0
-SAVE_TARGET = 1.3  # release-size save / the raw git pipeline (README.md); a typical save is shown for context
+SAVE_TARGET = 1.3  # release-size save / the raw git pipeline (docs/DEVELOPMENT.md); a typical save is shown for context
 
 TOP_DIRS = {"vllm": ".py", "tests": ".py", "benchmarks": ".py", "csrc": ".cpp"}
 WORDS = (

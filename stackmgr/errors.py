@@ -4,17 +4,29 @@ from __future__ import annotations
 
 
 class StackmgrError(Exception):
-    """An operation failed with nothing changed (exit 3). `hint` says what to do next."""
+    """An operation failed with nothing changed (exit 3). `hint` says what to do next; `details` (the files a
+    refusal names, built by `listed`) are shown one per line, indented, under the error's one line."""
 
     exit_code = 3
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, details: list[str] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.details = details or []
 
     def __str__(self) -> str:
         return f"{self.message}; {self.hint}" if self.hint else self.message
+
+
+SHOWN_DETAILS = 10  # lines of a refusal's list; the rest are counted
+
+
+def listed(items: list[str], limit: int = SHOWN_DETAILS) -> list[str]:
+    """The lines of a refusal's list (`StackmgrError.details`), as `check -v` lists files: the first `limit`, then
+    `… and K more`."""
+    more = [f"… and {len(items) - limit} more"] if len(items) > limit else []
+    return items[:limit] + more
 
 
 class UsageProblem(StackmgrError):

@@ -170,8 +170,27 @@ def human_size(n: int) -> str:
     return f"{n} B"
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 path`, `2 paths`: a count and its noun, in the singular for one (`many` when the plural is not WORDs)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def quantity(value: float, unit: str = "") -> str:
+    """A metric's value as every view writes it: six significant digits, the unit after a space (`1874.2 tok/s`)."""
+    return f"{value:.6g} {show_text(unit)}" if unit else f"{value:.6g}"
+
+
 _KIND_LETTER = {"added": "A", "deleted": "D", "modified": "M", "mode": "m", "typechange": "T",
                 "modified+mode": "M", "submodule": "S"}  # fmt: skip
+_LETTERS = {"A": "added", "M": "modified", "D": "deleted", "m": "mode changed", "T": "type changed",
+            "S": "submodule", "?": "other", "!": "not preserved"}  # fmt: skip
+
+
+def legend(letters: set[str]) -> str | None:
+    """The one line that explains the status letters shown (`letters: A added, m mode changed`), None for none."""
+    if not letters:
+        return None
+    return "  letters: " + ", ".join(f"{k} {said}" for k, said in _LETTERS.items() if k in letters)
 
 
 def _measured_head(a: dict[str, Any], head: str) -> str:
@@ -186,11 +205,13 @@ def _measured_head(a: dict[str, Any], head: str) -> str:
     return head + f" (the measured state of {m['link']})"
 
 
-def render_status(report: TreeReport) -> None:
+def render_status(report: TreeReport) -> set[str]:
+    """A tree's report, for people; the status letters it showed (for `legend`)."""
+    letters: set[str] = set()
     out(paint(show_text(report.name), "bold") + f"  {show_text(report.path)}")
     if report.state != "ok" or report.snapshot is None or report.assessment is None:
         out(f"  {paint(report.state, 'yellow')}: {show_text(report.error or '')}")
-        return
+        return letters
     snap, found = report.snapshot, report.assessment
     out(f"  HEAD {snap.head[:12]}" + (f"  ({snap.operation} in progress)" if snap.operation else ""))
     for warning in report.warnings:
@@ -203,7 +224,8 @@ def render_status(report: TreeReport) -> None:
         edited = [show_text(e) for e in a.get("series_edited") or []]
         if a["drift"]:
             shown = ", ".join(a["drift"][:5]) + (" …" if len(a["drift"]) > 5 else "")
-            out(head + " — " + paint(f"{len(a['drift'])} path(s) differ since: {shown}", "yellow"))
+            verb = "differs" if len(a["drift"]) == 1 else "differ"
+            out(head + " — " + paint(f"{plural(len(a['drift']), 'path')} {verb} since: {shown}", "yellow"))
         if edited:
             shown = "; ".join(edited[:4]) + (" …" if len(edited) > 4 else "")
             lead = "  " if a["drift"] else head + " — "
@@ -224,13 +246,21 @@ def render_status(report: TreeReport) -> None:
         for c in snap.changes:
             stat = report.numstat.get(c.path)
             counts = f"+{stat[0]} -{stat[1]}" if stat else ("binary" if c.path in report.numstat else "")
+            if c.old_mode != c.new_mode and c.kind in ("mode", "modified+mode"):  # a mode's change is no line
+                modes = f"mode {c.old_mode} -> {c.new_mode}"
+                counts = modes if c.kind == "mode" else f"{counts}, {modes}"
             owners = found.preserved.get(c.path)
             where = ("saved in " + ", ".join(owners)) if owners else paint("NOT PRESERVED", "red")
             if owners and owners[0].startswith("residue of "):  # kept by content under artifacts/, no patch
                 where = f"kept as the {owners[0]} (no patch)"
-            out(f"    {_KIND_LETTER.get(c.kind, '?')} {show_path(c.path):<{width}}  {counts:>12}  {where}")
+            letter = _KIND_LETTER.get(c.kind, "?")
+            letters.add(letter)
+            if not owners:
+                letters.add("!")
+            out(f"    {letter} {show_path(c.path):<{width}}  {counts:>12}  {where}")
     other = [(p, why) for p, why in blockers if why not in _KIND_LETTER]
     for path, why in other:
+        letters.add("!")
         out(f"    ! {show_path(path)}  {paint(why, 'red')}")
     for u in snap.unprotected:
         size = f", {human_size(u.size)}" if u.size else ""
@@ -245,6 +275,7 @@ def render_status(report: TreeReport) -> None:
             out(f"  patch {name}: applied ({where}){above}")
             continue
         out(f"  patch {name}: " + ("fully present" if hit == total else f"partly present ({hit}/{total} files)"))
+    return letters
 
 
 def render_blockers(name: str, blockers: list[tuple[bytes, str]]) -> None:

@@ -10,9 +10,11 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -57,13 +59,30 @@ def pytest_configure(config: pytest.Config) -> None:
         tempfile.tempdir = RAM_TEMP
 
 
+# What a test may not inherit from the machine it runs on: a user's git config, identity, editor or pager; a
+# locale that translates git's messages; a time zone that moves dates; the colour and column choices of a terminal.
+INHERITED = ("GIT_", "STACKMGR_", "LC_", "XDG_")
+INHERITED_NAMES = ("NO_COLOR", "FORCE_COLOR", "EMAIL", "LANG", "LANGUAGE", "TZ", "PAGER", "EDITOR", "VISUAL",
+                   "COLUMNS", "LINES", "PYTHONUNBUFFERED", "_STACKMGR_COMPLETE")  # fmt: skip
+
+
 @pytest.fixture(autouse=True)
-def hermetic_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def hermetic_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test runs as a fresh user on a fresh machine would: an empty HOME (no ~/.gitconfig but the one written
+    here), no system git config, a fixed identity and dates, the C.UTF-8 locale, UTC, umask 022, a TMPDIR of its
+    own and a scratch cwd. The CI runs the suite once more in an environment stripped the same way, so a test that
+    leans on the machine fails there too."""
     home = tmp_path / "home"
     home.mkdir()
     for var in list(os.environ):
-        if var.startswith(("GIT_", "STACKMGR_")) or var in ("NO_COLOR", "EMAIL"):
+        if var.startswith(INHERITED) or var in INHERITED_NAMES:
             monkeypatch.delenv(var)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    temp = Path(tempfile.mkdtemp(prefix="sm-"))  # short: a browser's socket path under it must fit 108 bytes
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
@@ -77,6 +96,10 @@ def hermetic_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     work = tmp_path / "cwd"
     work.mkdir()
     monkeypatch.chdir(work)
+    mask = os.umask(0o022)
+    yield
+    os.umask(mask)
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def git(cwd: Path | str, *args: str, input: bytes | None = None) -> bytes:
@@ -236,9 +259,12 @@ def link_records(lab: Lab, patch: str) -> list[dict[str, Any]]:
 
 
 def one_line_error(result: Result, code: int) -> None:
-    """A refusal with exit `code`: one line on stderr, no traceback, no internal error."""
+    """A refusal with exit `code`: one line on stderr, no traceback, no internal error. Under it, only the files a
+    refusal names, one per line, indented (errors.listed)."""
     assert result.code == code, result
-    assert result.err.count("\n") == 1 and "Traceback" not in result.err, result.err
+    first, *files = result.err.splitlines() or [""]
+    assert result.err.endswith("\n") and first and all(f.startswith("  ") for f in files), result.err
+    assert "Traceback" not in result.err, result.err
     assert "internal error" not in result.err, result.err
 
 

@@ -203,7 +203,7 @@ def test_an_unprotected_file_at_a_path_the_series_creates_is_refused_and_kept(la
     assert lab.sm("reset").code == 0
     (lab.tree / "w.bin").write_bytes(b"W" * 500)
     result = lab.sm("apply", "s")
-    assert result.code == 3 and "files in the way: w.bin" in result.err
+    assert result.code == 3 and "files in the way (1 path)" in result.err and "\n  w.bin\n" in result.err
     assert (lab.tree / "w.bin").read_bytes() == b"W" * 500
 
 

@@ -101,7 +101,7 @@ def test_lessons_page_in_the_store_links_artifacts_relative_to_it(ev: Lab, lesso
     (ev.store / "docs").mkdir()
     result = ev.sm("report", "--markdown", "docs/lessons.md")
     assert result.code == 0, result.err
-    assert result.out == "wrote lessons: docs/lessons.md (1 failed paths, 1 worth remembering, 1 open)\n"
+    assert result.out == "wrote lessons: docs/lessons.md (1 failed path, 1 worth remembering, 1 open)\n"
     page = (ev.store / "docs" / "lessons.md").read_text(encoding="utf-8")
     assert page == _expected(ev, lessons, "[results/probe.log](../results/probe.log)",
                              "[results/bench.json](../results/bench.json)")  # fmt: skip

@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shlex
 import sys
 import tomllib
@@ -531,16 +532,17 @@ def test_show_do_not_revive_follows_amendments(ev: Lab) -> None:
 @pytest.mark.regression("the headline was request_throughput, the same for runs whose output throughput differed")
 def test_links_shows_the_headline_metric_of_the_config(ev: Lab) -> None:
     lid = _link(ev, "replay-fix", "--from-json", "results/bench.json")
-    row = [line for line in ev.sm("links").out.splitlines() if lid in line]
-    assert len(row) == 1 and "output_throughput 107.77 tok/s" in row[0] and "request_throughput" not in row[0], \
+    row = _table(ev.sm("links").out)[lid]
+    assert row["output_throughput"] == "107.77 tok/s" and "request_throughput" not in row, \
         "no headline configured: output_throughput"
     config = ev.store / "stackmgr.toml"
     config.write_text(config.read_text() + '\n[evidence]\nheadline = "request_throughput"\n')
-    row = [line for line in ev.sm("links").out.splitlines() if lid in line]
-    assert len(row) == 1 and "request_throughput 0.41 req/s" in row[0] and "output_throughput" not in row[0]
+    row = _table(ev.sm("links").out)[lid]
+    assert row["request_throughput"] == "0.41 req/s" and "output_throughput" not in row
     other = _link(ev, "gemm-tile", "results/probe.log", "--metric", "tput=5tok/s")
-    row = [line for line in ev.sm("links").out.splitlines() if other in line]
-    assert "tput 5 tok/s" in row[0], "a link without the headline metric shows its first"
+    rows = _table(ev.sm("links").out)
+    assert rows[other]["tput"] == "5 tok/s" and rows[lid]["tput"] == "—", \
+        "a link without the headline metric shows its first, in a column of its own"
 
 
 @pytest.mark.parametrize("value", ['""', "3", '"two words"', '"../x"'])
@@ -660,8 +662,11 @@ def test_an_override_is_recorded_shown_and_holds_for_the_same_patch_id(ev: Lab) 
     # Later: apply, and the same change under another name (same patch-id), go ahead with a note.
     applied = ev.sm("apply", "kernels")
     assert applied.code == 0, applied.err
-    assert applied.err == (f"stackmgr: note: gemm-tile revives do-not-revive lane gemm-tile ({lid}); going ahead on "
-                           f"the override recorded for it: {said}\n")  # fmt: skip
+    assert applied.err.splitlines()[0] == (f"stackmgr: note: gemm-tile revives do-not-revive lane gemm-tile ({lid}); "
+                                           f"going ahead on the override recorded for it: {said}")  # fmt: skip
+    base = applied.out.split(" on ")[1][:12]
+    assert applied.err.splitlines()[1:] == [f"stackmgr: vllm-xpu-kernels: HEAD detached at {base} "
+                                            "(was on branch main); `stackmgr reset` returns to main"]  # fmt: skip
     (ev.store / "patches" / "tile-copy.patch").write_bytes(patch.replace(b"[PATCH] tile", b"[PATCH] t2"))
     added = ev.sm("series", "add", "other", "tile-copy")
     assert added.code == 0 and added.err.startswith("stackmgr: note: tile-copy revives do-not-revive lane gemm-tile")
@@ -694,11 +699,23 @@ def _bench_json(lab: Lab, name: str, rate: float, tput: float, ttft: float) -> s
     return f"results/{name}"
 
 
-def _row(listed: dict[str, Any], lid: str, shown: str, indent: str = "", tail: str = "") -> str:
-    """The `links` line of a link, as listed, from its --json entry."""
+def _row(listed: dict[str, Any], lid: str, shown: str, tail: str = "") -> list[str]:
+    """The cells of a link's `links` row (one metric column showing `shown`, no gates), from its --json entry."""
     k = listed[lid]
-    return (f"{indent}{k['created'][:10]}  {lid}  {k['patch']:<40} {k['tree']:<16} {shown:<32} {'':<14} "
-            f"{k['verdict']['status']:<12} {k['state']}{tail}")  # fmt: skip
+    return [k["created"][:10], lid, k["patch"], k["tree"], shown, "—", k["verdict"]["status"], k["state"] + tail]
+
+
+def _rows(out: str) -> list[list[str] | str]:
+    """`links` under its header row: each link's row as its cells (apart by two spaces or more), a run
+    configuration's line as it is."""
+    return [cells if (cells := re.split(r"\s{2,}", line.strip()))[0][:2] == "20" else line
+            for line in out.splitlines()[1:]]  # fmt: skip
+
+
+def _table(out: str) -> dict[str, dict[str, str]]:
+    """`links` as {link id: {column title: cell}}, the titles from its header row."""
+    header = re.split(r"\s{2,}", out.splitlines()[0].strip())
+    return {row[1]: dict(zip(header, row, strict=True)) for row in _rows(out) if isinstance(row, list)}
 
 
 @pytest.mark.regression("links --sort metric ranked results of different run configurations against each other")
@@ -712,17 +729,19 @@ def test_links_sorted_by_a_metric_rank_within_each_run_configuration(ev: Lab) ->
     listed = {k["id"]: k for k in json.loads(ev.sm("links", "--json").out)["links"]}
     shown = ev.sm("links", "--metric", "output_throughput", "--sort", "metric")
     assert shown.code == 0, shown.err
-    assert shown.out.splitlines() == [
+    assert re.split(r"\s{2,}", shown.out.splitlines()[0].strip()) == [
+        "DATE", "LINK", "PATCH", "TREE", "output_throughput", "GATES", "VERDICT", "STATE"]  # fmt: skip
+    assert _rows(shown.out) == [
         "model Qwen/Qwen3.6 · request rate 1 · max concurrency 8 · prompts 50",
-        _row(listed, tile1, "output_throughput 120 tok/s", "  "),
-        _row(listed, probe1, "output_throughput 110 tok/s", "  "),
-        _row(listed, fix1, "output_throughput 100 tok/s", "  "),
+        _row(listed, tile1, "120 tok/s"),
+        _row(listed, probe1, "110 tok/s"),
+        _row(listed, fix1, "100 tok/s"),
         "",
         "model Qwen/Qwen3.6 · request rate 4 · max concurrency 8 · prompts 50",
-        _row(listed, fix4, "output_throughput 300 tok/s", "  "),
+        _row(listed, fix4, "300 tok/s"),
         "",
         "run configuration not recorded (no vllm bench JSON artifact)",
-        _row(listed, hand, "output_throughput 500 tok/s", "  "),
+        _row(listed, hand, "500 tok/s"),
     ]
 
     def ranked(metric: str) -> list[str]:
@@ -744,13 +763,13 @@ def test_links_leaves_out_amended_records_unless_all_and_json_names_the_amendmen
     doc = json.loads(ev.sm("links", "--json").out)["links"]
     listed = {k["id"]: k for k in doc}
     shown = ev.sm("links")
-    assert shown.out.splitlines() == [_row(listed, other, "tput 90 tok/s"), _row(listed, final, "tput 100 tok/s")]
-    assert shown.err == "stackmgr: 1 amended record(s) not listed (`stackmgr links --all` lists them)\n"
+    assert _rows(shown.out) == [_row(listed, other, "90 tok/s"), _row(listed, final, "100 tok/s")]
+    assert shown.err == "stackmgr: 1 amended record not listed (`stackmgr links --all` lists them)\n"
     every = ev.sm("links", "--all")
-    assert every.out.splitlines() == [_row(listed, draft, "tput 100 tok/s", tail=f" amended by {final}"),
-                                      _row(listed, other, "tput 90 tok/s"), _row(listed, final, "tput 100 tok/s")]
+    assert _rows(every.out) == [_row(listed, draft, "100 tok/s", tail=f" amended by {final}"),
+                                _row(listed, other, "90 tok/s"), _row(listed, final, "100 tok/s")]
     assert every.err == ""
-    assert ev.sm("links", "--verdict", "experimental").out.splitlines() == [_row(listed, other, "tput 90 tok/s")]
+    assert _rows(ev.sm("links", "--verdict", "experimental").out) == [_row(listed, other, "90 tok/s")]
     assert [(k["id"], k["amends"], k["amended_by"]) for k in doc] == [
         (draft, None, final), (other, None, None), (final, draft, None)], "--json lists every record"
     assert [(k["id"], k["amended_by"]) for k in _show(ev, "replay-fix")["links"]] == [(draft, final), (final, None)]

@@ -93,7 +93,7 @@ def test_a_metric_named_twice_is_refused(ev: Lab) -> None:
 @pytest.mark.parametrize(
     "content",
     [b"[1, 2]", b'"inf"', b"null", b"42", b"", b"\xff\xfe{}", b'{"output_throughput": "inf", "ok": true}',
-     b'{"output_throughput": true, "mean_ttft_ms": false}', b'{"nested": {"output_throughput": 1.0}}'],
+     b'{"output_throughput": true, "mean_ttft_ms": false}', b'{"a": {"nested": {"output_throughput": 1.0}}}'],
     ids=["list", "string", "null", "number", "empty", "not-utf8", "string-value", "booleans", "nested"],
 )  # fmt: skip
 def test_from_json_that_is_not_a_bench_result_is_refused_in_one_line(ev: Lab, content: bytes) -> None:

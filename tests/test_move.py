@@ -63,7 +63,7 @@ def test_an_untracked_file_appearing_in_the_way_of_apply_is_refused(lab: Lab, mo
 
     monkeypatch.setattr(tree_move, "before_switch", build_output_lands)
     result = lab.sm("apply", "s")
-    assert result.code == 3 and "files in the way: new.txt" in result.err
+    assert result.code == 3 and "files in the way (1 path)" in result.err and "\n  new.txt\n" in result.err
     assert (lab.tree / "new.txt").read_text() == "written by a running build\n"
 
 

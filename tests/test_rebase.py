@@ -118,7 +118,7 @@ def test_twenty_patches_over_upstream_history(stacked: Lab) -> None:
     assert (lab.store / "patches" / ".versions" / "p01").is_dir()  # the replaced versions, for interdiff
     undone = lab.sm("undo")
     assert undone.code == 0 and _fingerprint(lab) == before  # undo puts the old series back byte for byte
-    assert lab.sm("undo").code == 0 and _fingerprint(lab) != before  # and again redoes it
+    assert lab.sm("redo").code == 0 and _fingerprint(lab) != before  # and redo redoes it
 
     applied = lab.sm("apply", "S")
     assert applied.code == 0, applied.err
@@ -476,7 +476,7 @@ def test_own_copy_gives_the_rebased_series_its_own_copy_of_a_shared_patch(lab: L
     assert lab.sm("undo").code == 0  # the rewrite is one operation
     assert (lab.store / "series" / "S").read_text() == "shared.patch\nmine.patch\n"
     assert not (lab.store / "patches" / "shared--S.patch").exists()
-    assert lab.sm("undo").code == 0  # and again: redone
+    assert lab.sm("redo").code == 0  # and redone
     assert lab.sm("apply", "S").code == 0
     assert (lab.tree / "NEWS").exists() and (lab.tree / "README").read_text() == "hello\nshared\n"
     assert lab.sm("lint").code == 0, lab.sm("lint").out

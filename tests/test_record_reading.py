@@ -71,8 +71,8 @@ def test_links_brief_rows_agree_with_the_whole_records(ev: Lab) -> None:
     assert [b.config for b in briefs] == [tuple(run_config(store, k).items()) for k in whole]
     listed = ev.sm("links", "--all")
     assert listed.code == 0, listed.err
-    assert [line.split()[1] for line in listed.out.splitlines()] == [k.id for k in whole]
-    assert [line.split()[1] for line in ev.sm("links").out.splitlines()] == [k.id for k in whole[1:]], \
+    assert [line.split()[1] for line in listed.out.splitlines()[1:]] == [k.id for k in whole]  # under the header
+    assert [line.split()[1] for line in ev.sm("links").out.splitlines()[1:]] == [k.id for k in whole[1:]], \
         "the amended record left out"
 
 
@@ -85,7 +85,7 @@ def test_links_shows_a_record_edited_in_place_with_its_size_and_mtime_put_back(e
     path.write_text(path.read_text().replace('status = "promoted"', 'status = "rejected"'))
     assert path.stat().st_size == st.st_size
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    (line,) = ev.sm("links").out.splitlines()
+    _header, line = ev.sm("links").out.splitlines()
     assert " rejected " in line and " promoted " not in line
     assert line.endswith(" edited")  # records are write-once: this one changed after it was written
 
@@ -104,6 +104,6 @@ def test_a_record_edited_after_it_was_written_is_edited_in_show_and_links_on_any
             shutil.rmtree(ev.store / ".stackmgr" / "cache")
         states = {k["id"]: k["state"] for k in json.loads(ev.sm("show", "replay-fix", "--json").out)["links"]}
         assert states == {ident: "edited", kept: "fresh"}
-        listed = {line.split()[1]: line.split()[-1] for line in ev.sm("links").out.splitlines()}
+        listed = {line.split()[1]: line.split()[-1] for line in ev.sm("links").out.splitlines()[1:]}
         assert listed == {ident: "edited", kept: "fresh"}
         assert {k["id"]: k["state"] for k in json.loads(ev.sm("links", "--json").out)["links"]} == states

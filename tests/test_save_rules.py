@@ -141,7 +141,7 @@ def test_save_into_a_mistyped_series_is_refused_with_did_you_mean(lab: Lab) -> N
     before = lab.worktree_id(), applied_state(lab)
     refused = lab.sm("save", "w", "--series", "s", "-m", "w")
     one_line_error(refused, 2)
-    assert "did you mean S?" in refused.err and "--new-series s" in refused.err, refused.err
+    assert "did you mean \"S\"?" in refused.err and "--new-series s" in refused.err, refused.err
     assert not (lab.store / "patches" / "w.patch").exists() and not (lab.store / "series" / "s").exists()
     assert (lab.worktree_id(), applied_state(lab)) == before
     other = lab.sm("save", "w", "--series", "NEW", "-m", "w")
@@ -246,7 +246,7 @@ def test_a_merge_that_conflicts_is_refused_and_changes_nothing(lab: Lab, tmp_pat
     before = bob.worktree_id(), (bob.store / "patches" / "big.patch").read_bytes(), applied_state(bob)
     refused = bob.sm("push", "--merge")
     one_line_error(refused, 3)
-    assert "do not merge in big.txt" in refused.err and "conflicts" in refused.err, refused.err
+    assert "do not merge in 1 path" in refused.err and "\n  big.txt (conflicts)\n" in refused.err, refused.err
     assert (bob.tree / "big.txt").read_text() == TEN.replace("line 9\n", "line 9, bob\n"), "my edit untouched"
     assert (bob.worktree_id(), (bob.store / "patches" / "big.patch").read_bytes(), applied_state(bob)) == before
 

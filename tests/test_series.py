@@ -274,8 +274,9 @@ def test_a_missing_patch_file_is_reported_not_hidden(lab: Lab) -> None:
     shown = _ok(lab.sm("series", "replay"))
     assert _words(shown.out) == [
         "series replay: 2 patches",
-        "1. readme-fix vllm +1 -1",
-        "2. lost-lane MISSING",
+        "- 1. readme-fix vllm +1 -1",
+        "- 2. lost-lane MISSING",
+        "(+ applied, > top applied, - not applied)",
     ]
     rows = json.loads(_ok(lab.sm("series", "replay", "--json")).out)["patches"]
     assert [(r["patch"], r["file"], r["exists"], r["tree"], r["guards"]) for r in rows] == [
@@ -292,7 +293,8 @@ def test_a_missing_patch_file_is_reported_not_hidden(lab: Lab) -> None:
 def test_a_directory_where_a_patch_file_should_be_counts_as_missing(lab: Lab) -> None:
     (lab.store / "patches" / "odd.patch").mkdir()
     _series(lab, "replay", b"odd.patch\n")
-    assert _words(_ok(lab.sm("series", "replay")).out) == ["series replay: 1 patch", "1. odd MISSING"]
+    assert _words(_ok(lab.sm("series", "replay")).out) == [
+        "series replay: 1 patch", "- 1. odd MISSING", "(+ applied, > top applied, - not applied)"]
 
 
 # --- the commands, as a user's day ----------------------------------------------------------------------------
@@ -313,8 +315,9 @@ def test_a_day_with_real_patches(lab: Lab) -> None:
     assert path.read_bytes() == b"model-tweak.patch\nreadme-fix.patch\n"
     assert _words(_ok(lab.sm("series", "replay")).out) == [
         "series replay: 2 patches",
-        "1. model-tweak vllm +5 -1",
-        "2. readme-fix vllm +1 -1",
+        "- 1. model-tweak vllm +5 -1",
+        "- 2. readme-fix vllm +1 -1",
+        "(+ applied, > top applied, - not applied)",
     ]
 
     _ok(lab.sm("series", "move", "replay", "readme-fix", "1"))
@@ -435,9 +438,9 @@ def test_series_lists_every_series_with_counts(lab: Lab) -> None:
     expected = {
         "schema": 1,
         "series": [
-            {"name": "empty", "patches": 0, "missing": 0, "error": None},
-            {"name": "one", "patches": 1, "missing": 0, "error": None},
-            {"name": "two", "patches": 3, "missing": 1, "error": None},
+            {"name": "empty", "patches": 0, "missing": 0, "error": None, "applied": []},
+            {"name": "one", "patches": 1, "missing": 0, "error": None, "applied": []},
+            {"name": "two", "patches": 3, "missing": 1, "error": None, "applied": []},
         ],
     }
     assert json.loads(_ok(lab.sm("series", "--json")).out) == expected
@@ -456,7 +459,7 @@ def test_one_broken_series_does_not_hide_the_others(lab: Lab) -> None:
     rows = json.loads(_ok(lab.sm("series", "--json")).out)["series"]
     assert rows[0]["name"] == "broken" and rows[0]["patches"] is None
     assert rows[0]["error"].startswith("series/broken:2: comment not in column 0")
-    assert rows[1] == {"name": "good", "patches": 1, "missing": 0, "error": None}
+    assert rows[1] == {"name": "good", "patches": 1, "missing": 0, "error": None, "applied": []}
 
 
 def test_json_is_accepted_before_and_after_the_command(lab: Lab) -> None:
@@ -535,4 +538,4 @@ def test_series_rm_deletes_the_list_keeps_the_patches_and_undo_brings_it_back(la
     assert json.loads(lab.sm("--json", "status").out)["trees"][0]["applied"] is None, "the tree forgot it"
     assert lab.sm("undo").code == 0 and (lab.store / "series" / "S").read_bytes() == kept
     typo = lab.sm("series", "rm", "s")
-    assert typo.code == 2 and "no series named 's'" in typo.err and "did you mean S?" in typo.err
+    assert typo.code == 2 and "no series named 's'" in typo.err and "did you mean \"S\"?" in typo.err

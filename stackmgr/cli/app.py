@@ -24,9 +24,11 @@ from stackmgr.cli import save as save_body
 from stackmgr.cli import status as status_body
 from stackmgr.cli.bisect import bisect_cmd
 from stackmgr.cli.compare import compare_cmd
-from stackmgr.cli.context import Context, json_option, options, pass_context, tree_names
+from stackmgr.cli.context import Context, json_option, options, pass_context, series_names, store_everywhere, tree_names
+from stackmgr.cli.diff import diff_cmd
 from stackmgr.cli.export import export_cmd
 from stackmgr.cli.git_setup import git_setup_cmd, merge_series_cmd
+from stackmgr.cli.help import EPILOG, NO_STORE, help_cmd
 from stackmgr.cli.interdiff import interdiff_cmd
 from stackmgr.cli.links import link_cmd, links_cmd, show_cmd, verify_cmd
 from stackmgr.cli.lint import lint_cmd
@@ -37,16 +39,25 @@ from stackmgr.cli.reset import reset_cmd
 from stackmgr.cli.series import series_group
 from stackmgr.cli.shell import guard_cmd, shell_init_cmd
 from stackmgr.cli.trees import tree_group, trees_cmd  # tree_group holds `tree add`
-from stackmgr.cli.undo import gc_cmd, log_cmd, undo_cmd
+from stackmgr.cli.undo import gc_cmd, log_cmd, redo_cmd, undo_cmd
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    invoke_without_command=True,
+    epilog=EPILOG,
+    subcommand_metavar="COMMAND [ARGS]...",
+)
 @options(argspec.GLOBAL)
 @click.version_option(__version__, prog_name="stackmgr")
 @click.pass_context
 def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
-    """Keep dirty git trees safe: save changes as patches, order them in series, guard resets."""
-    ctx.ensure_object(Context).store = store  # `--json` here has set .json already
+    """Keep dirty git trees safe: save changes as patches, order them in series, guard resets.
+
+    --store DIR and --json may come before or after the command (`run`: before its CMD)."""
+    ctx.ensure_object(Context).store = store  # `--json` here has set .json already; `CMD --store` may override
+    if ctx.invoked_subcommand is None:  # bare `stackmgr`: the help, asked for (stdout, exit 0), as `stackmgr help`
+        output.out(ctx.get_help())
 
 
 @click.command()
@@ -91,7 +102,7 @@ def save(ctx: Context, /, name: str, paths: tuple[str, ...], **values: Any) -> N
 
 
 @click.command("apply")
-@click.argument("series", required=False, default="")
+@click.argument("series", required=False, default="", shell_complete=series_names)
 @options(argspec.APPLY)
 @pass_context
 def apply_cmd(ctx: Context, /, series: str, **values: Any) -> None:
@@ -126,7 +137,7 @@ def run_cmd(ctx: Context, /, command: tuple[str, ...], **values: Any) -> None:
 
 
 @click.command("rebase")
-@click.argument("series", required=False)
+@click.argument("series", required=False, shell_complete=series_names)
 @options(argspec.REBASE)
 @pass_context
 def rebase_cmd(ctx: Context, /, series: str | None, **values: Any) -> None:
@@ -149,10 +160,11 @@ def demo(keep: bool) -> None:
 # Every command of `stackmgr`, once (click lists them sorted by name).
 COMMANDS: tuple[click.Command, ...] = (
     init, trees_cmd, tree_group, status, check, save, apply_cmd, reset_cmd, recover_cmd, series_group, export_cmd,
-    import_cmd, rebase_cmd, push_cmd, pop_cmd, refresh_cmd, top_cmd, rename_cmd, drop_cmd, interdiff_cmd,
+    import_cmd, rebase_cmd, push_cmd, pop_cmd, refresh_cmd, top_cmd, rename_cmd, drop_cmd, diff_cmd, interdiff_cmd,
     link_cmd, show_cmd, links_cmd, verify_cmd, compare_cmd, run_cmd, bisect_cmd, report_cmd, lint_cmd,
-    log_cmd, undo_cmd, gc_cmd, shell_init_cmd, guard_cmd, git_setup_cmd, merge_series_cmd, demo,
+    log_cmd, undo_cmd, redo_cmd, gc_cmd, shell_init_cmd, guard_cmd, git_setup_cmd, merge_series_cmd, demo, help_cmd,
 )  # fmt: skip
 
 for _command in COMMANDS:
     cli.add_command(_command)
+store_everywhere(cli, skip=NO_STORE)  # `status --store X`, `series --store X show S`: as `--json`, anywhere

@@ -47,16 +47,33 @@ def run(args: ApplyArgs) -> int:
         )  # fmt: skip
     if args.as_json:
         output.emit_json({"schema": 1, "series": series, "dry_run": args.dry_run, "trees": [
-            {"tree": o.tree, "base": o.base, "patches": o.patches, "result_tree": o.result, "changed": o.changed}
-            for o in outcomes]})  # fmt: skip
+            {"tree": o.tree, "base": o.base, "patches": o.patches, "result_tree": o.result, "changed": o.changed,
+             "left": {"series": o.left[0], "patches": o.left[1]} if o.left else None,
+             "branch": _short(o.branch) or None} for o in outcomes]})  # fmt: skip
         return 0
     verb = "would apply" if args.dry_run else "applied"
     for o in outcomes:
+        if o.left:  # another series' patches leave the tree: said, as a swap is not what everyone expects
+            what, names = o.left
+            n = len(names)
+            output.out(f"{o.tree}: {f'series {what}' if what else 'the measured state'} "
+                       f"{'would leave' if args.dry_run else 'left'} the tree ({n} patch{'es' if n != 1 else ''}: "
+                       f"{', '.join(names)}; {'they stay' if n != 1 else 'it stays'} saved in patches/)")  # fmt: skip
         n = len(o.patches)
         state = "working tree changes" if o.changed else "working tree already there"
         output.out(f"{o.tree}: {verb} {series} ({n} patch{'es' if n != 1 else ''}) on {o.base[:12]}; "
                    f"tree {o.result}; {state}")  # fmt: skip
+    for o in outcomes:
+        if o.detached and not args.dry_run:  # as git says it: where HEAD is now, and the way back
+            back = f"; `stackmgr reset` returns to {_short(o.branch)}" if o.branch else ""
+            was = f"was on branch {_short(o.branch_before)}" if o.branch_before else f"was at {o.head_before[:12]}"
+            output.err(f"stackmgr: {o.tree}: HEAD detached at {o.base[:12]} ({was}){back}")
     return 0
+
+
+def _short(branch: str | None) -> str:
+    """`main` for `refs/heads/main`."""
+    return (branch or "").removeprefix("refs/heads/")
 
 
 def run_link(args: ApplyArgs) -> int:

@@ -29,8 +29,13 @@ class Opt:
 # `--json`, at every level that takes it (`stackmgr --json CMD`, `GROUP --json SUB`, `CMD --json`): one flag.
 JSON = Opt(("--json",), "as_json", False, "Machine-readable output (schema 1).")
 
+# `--store DIR`, like `--json`, before or after the command (`stackmgr status --store X`, `series --store X show`;
+# `run` takes it before its command only): one option, given at every level.
+STORE = Opt(("--store",), "store", True, "The store directory (default: $STACKMGR_STORE, then walk up).", "DIR")
+ANYWHERE = (STORE,)  # what every command takes besides its own options (JSON: those that print JSON declare it)
+
 GLOBAL = (
-    Opt(("--store",), "store", True, "The store directory (default: $STACKMGR_STORE, then walk up).", "DIR"),
+    STORE,
     Opt(JSON.flags, JSON.dest, False, "Machine-readable output on listing commands."),  # JSON, as `--help` says it
     Opt(("--debug",), "debug", False, "Show tracebacks of internal errors."),
 )
@@ -175,9 +180,30 @@ def parse_fast(argv: list[str]) -> tuple[str, Values, list[str]] | None:
         if argv[i].startswith("-") and argv[i] != "-":
             nxt = _take(argv, i, specs, values)
             if nxt is None:
+                nxt = _take(argv, i, ANYWHERE, values)
+            if nxt is None:
                 return None
             i = nxt
         else:
             positionals.append(argv[i])
             i += 1
     return command, values, positionals
+
+
+def json_asked(argv: list[str]) -> bool:
+    """Whether `--json` is one of stackmgr's own words in argv (not `run`'s command's, nor after `--`): an error
+    is then said as JSON on stderr."""
+    i, command = 0, None
+    while i < len(argv) and argv[i] != "--":
+        word = argv[i]
+        if word == "--json":
+            return True
+        if word.startswith("-"):
+            nxt = _take(argv, i, (*GLOBAL, *RUN) if command in COMMAND_AFTER_OPTIONS else GLOBAL, {})
+            i = nxt if nxt is not None else i + 1
+            continue
+        if command in COMMAND_AFTER_OPTIONS:
+            return False  # `run`'s command starts here
+        command = command or word
+        i += 1
+    return False

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from stackmgr.cli.context import Context, pass_context
+from stackmgr.cli.context import Context, pass_context, series_names
 from stackmgr.store.config import open_store
 
 
 @click.command("bisect", context_settings={"ignore_unknown_options": True})
-@click.argument("series")
+@click.argument("series", shell_complete=series_names)
 @click.option("-t", "--tree", metavar="TREE", help="The tree to bisect, when the series has several.")
 @click.option("--metric", metavar="M", help="Judge by metric M of what CMD writes, not by its exit code.")
 @click.option("--threshold", type=float, metavar="X", help="With --metric: worse than X (by its direction) fails.")

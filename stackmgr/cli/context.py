@@ -17,6 +17,10 @@ from stackmgr.cli import argspec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.store.config import Store
+
 
 class Context:
     """The command line around a command: `--store DIR` (None: $STACKMGR_STORE, then walk up) and `--json`."""
@@ -39,15 +43,71 @@ def json_option(opt: argspec.Opt = argspec.JSON) -> Callable[[F], F]:
     return click.option(*opt.flags, is_flag=True, expose_value=False, callback=_ask_json, help=opt.help)
 
 
-def tree_names(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
-    """Shell completion of a tree name."""
+def _ask_store(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(Context).store = value
+
+
+def store_everywhere(command: click.Command, skip: tuple[str, ...] = ()) -> None:
+    """`--store DIR` (argspec.STORE) on `command` and every subcommand of it, as the fast path takes it after
+    the command too: each sets Context.store, the last one given wins."""
+    if command.name in skip:
+        return
+    opt = argspec.STORE
+    if not any(p.name == opt.dest for p in command.params):
+        command.params.append(click.Option(opt.flags, metavar=opt.metavar, expose_value=False, callback=_ask_store,
+                                           help=opt.help))  # fmt: skip
+    for sub in command.commands.values() if isinstance(command, click.Group) else ():
+        store_everywhere(sub, skip)
+
+
+# Shell completion of the store's names (docs/COMPLETION.md): each offers the names its command's lookup accepts,
+# from the store that command would open (--store, $STACKMGR_STORE, walking up). Completion runs on every Tab: it
+# never raises (a broken store, none found: nothing offered), never prints, and reads files only, no git.
+
+
+def _offered(ctx: click.Context, incomplete: str, names_of: Callable[[Store], list[str]]) -> list[str]:
+    import contextlib
+    import io
+
     from stackmgr.store.config import open_store
 
+    given = ctx.find_object(Context)
     try:
-        store = open_store(ctx.find_root().params.get("store"))
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            store = open_store((given.store if given else None) or ctx.find_root().params.get("store"))
+            return [name for name in names_of(store) if name.startswith(incomplete)]
     except Exception:
         return []
-    return [n for n in [*store.trees, *store.unplaced] if n.startswith(incomplete)]
+
+
+def tree_names(ctx: click.Context, _param: object, incomplete: str) -> list[str]:
+    """Shell completion of a tree name (those of this store, with a path here or not)."""
+    return _offered(ctx, incomplete, lambda store: sorted([*store.trees, *store.unplaced]))
+
+
+def patch_names(ctx: click.Context, _param: object, incomplete: str) -> list[str]:
+    """Shell completion of a patch name (store/names.patch_names: those `patch_file` accepts)."""
+    from stackmgr.store import names
+
+    return _offered(ctx, incomplete, names.patch_names)
+
+
+def series_names(ctx: click.Context, _param: object, incomplete: str) -> list[str]:
+    """Shell completion of a series name (store/series.series_names)."""
+    from stackmgr.store import series
+
+    return _offered(ctx, incomplete, series.series_names)
+
+
+def ref_names(ctx: click.Context, _param: object, incomplete: str) -> list[str]:
+    """Shell completion of a result: its link id or its run's name (evidence/ref_names.ref_names)."""
+    from stackmgr.evidence import ref_names as refs
+
+    return _offered(ctx, incomplete, refs.ref_names)
+
+
+COMPLETES = {"TREE": tree_names, "PATCH": patch_names, "S": series_names, "LINK": ref_names}  # by metavar
 
 
 def options(specs: tuple[argspec.Opt, ...]) -> Callable[[F], F]:
@@ -61,8 +121,8 @@ def options(specs: tuple[argspec.Opt, ...]) -> Callable[[F], F]:
                 extra: dict[str, Any] = {"metavar": opt.metavar} if opt.metavar else {}
                 if opt.multiple:
                     extra["multiple"] = True
-                if opt.dest == "tree":
-                    extra["shell_complete"] = tree_names
+                if opt.metavar in COMPLETES and opt.dest != "new_series":
+                    extra["shell_complete"] = COMPLETES[opt.metavar]
                 func = click.option(*opt.flags, opt.dest, help=opt.help, **extra)(func)
             else:
                 func = click.option(*opt.flags, opt.dest, is_flag=True, help=opt.help)(func)

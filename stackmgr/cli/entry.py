@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    args = [] if "_STACKMGR_COMPLETE" in os.environ else args  # a shell's completion request: click answers it
     if sys.stdout is None or sys.stderr is None:  # started with the descriptor closed (`check -v >&-`): nowhere to
         closed = open(os.devnull, "w")  # noqa: SIM115  # say it, and no reason to fail a verdict for it
         sys.stdout, sys.stderr = sys.stdout or closed, sys.stderr or closed
@@ -135,7 +136,47 @@ def _say(message: object) -> None:
     sys.stderr.write(f"stackmgr: {output.show_text(str(message))}\n")
 
 
+# An error's kind in its JSON form, by exit code (docs/FORMATS.md#json-output); GitFailed, DiskError and internal
+# errors have their own.
+KINDS = {1: "not-preserved", 2: "usage", 3: "failed", 130: "interrupted"}
+
+
+class _Said:
+    """How the error of this command line is said: one text line, or, when `--json` was asked, one JSON line
+    `{"schema": 1, "error": {"message", "hint", "exit_code", "kind", "details"}}` on stderr
+    (docs/FORMATS.md#json-output). Either way the exit code."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.args = args
+
+    def error(
+        self, message: str, hint: str | None, code: int, kind: str | None = None, line: str = "",
+        details: tuple[str, ...] = (),
+    ) -> int:  # fmt: skip
+        from stackmgr.cli.argspec import json_asked
+
+        if not json_asked(self.args):
+            _say(line or (f"{message}; {hint}" if hint else message))
+            return code
+        import json
+
+        error = {"message": message, "hint": hint, "exit_code": code, "kind": kind or KINDS.get(code, "failed"),
+                 "details": list(details)}  # fmt: skip
+        output.raw_stream(sys.stderr).write(json.dumps({"schema": 1, "error": error}, ensure_ascii=True) + "\n")
+        return code
+
+    def exc(self, exc: StackmgrError) -> int:
+        from stackmgr.cli.argspec import json_asked
+
+        kind = {"GitFailed": "git", "DiskError": "disk"}.get(type(exc).__name__)
+        code = self.error(exc.message, exc.hint, exc.exit_code, kind, line=str(exc), details=tuple(exc.details))
+        if not json_asked(self.args):  # a refusal's files, one per line under its one line (errors.listed)
+            sys.stderr.writelines(f"  {output.show_text(line)}\n" for line in exc.details)
+        return code
+
+
 def _run(args: list[str], debug: bool) -> int:
+    said = _Said(args)
     try:
         code = _guard(args)
         if code is None:
@@ -146,11 +187,9 @@ def _run(args: list[str], debug: bool) -> int:
 
         return cli.main(args=args, prog_name="stackmgr", standalone_mode=False) or 0
     except StackmgrError as exc:
-        _say(exc)
-        return exc.exit_code
+        return said.exc(exc)
     except KeyboardInterrupt:
-        sys.stderr.write("stackmgr: interrupted\n")
-        return 130
+        return said.error("interrupted", None, 130)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BrokenPipeError:
@@ -160,27 +199,33 @@ def _run(args: list[str], debug: bool) -> int:
 
         mapped = disk_error(exc)
         if mapped is None:
-            return _click_or_crash(exc, debug)
-        _say(mapped)
-        return mapped.exit_code
+            return _click_or_crash(exc, debug, said)
+        return said.exc(mapped)
     except Exception as exc:
-        return _click_or_crash(exc, debug)
+        return _click_or_crash(exc, debug, said)
 
 
-def _click_or_crash(exc: Exception, debug: bool) -> int:
+def _click_or_crash(exc: Exception, debug: bool, said: _Said) -> int:
     import click
 
     if isinstance(exc, click.exceptions.Abort):
-        sys.stderr.write("stackmgr: interrupted\n")
-        return 130
+        return said.error("interrupted", None, 130)
     if isinstance(exc, click.ClickException):
-        where = f"; see `{exc.ctx.command_path} --help`" if isinstance(exc, click.UsageError) and exc.ctx else ""
-        _say(f"{exc.format_message().rstrip('.')}{where}")
-        return exc.exit_code
+        message = exc.format_message().rstrip(".")
+        if isinstance(exc, click.UsageError) and exc.ctx:
+            hint = f"see `{exc.ctx.command_path} --help`"
+            line = f"{message} S{hint[1:]}" if message.endswith("?") else f"{message}; {hint}"  # after a did-you-mean
+            return said.error(message, hint, exc.exit_code, "usage" if exc.exit_code == 2 else None, line)
+        return said.error(message, None, exc.exit_code)
     if debug:
         import traceback
 
         traceback.print_exc()
-    else:
-        _say(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)")
-    return 3
+        return 3
+    return said.error(
+        f"internal error: {type(exc).__name__}: {exc}",
+        "rerun with --debug for details",
+        3,
+        "internal",
+        line=f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)",
+    )

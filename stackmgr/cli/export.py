@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 
 from stackmgr import output
-from stackmgr.cli.context import Context, pass_context
+from stackmgr.cli.context import Context, pass_context, series_names
 from stackmgr.errors import UsageProblem
 from stackmgr.store.config import open_store
 
 
 @click.command("export")
-@click.argument("series")
+@click.argument("series", shell_complete=series_names)
 @click.option("--quilt", "quilt_dir", metavar="DIR", help="Write DIR/<patches> and DIR/series for quilt.")
 @click.option("--mbox", "mbox", metavar="FILE", help="Write one mbox for `git am --keep-cr FILE`.")
 @click.option("--git", "branch", metavar="BRANCH", help="Make BRANCH in the tree: one commit per patch.")

@@ -33,7 +33,8 @@ def git_setup_cmd(ctx: Context, lfs: bool, above: str | None) -> None:
         output.out(f"artifacts/: files of {size} or more are git LFS objects (artifacts/.gitattributes, commit it); "
                    "a teammate runs `stackmgr git-setup --lfs` and `git lfs pull` after cloning")  # fmt: skip
         if tracked:
-            output.out(f"  {len(tracked)} file(s) already there made LFS objects: {', '.join(tracked[:3])}"
+            made = output.plural(len(tracked), "file")
+            output.out(f"  {made} already there made LFS objects: {', '.join(tracked[:3])}"
                        + (" …" if len(tracked) > 3 else "") + "; `git add --renormalize artifacts` before "
                        "committing turns those git already holds into LFS objects")  # fmt: skip
 

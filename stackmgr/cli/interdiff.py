@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 
 from stackmgr import output
-from stackmgr.cli.context import Context, pass_context
+from stackmgr.cli.context import Context, pass_context, patch_names
 from stackmgr.store.config import open_store
 
 
 @click.command("interdiff")
-@click.argument("a")
-@click.argument("b", required=False)
+@click.argument("a", shell_complete=patch_names)
+@click.argument("b", required=False, shell_complete=patch_names)
 @click.option("--against", metavar="REV|FILE", help="Compare A with a commit of its tree, or with a patch file.")
 @pass_context
 def interdiff_cmd(ctx: Context, a: str, b: str | None, against: str | None) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from stackmgr import output
-from stackmgr.cli.context import Context, json_option, pass_context
+from stackmgr.cli.context import Context, json_option, pass_context, patch_names, ref_names, series_names, tree_names
 from stackmgr.store.config import open_store
 
 
@@ -17,11 +17,11 @@ def _mark(status: str) -> str:
 
 
 def _value(value: float) -> str:
-    return f"{value:.6g}"
+    return f"{value:.6g}"  # the number alone, in a table with a column of units
 
 
 @click.command("link")
-@click.argument("patch")
+@click.argument("patch", shell_complete=patch_names)
 @click.argument("artifacts", nargs=-1)
 @click.option("--metric", "metric_specs", multiple=True, metavar="NAME=VALUE[UNIT]|NAME=/REGEX/",
               help="A metric, or a regex (group 1: the number) to pull it from a log.")  # fmt: skip
@@ -33,8 +33,10 @@ def _value(value: float) -> str:
               "superseded"]), help="Default: experimental; with --amends, the amended record's.")  # fmt: skip
 @click.option("--lesson", default="", help="What was learned (kept with rejected lanes).")
 @click.option("--do-not-revive", is_flag=True, help="Warn loudly whenever this change comes back.")
-@click.option("--amends", default="", metavar="LINK", help="This record corrects an earlier one.")
-@click.option("--baseline", default="", metavar="LINK", help="Compare this record's metrics with that link's.")
+@click.option("--amends", default="", metavar="LINK", shell_complete=ref_names,
+              help="This record corrects an earlier one.")  # fmt: skip
+@click.option("--baseline", default="", metavar="LINK", shell_complete=ref_names,
+              help="Compare this record's metrics with that link's.")  # fmt: skip
 @json_option()
 @pass_context
 def link_cmd(ctx: Context, patch: str, artifacts: tuple[str, ...], metric_specs: tuple[str, ...],
@@ -52,8 +54,8 @@ def link_cmd(ctx: Context, patch: str, artifacts: tuple[str, ...], metric_specs:
     if ctx.json:
         output.emit_json({"schema": 1, "id": link.id, "file": rel, "patch": link.patch})
         return
-    shown = ", ".join(f"{one_line(m.name)} {_value(m.value)}{one_line(m.unit)}" for m in link.metrics[:3])
-    output.out(f"linked {link.id} to {link.patch}: {len(link.artifacts)} artifact(s)"
+    shown = ", ".join(_metric_text(m) for m in link.metrics[:3])
+    output.out(f"linked {link.id} to {link.patch}: {output.plural(len(link.artifacts), 'artifact')}"
                + (f", {shown}" if shown else "") + f"; {link.verdict}; {one_line(rel)}")  # fmt: skip
 
 
@@ -63,7 +65,7 @@ def one_line(text: str) -> str:
 
 
 def _metric_text(m: Any) -> str:
-    return f"{one_line(m.name)} {_value(m.value)}{(' ' + one_line(m.unit)) if m.unit else ''}"
+    return f"{one_line(m.name)} {output.quantity(m.value, m.unit)}"
 
 
 ARROW = {"higher": "↑", "lower": "↓"}
@@ -101,7 +103,7 @@ def metric_table(metrics: list[Any], base: dict[str, float], indent: str = "    
 
 
 @click.command("show")
-@click.argument("patch")
+@click.argument("patch", shell_complete=patch_names)
 @json_option()
 @pass_context
 def show_cmd(ctx: Context, patch: str) -> None:
@@ -156,8 +158,8 @@ def show_cmd(ctx: Context, patch: str) -> None:
 
 
 @click.command("links")
-@click.option("--tree", help="Only links of patches of this tree.")
-@click.option("--series", help="Only links of patches in this series.")
+@click.option("--tree", shell_complete=tree_names, help="Only links of patches of this tree.")
+@click.option("--series", shell_complete=series_names, help="Only links of patches in this series.")
 @click.option("--verdict", help="Only links with this verdict.",
               type=click.Choice(["promoted", "rejected", "experimental", "inconclusive", "superseded"]))  # fmt: skip
 @click.option("--stale", is_flag=True,
@@ -175,8 +177,7 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
     links are grouped by run configuration (model, request rate, max concurrency, prompts), each group under a
     header, never ranked across groups. A record that a later one amends is left out unless --all (--json
     lists every record, with its amended_by)."""
-    from stackmgr.commands.links import LinkTable, shown_metric
-    from stackmgr.evidence.link_state import link_mark
+    from stackmgr.commands.links import LinkTable
 
     if sort_by == "metric" and not metric:
         from stackmgr.errors import UsageProblem
@@ -190,25 +191,66 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
         return
     if not table.rows:
         output.out("no links match")
-    grouped, indent, header = sort_by == "metric", "", None
-    for link, state in table.rows:
+    grouped, header = sort_by == "metric", None
+    indent = "  " if grouped else ""
+    columns = metric_columns(table.rows, metric, table.headline)
+    titles = ["DATE", "LINK", "PATCH", "TREE", *columns, "GATES", "VERDICT", "STATE"]
+    rows = [_link_row(link, state, columns, table) for link, state in table.rows]
+    widths = [max(len(cell) for cell in column) for column in zip(titles, *rows, strict=True)]
+    if rows:
+        output.out(indent + _cells(titles, widths))
+    for (link, _state), row in zip(table.rows, rows, strict=True):
         if grouped and (config := table.config(link)) != header:
             if header is not None:
                 output.out()
             output.out(config_line(config))
-            header, indent = config, "  "
-        shown = shown_metric(link, metric, table.headline)
-        mtext = _metric_text(shown) if shown else ""
-        gates = " ".join(f"{one_line(g.name)}{_mark(g.status)}" for g in link.gates)
-        taint = f" {marked}" if (marked := link_mark(link)) else ""  # evidence/link_state.py
-        replaced = f" amended by {one_line(table.amended_by[link.id])}" if link.id in table.amended_by else ""
-        created, lid, patch, tree, verdict = map(one_line, (link.created[:10], link.id, link.patch, link.tree,
-                                                            link.verdict))  # fmt: skip
-        output.out(f"{indent}{created}  {lid}  {patch:<40} {tree:<16} {mtext:<32} "
-                   f"{gates:<14} {verdict:<12} {state}{taint}{replaced}")  # fmt: skip
+            header = config
+        output.out(indent + _cells(row, widths))
     if table.hidden:
-        output.err(f"stackmgr: {table.hidden} amended record(s) not listed (`stackmgr links --all` lists them)")
+        output.err(f"stackmgr: {output.plural(table.hidden, 'amended record')} not listed "
+                   "(`stackmgr links --all` lists them)")
     table.save()
+
+
+HEADLINE_LATENCIES = ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "mean_e2el_ms")
+MAX_METRIC_COLUMNS = 4  # beyond, the rest share a column `other`, each cell saying its metric's name
+
+
+def metric_columns(rows: list[tuple[Any, str]], metric: str | None, headline: str | None) -> list[str]:
+    """The metric columns of `links`: `--metric`'s alone; else the headline, a latency (the first of
+    HEADLINE_LATENCIES a listed link has), then each metric a link shows for lack of the headline."""
+    from stackmgr.commands.links import metric_of, shown_metric
+
+    if metric:
+        return [metric]
+    shown = [m.name for link, _ in rows if (m := shown_metric(link, None, headline)) is not None]
+    latency = next((n for n in HEADLINE_LATENCIES if any(metric_of(link, n) for link, _ in rows)), None)
+    names = list(dict.fromkeys([n for n in (headline,) if n in shown] + ([latency] if latency else []) + shown))
+    return names if len(names) <= MAX_METRIC_COLUMNS else [*names[: MAX_METRIC_COLUMNS - 1], "other"]
+
+
+def _link_row(link: Any, state: str, columns: list[str], table: Any) -> list[str]:
+    """The cells of a link's `links` row: `—` where it has nothing to say."""
+    from stackmgr.commands.links import metric_of, shown_metric
+    from stackmgr.evidence.link_state import link_mark
+
+    values = []
+    for name in columns:
+        if name == "other":  # the link's own metric, when no column of its own shows it
+            m = shown_metric(link, None, table.headline)
+            values.append(_metric_text(m) if m is not None and m.name not in columns else "—")
+            continue
+        m = metric_of(link, name)
+        values.append(output.quantity(m.value, m.unit) if m is not None else "—")
+    gates = " ".join(f"{one_line(g.name)}{_mark(g.status)}" for g in link.gates) or "—"
+    taint = f" {marked}" if (marked := link_mark(link)) else ""  # evidence/link_state.py
+    replaced = f" amended by {one_line(table.amended_by[link.id])}" if link.id in table.amended_by else ""
+    first = [one_line(x) for x in (link.created[:10], link.id, link.patch, link.tree)]
+    return [*first, *values, gates, one_line(link.verdict), f"{state}{taint}{replaced}"]
+
+
+def _cells(row: list[str], widths: list[int]) -> str:
+    return "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
 
 
 @click.command("verify")
@@ -226,5 +268,5 @@ def verify_cmd(ctx: Context) -> None:
     else:
         for lid, patch, what in problems:
             output.out(f"{one_line(lid)} ({one_line(patch)}): {one_line(what)}")
-        output.err(f"stackmgr: verified {checked} link(s): {len(problems)} problem(s)")
+        output.err(f"stackmgr: verified {output.plural(checked, 'link')}: {output.plural(len(problems), 'problem')}")
     raise SystemExit(1 if problems else 0)

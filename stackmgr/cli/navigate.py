@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from stackmgr import output
-from stackmgr.cli.context import Context, json_option, pass_context, tree_names
+from stackmgr.cli.context import Context, json_option, pass_context, patch_names, tree_names
 from stackmgr.errors import UsageProblem
 from stackmgr.store.config import open_store
 
@@ -49,7 +49,7 @@ MERGE = click.option("--merge", is_flag=True, help="Merge your changes on top in
 
 
 @click.command("push")
-@click.argument("patch", required=False)
+@click.argument("patch", required=False, shell_complete=patch_names)
 @click.option("-a", "--all", "every", is_flag=True, help="Apply every remaining patch.")
 @TREE
 @click.option("--override", metavar="REASON", help="Push a do-not-revive lane anyway, saying why.")
@@ -70,7 +70,7 @@ def push_cmd(ctx: Context, patch: str | None, every: bool, tree: str | None, ove
 
 
 @click.command("pop")
-@click.argument("patch", required=False)
+@click.argument("patch", required=False, shell_complete=patch_names)
 @click.option("-a", "--all", "every", is_flag=True, help="Take every patch off (back to the series' base).")
 @TREE
 @MERGE
@@ -140,7 +140,7 @@ def top_cmd(ctx: Context, tree: str | None) -> None:
 
 
 @click.command("rename")
-@click.argument("old")
+@click.argument("old", shell_complete=patch_names)
 @click.argument("new")
 @pass_context
 def rename_cmd(ctx: Context, old: str, new: str) -> None:
@@ -153,7 +153,7 @@ def rename_cmd(ctx: Context, old: str, new: str) -> None:
 
 
 @click.command("drop")
-@click.argument("patch")
+@click.argument("patch", shell_complete=patch_names)
 @click.option("--with-links", is_flag=True, help="Remove its link records too (default: kept as evidence).")
 @pass_context
 def drop_cmd(ctx: Context, patch: str, with_links: bool) -> None:

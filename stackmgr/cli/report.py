@@ -39,7 +39,9 @@ def report_cmd(ctx: Context, out_dir: str | None, markdown: str | None) -> None:
                           "lessons": counts})  # fmt: skip
         return
     if site is not None and out_dir is not None:
-        output.out(f"wrote report: {os.path.join(out_dir, 'index.html')} ({site.patches} patches, {site.links} links)")
+        counted = f"{output.plural(site.patches, 'patch', 'patches')}, {output.plural(site.links, 'link')}"
+        output.out(f"wrote report: {os.path.join(out_dir, 'index.html')} ({counted})")
     if lessons is not None:
-        output.out(f"wrote lessons: {markdown} ({lessons.failed} failed paths, {lessons.remembered} worth "
+        failed = output.plural(lessons.failed, "failed path")
+        output.out(f"wrote lessons: {markdown} ({failed}, {lessons.remembered} worth "
                    f"remembering, {lessons.open} open)")  # fmt: skip

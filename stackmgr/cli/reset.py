@@ -28,5 +28,14 @@ def reset_cmd(ctx: Context, trees: tuple[str, ...], to: str | None, force: bool)
             output.err(f"stackmgr: {o.tree}: working tree stored as recovery snapshot {o.recovery}; "
                        f"undo with `stackmgr recover {o.recovery}`")  # fmt: skip
         output.out(f"{o.tree}: {'reset to' if o.moved else 'already at'} {o.target[:12]}")
+        if o.branch:  # as `git bisect reset` says it
+            output.err(f"stackmgr: {o.tree}: back on branch {o.branch}")
+        elif o.branch_moved:
+            name, at = o.branch_moved
+            output.err(f"stackmgr: {o.tree}: {name} has moved since `stackmgr apply` (now at {at[:12]}); HEAD stays "
+                       f"detached at {o.target[:12]}; `git switch {name}` returns to it")  # fmt: skip
+        elif o.branch_elsewhere:
+            output.err(f"stackmgr: {o.tree}: {o.branch_elsewhere} is checked out in another worktree; HEAD stays "
+                       f"detached at {o.target[:12]}")  # fmt: skip
     if not outcomes:
         output.out("no trees to reset")

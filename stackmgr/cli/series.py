@@ -3,10 +3,12 @@ one (`rm`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from stackmgr import output
-from stackmgr.cli.context import Context, json_option, pass_context
+from stackmgr.cli.context import Context, json_option, pass_context, patch_names, series_names
 from stackmgr.store.config import open_store
 
 
@@ -21,17 +23,32 @@ class _SeriesGroup(click.Group):
             return "show", self.commands["show"], args
         return super().resolve_command(ctx, args)
 
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[click.shell_completion.CompletionItem]:
+        # `series NAME` shows one: its names are offered beside the subcommands.
+        from click.shell_completion import CompletionItem
+
+        named = [CompletionItem(name) for name in series_names(ctx, self, incomplete)]
+        return super().shell_complete(ctx, incomplete) + named
+
+
+_VERBOSE = click.option("-v", "--verbose", is_flag=True,
+                        help="Accepted as in quilt's `series -v`: the +/>/- markers are always shown.")  # fmt: skip
+LEGEND = "(+ applied, > top applied, - not applied)"
+
 
 @click.group("series", cls=_SeriesGroup, invoke_without_command=True)
+@_VERBOSE
 @json_option()
 @pass_context
-def series_group(ctx: Context) -> None:
-    """List series, show one (`series NAME`), or edit one."""
+def series_group(ctx: Context, verbose: bool) -> None:
+    """List series, show one (`series NAME`, `series -v NAME`), or edit one."""
     if click.get_current_context().invoked_subcommand is not None:
         return
-    from stackmgr.commands.series import series_rows
+    from stackmgr.commands.series import applied_in, series_rows
 
-    rows = series_rows(open_store(ctx.store))
+    store = open_store(ctx.store)
+    rows = series_rows(store)
+    applied = applied_in(store)
     if ctx.json:
         output.emit_json({"schema": 1, "series": rows})
         return
@@ -44,16 +61,19 @@ def series_group(ctx: Context) -> None:
             continue
         n = row["patches"]
         missing = output.paint(f", {row['missing']} missing", "red") if row["missing"] else ""
-        output.out(f"{row['name']:<40} {n} patch{'es' if n != 1 else ''}{missing}")
+        where = "".join(f", {p.tally()} in {output.show_text(p.tree)}" for p in applied.get(row["name"], []))
+        output.out(f"{row['name']:<40} {n} patch{'es' if n != 1 else ''}{missing}{where}")
 
 
 @series_group.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=series_names)
+@_VERBOSE
 @json_option()
 @pass_context
-def show(ctx: Context, name: str) -> None:
-    """Show a series: each patch with its tree, +/- and whether its file exists."""
-    from stackmgr.commands.series import patch_rows, refuse_conflicted_rows
+def show(ctx: Context, name: str, verbose: bool) -> None:
+    """Show a series as `stg series` does: each patch marked + applied, > the top applied one, - not applied
+    (in the tree the series is applied in), with its tree, +/-, verdict and latest headline result."""
+    from stackmgr.commands.series import applied_in, patch_rows, refuse_conflicted_rows
 
     store = open_store(ctx.store)
     rows = patch_rows(store, name)
@@ -61,16 +81,35 @@ def show(ctx: Context, name: str) -> None:
         output.emit_json({"schema": 1, "series": name, "patches": rows})
         refuse_conflicted_rows(store, rows)
         return
-    output.out(f"series {name}: {len(rows)} patch{'es' if len(rows) != 1 else ''}")
+    where = "".join(f", {p.tally()} in {output.show_text(p.tree)}" for p in applied_in(store).get(name, []))
+    output.out(f"series {name}: {len(rows)} patch{'es' if len(rows) != 1 else ''}{where}")
     for row in rows:
+        mark = ">" if row["top"] else "+" if row["applied"] else "-"
         if not row["exists"]:
-            output.out(f"  {row['position']:>3}. {row['patch']:<44} {output.paint('MISSING', 'red')}")
+            output.out(f"{mark} {row['position']:>3}. {row['patch']:<44} {output.paint('MISSING', 'red')}")
             continue
         guards = output.show_text(" " + " ".join("#" + g for g in row["guards"]) if row["guards"] else "")
         problem = output.paint(f"  ({output.show_text(row['error'])})", "red") if row["error"] else ""
-        output.out(f"  {row['position']:>3}. {row['patch']:<44} {output.show_text(row['tree'] or '?'):<18} "
-                   f"+{row['insertions']} -{row['deletions']}{guards}{problem}")  # fmt: skip
+        output.out(f"{mark} {row['position']:>3}. {row['patch']:<44} {output.show_text(row['tree'] or '?'):<18} "
+                   f"+{row['insertions']} -{row['deletions']}{guards}{_evidence(row)}{problem}")  # fmt: skip
+    if rows:
+        output.out(LEGEND)
     refuse_conflicted_rows(store, rows)
+
+
+def _evidence(row: dict[str, Any]) -> str:
+    """`  rejected, do-not-revive  output_throughput 107.77 tok/s`: the verdict (none while unlinked) and the
+    latest result's headline metric."""
+    verdict = "" if row["verdict"] == "unlinked" else row["verdict"]
+    if row["do_not_revive"]:
+        verdict = f"{verdict}, do-not-revive" if verdict else "do-not-revive"
+    said = f"  {output.paint(verdict, 'red') if row['do_not_revive'] or verdict == 'rejected' else verdict}" \
+        if verdict else ""  # fmt: skip
+    m = row["metric"]
+    if m is not None:
+        unit = f" {output.show_text(m['unit'])}" if m["unit"] else ""
+        said += f"  {output.show_text(m['name'])} {m['value']:g}{unit}"
+    return said
 
 
 @series_group.command("new")
@@ -85,8 +124,8 @@ def new(ctx: Context, name: str) -> None:
 
 
 @series_group.command("add")
-@click.argument("name")
-@click.argument("patches", nargs=-1, required=True)
+@click.argument("name", shell_complete=series_names)
+@click.argument("patches", nargs=-1, required=True, shell_complete=patch_names)
 @click.option("--at", "position", type=click.IntRange(min=1), help="Insert at this position (1 = first).")
 @click.option("--override", metavar="REASON", help="Add a do-not-revive lane anyway, saying why.")
 @pass_context
@@ -99,8 +138,8 @@ def add(ctx: Context, name: str, patches: tuple[str, ...], position: int | None,
 
 
 @series_group.command("remove")
-@click.argument("name")
-@click.argument("patches", nargs=-1, required=True)
+@click.argument("name", shell_complete=series_names)
+@click.argument("patches", nargs=-1, required=True, shell_complete=patch_names)
 @pass_context
 def remove(ctx: Context, name: str, patches: tuple[str, ...]) -> None:
     """Remove PATCHES from series NAME (the patch files stay)."""
@@ -111,8 +150,8 @@ def remove(ctx: Context, name: str, patches: tuple[str, ...]) -> None:
 
 
 @series_group.command("move")
-@click.argument("name")
-@click.argument("patch")
+@click.argument("name", shell_complete=series_names)
+@click.argument("patch", shell_complete=patch_names)
 @click.argument("position", type=click.IntRange(min=1))
 @pass_context
 def move(ctx: Context, name: str, patch: str, position: int) -> None:
@@ -124,7 +163,7 @@ def move(ctx: Context, name: str, patch: str, position: int) -> None:
 
 
 @series_group.command("rm")
-@click.argument("name")
+@click.argument("name", shell_complete=series_names)
 @pass_context
 def rm(ctx: Context, name: str) -> None:
     """Delete series NAME (its patch files stay; `stackmgr undo` brings it back)."""

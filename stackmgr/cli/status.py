@@ -19,10 +19,13 @@ def run(store_dir: str | None, trees: tuple[str, ...], *, as_json: bool) -> int:
     if as_json:
         output.emit_json(status_json(reports))
     else:
+        letters: set[str] = set()
         for i, report in enumerate(reports):
             if i:
                 output.out()
-            output.render_status(report)
+            letters |= output.render_status(report)
+        if (legend := output.legend(letters)) is not None:  # what m, T, ! mean, once, after every tree
+            output.out(legend)
         if not reports:
             output.out("no trees registered; add one with `stackmgr tree add NAME PATH`")
     from stackmgr.store.conflicts import missing_merge_driver

@@ -1,4 +1,5 @@
-"""`stackmgr log`, `undo` and `gc`: the operations stackmgr recorded, reverting one, forgetting old ones."""
+"""`stackmgr log`, `undo`, `redo` and `gc`: the operations stackmgr recorded, walking back and forward through
+them, forgetting old ones."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from stackmgr.cli.context import Context, json_option, pass_context
 from stackmgr.output import show_text as show
 from stackmgr.store.config import open_store
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.commands.undo import Undone
+
 
 @click.command("log")
 @click.option("-n", "limit", type=click.IntRange(min=1), metavar="N", help="Show only the newest N operations.")
@@ -20,9 +25,10 @@ def log_cmd(ctx: Context, limit: int | None) -> None:
     """List the operations that changed the store or a tree, newest first."""
     from stackmgr.commands.undo import file_letter, log, record_json
 
-    records = log(open_store(ctx.store), limit)
+    records = log(open_store(ctx.store), None)
+    records, every = records[:limit], records
     if ctx.json:
-        output.emit_json({"schema": 1, "operations": [record_json(r) for r in records]})
+        output.emit_json({"schema": 1, "operations": [record_json(r, every) for r in records]})
         return
     if not records:
         output.out("no operations recorded yet")
@@ -44,38 +50,59 @@ def log_cmd(ctx: Context, limit: int | None) -> None:
 
 @click.command("undo")
 @click.argument("op_id", required=False, metavar="[OP]")
+@click.option("-n", "steps", type=click.IntRange(min=1), default=1, metavar="N", help="Walk back N steps.")
 @json_option()
 @pass_context
-def undo_cmd(ctx: Context, op_id: str | None) -> None:
-    """Revert the newest operation (or OP): its store files and its trees. Undo is itself undoable."""
-    from stackmgr.commands.undo import record_json, undid, undo
+def undo_cmd(ctx: Context, op_id: str | None, steps: int) -> None:
+    """Walk back one step: revert the newest operation not undone yet (its store files and its trees); again
+    goes one step further back, `redo` forward. With OP: revert that operation."""
+    from stackmgr.commands.undo import undo
 
-    done = undo(open_store(ctx.store), op_id)
-    undone, mine, failed = done.record, done.mine, done.failed
+    _said(ctx, undo(open_store(ctx.store), op_id, steps))
+
+
+@click.command("redo")
+@click.option("-n", "steps", type=click.IntRange(min=1), default=1, metavar="N", help="Walk forward N steps.")
+@json_option()
+@pass_context
+def redo_cmd(ctx: Context, steps: int) -> None:
+    """Walk forward one step: redo what the last `undo` took back. A new operation clears what can be redone."""
+    from stackmgr.commands.undo import redo
+
+    _said(ctx, redo(open_store(ctx.store), steps))
+
+
+def _said(ctx: Context, done: list[Undone]) -> None:
+    """Each step of an undo or redo, one line each (`--json`: the last step, with every step under `steps`)."""
+    from stackmgr.commands.undo import record_json
+
+    first, last = done[0], done[-1]
     if ctx.json:
-        output.emit_json({"schema": 1, "undone": record_json(undone), "operation": mine and record_json(mine),
-                          "after_failed": failed, "after_rolled_back": done.rolled_back})  # fmt: skip
+        output.emit_json({"schema": 1, "undone": record_json(last.record), "operation": last.mine and
+                          record_json(last.mine), "after_failed": first.failed, "after_rolled_back":
+                          first.rolled_back, "verb": last.verb, "step": last.step,
+                          "steps": [{"verb": d.verb, "step": d.step, "command": d.command, "undone": d.record.id,
+                                     "operation": d.mine and d.mine.id} for d in done],
+                          "undo_left": last.undo_left, "redo_left": last.redo_left})  # fmt: skip
         return
-    if done.hidden:
-        tree = show(undone.command.split()[2])
-        output.err(f"stackmgr: note: tree {tree}: {done.hidden} recovery snapshot(s) are no longer listed by "
-                   "`stackmgr recover`; they stay under refs/stackmgr/recovery/ in its repository")  # fmt: skip
-    if mine is None:
-        output.out(f"nothing to change: `{show(undone.command)}` (op {show(undone.id)}) left no trace to revert")
-        return
-    verb, what = undid(undone, mine)
-    what, failed = show(what), failed if failed is None else show(failed)
-    if failed is not None:
-        output.out(f"undid `{what}` (op {undone.id}), the last operation that stands: `{failed}` failed and "
-                   "changed nothing, so the undo before it is not redone; `stackmgr undo` again redoes it")  # fmt: skip
-    elif done.rolled_back is not None:
-        output.out(f"{'redid' if verb == 'redo' else 'undid'} `{what}` (op {undone.id}), the last "
-                   f"operation that took effect: `{show(done.rolled_back)}` was interrupted and rolled back, changing "
-                   "nothing; `stackmgr undo` again redoes it")  # fmt: skip
-    elif verb == "redo":
-        output.out(f"redid `{what}` (op {mine.id}); `stackmgr undo` undoes it again")
-    else:
-        output.out(f"undid `{what}` (op {undone.id}); `stackmgr undo` again redoes it")
+    for d in done:
+        if d.hidden:
+            tree = show(d.record.command.split()[2])
+            output.err(f"stackmgr: note: tree {tree}: {d.hidden} recovery snapshot(s) are no longer listed by "
+                       "`stackmgr recover`; they stay under refs/stackmgr/recovery/ in its repository")  # fmt: skip
+        what = f"`{show(d.command)}` (op {show(d.step)})"
+        if d.verb == "redo":
+            further = ", `stackmgr redo` goes one step further forward" if d.redo_left else ""
+            output.out(f"redid {what}; `stackmgr undo` undoes it again{further}")
+            continue
+        why = ""
+        if d.failed is not None:
+            why = f", the last operation that stands: `{show(d.failed)}` failed and changed nothing"
+        elif d.rolled_back is not None:
+            why = (f", the last operation that took effect: `{show(d.rolled_back)}` was interrupted and rolled "
+                   "back, changing nothing")  # fmt: skip
+        further = ", `stackmgr undo` goes one step further back" if d.undo_left else " (nothing before it to undo)"
+        output.out(f"undid {what}{why}; `stackmgr redo` redoes it{further}")
 
 
 @click.command("gc")

@@ -12,6 +12,7 @@ import re
 import threading
 
 from stackmgr.errors import StackmgrError
+from stackmgr.git import refs
 from stackmgr.git.repo import open_repo
 from stackmgr.git.tempindex import TempIndex
 from stackmgr.journal.operation import operation
@@ -32,12 +33,30 @@ if TYPE_CHECKING:
 
 
 class TreeOutcome:
-    def __init__(self, plan: TreePlan, changed: bool) -> None:
+    def __init__(self, plan: TreePlan, changed: bool, before: Applied | None, series: str) -> None:
         self.tree = plan.tree
         self.base = plan.base
         self.patches = [p.name for p in plan.patches]
         self.result = plan.result
         self.changed = changed
+        # What left the tree: another series (or measured state) that had patches applied there.
+        self.left = (before.series, before.names) if before is not None and before.patches and \
+            before.series != series else None  # fmt: skip
+        self.head_before = plan.snap.head if plan.snap is not None else ""
+        self.remembered = (before.branch or "") if before is not None else ""  # by an earlier apply, push, pop
+        self.branch_before: str | None = None  # the branch HEAD was on (None: detached), told by `left_branch`
+        self.branch = self.remembered  # the branch `reset` returns to
+
+    def left_branch(self, branch: str | None) -> None:
+        """HEAD was on `branch` (None: detached) before the switch: `reset` returns to it, else to the one
+        remembered (never a detached intermediate)."""
+        self.branch_before = branch
+        self.branch = branch or self.remembered
+
+    @property
+    def detached(self) -> bool:
+        """Whether this apply detaches HEAD from a branch or moves a detached HEAD."""
+        return self.branch_before is not None or self.head_before != self.base
 
 
 def _preflight(store: Store, plan: TreePlan) -> Snapshot:
@@ -237,14 +256,21 @@ def apply_series(
     store: Store, name: str, *, only_tree: str | None = None, guards: tuple[str, ...] = (),
     three_way: bool = False, dry_run: bool = False, override: str | None = None,
 ) -> list[TreeOutcome]:  # fmt: skip
+    from stackmgr.store.applied import load_applied
+
     with operation(store, f"apply {name}"):
         plans = plan_series(store, name, only_tree, guards)
         _refuse_revivals(store, name, plans, override, dry_run)
         try:
             _preflight_while_computing(store, plans, three_way)
-            outcomes = [TreeOutcome(p, p.snap is not None and p.snap.tree_id() != p.result) for p in plans]
-            if not dry_run:
-                _switch_all(store, name, plans, guards)
+            before = load_applied(store)
+            outcomes = [TreeOutcome(p, p.snap is not None and p.snap.tree_id() != p.result, before.get(p.tree),
+                                    name) for p in plans]  # fmt: skip
+            if dry_run:
+                for o, plan in zip(outcomes, plans, strict=True):
+                    o.left_branch(refs.symbolic_head(plan.snap.repo) if plan.snap is not None else None)
+            else:
+                _switch_all(store, name, plans, guards, outcomes)
             return outcomes
         finally:
             for plan in plans:
@@ -265,7 +291,8 @@ def _refuse_revivals(store: Store, name: str, plans: list[TreePlan], override: s
     guard_revival(store, brought, override, f"apply {name}", record=not dry_run)
 
 
-def _switch_all(store: Store, name: str, plans: list[TreePlan], guards: tuple[str, ...]) -> None:
+def _switch_all(store: Store, name: str, plans: list[TreePlan], guards: tuple[str, ...],
+                outcomes: list[TreeOutcome]) -> None:  # fmt: skip
     """Switch every tree; if one refuses, put the ones already switched back as they were."""
     done: list[tree_move.Moved] = []
     try:
@@ -277,7 +304,10 @@ def _switch_all(store: Store, name: str, plans: list[TreePlan], guards: tuple[st
         for moved in reversed(done):
             tree_move.move_back(moved, f"stackmgr apply {name}: rolled back")
         raise
-    for plan in plans:
+    for plan, moved, outcome in zip(plans, done, outcomes, strict=True):
         assert plan.result is not None
-        record_applied(store, plan.tree, Applied(name, plan.base, [(p.name, p.sha256) for p in plan.patches],
-                                                 plan.result, guards=list(guards)))  # fmt: skip
+        outcome.left_branch(moved.branch)  # what HEAD was on, as the move read it
+        applied = Applied(name, plan.base, [(p.name, p.sha256) for p in plan.patches], plan.result,
+                          guards=list(guards))  # fmt: skip
+        applied.branch = outcome.branch  # the branch before the first apply: `reset` goes back to it
+        record_applied(store, plan.tree, applied)

@@ -16,6 +16,7 @@ from stackmgr.errors import UsageProblem
 from stackmgr.evidence.measured import rebuild
 from stackmgr.evidence.reading import find_ref
 from stackmgr.evidence.records import Link, StackEntry
+from stackmgr.git.refs import symbolic_head
 from stackmgr.git.repo import open_repo
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
@@ -40,7 +41,9 @@ def find_link(store: Store, wanted: str) -> Link:
     """The record with id `wanted` (the `lnk-` may be left out), or a run's name (`stackmgr run --name`)."""
     found = find_ref(store, wanted)  # a run name two runs were given: refused there, with their ids
     if found is None:
-        raise UsageProblem(f"no link {wanted}", "see `stackmgr links` for ids")
+        from stackmgr.evidence.ref_names import unknown_ref
+
+        raise unknown_ref(store, wanted, f"no link {wanted}", "see `stackmgr links` for ids")
     return found
 
 
@@ -61,11 +64,13 @@ def apply_link(store: Store, wanted: str, *, only_tree: str | None = None, dry_r
                 preflight(store, entry.tree, entry.base, snaps.append, already=target)
             outcomes = [Rebuilt(e, not _there(s, e, t)) for e, s, t in zip(entries, snaps, targets, strict=True)]
             if not dry_run:
+                branches = [symbolic_head(snap.repo) for snap in snaps]  # HEAD leaves them: `reset` returns
                 _switch_all(store, link, entries, snaps, targets)
-                for entry, (_tree, below) in zip(entries, built, strict=True):
-                    record_applied(store, entry.tree, Applied(entry.series, entry.base, _names_now(store, entry), below)
-                                   .measured_from(link.id, link.patch if entry.tree == link.tree else "",
-                                                  entry.residue_patch, entry.snapshot))  # fmt: skip
+                for entry, (_tree, below), branch in zip(entries, built, branches, strict=True):
+                    applied = Applied(entry.series, entry.base, _names_now(store, entry), below).measured_from(
+                        link.id, link.patch if entry.tree == link.tree else "", entry.residue_patch, entry.snapshot)
+                    applied.branch = branch or None  # None: the branch an earlier apply remembered
+                    record_applied(store, entry.tree, applied)
             return outcomes
         finally:
             for snap in snaps:

@@ -119,9 +119,12 @@ def resolve(store: Store, targets: list[str]) -> list[tuple[Link, bool, str]]:
         elif valid_name(name) and os.path.isfile(os.path.join(store.patches_dir, name + ".patch")):
             raise UsageProblem(f"patch {name} has no links yet", f"record one with `stackmgr link {name} ARTIFACT…`")
         else:
+            from stackmgr.evidence.ref_names import unknown_ref
+            from stackmgr.store.names import patch_names
+
             shown = target.encode("unicode_escape").decode("ascii")[:80]
-            raise UsageProblem(f"no link or patch named '{shown}'",
-                               "give link ids (`stackmgr links`) or patch names (`stackmgr series`)")  # fmt: skip
+            raise unknown_ref(store, target, f"no link or patch named '{shown}'", "give link ids (`stackmgr links`) "
+                              "or patch names (`stackmgr series`)", also=patch_names(store))  # fmt: skip
     first: dict[str, tuple[Link, bool, str]] = {}
     for link, alone, given in chosen:
         had = first.setdefault(link.id, (link, alone, given))

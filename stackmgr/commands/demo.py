@@ -108,7 +108,7 @@ def _walk(root: str) -> None:
     _step("the series is applied and the tree matches it", "status")
     _step("every command that changed something is in the log", "log", "-n", "3")
     _step("undo the apply: the clean tree is back", "undo")
-    _step("undo the undo: the series is applied again", "undo")
+    _step("redo it: the series is applied again", "redo")
     after = _worktree_id(repo)
     output.out("")
     output.out(output.paint("## the series rebuilt the tree exactly", "bold"))

@@ -17,7 +17,7 @@ from stackmgr.git.scratch import tree_from_patches
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none
-from stackmgr.store.names import VERSIONS, inside, patch_name, refuse_link_inside, refuse_linked_dirs
+from stackmgr.store.names import VERSIONS, inside, no_patch, patch_name, refuse_link_inside, refuse_linked_dirs
 
 
 class Version:
@@ -43,7 +43,7 @@ def resolve(store: Store, spec: str) -> Version:
     if not which:
         path = inside(store.patches_dir, name + ".patch")
         if not os.path.isfile(path):
-            raise UsageProblem(f"no patch named {name}", "see `stackmgr series`, or give a patch file's path")
+            raise no_patch(store, name, f"no patch named {name} (nor a file {name} here)")
         return Version(f"{name}.patch", path, f"patches/{name}.patch")
     kept = refuse_link_inside(store.root, os.path.join(store.patches_dir, VERSIONS, name))
     versions = sorted((os.path.join(kept, v) for v in os.listdir(kept) if v.endswith(".patch")),

@@ -15,7 +15,6 @@ import shlex
 from collections.abc import Callable
 from typing import Any, cast
 
-from stackmgr.errors import UsageProblem
 from stackmgr.evidence.compare import CONFIG_KEYS, run_config
 from stackmgr.evidence.link_state import interruption, link_mark, link_state
 from stackmgr.evidence.metrics import Metric, lead
@@ -218,8 +217,9 @@ class LinkTable:
         self.store = store
         links: list[Link] | list[Brief] = load_links(store) if whole else load_briefs(store)
         if tree and not store.knows(tree) and all(k.tree != tree for k in links):  # a tree forgotten: its links
-            known = ", ".join(sorted([*store.trees, *store.unplaced])) or "none yet"
-            raise UsageProblem(f"unknown tree '{tree}' (known: {known})", "see `stackmgr trees`")
+            from stackmgr.store.suggest import unknown_tree
+
+            raise unknown_tree(tree, [*store.trees, *store.unplaced], "see `stackmgr trees`")
         self.amended_by = replaced = amended_by(links)
         self.hidden = 0  # amended records that passed the filters, left out
         wanted = set(SeriesFile.load(store, series).patch_names()) if series else None

@@ -20,7 +20,7 @@ from stackmgr.git.scratch import merge_blobs, tree_with_entries
 from stackmgr.git.tempindex import start_tree_diff
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
-from stackmgr.safety.assessment import describe
+from stackmgr.safety.assessment import counted, file_lines
 from stackmgr.safety.preserved import assess
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
 from stackmgr.store.applied import Applied, applied_result, load_applied, patches_changed_since_applied, record_applied
@@ -97,8 +97,10 @@ def push(store: Store, tree: str | None, patch: str | None, every: bool, overrid
             return _move(store, where, where.stack, "push", merge)  # the same patches, at the store's versions now
         if patch is not None:
             if patch not in where.names:
+                from stackmgr.store.suggest import did_you_mean
+
                 raise UsageProblem(f"patch {patch} is not in series {where.series} for tree {where.tree}",
-                                   f"see `stackmgr series {where.series}`")  # fmt: skip
+                                   did_you_mean(patch, where.names, f"see `stackmgr series {where.series}`"))
             if patch in where.stack:
                 raise StackmgrError(f"patch {patch} is already applied on tree {where.tree} ({where.summary()})",
                                     f"`stackmgr pop {patch}` goes back to it")  # fmt: skip
@@ -129,8 +131,10 @@ def pop(store: Store, tree: str | None, patch: str | None, every: bool, merge: b
                                 f"`stackmgr push` applies the next patch of {where.series}")  # fmt: skip
         if patch is not None:
             if patch not in where.stack:
+                from stackmgr.store.suggest import did_you_mean
+
                 raise UsageProblem(f"patch {patch} is not applied on tree {where.tree} ({where.summary()})",
-                                   "name an applied patch: pop leaves it on top")  # fmt: skip
+                                   did_you_mean(patch, where.stack, "name an applied patch: pop leaves it on top"))
             if patch == where.top:
                 raise StackmgrError(f"patch {patch} is already on top of tree {where.tree}; nothing to pop")
         wanted = 0 if every else where.stack.index(patch) + 1 if patch is not None else n - 1
@@ -188,12 +192,14 @@ def _move(store: Store, where: Position, wanted: list[str], verb: str, merge: bo
             final = tree_with_entries(snap.repo, target, {**entries, **merged})
         before = where.count
         changed = final != snap.tree_id()
+        branch = None  # the branch HEAD leaves: `reset` returns to it
         if changed:
-            tree_move.move_tree(snap, final, index_tree=base, head=base,
-                                reason=f"stackmgr {verb} {where.series}", op=store.journal)  # fmt: skip
+            branch = tree_move.move_tree(snap, final, index_tree=base, head=base,
+                                         reason=f"stackmgr {verb} {where.series}", op=store.journal).branch  # fmt: skip
         now = Applied(applied.series, base, [(p.name, p.sha256) for p in refs], target,
                       pending=[n for n in where.names if n not in wanted],
                       guards=applied.guards).carry_residue(applied)  # fmt: skip
+        now.branch = branch or None  # None: the branch an earlier move remembered
         record_applied(store, where.tree, now)
         moved = Moved(Position(where.tree, now, where.names, list(wanted)), before, changed, len(carried), stale)
         moved.rebased = base if base != applied.base else ""
@@ -242,23 +248,24 @@ def _refuse_in_the_way(store: Store, snap: Snapshot, where: Position, verb: str,
     index += [(p, "unmerged") for p in snap.unmerged]
     if index:  # the switch sets the index to the base: git's view of these would be lost
         raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} has index state a {verb} would "
-                            f"lose: {describe(index)}", "resolve or `git add` them (then save), and retry")  # fmt: skip
+                            f"lose ({counted(index)})", "resolve or `git add` them (then save), and retry",
+                            file_lines(index))  # fmt: skip
     paths = {c.path for c in moving}
     dirs = {p[:i] for p in paths for i in range(len(p)) if p[i : i + 1] == b"/"}  # a file where the move makes a dir
     touched = [(c.path, c.kind) for c in carried if c.path in paths or c.path in dirs
                or any(c.path[:i] in paths for i in range(len(c.path)) if c.path[i : i + 1] == b"/")]  # fmt: skip
     if touched:
         raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} has changes on top of "
-                            f"{where.top or 'the base'} in files the {verb} would change: {describe(touched)}",
+                            f"{where.top or 'the base'} in files the {verb} would change ({counted(touched)})",
                             f"`stackmgr {verb} --merge` merges them into the new versions (as `git checkout -m`); "
-                            "`stackmgr refresh PATH…` folds them into the top patch")  # fmt: skip
+                            "`stackmgr refresh PATH…` folds them into the top patch", file_lines(touched))  # fmt: skip
     lost = [(p, why) for p, why in assess(store, snap).blockers(snap) if p in paths and p not in merged]
     if lost and _rebuilds(store, where):
         lost = []  # what the move takes away, the series' patch files build again (`push` brings it back)
     if lost:
         raise StackmgrError(f"{verb} refused, nothing changed: tree {where.tree} holds changes no patch preserves "
-                            f"in files the {verb} would change: {describe(lost)}",
-                            "save them (`stackmgr save NAME`) first")  # fmt: skip
+                            f"in files the {verb} would change ({counted(lost)})",
+                            "save them (`stackmgr save NAME`) first", file_lines(lost))  # fmt: skip
 
 
 def _merge_carried(snap: Snapshot, where: Position, verb: str, carried: list[Change],
@@ -282,9 +289,10 @@ def _merge_carried(snap: Snapshot, where: Position, verb: str, carried: list[Cha
             merged[c.path] = (c.new_mode, blob)
     if refused:
         raise StackmgrError(f"{verb} --merge refused, nothing changed: tree {where.tree}: your changes and the "
-                            f"{verb} do not merge in {describe(refused)}", "`stackmgr reset --force` keeps your "
+                            f"{verb} do not merge in {counted(refused)}", "`stackmgr reset --force` keeps your "
                             "tree in a recovery snapshot (`stackmgr recover ID` shows it back), then `stackmgr apply "
-                            f"{where.series}` and redo those edits on the new version")  # fmt: skip
+                            f"{where.series}` and redo those edits on the new version",
+                            file_lines(refused))  # fmt: skip
     return merged
 
 

@@ -21,6 +21,7 @@ from stackmgr.store.conflicts import refuse_conflicted
 from stackmgr.store.fs import read_or_none, sha256_hex
 from stackmgr.store.names import (
     VERSIONS,
+    no_patch,
     patch_file,
     patch_name,
     refuse_link_above,
@@ -43,7 +44,7 @@ def rename_patch(store: Store, old: str, new: str) -> list[str]:
         source = os.path.join(store.patches_dir, old + ".patch")
         data = read_or_none(source)
         if data is None:
-            raise UsageProblem(f"no patch {old} in patches/", "see `stackmgr series` or `ls patches/`")
+            raise no_patch(store, old, f"no patch {old} in patches/")
         refuse_conflicted(data, f"patches/{old}.patch")  # a file mid-merge is resolved first, never moved
         places = (os.path.join(store.patches_dir, new + ".patch"), os.path.join(store.links_dir, new),
                   os.path.join(store.patches_dir, VERSIONS, new))  # fmt: skip
@@ -99,7 +100,7 @@ def drop_patch(store: Store, name: str, with_links: bool) -> str:
                 _remove(store, os.path.join(links, filename))
             return f"links/{name}/ (removed)"
         if data is None:
-            raise UsageProblem(f"no patch {name} in patches/", "see `stackmgr series` or `ls patches/`")
+            raise no_patch(store, name, f"no patch {name} in patches/")
         applied = [t for t, a in load_applied(store).items() if name in a.names]
         if applied:
             raise StackmgrError(f"patch {name} is applied to tree {applied[0]}; nothing changed",

@@ -30,6 +30,9 @@ class ResetOutcome:
         self.moved = moved
         self.recovery = recovery  # short id of the recovery snapshot, when --force stored one
         self.files = files
+        self.branch: str | None = None  # the branch HEAD is back on (the one before the first `apply`)
+        self.branch_moved: tuple[str, str] | None = None  # (that branch, its commit): it moved, HEAD stays detached
+        self.branch_elsewhere: str | None = None  # that branch, checked out in another worktree: HEAD stays detached
 
 
 class _Planned:
@@ -115,11 +118,34 @@ def _reset_one(store: Store, p: _Planned, force: bool) -> ResetOutcome:
         if recovery is not None:  # the tree was not changed (or was put back): the snapshot is not needed
             drop_recovery(snap, recovery)
         raise
+    outcome = ResetOutcome(p.config.name, p.target, moved, recovery, len(snap.changes))
+    if applied is not None and applied.branch:
+        _back_to_branch(p, applied.branch, outcome)
     if applied is not None and applied.series and p.target == applied.base:  # it stays current, none of it
         # applied: push goes on (a measured state's residue is gone with the rest; one of no series is forgotten)
         pending = [*applied.names, *applied.pending]
-        record_applied(store, p.config.name, Applied(applied.series, applied.base, [], target_tree, pending=pending,
-                                                        guards=applied.guards))
+        kept = Applied(applied.series, applied.base, [], target_tree, pending=pending, guards=applied.guards)
+        kept.branch = "" if outcome.branch else None  # back on it: nothing more to remember; else still
+        record_applied(store, p.config.name, kept)
     else:
         clear_applied(store, p.config.name)
-    return ResetOutcome(p.config.name, p.target, moved, recovery, len(snap.changes))
+    return outcome
+
+
+def _back_to_branch(p: _Planned, branch: str, outcome: ResetOutcome) -> None:
+    """HEAD back on the branch it was on before the first `apply` detached it, as `git bisect reset` does, when
+    that branch still points at the commit the reset left HEAD on; else it stays detached (the branch is never
+    moved) and the outcome says where the branch is now. The journal's record of the move has HEAD detached
+    before it: an undo detaches it again."""
+    repo = p.snap.repo
+    if refs.symbolic_head(repo) is not None:
+        return
+    at = repo.ref_commit(branch)
+    short = branch.removeprefix("refs/heads/")
+    if at == p.target and refs.branch_checked_out_elsewhere(repo, branch):
+        outcome.branch_elsewhere = short
+    elif at == p.target:
+        refs.attach_head(repo, branch, f"stackmgr reset: back to {short}")
+        outcome.branch = short
+    elif at is not None:
+        outcome.branch_moved = (short, at)

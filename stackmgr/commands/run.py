@@ -31,6 +31,7 @@ from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.records import Artifact, Link, StackEntry, utc_now, write_link
 from stackmgr.evidence.states import Evidence
 from stackmgr.journal.operation import operation
+from stackmgr.output import plural
 from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store
 from stackmgr.store.fs import process_alive
@@ -346,9 +347,9 @@ def say(outcome: RunOutcome) -> None:
         sys.stderr.write(f"stackmgr: warning: {warning}\n")
     for link in outcome.links:
         sys.stderr.write(f"stackmgr: recorded {link.id} for {link.patch} (exit {outcome.exit_code}, "
-                         f"{link.run['duration_s']} s, {len(link.artifacts)} artifact(s), {len(link.metrics)} "
-                         f"metric(s)); complete it: `stackmgr link {link.patch} --amends {link.id} --verdict … "
-                         "--lesson …`\n")  # fmt: skip
+                         f"{link.run['duration_s']} s, {plural(len(link.artifacts), 'artifact')}, "
+                         f"{plural(len(link.metrics), 'metric')}); complete it: `stackmgr link {link.patch} "
+                         f"--amends {link.id} --verdict … --lesson …`\n")  # fmt: skip
     for taint in outcome.taints:
         sys.stderr.write(f"stackmgr: warning: {taint}\n")
 

@@ -234,12 +234,15 @@ def _refuse_gitlinks(tree: str, changes: list[Change]) -> None:
     the submodule's commits where they are)."""
     links = [c.path for c in changes if GITLINK_MODE in (c.old_mode, c.new_mode)]
     if links:
-        shown = ", ".join(show_path(p) for p in links[:3]) + (" …" if len(links) > 3 else "")
+        from stackmgr.errors import listed
+
+        shown = show_path(links[0]) if len(links) == 1 else f"{len(links)} submodules"
         raise StackmgrError(
-            f"tree {tree}: submodule {shown} points to another commit than HEAD records; stackmgr does not save "
-            "submodule commits",
+            f"tree {tree}: {'submodule ' if len(links) == 1 else ''}{shown} point{'s' if len(links) == 1 else ''} to "
+            "another commit than HEAD records; stackmgr does not save submodule commits",
             "commit the new pointer in git, or put it back with `git submodule update`; "
             "to save the other changes, name their paths",
+            listed([show_path(p) for p in links]) if len(links) > 1 else None,
         )
 
 

@@ -23,7 +23,7 @@ from stackmgr.safety.snapshot import Snapshot
 from stackmgr.store.applied import Applied, load_applied, patches_changed_since_applied, record_applied
 from stackmgr.store.config import Store
 from stackmgr.store.position import applied_position
-from stackmgr.store.series import SeriesFile, list_series
+from stackmgr.store.series import SeriesFile
 from stackmgr.types import Change, show_path
 
 TYPE_CHECKING = False
@@ -102,12 +102,11 @@ def series_a_save_lands_in(
                                f"would repeat {on}'s patches", f"`--new-series {series}` starts {series} on them; "
                                f"`--series {on}` adds to {on}")  # fmt: skip
         if on is not None and on != series and not named.exists:
-            import difflib
+            from stackmgr.store.series import series_names
+            from stackmgr.store.suggest import close_names, did_you_mean
 
-            close = difflib.get_close_matches(series, list_series(store), n=1, cutoff=0.6)
-            if not close and series.lower() == on.lower():
-                close = [on]
-            guess = f"did you mean {close[0]}? " if close else ""
+            close = close_names(series, series_names(store)) or close_names(series, [on])
+            guess = f"{did_you_mean(series, close[:1])} " if close else ""
             raise UsageProblem(f"no series named {series}, and tree {tree} has series {on} applied",
                                f"{guess}`--series {close[0] if close else on}` adds to it; `--new-series {series}` "
                                f"starts {series} on the state the tree holds")  # fmt: skip

@@ -9,12 +9,14 @@ from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.journal.operation import operation
 from stackmgr.store.config import Store
 from stackmgr.store.names import patch_file
-from stackmgr.store.series import SeriesFile, list_series, series_path
+from stackmgr.store.position import Position
+from stackmgr.store.series import SeriesFile, list_series, no_series, series_path
 
 
 def series_rows(store: Store) -> list[dict[str, Any]]:
     """Per series: its patch count and how many patch files are missing, or why it could not be read."""
     rows: list[dict[str, Any]] = []
+    applied = applied_in(store)
     for name in list_series(store):
         try:
             series = SeriesFile.load(store, name)
@@ -22,16 +24,36 @@ def series_rows(store: Store) -> list[dict[str, Any]]:
             rows.append({"name": name, "patches": None, "missing": None, "error": str(exc)})
             continue
         rows.append({"name": name, "patches": len(series.entries), "missing": len(series.missing_patches()),
-                     "error": None})  # fmt: skip
+                     "error": None, "applied": [{"tree": p.tree, "applied": len(p.in_series), "of": p.total,
+                                                 "top": p.top} for p in applied.get(name, [])]})  # fmt: skip
     return rows
 
 
+def applied_in(store: Store) -> dict[str, list[Position]]:
+    """Series name -> the positions of the trees that have patches of it applied (store/position.py)."""
+    from stackmgr.store.applied import load_applied
+    from stackmgr.store.position import applied_position
+
+    found: dict[str, list[Position]] = {}
+    for tree in sorted(load_applied(store)):
+        position = applied_position(store, tree)
+        if position is not None and position.series and position.count:
+            found.setdefault(position.series, []).append(position)
+    return found
+
+
 def patch_rows(store: Store, name: str) -> list[dict[str, Any]]:
-    """Each patch of series NAME: position, tree, subject, +/-, guards, and whether its file exists and parses."""
+    """Each patch of series NAME: position, tree, subject, +/-, guards, whether its file exists and parses,
+    whether it is applied (and the top applied one) in the tree the series is applied in, its verdict (the lane's
+    status: evidence/revival.lane_of) and the headline metric of its latest result a view may quote."""
     from stackmgr.safety.preserved import PatchIndex
 
     series = SeriesFile.load(store, name)
     index = PatchIndex.load(store)
+    stacks = applied_in(store).get(name, [])
+    held = {(p.tree, patch) for p in stacks for patch in p.stack}
+    tops = {(p.tree, p.top) for p in stacks}
+    verdicts = _verdicts(store, [e.name for e in series.entries])
     rows: list[dict[str, Any]] = []
     for n, entry in enumerate(series.entries, start=1):
         is_file = os.path.isfile(os.path.join(store.patches_dir, entry.patch))
@@ -43,9 +65,42 @@ def patch_rows(store: Store, name: str) -> list[dict[str, Any]]:
             "files": files, "insertions": plus, "deletions": minus, "guards": entry.guards,
             "error": rec["error"] if rec else None,
             "size": os.lstat(os.path.join(store.patches_dir, entry.patch)).st_size if rec else None,
+            "applied": rec is not None and (rec["tree"], entry.name) in held,
+            "top": rec is not None and (rec["tree"], entry.name) in tops, **verdicts[entry.name],
         })  # fmt: skip
     index.save()
     return rows
+
+
+def _verdicts(store: Store, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Per patch: its verdict (`lane_of`'s status: promoted, rejected, experimental, unlinked), whether a
+    do-not-revive lane names it, and the headline metric of its latest result that measured it and still holds
+    (`quoted_results`), or None."""
+    from stackmgr.evidence.link_state import link_state, quoted_results
+    from stackmgr.evidence.metrics import lead
+    from stackmgr.evidence.reading import load_links
+    from stackmgr.evidence.revival import DeadLanes, lane_of
+    from stackmgr.evidence.states import Evidence, effective
+
+    ev = Evidence.gather(store)
+    dead = DeadLanes(store)
+    headline = store.headline()
+    found: dict[str, dict[str, Any]] = {}
+    for name in names:
+        try:
+            links = load_links(store, name) if os.path.isdir(os.path.join(store.links_dir, name)) else []
+        except StackmgrError:  # a record that cannot be read: `show NAME` names it; the listing goes on
+            found[name] = {"verdict": "unreadable", "do_not_revive": False, "metric": None}
+            continue
+        judged = {link.id: link_state(ev, link) for link in links}
+        lane = lane_of(ev, name, links, {lid: j.freshness for lid, j in judged.items()}, dead)
+        quoted = quoted_results(effective(links), judged)
+        metric = lead(quoted[-1].metrics, headline) if quoted else None
+        found[name] = {"verdict": lane.status, "do_not_revive": lane.do_not_revive,
+                       "metric": {"name": metric.name, "value": metric.value, "unit": metric.unit}
+                       if metric is not None else None}  # fmt: skip
+    ev.save()
+    return found
 
 
 def refuse_conflicted_rows(store: Store, rows: list[dict[str, Any]]) -> None:
@@ -124,12 +179,7 @@ def delete_series(store: Store, name: str) -> int:
     with operation(store, f"series rm {name}") as op:
         refuse_linked_dirs(store.root, ("series",))  # nothing removed through a link a pull made
         if not os.path.lexists(series_path(store, name)):
-            import difflib
-
-            names = list_series(store)
-            close = [n for n in names if n.lower() == name.lower()] or difflib.get_close_matches(name, names, n=1)
-            raise UsageProblem(f"no series named '{name}'",
-                               f"did you mean {close[0]}?" if close else "list them with `stackmgr series`")
+            raise no_series(store, name)
         listed = SeriesFile.load_or_new(store, name).entries if os.path.isfile(series_path(store, name)) else []
         current = {tree: applied for tree, applied in load_applied(store).items() if applied.series == name}
         users = sorted(tree for tree, applied in current.items() if applied.patches)

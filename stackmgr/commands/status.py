@@ -82,9 +82,10 @@ def start_report(store: Store, config: TreeConfig, *, full: bool, explicit: bool
     """Start one tree's snapshot (git runs while the caller goes on), or the report of a tree that cannot be looked
     at. A missing tree is reported, not fatal, unless it was asked for by name."""
     if not os.path.isdir(config.path):
+        place = f"`stackmgr tree set {config.name} PATH` says where it is on this machine"
         if explicit:
-            raise StackmgrError(f"tree {config.name}: {config.path} does not exist", "fix its path in the store config")
-        return TreeReport(config.name, config.path, "missing", f"{config.path} does not exist")
+            raise StackmgrError(f"tree {config.name}: {config.path} does not exist", place)
+        return TreeReport(config.name, config.path, "missing", f"{config.path} does not exist; {place}")
     try:
         # status writes the tree id; from its own frozen copy of the index, since another stackmgr's snapshot
         # may be refreshing the shared private index by then (check needs no tree id, and no copy)

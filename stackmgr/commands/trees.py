@@ -75,10 +75,13 @@ def forget_tree(store: Store, name: str) -> str:
             if f"\nStackmgr-Tree: {name}\n".encode() in head:
                 holding.append(filename[: -len(".patch")])
     if holding:
-        shown = ", ".join(holding[:3]) + (" …" if len(holding) > 3 else "")
-        raise UsageProblem(f"{len(holding)} patch{'es' if len(holding) > 1 else ''} of tree {name} "
-                           f"({shown}) would name a tree the store no longer knows",
-                           f"keep the tree (`stackmgr tree set {name} PATH` moves it), or drop them first")  # fmt: skip
+        from stackmgr.errors import listed
+        from stackmgr.output import plural
+
+        raise UsageProblem(f"{plural(len(holding), 'patch', 'patches')} of tree {name} would name a tree the store "
+                           "no longer knows",
+                           f"keep the tree (`stackmgr tree set {name} PATH` moves it), or drop them first",
+                           listed(holding))  # fmt: skip
     placed = store.tree(name).path if name in store.local_paths else None
     with operation(store, f"tree rm {name}"):
         remove_tree(store, name)

@@ -1,17 +1,18 @@
-"""`stackmgr undo [OP]`, `log` and `gc`: the operation journal read back. An undo reverts the newest completed
-operation (its store files and its trees, through journal/rollback.py) and is an operation itself, so undoing it
-redoes the original.
+"""`stackmgr undo [OP]`, `redo`, `log` and `gc`: the operation journal read back. `undo` walks back one step at a
+time, reverting the newest operation not undone yet (its store files and its trees, through journal/rollback.py),
+and `redo` walks forward again (journal/walk.py reads where the walk stands); each is an operation itself.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git import refs
 from stackmgr.git.repo import open_repo
-from stackmgr.journal.operation import operation
+from stackmgr.journal.operation import Operation, operation
 from stackmgr.journal.record import (
     ANCHOR_PREFIX,
     STATE,
@@ -24,6 +25,7 @@ from stackmgr.journal.record import (
     store_file,
 )  # fmt: skip
 from stackmgr.journal.rollback import file_back, forced_reset, tree_back
+from stackmgr.journal.walk import step_of, walk
 from stackmgr.safety.recovery import give_back_raw_of, list_recoveries
 from stackmgr.store.config import Store
 from stackmgr.store.fs import locked, read_or_none
@@ -47,10 +49,11 @@ def log_records(store: Store) -> list[Record]:
 
 
 class Undone:
-    """What `undo` did: the operation it reverted, its own record (None: nothing to change), and why it chose that
-    one when the newest thing in the journal is not it: the command that failed after an undo (`failed`), or the
-    interrupted command that was rolled back since (`rolled_back`); and the recovery snapshots that an undo of
-    `tree add`/`tree set` named explicitly leaves out of `recover`'s list (`hidden`)."""
+    """What one step of `undo` or `redo` did: the record it reverted, its own record, the step (the operation
+    that first did it, and its command), `verb` (`undo` or `redo`), why it chose that one when the newest thing
+    in the journal is not it: the command that failed after an undo (`failed`), or the interrupted command that
+    was rolled back since (`rolled_back`); the recovery snapshots that an undo of `tree add`/`tree set` named
+    explicitly leaves out of `recover`'s list (`hidden`); and how many steps are left to undo and to redo."""
 
     def __init__(self, record: Record, mine: Record | None, failed: str | None, rolled_back: str | None,
                  hidden: int) -> None:  # fmt: skip
@@ -59,20 +62,94 @@ class Undone:
         self.failed = failed
         self.rolled_back = rolled_back
         self.hidden = hidden
+        self.verb = "undo"
+        self.step = record.id
+        self.command = record.command
+        self.undo_left = 0
+        self.redo_left = 0
 
 
-def undo(store: Store, wanted: str | None) -> Undone:
-    """Revert the newest completed operation (or the one `wanted` names): its store files and its trees. The
-    undo is an operation itself, so undoing it redoes the original, but only right after it: once a command
-    failed after an undo, `undo` reverts the newest operation that still stands instead. A command that was
-    interrupted and rolled back did nothing (as in git and jj): `undo` reverts the last operation that took
-    effect, and says so. An undo of `tree add`/`tree set` that would take recovery snapshots out of `recover`'s
-    list is refused unless that operation is named (`undo OP`)."""
+def undo(store: Store, wanted: str | None, steps: int = 1) -> list[Undone]:
+    """Walk back `steps` steps through the journal (docs/FORMATS.md#operation-journal): each reverts the newest
+    operation not undone yet (its store files and its trees) and is an operation itself, which `redo` reverts.
+    A command that failed, or was interrupted and rolled back, did nothing (as in git and jj): the walk passes
+    over it, and the first step says so. `undo OP` reverts that operation instead (an undo: redoes it). An undo
+    of `tree add`/`tree set` that would take recovery snapshots out of `recover`'s list is refused unless that
+    operation is named. Several steps are all done or, where one is refused, none: the steps before it are
+    put back."""
+    if wanted is not None and steps != 1:
+        raise UsageProblem("`undo OP` reverts one operation; -n walks back from the newest",
+                           "use one of them")  # fmt: skip
+    _enough(store, steps, "undo")
+    return _steps(store, steps, lambda: _undo_one(store, wanted))
+
+
+def redo(store: Store, steps: int = 1) -> list[Undone]:
+    """Walk forward `steps` steps: each redoes the step the newest standing undo took back (reverting that
+    undo, as an operation of its own). A new operation (not an undo or redo) clears what could be redone."""
+    _enough(store, steps, "redo")
+    return _steps(store, steps, lambda: _redo_one(store))
+
+
+def _enough(store: Store, steps: int, verb: str) -> None:
+    """`-n N` with fewer steps to walk: refused before any is taken (with none, the first step says why)."""
+    if steps == 1:
+        return
+    where = walk(log_records(store))
+    have = len(where.undo if verb == "undo" else where.redo)
+    if 0 < have < steps:
+        raise StackmgrError(f"only {have} step{'s' if have != 1 else ''} to {verb}, not {steps}; nothing changed",
+                            f"`stackmgr {verb} -n {have}` walks all of them")  # fmt: skip
+
+
+def _steps(store: Store, steps: int, one: Callable[[], Undone]) -> list[Undone]:
+    done: list[Undone] = []
+    try:
+        for _ in range(steps):
+            done.append(one())
+    except StackmgrError as exc:
+        if not done:
+            raise
+        left = _put_back(store, [d.mine for d in done if d.mine is not None])
+        after = "except what the notes above name" if left else "nothing changed"
+        error = StackmgrError(f"{exc.message} (step {len(done) + 1} of {steps}; the step"
+                              f"{'s' if len(done) != 1 else ''} before it put back: {after})", exc.hint)  # fmt: skip
+        error.exit_code = exc.exit_code
+        raise error from None
+    return done
+
+
+def _put_back(store: Store, records: list[Record]) -> bool:
+    """Roll back steps of this command that completed, newest first (their records say `rolled-back`); True
+    when something written since was left as it is (each said in a note)."""
+    import sys
+
+    from stackmgr.journal.rollback import roll_back
+
+    left = False
+    with locked(store.lock_path, "the store"):
+        for record in reversed(records):
+            for note in roll_back(store, record, os.path.join(ops_dir(store), record.name)):
+                sys.stderr.write(f"stackmgr: note: {note}\n")
+                left = True
+    return left
+
+
+def _undo_one(store: Store, wanted: str | None) -> Undone:
     with operation(store, "undo") as op:
         records = log_records(store)
+        where = walk(records)
         failed = None if wanted is not None else failed_after_undo(records)
-        record = _pick(store, wanted) if failed is None else _standing(store, failed)
-        rolled_back = None if wanted is not None or failed is not None else _rolled_back_since(records, record)
+        if wanted is not None:
+            record = _pick(store, wanted)
+        elif where.undo:
+            record = where.undo[-1].record
+        else:
+            raise StackmgrError("nothing to undo: " + ("every operation recorded is undone already" if where.redo
+                                                       else "no operation is recorded"),
+                                "`stackmgr redo` redoes the last one undone" if where.redo
+                                else "`stackmgr log` lists what was recorded")  # fmt: skip
+        rolled_back = None if wanted is not None or failed is not None else _rolled_back_since(records)
         hidden = _hidden_recoveries(store, record)
         if hidden and wanted is None:
             why = f"`{rolled_back}` was interrupted and rolled back, so " if rolled_back else ""
@@ -81,26 +158,67 @@ def undo(store: Store, wanted: str | None) -> Undone:
                 f"undoing it would take {hidden} recovery snapshot{'s' if hidden != 1 else ''} of tree "
                 f"{record.command.split()[2]} out of `stackmgr recover`'s list; nothing changed",
                 f"`stackmgr undo {record.id}` does it anyway (the snapshots stay in that repository)")  # fmt: skip
-        directory = os.path.join(ops_dir(store), record.name)
-        changed = _changed_since(store, record)
-        if changed:
-            raise StackmgrError(f"cannot undo `{record.command}` (op {record.id}): {changed[0]} changed since",
-                                "undo the later operations first (`stackmgr log` lists them)")  # fmt: skip
-        op.command = _undo_command(record)
-        op.undoes = record.id
-        for move in reversed(record.trees):
-            if move.state == "moved":
-                tree_back(store, move, directory, record, after_only=True)
-                if forced_reset(record):
-                    give_back_raw_of(store, move.tree, move.before)  # the bytes on disk, past git's conversions
-        for change in reversed(record.files):
-            file_back(store, change.path, change.existed, directory)
-    return Undone(record, op.record, failed, rolled_back, hidden)
+        verb = "redo" if record.undoes != "-" and record.command.startswith("undo ") else "undo"
+        done = _revert(store, op, record, verb, records)
+        done.failed, done.rolled_back, done.hidden = failed, rolled_back, hidden
+    return _left(store, done)
 
 
-def _rolled_back_since(records: list[Record], record: Record) -> str | None:
-    """The newest command rolled back (interrupted, or failed after changing something) since `record`."""
-    return next((r.command for r in records if r.name > record.name and r.state == "rolled-back"), None)
+def _redo_one(store: Store) -> Undone:
+    with operation(store, "redo") as op:
+        records = log_records(store)
+        where = walk(records)
+        if not where.redo:
+            new = where.cleared_by
+            why = "no undo stands to be redone" if new is None else (
+                f"`{new.command}` (op {new.id}) ran after the last undo, and a new operation clears what could be "
+                "redone")  # fmt: skip
+            raise StackmgrError(f"nothing to redo: {why}",
+                                "`stackmgr undo` walks back; `stackmgr log` lists every operation")  # fmt: skip
+        done = _revert(store, op, where.redo[-1].record, "redo", records)
+    return _left(store, done)
+
+
+def _revert(store: Store, op: Operation, record: Record, verb: str, records: list[Record]) -> Undone:
+    """Revert `record` (its store files and its trees) inside `op`, recorded as `VERB ID (CMD)`: ID the operation
+    that first did the step, so `log` reads as a history of it."""
+    step, command = step_of(record, records)
+    changed = _changed_since(store, record)
+    if changed:
+        raise StackmgrError(f"cannot {verb} `{command}` (op {step}): {changed[0]} changed since",
+                            "undo the later operations first (`stackmgr log` lists them)")  # fmt: skip
+    op.command = f"{verb} {step} ({command})"
+    op.undoes = record.id
+    op.begin()  # recorded even where there is nothing to put back: the walk goes on past it
+    directory = os.path.join(ops_dir(store), record.name)
+    for move in reversed(record.trees):
+        if move.state == "moved":
+            tree_back(store, move, directory, record, after_only=True)
+            if forced_reset(record):
+                give_back_raw_of(store, move.tree, move.before)  # the bytes on disk, past git's conversions
+    for change in reversed(record.files):
+        file_back(store, change.path, change.existed, directory)
+    done = Undone(record, op.record, None, None, 0)
+    done.verb, done.step, done.command = verb, step, command
+    return done
+
+
+def _left(store: Store, done: Undone) -> Undone:
+    after = walk(log_records(store))
+    done.undo_left, done.redo_left = len(after.undo), len(after.redo)
+    return done
+
+
+def _rolled_back_since(records: list[Record]) -> str | None:
+    """The newest command rolled back (interrupted, or failed after changing something) since the newest
+    operation that took effect: the last thing the user did, which did nothing. Steps of an `undo -n` or
+    `redo -n` put back are not commands of their own."""
+    for r in records:  # newest first
+        if r.state == "done":
+            return None
+        if r.state == "rolled-back" and r.undoes == "-":
+            return r.command
+    return None
 
 
 def _hidden_recoveries(store: Store, record: Record) -> int:
@@ -150,39 +268,12 @@ def failed_after_undo(records: list[Record]) -> str | None:
     return None
 
 
-def _standing(store: Store, failed: str) -> Record:
-    """The newest completed operation, not an undo, whose effect stands (no standing undo reverted it)."""
-    reverted: set[str] = set()
-    for r in log_records(store):  # newest first: an undo is always newer than what it reverts
-        if r.state != "done" or r.id in reverted:
-            continue
-        if r.undoes != "-":
-            reverted.add(r.undoes)
-            continue
-        return r
-    raise UsageProblem(f"nothing to undo: `{failed}` failed and changed nothing, and every operation before it "
-                       "is undone already", "`stackmgr log` lists them; `stackmgr undo OP` redoes one")  # fmt: skip
-
-
-def _undo_command(record: Record) -> str:
-    """`undo ID (CMD)`; undoing an undo says `redo ID (CMD)` with the original command, not a nest of them."""
-    verb, inner = "undo", record.command
-    if record.undoes != "-" and inner.endswith(")") and " (" in inner:
-        verb = "redo" if inner.startswith("undo ") else "undo"
-        inner = inner.split(" (", 1)[1][:-1]
-    return f"{verb} {record.id} ({inner})"
-
-
-def _pick(store: Store, wanted: str | None) -> Record:
+def _pick(store: Store, wanted: str) -> Record:
     records = [r for r in log_records(store) if r.state == "done"]
-    if wanted is not None:
-        hits = [r for r in records if r.id.startswith(wanted.lower())] if len(wanted) >= 4 else []
-        if len(hits) != 1:
-            raise UsageProblem(f"no single completed operation {wanted}", "`stackmgr log` lists their ids")
-        return hits[0]
-    if not records:
-        raise UsageProblem("nothing to undo: no operation is recorded", "`stackmgr log` lists what was recorded")
-    return records[0]
+    hits = [r for r in records if r.id.startswith(wanted.lower())] if len(wanted) >= 4 else []
+    if len(hits) != 1:
+        raise UsageProblem(f"no single completed operation {wanted}", "`stackmgr log` lists their ids")
+    return hits[0]
 
 
 def gc(store: Store, keep: int | None, older_than_days: float | None, dry_run: bool) -> list[Record]:
@@ -226,12 +317,6 @@ def log(store: Store, limit: int | None) -> list[Record]:
     return log_records(store)[:limit]
 
 
-def undid(undone: Record, mine: Record) -> tuple[str, str]:
-    """("undo" or "redo", the command it reverted), read from the undo's own command line `undo ID (CMD)`."""
-    verb, _, rest = mine.command.partition(" ")
-    return verb, rest.split(" (", 1)[1][:-1] if " (" in rest else undone.command
-
-
 def file_letter(record: Record, existed: bool, after: str) -> str | None:
     """A store file's change in a completed operation: A(dded), M(odified), D(eleted); None when rolled back."""
     if record.state != "done":
@@ -245,10 +330,13 @@ def shown_file(rel: str) -> str:
     return ".stackmgr/" + rel[len(STATE):] if rel.startswith(STATE) else rel
 
 
-def record_json(r: Record) -> dict[str, object]:
+def record_json(r: Record, records: list[Record] | None = None) -> dict[str, object]:
+    """One operation for `--json`; `records` (the journal, newest first) names the step an undo or redo undid
+    or redid (`step`: the operation that first did it; `undoes` is the record it reverted)."""
+    step = step_of(r, records or [])[0] if r.undoes != "-" else None
     return {
         "id": r.id, "time": r.started, "command": r.command, "state": r.state,
-        "undoes": None if r.undoes == "-" else r.undoes,
+        "undoes": None if r.undoes == "-" else r.undoes, "step": step,
         "trees": [{"tree": t.tree, "before": t.before, "after": t.target, "head_before": t.head_before,
                    "head_after": t.head_after, "moved": t.state == "moved"} for t in r.trees]
         + [{"tree": tree, "before": snap if snap != "-" else None, "after": snap if snap != "-" else None,

@@ -18,7 +18,7 @@ from typing import Any
 
 from stackmgr.errors import StackmgrError
 from stackmgr.evidence import artifacts, capture, metrics
-from stackmgr.evidence.compare import CONFIG_KEYS
+from stackmgr.evidence.compare import result_config
 from stackmgr.evidence.metrics import Metric
 from stackmgr.evidence.patterns import BadPattern, Hit, LinePattern
 from stackmgr.evidence.records import Artifact
@@ -185,14 +185,14 @@ def run_metrics(store: Store, found: list[Artifact], data: dict[str, bytes], ask
             warnings.append(f"{lead}{exc.message}{tail}")
             continue
         try:
-            got = metrics.vllm_metrics(doc, origin)
+            got = metrics.vllm_metrics(doc, origin, asked=path in asked)
         except StackmgrError as exc:  # another JSON (a config) says nothing; a NaN in a result does
             if path in asked or "not a finite number" in exc.message:
                 warnings.append(f"{lead}{name}{exc.message.removeprefix(origin)}{tail}")
             continue
         results.append(path)
         if len(results) == 1:  # one result's metrics and configuration, never a mix of two runs'
-            config = {k: doc[k] for k in CONFIG_KEYS if isinstance(doc.get(k), (str, int, float))}
+            config = {k: v for k, v in result_config(doc).items() if isinstance(v, (str, int, float))}
             out += got
     if len(results) > 1:
         warnings.append(f"{len(results)} vllm bench results were written; metrics and configuration are from the "

@@ -17,6 +17,19 @@ from stackmgr.store.config import Store
 
 # `vllm bench serve --save-result` keys that say how a run was driven, in the order a header names them.
 CONFIG_KEYS = ("model_id", "request_rate", "max_concurrency", "num_prompts")
+ALIASES = {"model_id": "model"}  # a result that writes `model` (not vllm bench's `model_id`) names its model so
+
+
+def result_config(doc: Mapping[str, object]) -> dict[str, object]:
+    """CONFIG_KEYS of a result JSON (or a run table) that it holds, each key read under its alias when absent."""
+    found = {}
+    for key in CONFIG_KEYS:
+        value = doc.get(key)
+        if value is None and key in ALIASES:
+            value = doc.get(ALIASES[key])
+        if value is not None:
+            found[key] = value
+    return found
 
 
 def run_config(store: Store, link: Link) -> dict[str, str]:
@@ -29,13 +42,13 @@ def run_config(store: Store, link: Link) -> dict[str, str]:
             return found
     for path in _json_artifacts(link):
         doc = _read_json(store, path)
-        if isinstance(doc, dict) and any(key in doc for key in CONFIG_KEYS):
+        if isinstance(doc, dict) and result_config(doc):
             return _known(doc)
     return {}
 
 
 def _known(table: Mapping[str, object]) -> dict[str, str]:
-    return {key: _text(table[key]) for key in CONFIG_KEYS if table.get(key) is not None}
+    return {key: _text(value) for key, value in result_config(table).items()}
 
 
 def _json_artifacts(link: Link) -> list[str]:

@@ -184,8 +184,10 @@ def _named(store: Store, ref: str, what: str, patch: str) -> Link | None:
         return None
     found = find_ref(store, ref, patch)
     if found is None:
-        raise UsageProblem(f"{what} {ref}: no such link or run",
-                           "see `stackmgr links --json` for ids (`id`) and run names (`run.name`)")  # fmt: skip
+        from stackmgr.evidence.ref_names import unknown_ref
+
+        raise unknown_ref(store, ref, f"{what} {ref}: no such link or run",
+                          "see `stackmgr links --json` for ids (`id`) and run names (`run.name`)")  # fmt: skip
     return found
 
 

@@ -28,6 +28,12 @@ VLLM_KEYS: dict[str, tuple[str, str]] = {
     "spec_decode_acceptance_rate": ("%", "higher"),
     "spec_decode_acceptance_length": ("tokens", "higher"),
 }
+# What a result says of how it was run (evidence/compare.py reads them) and vllm bench's counts of the run itself:
+# never a metric.
+CONFIG_NAMES = frozenset({"model_id", "model", "tokenizer_id", "request_rate", "max_concurrency", "num_prompts",
+                          "burstiness", "seed", "duration", "completed", "failed", "total_input_tokens",
+                          "total_output_tokens"})  # fmt: skip
+MAX_EXTRA = 200  # numbers of a result beyond vllm bench's known keys kept as metrics
 _LATENCY = re.compile(r"(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms")
 _NUMBER = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*((?:[A-Za-z%µ/][^\s]*)?)$")
 _LOWER_UNITS = {"s", "ms", "us", "µs", "ns", "sec", "seconds", "min", "h"}
@@ -130,8 +136,8 @@ def parse_gate(spec: str) -> Gate:
 
 
 def from_vllm_json(data: bytes, artifact: str) -> list[Metric]:
-    """The headline metrics of a `vllm bench serve --save-result` file, each with its JSON pointer."""
-    return vllm_metrics(parse_json(data, artifact), artifact)
+    """The metrics of a result JSON given by name (`--from-json`), each with its JSON pointer (`vllm_metrics`)."""
+    return vllm_metrics(parse_json(data, artifact), artifact, asked=True)
 
 
 def parse_json(data: bytes, artifact: str) -> Any:
@@ -146,25 +152,55 @@ def parse_json(data: bytes, artifact: str) -> Any:
         ) from None
 
 
-def vllm_metrics(doc: Any, artifact: str) -> list[Metric]:
-    """`from_vllm_json` of the parsed file."""
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)  # a bool is an int, never a metric
+
+
+def _numbers(doc: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
+    """(name, JSON pointer, value) of each number of a result: top-level ones but its configuration, then those one
+    dict down as `OUTER.INNER`; only names a metric may have (`[A-Za-z_][A-Za-z0-9_.:-]*`)."""
+    for key, value in doc.items():
+        if _number(value) and key not in CONFIG_NAMES:
+            yield key, "/" + key, value
+        elif isinstance(value, dict):
+            yield from ((f"{key}.{inner}", f"/{key}/{inner}", v) for inner, v in value.items() if _number(v))
+
+
+def _unit(name: str) -> tuple[str, str]:
+    """Unit and direction of a result's number: vllm bench's known keys as they are documented, else by the
+    name (`_ms` milliseconds, `_s` seconds, better lower; anything else better higher, no unit)."""
+    if name in VLLM_KEYS:
+        return VLLM_KEYS[name]
+    if _LATENCY.fullmatch(name) or name.endswith("_ms"):
+        return "ms", "lower"
+    if name.endswith("_s") and not name.endswith("_per_s"):
+        return "s", "lower"
+    return "", direction_for(name, "")
+
+
+def vllm_metrics(doc: Any, artifact: str, asked: bool = False) -> list[Metric]:
+    """The metrics of a parsed result JSON: vllm bench serve's known keys first (in the file's order), then every
+    other number of it (`_numbers`, at most MAX_EXTRA), when the file is a result: it holds a known key, names its
+    `model` (or `model_id`), or was given by name (`asked`). A StackmgrError when it gives none."""
     if not isinstance(doc, dict):
         raise StackmgrError(f"{artifact}: not a `vllm bench serve` result (no top-level object)")
-    metrics = []
-    for key, value in doc.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+    known: list[Metric] = []
+    extra: list[Metric] = []
+    for key, pointer, value in _numbers(doc):
+        if not _NAME.fullmatch(key):
             continue
-        if key in VLLM_KEYS:
-            unit, direction = VLLM_KEYS[key]
-        elif _LATENCY.fullmatch(key):
-            unit, direction = "ms", "lower"
-        else:
+        is_known = key in VLLM_KEYS or bool(_LATENCY.fullmatch(key))
+        if not is_known and len(extra) >= MAX_EXTRA:
             continue
         try:
             number = finite(value, f"{artifact}: {key}")
         except UsageProblem as exc:
             raise StackmgrError(exc.message, "fix the file or leave it out") from None
-        metrics.append(Metric(key, number, unit, direction, {"artifact": artifact, "pointer": "/" + key}))
+        unit, direction = _unit(key)
+        (known if is_known else extra).append(Metric(key, number, unit, direction,
+                                                     {"artifact": artifact, "pointer": pointer}))  # fmt: skip
+    a_result = known or asked or any(doc.get(k) is not None for k in ("model", "model_id"))
+    metrics = known + (extra if a_result else [])
     if not metrics:
         raise StackmgrError(f"{artifact}: no `vllm bench serve` metrics in it", "check the file, or use --metric")
     return metrics

@@ -250,7 +250,7 @@ def common_dir(git_dir: str) -> str:
 def open_repo(path: str) -> Repo:
     """Find the git directory of the working tree at `path` without spawning git (this is on `check`'s path)."""
     if not os.path.isdir(path):
-        raise StackmgrError(f"{path} does not exist", "fix the tree's path in the store config")
+        raise StackmgrError(f"{path} does not exist", "`stackmgr tree set NAME PATH` says where it is on this machine")
     dotgit = os.path.join(path, ".git")
     if os.path.isdir(dotgit):
         return Repo(path, dotgit)
@@ -292,6 +292,12 @@ def patch_id(cwd: str, patch: bytes) -> str:
     Needs no repository: `cwd` is only where git runs."""
     out = run(cwd, ["patch-id", "--stable"], stdin=patch)
     return out.decode().split()[0] if out.strip() else ""
+
+
+def diffstat(cwd: str, patch: bytes) -> bytes:
+    """git's diffstat of a patch's bytes (`git apply --stat`, the shape of `git diff --stat`): read from the patch
+    itself, nothing applied; `cwd` is only where git runs. Empty for an empty patch."""
+    return run(cwd, ["apply", "--stat", "-p1"], stdin=patch) if patch else b""
 
 
 def upstream_patch_ids(cwd: str, old: str, new: str, meanwhile: Callable[[], object] | None = None) -> set[str]:

@@ -198,10 +198,11 @@ class TempIndex:
 
         in_way = things_in_the_way(self.repo, changes)
         if in_way:
-            shown = ", ".join(show_path(p) for p in in_way[:5])
-            raise WorkingTreeMoved(
-                f"untracked or ignored files in the way: {shown}" + (" …" if len(in_way) > 5 else "")
-            )
+            from stackmgr.errors import listed
+            from stackmgr.output import plural
+
+            raise WorkingTreeMoved(f"untracked or ignored files in the way ({plural(len(in_way), 'path')})",
+                                   listed([show_path(p) for p in in_way]))  # fmt: skip
         room_for_switch(self.repo, changes, self.path)
         # Never into submodules (submodule.recurse): not stackmgr's. Over 100 files: a writer per core (1.4x on 2).
         switch = ["-c", "checkout.workers=0", "read-tree", "--no-recurse-submodules", "-m", "-u", revision(old),
@@ -321,8 +322,8 @@ def _index_write_error(exc: OSError, path: str) -> StackmgrError:
 class WorkingTreeMoved(StackmgrError):
     """The working tree changed between the check and the destructive step; nothing was touched."""
 
-    def __init__(self, detail: str) -> None:
-        super().__init__(f"refused, nothing changed: {detail}", "check again (`stackmgr status`) and retry")
+    def __init__(self, detail: str, details: list[str] | None = None) -> None:
+        super().__init__(f"refused, nothing changed: {detail}", "check again (`stackmgr status`) and retry", details)
 
 
 def _refusal(err: bytes) -> str:

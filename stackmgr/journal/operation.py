@@ -357,7 +357,7 @@ class operation:  # lower-case: used like a function, `with operation(store, "ap
                     op.finish()
                 else:
                     self._roll_back(exc)
-            if exc is not None and op.kind != "undo":
+            if exc is not None and op.kind not in ("undo", "redo"):
                 _mark_failure_after_undo(self.store, op.command)
         finally:
             interrupted = op.release_signals()

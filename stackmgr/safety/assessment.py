@@ -90,7 +90,23 @@ def describe(blockers: list[tuple[bytes, str]], limit: int = 6) -> str:
     return shown + (f" and {len(blockers) - limit} more" if len(blockers) > limit else "")
 
 
+def file_lines(found: list[tuple[bytes, str]]) -> list[str]:
+    """A refusal's files, one per line, as `check -v` lists them: `path (why)` (`StackmgrError.details`)."""
+    from stackmgr.errors import listed
+    from stackmgr.types import show_path
+
+    return listed([f"{show_path(p)} ({why})" for p, why in found])
+
+
+def counted(found: list[tuple[bytes, str]]) -> str:
+    """`1 path`, `3 paths`: how many files a refusal lists."""
+    from stackmgr.output import plural
+
+    return plural(len({p for p, _why in found}), "path")
+
+
 def refuse_unpreserved(tree: str, blockers: list[tuple[bytes, str]], hint: str) -> None:
     """Raise the exit-1 refusal every destructive command gives while a tree holds unpreserved work."""
     if blockers:
-        raise NotPreserved(f"tree {tree} has changes no patch preserves: {describe(blockers)}", hint)
+        raise NotPreserved(f"tree {tree} has changes no patch preserves ({counted(blockers)})", hint,
+                           file_lines(blockers))  # fmt: skip

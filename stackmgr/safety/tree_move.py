@@ -117,11 +117,15 @@ def _refuse_hidden(snap: Snapshot, moving: list[Change]) -> None:
     hidden = snap.index.hidden_paths(moving)
     if not hidden:
         return
-    shown = ", ".join(show_path(p) for p in hidden[:3]) + (" …" if len(hidden) > 3 else "")
+    from stackmgr.errors import listed
+    from stackmgr.output import plural
+
     dirs = sorted({show_path(os.path.dirname(p) or p) for p in hidden})
     raise StackmgrError(
-        f"tree {snap.tree}: its sparse checkout hides {shown}, which git would not write; nothing changed",
+        f"tree {snap.tree}: its sparse checkout hides {plural(len(hidden), 'path')} the move writes, which git "
+        "would not write; nothing changed",
         f"widen it with `git sparse-checkout add {' '.join(dirs[:3])}` and retry",
+        listed([show_path(p) for p in hidden]),
     )
 
 

@@ -22,8 +22,8 @@ COPY_FILE = "applied.marshal"  # in .stackmgr/cache/: per tree (base, result_tre
 class Applied:
     """The series applied to a tree (plain class: `apply` starts without dataclasses/inspect)."""
 
-    __slots__ = ("at", "base", "guards", "link", "link_patch", "patches", "pending", "residue", "residue_tree",
-                 "result_tree", "series")  # fmt: skip
+    __slots__ = ("at", "base", "branch", "guards", "link", "link_patch", "patches", "pending", "residue",
+                 "residue_tree", "result_tree", "series")  # fmt: skip
 
     def __init__(self, series: str, base: str, patches: list[tuple[str, str]] | None = None, result_tree: str = "",
                  at: int = 0, pending: list[str] | None = None, guards: list[str] | None = None) -> None:  # fmt: skip
@@ -38,12 +38,16 @@ class Applied:
         self.link_patch = ""  # that record's patch, while the tree holds the measured patches (`run` links to it)
         self.residue = ""  # the measured residue on top of the patches: artifacts/sha256/… (no saved patch)
         self.residue_tree = ""  # the tree id of the patches + the residue: the measured snapshot
+        # The branch HEAD was on before the first `apply` detached it (`refs/heads/x`; "": none), which `reset`
+        # returns to; None: the one the tree's state had before (record_applied carries it over).
+        self.branch: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         measured = {"link": self.link, "patch": self.link_patch, "residue": self.residue, "tree": self.residue_tree}
         return {"series": self.series, "base": self.base, "patches": [list(p) for p in self.patches],
                 "result_tree": self.result_tree, "at": self.at, "pending": self.pending,
                 **({"guards": self.guards} if self.guards else {}),
+                **({"branch": self.branch} if self.branch else {}),
                 **({"measured": measured} if self.link else {})}  # fmt: skip
 
     @classmethod
@@ -55,6 +59,8 @@ class Applied:
             raise TypeError("applied state of another shape")
         applied = cls(str(s["series"]), str(s["base"]), [(str(n), str(h)) for n, h in patches], str(s["result_tree"]),
                       at, [str(n) for n in pending], [str(g) for g in guards])  # fmt: skip
+        branch = s.get("branch", "")
+        applied.branch = branch if isinstance(branch, str) and branch.startswith("refs/heads/") else ""
         measured = s.get("measured")
         if isinstance(measured, dict):
             applied.measured_from(str(measured["link"]), str(measured.get("patch", "")),
@@ -147,6 +153,9 @@ def applied_residue(store: Store, tree: str) -> tuple[str, str, str] | None:
 def record_applied(store: Store, tree: str, applied: Applied) -> None:
     state = load_applied(store)
     applied.at = applied.at or int(time.time())
+    if applied.branch is None:  # a move that does not know it (push, pop, save --series): the one remembered
+        before = state.get(tree)
+        applied.branch = before.branch if before is not None else ""
     state[tree] = applied
     _write(store, state)
 

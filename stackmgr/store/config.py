@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.store import locate
 from stackmgr.store.fs import atomic_write, atomic_write_all, publish, read_cache, write_cache
 from stackmgr.store.local_state import claim, local_config_tracked, move_legacy_state, state_dir_for
 from stackmgr.store.names import check_name
@@ -122,8 +123,9 @@ class Store:
             raise UsageProblem(f"tree {name} has no path on this machine",
                                f"say where your checkout is: `stackmgr tree set {name} PATH`")  # fmt: skip
         if name not in self.trees:
-            known = ", ".join(sorted([*self.trees, *self.unplaced])) or "none yet"
-            raise UsageProblem(f"unknown tree '{name}' (known: {known})", "add it with `stackmgr tree add NAME PATH`")
+            from stackmgr.store.suggest import unknown_tree
+
+            raise unknown_tree(name, [*self.trees, *self.unplaced], "add it with `stackmgr tree add NAME PATH`")
         return self.trees[name]
 
     def headline(self) -> str:
@@ -210,38 +212,27 @@ def _config_path(directory: str) -> str | None:
     return None
 
 
+def is_store(directory: str) -> bool:
+    """Whether `directory` holds a store config (stackmgr.toml, or a pyproject.toml with [tool.stackmgr])."""
+    return _config_path(directory) is not None
+
+
 def find_store_root(explicit: str | None, cwd: str | None = None) -> str:
     """--store, then STACKMGR_STORE, then the first directory upward holding a store config (a command that
-    changes a store STACKMGR_STORE chose says so when the current directory is in another: `Store.changing`)."""
-    given = explicit or os.environ.get("STACKMGR_STORE")
-    if given:
-        root = os.path.abspath(given)
-        if _config_path(root) is None:
-            raise UsageProblem(f"{root} is not a stackmgr store", f"create one with `stackmgr init {given}`")
-        return root
-    found = walk_up(cwd or os.getcwd())
-    if found is None:
-        raise UsageProblem("no stackmgr store here or in any parent directory",
-                           "run `stackmgr init`, pass --store DIR or set STACKMGR_STORE")  # fmt: skip
-    return found
+    changes a store STACKMGR_STORE chose says so when the current directory is in another: `Store.changing`);
+    a path that is no store, or none found, said as store/locate.py says it."""
+    return locate.find_store_root(explicit, cwd, is_store)
 
 
 def walk_up(start: str) -> str | None:
     """The first directory from `start` upward holding a store config; None when none does."""
-    here = os.path.abspath(start)
-    while True:
-        if _config_path(here) is not None:
-            return here
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
+    return locate.walk_up(start, is_store)
 
 
 def load_store(root: str) -> Store:
     config_path = _config_path(root)
     if config_path is None:
-        raise UsageProblem(f"{root} is not a stackmgr store", f"create one with `stackmgr init {root}`")
+        raise locate.not_a_store(root, is_store)
     state_dir, in_git, below_top = state_dir_for(root)
     if in_git and not os.path.isdir(state_dir):
         move_legacy_state(root, state_dir)

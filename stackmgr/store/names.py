@@ -55,16 +55,35 @@ def patch_file(store: Store, name: str) -> str:
     if st is not None:
         return base
     if why == MISSING:
-        raise UsageProblem(f"no patch named {base} (no patches/{base}.patch)", "see `stackmgr series` or `ls patches/`")
+        raise no_patch(store, base, f"no patch named {base} (no patches/{base}.patch)")
     if why == LINK_TO_NOTHING:
-        raise UsageProblem(f"no patch named {base} (patches/{base}.patch is a link to nothing)",
-                           "see `stackmgr series` or `ls patches/`")  # fmt: skip
+        raise no_patch(store, base, f"no patch named {base} (patches/{base}.patch is a link to nothing)")
     if why == LINK_OUT:
         raise OutsideStore(f"patches/{base}.patch is {LINK_OUT}; stackmgr does not follow it",
                            "replace it with the patch file itself (or remove it)")  # fmt: skip
     if why == NOT_A_FILE:
         raise OutsideStore(f"patches/{base}.patch is {NOT_A_FILE}", "replace it with the patch file itself")
     raise OutsideStore(f"cannot read patches/{base}.patch: {why}")
+
+
+def no_patch(store: Store, base: str, message: str) -> UsageProblem:
+    """The refusal of a patch name nothing in patches/ answers (exit 2): `message`, then the closest patch names
+    `patch_file` would accept (store/suggest.py), else where to look."""
+    from stackmgr.store.suggest import did_you_mean
+
+    return UsageProblem(message, did_you_mean(base, patch_names(store), "see `stackmgr series` or `ls patches/`"))
+
+
+def patch_names(store: Store) -> list[str]:
+    """Every patch of the store `patch_file` accepts, by name, sorted: for did-you-mean and shell completion. One
+    listing and one lstat a file; [] when patches/ cannot be listed (nothing is read through a linked patches/)."""
+    try:
+        refuse_linked_dirs(store.root, ("patches",))
+        files = os.listdir(store.patches_dir)
+    except (OSError, OutsideStore):
+        return []
+    names = [f[: -len(".patch")] for f in files if f.endswith(".patch") and valid_name(f[: -len(".patch")])]
+    return sorted(n for n in names if patch_stat(store.patches_dir, n + ".patch")[0] is not None)
 
 
 MISSING, LINK_OUT, LINK_TO_NOTHING = "missing", "a symbolic link out of patches/", "a link to nothing"

@@ -86,6 +86,10 @@ class Position:
                     said.append(f"{n} now comes before {above} (applied)")
         return said
 
+    def tally(self) -> str:
+        """"k of n applied": the applied patches the series lists, of the tree's patches of the series."""
+        return f"{len(self.in_series)} of {self.total} applied"
+
     def summary(self) -> str:
         """The position line, built here only: "S: k of n applied, top P" (k: the applied patches the series
         lists, n: the tree's patches of the series), with what is applied that the series does not list."""

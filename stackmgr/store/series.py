@@ -126,7 +126,7 @@ class SeriesFile:
     def load(cls, store: Store, name: str) -> SeriesFile:
         path = series_path(store, name)
         if not os.path.exists(path):
-            raise UsageProblem(f"no series named '{name}'", "list them with `stackmgr series`")
+            raise no_series(store, name)
         return cls._read(store, name, path)
 
     @classmethod
@@ -202,7 +202,11 @@ class SeriesFile:
         for i, line in enumerate(self.lines):
             if line.entry is not None and line.entry.patch in (wanted, patch):
                 return i
-        raise UsageProblem(f"'{patch}' is not in series {self.name}", f"see `stackmgr series {self.name}`")
+        from stackmgr.store.suggest import did_you_mean
+
+        listed = [entry.name for entry in self.entries]
+        raise UsageProblem(f"'{patch}' is not in series {self.name}",
+                           did_you_mean(patch_name(patch), listed, f"see `stackmgr series {self.name}`"))
 
     def append(self, filename: str) -> None:
         self.insert(filename, len(self.entries))
@@ -313,6 +317,25 @@ def list_series(store: Store) -> list[str]:
         return []
     # Files whose names cannot be series (editor backups such as `name~`, `.name.swp`) are not listed.
     return sorted(n for n in names if _is_name(n) and os.path.isfile(os.path.join(store.series_dir, n)))
+
+
+def no_series(store: Store, name: str) -> UsageProblem:
+    """The refusal of a series name no series file answers (exit 2), with the closest names (store/suggest.py)."""
+    from stackmgr.store.suggest import did_you_mean
+
+    return UsageProblem(f"no series named '{name}'",
+                        did_you_mean(name, series_names(store), "list them with `stackmgr series`"))
+
+
+def series_names(store: Store) -> list[str]:
+    """The series a lookup by name accepts (`list_series` less those that resolve out of series/), for
+    did-you-mean and shell completion; [] when series/ cannot be listed. Never raises."""
+    try:
+        names = list_series(store)
+        real = os.path.realpath(store.series_dir)
+    except (OSError, StackmgrError):
+        return []
+    return [n for n in names if os.path.dirname(os.path.realpath(os.path.join(store.series_dir, n))) == real]
 
 
 def series_listing(store: Store, patch: str) -> list[str]:

@@ -8,6 +8,7 @@ rather than hooks here, so that the count is right under pytest-xdist too. Below
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -55,10 +56,18 @@ REBUILDABLE = ("/.stackmgr/cache/", "/.git/stackmgr/", "/.stackmgr/lock", "/.git
 
 
 def assert_one_line_error(err: str, *needles: str) -> None:
-    """A refusal: exactly one `stackmgr: …` line, no traceback, mentioning each needle."""
+    """A refusal: exactly one `stackmgr: …` line (under it only the files it names, one per line, indented:
+    errors.listed), no traceback, mentioning each needle."""
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, f"expected one line on stderr, got:\n{err}"
+    if lines[:1] and lines[0].startswith("{"):  # under --json: the same error as one JSON line
+        assert len(lines) == 1, f"expected one JSON line on stderr, got:\n{err}"
+        error = json.loads(lines[0])["error"]
+        said = " ".join([error["message"], error["hint"] or "", *error["details"]])
+        for needle in needles:
+            assert needle in said, f"{needle!r} not in {said!r}"
+        return
+    assert len(lines) >= 1 and all(ln.startswith("  ") for ln in lines[1:]), f"expected one line on stderr, got:\n{err}"
     assert lines[0].startswith("stackmgr: "), err
     assert "Traceback" not in err, err
     for needle in needles:
-        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+        assert needle in err, f"{needle!r} not in {err!r}"

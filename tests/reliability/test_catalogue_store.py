@@ -162,7 +162,7 @@ def test_series_add_refuses_a_missing_patch_and_show_marks_it(stacked: Stacked) 
     shown = _ok(lab.sm("series", "replay"))
     assert "MISSING" in next(ln for ln in shown.out.splitlines() if "ghost" in ln)
     listing = json.loads(_ok(lab.sm("series", "--json")).out)
-    assert {"name": "replay", "patches": 2, "missing": 1, "error": None} in listing["series"]
+    assert {"name": "replay", "patches": 2, "missing": 1, "error": None, "applied": []} in listing["series"]
 
 
 # --- row 41: duplicate entries ---------------------------------------------------------------------------------

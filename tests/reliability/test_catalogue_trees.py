@@ -684,7 +684,7 @@ def test_row56_a_fifo_where_reset_must_restore_a_tracked_file_is_refused(lab: La
     assert check.code == 1 and check.out.strip() == "vllm: README (deleted)"
     assert lab.sm("save", "p", "-m", "m").code == 0
     assert lab.sm("check").code == 0
-    _refused(lab, ("reset",), 3, "in the way: README", may_touch=SWITCH_ATTEMPT)
+    _refused(lab, ("reset",), 3, "in the way (1 path)", "\n  README\n", may_touch=SWITCH_ATTEMPT)
     assert stat.S_ISFIFO(os.lstat(lab.tree / "README").st_mode)
 
 
@@ -934,7 +934,7 @@ def test_row67_a_series_touching_a_path_outside_the_sparse_cone(lab: Lab, edit: 
     assert lab.sm("reset").code == 0
     git(lab.tree, "sparse-checkout", "set", "src")
     assert lab.sm("check").code == 0
-    _refused(lab, ("apply", "s"), 3, f"its sparse checkout hides {path}", "nothing changed",
+    _refused(lab, ("apply", "s"), 3, "its sparse checkout hides 1 path", f"\n  {path}\n", "nothing changed",
              "git sparse-checkout add other")  # fmt: skip
     git(lab.tree, "sparse-checkout", "add", "other")
     applied = lab.sm("apply", "s")
@@ -953,7 +953,7 @@ def test_row67_reset_refuses_to_bring_back_a_path_outside_the_sparse_cone(lab: L
     git(lab.tree, "commit", "-qm", "drop other")
     git(lab.tree, "sparse-checkout", "set", "src")
     assert lab.sm("check").code == 0
-    _refused(lab, ("reset", "--to", "HEAD~1"), 3, "its sparse checkout hides other/o.txt",
+    _refused(lab, ("reset", "--to", "HEAD~1"), 3, "its sparse checkout hides 1 path", "\n  other/o.txt\n",
              "git sparse-checkout add other")  # fmt: skip
 
 
@@ -971,7 +971,7 @@ def test_row67_a_non_cone_sparse_checkout_refuses_only_what_it_hides(lab: Lab, p
     assert lab.sm("reset").code == 0
     git(lab.tree, "sparse-checkout", "set", "--no-cone", *patterns)
     assert lab.sm("check").code == 0
-    _refused(lab, ("apply", "out"), 3, "its sparse checkout hides other/out.txt")
+    _refused(lab, ("apply", "out"), 3, "its sparse checkout hides 1 path", "\n  other/out.txt\n")
     applied = lab.sm("apply", "in")
     assert applied.code == 0, applied.err
     assert (lab.tree / "src" / "in.py").read_text() == "in\n"

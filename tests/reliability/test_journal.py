@@ -1,5 +1,6 @@
 """The operation log (docs/FORMATS.md#operation-journal): `log` lists every mutating command, `undo` reverts the last
-one (and is undoable itself), snapshots are anchored against `git gc`, and `gc` prunes only when asked."""
+one (and `redo` redoes it; tests/test_undo_walk.py walks further), snapshots are anchored against `git gc`, and
+`gc` prunes only when asked."""
 
 from __future__ import annotations
 
@@ -55,8 +56,8 @@ def test_a_refused_command_records_nothing(lab: Lab) -> None:
     assert [o["command"] for o in _ops(lab)] == ["tree add vllm"]
 
 
-def test_undo_save_then_undo_the_undo(lab: Lab) -> None:
-    """Undo of a save removes the patch and the series entry; undoing the undo puts back the same bytes."""
+def test_undo_save_then_redo_it(lab: Lab) -> None:
+    """Undo of a save removes the patch and the series entry; `redo` puts back the same bytes."""
     (lab.tree / "README").write_text("edited\n")
     assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
     patch = (lab.store / "patches" / "p.patch").read_bytes()
@@ -65,9 +66,9 @@ def test_undo_save_then_undo_the_undo(lab: Lab) -> None:
     assert not (lab.store / "patches" / "p.patch").exists() and not (lab.store / "series" / "S").exists()
     assert lab.sm("check").code == 1, "the edit is unpreserved again (and still in the tree)"
     assert (lab.tree / "README").read_text() == "edited\n"
-    assert lab.sm("undo").code == 0
+    assert lab.sm("redo").code == 0
     assert (lab.store / "patches" / "p.patch").read_bytes() == patch and lab.sm("check").code == 0
-    assert [o["command"] for o in _ops(lab)][:2] == [f"redo {_ops(lab)[1]['id']} (save p)",
+    assert [o["command"] for o in _ops(lab)][:2] == [f"redo {_ops(lab)[2]['id']} (save p)",
                                                      f"undo {_ops(lab)[2]['id']} (save p)"]  # fmt: skip
 
 
@@ -379,7 +380,8 @@ def test_log_of_a_rolled_back_save_does_not_claim_deletions(lab: Lab) -> None:
 @pytest.mark.regression("undo after a failed command redid the undo before it")
 def test_undo_after_a_failed_command_undoes_the_last_operation_that_stands(lab: Lab) -> None:
     """save, reset, apply, undo, a failing apply, undo: the second undo reverts the reset (the newest operation
-    still standing) and says why; it does not redo the apply the first undo reverted."""
+    still standing) and says why; it does not redo the apply the first undo reverted. `redo` then redoes the
+    reset."""
     (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
     assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
     dirty = lab.worktree_id()
@@ -400,11 +402,11 @@ def test_undo_after_a_failed_command_undoes_the_last_operation_that_stands(lab: 
     second = lab.sm("undo")
     assert second.code == 0, second.err
     assert second.out == (f"undid `reset` (op {ops[2]['id']}), the last operation that stands: `apply T` failed "
-                          "and changed nothing, so the undo before it is not redone; `stackmgr undo` again redoes "
-                          "it\n")  # fmt: skip
+                          "and changed nothing; `stackmgr redo` redoes it, `stackmgr undo` goes one step further "
+                          "back\n")  # fmt: skip
     assert lab.worktree_id() == dirty and git_text(lab.tree, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert _ops(lab)[0]["command"] == f"undo {ops[2]['id']} (reset)"
-    third = lab.sm("undo")  # right after an undo that stands: undo redoes it, as always
+    third = lab.sm("redo")
     assert third.code == 0 and third.out.startswith("redid `reset`") and lab.worktree_id() == clean
 
 
@@ -495,14 +497,16 @@ def test_after_a_killed_undo_is_rolled_back_undo_still_works(tmp_path: Path) -> 
             record = ops / (ops / "CURRENT").read_text().strip() / "op"
             record.write_text(record.read_text().replace("state\tdone", "state\trunning"))
         assert stackmgr(lab.store, "recover").returncode == 0, step
+        if step.endswith(":finish"):  # it had completed: the undo stands, and redo redoes the reset
+            assert lab.worktree_id() == dirty, step
+            again = stackmgr(lab.store, "redo")
+            assert again.returncode == 0 and again.stdout.startswith("redid `reset`"), (step, again.stdout)
+            continue
         again = stackmgr(lab.store, "undo")
         assert again.returncode == 0, (step, again.stderr)
-        if step.endswith(":finish"):  # it had completed: the undo stands, and undo redoes the reset
-            assert again.stdout.startswith("redid `reset`"), (step, again.stdout)
-            continue
         assert again.stdout.startswith("undid `reset`"), (step, again.stdout)
         assert lab.worktree_id() == dirty, step
-        redo = stackmgr(lab.store, "undo")  # and that undo toggles as any other
+        redo = stackmgr(lab.store, "redo")  # and that undo is redone as any other
         assert redo.returncode == 0 and redo.stdout.startswith("redid `reset`"), (step, redo.stderr)
         assert stackmgr(lab.store, "undo").returncode == 0 and lab.worktree_id() == dirty, step
 
@@ -547,7 +551,8 @@ def test_undo_after_a_rolled_back_operation_says_which_it_reverts(lab: Lab) -> N
     result = lab.sm("undo")
     assert result.code == 0, result.err
     assert result.out == (f"undid `reset` (op {reset['id']}), the last operation that took effect: `apply S` was "
-                          "interrupted and rolled back, changing nothing; `stackmgr undo` again redoes it\n")
+                          "interrupted and rolled back, changing nothing; `stackmgr redo` redoes it, `stackmgr undo` "
+                          "goes one step further back\n")
     assert (lab.tree / "src" / "model.py").read_text() == "def f():\n    return 2\n"
 
 

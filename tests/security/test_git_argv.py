@@ -63,7 +63,7 @@ def test_a_listing_shows_a_patch_with_a_bad_base_as_bad_and_goes_on(team: Team) 
     team.attack({"patches/fix.patch": with_base(pulled_patch(team), "--index-output=/tmp/x")})
     listing = team.sm("series", "replay")
     assert listing.code == 0, listing.err
-    rows = {line.split()[1]: line for line in listing.out.splitlines() if line.strip()[:2] in ("1.", "2.")}
+    rows = {line.split()[2]: line for line in listing.out.splitlines() if line.split()[1:2] in (["1."], ["2."])}
     assert "Stackmgr-Base" in rows["fix"] and "not a commit id" in rows["fix"]
     assert "Stackmgr-Base" not in rows["second"]
 

@@ -118,7 +118,7 @@ def test_a_record_with_escapes_in_every_field_is_shown_escaped(team: Team) -> No
     assert "json\\u202e\\nforged" in shown and "tok/s\\u009b" in shown
     assert not any(line.startswith("2026-01-01  lnk-000000000000") for line in shown.splitlines()), shown
     listed = team.sm("links").out
-    assert len(listed.splitlines()) == 1, "one record, one line: a newline in a field cannot forge a row"
+    assert len(listed.splitlines()) == 2, "a header and one record, one line: a newline in a field cannot forge a row"
     as_json = team.sm("--json", "show", "fix").out
     assert as_json.isascii() and not _RAW.search(as_json), "JSON escapes every control and non-ASCII character"
     link = json.loads(as_json)["links"][0]
@@ -258,7 +258,7 @@ def test_an_undecodable_byte_in_a_file_name_never_reaches_the_terminal_as_a_c1_c
     team.attack({f"incoming/{name}": "--- a/README\n+++ b/README\n@@ -1 +1 @@\n-hello\n+hello again\n"})
     imported = team.sm("import", os.path.join(str(team.victim.store), "incoming", name))
     assert imported.code == 0, imported.err
-    for locale, command in (("C", "log"), ("C.UTF-8", "log"), ("C", "undo"), ("C.UTF-8", "undo")):
+    for locale, command in (("C", "log"), ("C.UTF-8", "log"), ("C", "undo"), ("C.UTF-8", "redo")):
         env = {**os.environ, "LC_ALL": locale, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         env.pop("PYTHONIOENCODING", None)
         done = subprocess.run([sys.executable, "-m", "stackmgr", "--store", str(team.victim.store), command],

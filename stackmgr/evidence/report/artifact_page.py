@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from stackmgr.evidence.report.markup import Markup, e, size_label, when
+from stackmgr.evidence.report.markup import Markup, artifact_name, e, run_said, size_label, when
 from stackmgr.evidence.report.model import ArtifactInfo
 
 HEAD_LINES = 100
@@ -32,6 +32,12 @@ class ArtifactPage(Markup):
         size = f' <span class="muted">{e(size_label(art.size))}</span>' if art.size is not None else ""
         now = e(art.current[:16]) + "…" if art.current and not art.private else "—"
         facts = [("now", f'<span class="mono">{now}</span>{size}')]
+        first = min(art.cites, key=lambda c: c[0].created) if art.cites else None
+        named = artifact_name(first[1]) if first is not None else art.path
+        if named != art.path:
+            facts.insert(0, ("kept as", f'<span class="mono">{e(art.path)}</span>'))
+        if first is not None and first[0].run:
+            facts.insert(0, ("written by", e(run_said(first[0]))))
         dl = "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in facts)
         rows = []
         for link, a in sorted(art.cites, key=lambda c: c[0].created, reverse=True):
@@ -45,7 +51,7 @@ class ArtifactPage(Markup):
             )  # fmt: skip
         head = "".join(f"<th>{h}</th>" for h in ("date", "link", "patch", "verdict", "state", "recorded", "now"))
         body = [f'<div class="crumbs"><a href="../results.html#artifacts">results</a> / artifact</div>'
-                f'<h1 class="path"><span class="mono">{e(art.path)}</span> {verdict}</h1>'
+                f'<h1 class="path"><span class="mono">{e(named)}</span> {verdict}</h1>'
                 f'<dl class="facts">{dl}</dl><h2>Cited by <small>{len(art.cites)}</small></h2>'
                 f'<div class="scroll"><table class="list"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
                 "</tbody></table></div>"]  # fmt: skip

@@ -1,5 +1,5 @@
 """`stackmgr report --markdown FILE`: the lab's lessons page, Markdown for a docs site, from the data the HTML site
-shows (README.md, "Recording results"):
+shows (docs/COMMANDS.md#recording-results):
 
 - failed paths: each rejected or do-not-revive lane (the graveyard's links), newest first, with each lesson, the
   link's metrics (delta vs its baseline when it names one), gates, verdict date and author, and artifacts;
@@ -28,7 +28,7 @@ from stackmgr.evidence.link_state import quoted_results
 from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.records import Artifact, Link
 from stackmgr.evidence.report import commonmark as md
-from stackmgr.evidence.report.markup import Markup, num, percent, when
+from stackmgr.evidence.report.markup import Markup, artifact_name, num, percent, run_command, run_name, when
 from stackmgr.evidence.report.model import PatchInfo
 from stackmgr.evidence.states import effective
 
@@ -103,7 +103,8 @@ class LessonsPage(Markup):
             if link.gates:
                 out += [f"Gates: {self._gates(link.gates)}", ""]
             if link.artifacts:
-                out += ["Artifacts: " + ", ".join(self._artifact(a) for a in link.artifacts), ""]
+                run = f" (written by {md.text(run_name(link))}: {md.code(run_command(link))})" if link.run else ""
+                out += ["Artifacts: " + ", ".join(self._artifact(a) for a in link.artifacts) + run, ""]
         return out
 
     def _metric_table(self, link: Link) -> list[str]:
@@ -132,7 +133,7 @@ class LessonsPage(Markup):
                 result = f"{md.code(m.name, cell=True)} {self._value(m)}" + (f" ({md.text(said)})" if said else "")
                 delta = self._delta(link, m) or "—"
                 gates = self._gates(link.gates)
-                evidence = ", ".join(self._artifact(a, cell=True) for a in link.artifacts)
+                evidence = self._evidence(link)
             rows.append([md.code(info.name, cell=True), md.code(info.tree, cell=True), md.text(info.subject),
                          result, delta, gates, self._signed(promoted, cell=True), evidence])  # fmt: skip
         head = ["patch", "tree", "what", "best result", "vs baseline", "gates", "promoted", "evidence"]
@@ -154,7 +155,7 @@ class LessonsPage(Markup):
                 shown.append(f"{md.code(m.name, cell=True)} {self._value(m)}" + (f" ({delta})" if delta else ""))
             if len(metrics) > INLINE_METRICS:
                 shown.append(f"and {len(metrics) - INLINE_METRICS} more")
-            evidence = ", ".join(self._artifact(a, cell=True) for a in latest.artifacts) if measured else ""
+            evidence = self._evidence(latest) if measured else ""
             rows.append([md.code(info.name, cell=True), md.code(info.tree, cell=True), md.text(info.subject),
                          md.text(current[-1].verdict), "; ".join(shown) or "—",
                          self._gates(latest.gates) if measured else "",
@@ -189,6 +190,11 @@ class LessonsPage(Markup):
         return ", ".join(f"{md.code(g.name, cell=True)} {md.text(g.status + (f' ({g.detail})' if g.detail else ''))}"
                          for g in gates)  # fmt: skip
 
+    def _evidence(self, link: Link) -> str:
+        """A table cell: the link's artifacts, and the run that wrote them."""
+        run = f", written by {md.text(run_name(link))}" if link.run and link.artifacts else ""
+        return ", ".join(self._artifact(a, cell=True) for a in link.artifacts) + run
+
     def _artifact(self, a: Artifact, cell: bool = False) -> str:
         info = self.artifacts.get(a.path)
         note = ""
@@ -198,7 +204,7 @@ class LessonsPage(Markup):
             note = " (changed since linked)"
         href = self._artifact_href(a.path)
         if a.origin and a.path.startswith("artifacts/sha256/"):  # kept by content: named by what it was
-            label = "the run's log" if a.origin == "the command's output" else posixpath.basename(a.origin)
+            label = artifact_name(a)
             return (md.link(label, href) if href else f"{md.text(label)} ({md.code(a.path, cell=cell)})") + note
         return (md.link(a.path, href) if href else md.code(a.path, cell=cell)) + note
 

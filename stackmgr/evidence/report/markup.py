@@ -11,10 +11,11 @@ from urllib.parse import quote
 from stackmgr.evidence.compare import run_config, short
 from stackmgr.evidence.link_state import quoted_results
 from stackmgr.evidence.metrics import Metric
-from stackmgr.evidence.records import Link
+from stackmgr.evidence.records import Artifact, Link
 from stackmgr.evidence.report.assets import CSS, content_security_policy
 from stackmgr.evidence.report.model import PatchInfo, ReportData
 from stackmgr.evidence.states import effective
+from stackmgr.output import plural
 
 STATE_MARK = {"fresh": "●", "equivalent": "◐", "stale": "○", "broken": "✗", "orphaned": "⌫", "edited": "✎",
               "failed": "✗", "tainted": "⚠", "baseline": "∅"}  # fmt: skip
@@ -48,6 +49,32 @@ def num(value: float) -> str:
 def percent(diff: float, ref: float) -> str:
     """A change against a reference value: +9.5%, or the plain difference when the reference is 0."""
     return f"{diff / abs(ref) * 100:+.1f}%" if ref else f"{diff:+.4g}"
+
+
+def artifact_name(a: Artifact) -> str:
+    """An artifact as a reader knows it: "the run's log", the name of the file a run wrote (an artifact kept by
+    content, under `artifacts/sha256/`, keeps it as its `origin`), else its path in the store."""
+    if a.origin == "the command's output":
+        return "the run's log"
+    if a.origin and a.path.startswith("artifacts/sha256/"):
+        return posixpath.basename(a.origin.rstrip("/")) or a.path
+    return a.path
+
+
+def run_said(link: Link) -> str:
+    """`run NAME: `COMMAND`` of a link `stackmgr run` recorded (its command as recorded: secrets redacted), else
+    an empty string."""
+    return f"{run_name(link)}: `{run_command(link)}`" if link.run else ""
+
+
+def run_name(link: Link) -> str:
+    return "run " + str(link.run["name"]) if link.run.get("name") else "a run"
+
+
+def run_command(link: Link) -> str:
+    import shlex
+
+    return shlex.join(map(str, link.run.get("command", [])))
 
 
 def size_label(n: int | None) -> str:
@@ -230,7 +257,7 @@ class Markup(ReportData):
             f"<main>{body}</main>\n"
             f"<footer>generated {e(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))} by "
             '<span class="mono">stackmgr report</span> · '
-            f"{len(self.patches)} patches · {len(self.links)} links</footer>"
+            f"{plural(len(self.patches), 'patch', 'patches')} · {plural(len(self.links), 'link')}</footer>"
             + (f"<script>{script}</script>" if script else "")
             + "</body></html>\n"
         )

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 from stackmgr.evidence.records import Link
 from stackmgr.evidence.report.diff import diff_row, parse_diff
-from stackmgr.evidence.report.markup import Markup, e, num, size_label, when
+from stackmgr.evidence.report.markup import Markup, artifact_name, e, num, run_said, size_label, when
 from stackmgr.evidence.report.model import PatchInfo
 from stackmgr.store.patchfile import diff_part
 
@@ -162,9 +162,11 @@ class PatchPage(Markup):
                          '<span class="bad">missing</span>' if art.current is None else
                          '<span class="bad">changed</span>')  # fmt: skip
                 anchor = f'<span class="muted">#{e(a.anchor)}</span>' if a.anchor else ""
-                items.append(f'<li><a class="mono" href="{self.href(here, art.page)}">{e(a.path)}</a>{anchor} '
+                items.append(f'<li><a class="mono" href="{self.href(here, art.page)}" title="{e(a.path)}">'
+                             f"{e(artifact_name(a))}</a>{anchor} "
                              f'{check} <span class="muted">{e(size_label(a.size))}</span></li>')  # fmt: skip
-            parts.append(f'<ul class="arts">{"".join(items)}</ul>')
+            run = f'<div class="meta">written by {e(run_said(link))}</div>' if link.run else ""
+            parts.append(f'{run}<ul class="arts">{"".join(items)}</ul>')
         stack = []
         for s in link.stack:
             names = ", ".join(self.patch_link(here, n) for n, _h in s.patches) or '<span class="muted">none</span>'

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackmgr.evidence.report.markup import Markup, e, size_label, when
+from stackmgr.evidence.report.markup import Markup, artifact_name, e, run_said, size_label, when
 
 
 class ResultsPage(Markup):
@@ -32,11 +32,16 @@ class ResultsPage(Markup):
             ok = ('<span class="bad">missing</span>' if art.current is None else
                   '<span class="ok">verifies</span>' if art.current in recorded else
                   '<span class="bad">changed</span>')  # fmt: skip
-            arows.append(f'<tr><td><a class="mono" href="{self.href(here, art.page)}">{e(art.path)}</a></td>'
+            first, a = min(art.cites, key=lambda c: c[0].created) if art.cites else (None, None)
+            name = artifact_name(a) if a is not None else art.path
+            run = e(run_said(first)) if first is not None and first.run else ""
+            arows.append(f'<tr><td><a class="mono" href="{self.href(here, art.page)}">{e(name)}</a></td>'
+                         f"<td>{run}</td>"
+                         f'<td class="mono muted">{e(art.path) if name != art.path else ""}</td>'
                          f'<td class="num">{len(art.cites)}</td><td>{ok}</td>'
                          f'<td class="muted">{e(size_label(art.size))}</td></tr>')  # fmt: skip
         body.append(f'<h2 id="artifacts">Artifacts <small>{len(self.artifacts)}</small></h2>')
-        body.append('<div class="scroll"><table class="list"><thead><tr><th>path</th><th>links</th><th>now</th>'
-                    f'<th>size</th></tr></thead><tbody>{"".join(arows)}</tbody></table></div>'
-                    if arows else '<p class="muted">No artifacts yet.</p>')  # fmt: skip
+        heads = "".join(f"<th>{h}</th>" for h in ("file", "written by", "kept as", "links", "now", "size"))
+        body.append(f'<div class="scroll"><table class="list"><thead><tr>{heads}</tr></thead><tbody>{"".join(arows)}'
+                    "</tbody></table></div>" if arows else '<p class="muted">No artifacts yet.</p>')  # fmt: skip
         return self.frame(here, "Results", "results", "".join(body))

@@ -1,5 +1,5 @@
-"""`stackmgr report -o DIR`, written here: a static HTML site to browse patch ↔ result (README.md, "Recording
-results").
+"""`stackmgr report -o DIR`, written here: a static HTML site to browse patch ↔ result
+(docs/COMMANDS.md#recording-results).
 
 Pages, all linked relatively so the directory works from file:// and can be copied anywhere:
 
