@@ -255,8 +255,6 @@ def render_status(report: TreeReport) -> set[str]:
                 where = f"kept as the {owners[0]} (no patch)"
             letter = _KIND_LETTER.get(c.kind, "?")
             letters.add(letter)
-            if not owners:
-                letters.add("!")
             out(f"    {letter} {show_path(c.path):<{width}}  {counts:>12}  {where}")
     other = [(p, why) for p, why in blockers if why not in _KIND_LETTER]
     for path, why in other:
@@ -269,7 +267,10 @@ def render_status(report: TreeReport) -> set[str]:
     applied = report.applied or {"patches": [], "series": ""}
     for name, hit, total in present:
         if name in applied["patches"]:  # the applied position holds it: a patch above may change its files again
-            above = f", {total - hit} of its {total} files changed again by a patch above it" if hit < total else ""
+            patches = applied["patches"]
+            by = "a patch above it or by hand since" if patches.index(name) < len(patches) - 1 else "by hand since"
+            again = f", {total - hit} of its {total} files changed again {by} (`stackmgr diff -z`)"
+            above = again if hit < total else ""
             series = show_text(applied["series"] or "no series")  # as the position line says it
             where = f"not in {series}" if name in applied.get("not_in_series", ()) else series
             out(f"  patch {name}: applied ({where}){above}")

@@ -81,11 +81,26 @@ def test_reset_stays_detached_when_the_branch_moved_and_says_how_to_return(lab: 
     git(elsewhere, "update-ref", "refs/heads/main", moved, main)
     back = lab.sm("reset")
     assert back.code == 0, back.err
-    assert "vllm: main has moved since `stackmgr apply` (now at " + moved[:12] + ")" in back.err, back.err
-    assert "`git switch main` returns to it" in back.err
+    assert f"vllm: main is at {moved[:12]}, not at {main[:12]}: HEAD stays detached there" in back.err, back.err
+    assert "`git switch main` (or `stackmgr reset --to main`) returns to it" in back.err
     assert head_name(lab.tree) == "HEAD" and git_text(lab.tree, "rev-parse", "HEAD") == main
     assert git_text(lab.tree, "rev-parse", "refs/heads/main") == moved  # never moved by stackmgr
     assert porcelain(lab.tree) == b""
+
+
+def test_apply_from_a_branch_ahead_of_the_base_promises_only_what_reset_does(lab: Lab) -> None:
+    main = _two_series(lab)
+    git(lab.tree, "switch", "-q", "-c", "feature")
+    ahead = commit(lab.tree, {"feature.txt": "f\n"}, "feature work")
+    applied = lab.sm("apply", "A")  # detaches at A's base, main's commit: behind feature
+    assert applied.code == 0, applied.err
+    assert (f"vllm: HEAD detached at {main[:12]} (was on branch feature); `stackmgr reset --to feature` returns "
+            f"to it ({ahead[:12]})") in applied.err, applied.err  # fmt: skip
+    back = lab.sm("reset")  # to the base: feature is not there, and it is said without claiming it moved
+    assert back.code == 0 and "moved" not in back.err and f"feature is at {ahead[:12]}" in back.err, back.err
+    assert head_name(lab.tree) == "HEAD"
+    assert lab.sm("reset", "--to", "feature").code == 0
+    assert head_name(lab.tree) == "feature" and git_text(lab.tree, "rev-parse", "HEAD") == ahead
 
 
 def test_reset_to_the_branch_commit_returns_to_the_branch(lab: Lab) -> None:

@@ -61,7 +61,8 @@ def test_series_names_complete_where_a_series_is_asked(day: Lab, monkeypatch: py
     store = str(day.store)
     for line in (f"stackmgr --store {store} apply ", f"stackmgr --store {store} series show ",
                  f"stackmgr --store {store} series rm ", f"stackmgr --store {store} export ",
-                 f"stackmgr --store {store} rebase ", f"stackmgr --store {store} links --series "):  # fmt: skip
+                 f"stackmgr --store {store} rebase ", f"stackmgr --store {store} links --series ",
+                 f"stackmgr --store {store} save p --series "):  # fmt: skip
         assert complete(monkeypatch, line) == ["baseline", "fp8-sweep"], line
     assert complete(monkeypatch, f"stackmgr --store {store} apply fp") == ["fp8-sweep"]
     assert complete(monkeypatch, f"stackmgr --store {store} series fp") == ["fp8-sweep"]  # `series NAME` shows it
@@ -71,6 +72,7 @@ def test_tree_names_complete(day: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     store = str(day.store)
     assert complete(monkeypatch, f"stackmgr --store {store} status v") == ["vllm"]
     assert complete(monkeypatch, f"stackmgr --store {store} push -t ") == ["vllm"]
+    assert complete(monkeypatch, f"stackmgr --store {store} reset ") == ["vllm"]
 
 
 def test_run_names_and_link_ids_complete(day: Lab, monkeypatch: pytest.MonkeyPatch) -> None:

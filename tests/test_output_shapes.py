@@ -29,9 +29,9 @@ def test_status_says_a_mode_change_as_the_modes_and_explains_its_letters(lab: La
     (row,) = [line for line in shown.out.splitlines() if "README" in line]
     assert cells(row)[:3] == ["m README", "mode 100644 -> 100755", "NOT PRESERVED"]
     assert "+0 -0" not in shown.out
-    assert shown.out.splitlines()[-1] == "  letters: A added, m mode changed, ! not preserved"
+    assert shown.out.splitlines()[-1] == "  letters: A added, m mode changed"  # no row shows `!`: none explained
     assert lab.sm("save", "x", "-m", "x").code == 0
-    assert "letters: A added, m mode changed\n" in lab.sm("status").out  # nothing unpreserved, no `!`
+    assert "letters: A added, m mode changed\n" in lab.sm("status").out
 
 
 def test_status_of_a_clean_tree_has_no_legend(lab: Lab) -> None:

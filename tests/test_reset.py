@@ -3,6 +3,7 @@ staged work is kept; `--to` never orphans a commit."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,11 @@ def test_reset_refuses_and_touches_nothing_while_work_is_unsaved(lab: Lab) -> No
     index = (lab.tree / ".git" / "index").read_bytes()
     result = lab.sm("reset")
     assert result.code == 1
-    assert "reset refused, nothing changed" in result.err and "results.log (added)" in result.err
-    assert result.err.count("\n") == 1
+    first, *files = result.err.splitlines()  # one line, then its files one per line (as `check -v`)
+    assert first.startswith("stackmgr: reset refused, nothing changed: tree vllm has changes no patch preserves")
+    assert "  results.log (added)" in files and all(f.startswith("  ") for f in files)
+    as_json = json.loads(lab.sm("--json", "reset").err)["error"]
+    assert "results.log (added)" in as_json["details"] and as_json["exit_code"] == 1
     assert _files(lab.tree) == before
     assert (lab.tree / ".git" / "index").read_bytes() == index
 

@@ -55,6 +55,8 @@ def test_a_run_records_the_extra_numbers_and_the_model_of_its_result(lab: Lab, t
     assert record["run"]["config"]["model_id"] == "Qwen/Qwen3.6"
     assert {m["name"] for m in record["metric"]} == {"spec_decode_acceptance_rate", "quality_cosine",
                                                       "accuracy.gsm8k"}  # fmt: skip
+    (listed,) = json.loads(lab.sm("links", "--json").out)["links"]  # one setting, one type: the run's
+    assert listed["config"]["num_prompts"] == record["run"]["config"]["num_prompts"] == 20
 
 
 def test_a_config_json_beside_the_result_gives_no_metrics(lab: Lab, tmp_path: Path) -> None:

@@ -66,6 +66,8 @@ def run(args: ApplyArgs) -> int:
     for o in outcomes:
         if o.detached and not args.dry_run:  # as git says it: where HEAD is now, and the way back
             back = f"; `stackmgr reset` returns to {_short(o.branch)}" if o.branch else ""
+            if o.branch_before and o.head_before != o.base:  # the branch's tip is not the base `reset` goes to
+                back = f"; `stackmgr reset --to {_short(o.branch)}` returns to it ({o.head_before[:12]})"
             was = f"was on branch {_short(o.branch_before)}" if o.branch_before else f"was at {o.head_before[:12]}"
             output.err(f"stackmgr: {o.tree}: HEAD detached at {o.base[:12]} ({was}){back}")
     return 0

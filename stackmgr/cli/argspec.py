@@ -50,7 +50,7 @@ SAVE = (
     Opt(("-t", "--tree"), "tree", True, "The tree to save from (needed when several have changes).", "TREE"),
     Opt(("-m", "--message"), "message", True, "Description: first line is the subject.", "MSG"),
     Opt(("--series",), "series", True, "Append the patch to this series (default: the applied one; a new one only "
-        "while none is applied, else --new-series).", "SERIES"),
+        "while none is applied, else --new-series).", "S"),
     Opt(("--new-series",), "new_series", True, "Start this series on what the tree holds, with the patch.", "S"),
     Opt(("--base",), "base", True, "Diff from REV instead of HEAD (keeps local commits).", "REV"),
     Opt(("--update",), "update", False, "Replace an existing patch (the old one is kept for interdiff)."),

@@ -5,12 +5,12 @@ from __future__ import annotations
 import click
 
 from stackmgr import output
-from stackmgr.cli.context import Context, json_option, pass_context
+from stackmgr.cli.context import Context, json_option, pass_context, tree_names
 from stackmgr.store.config import open_store
 
 
 @click.command("reset")
-@click.argument("trees", nargs=-1)
+@click.argument("trees", nargs=-1, shell_complete=tree_names)
 @click.option("--to", "to", metavar="REV", help="Reset to REV (default: the applied series' base, else HEAD).")
 @click.option("--force", is_flag=True, help="Store unpreserved work in a recovery snapshot, then reset.")
 @json_option()
@@ -32,8 +32,8 @@ def reset_cmd(ctx: Context, trees: tuple[str, ...], to: str | None, force: bool)
             output.err(f"stackmgr: {o.tree}: back on branch {o.branch}")
         elif o.branch_moved:
             name, at = o.branch_moved
-            output.err(f"stackmgr: {o.tree}: {name} has moved since `stackmgr apply` (now at {at[:12]}); HEAD stays "
-                       f"detached at {o.target[:12]}; `git switch {name}` returns to it")  # fmt: skip
+            output.err(f"stackmgr: {o.tree}: {name} is at {at[:12]}, not at {o.target[:12]}: HEAD stays detached "
+                       f"there; `git switch {name}` (or `stackmgr reset --to {name}`) returns to it")  # fmt: skip
         elif o.branch_elsewhere:
             output.err(f"stackmgr: {o.tree}: {o.branch_elsewhere} is checked out in another worktree; HEAD stays "
                        f"detached at {o.target[:12]}")  # fmt: skip

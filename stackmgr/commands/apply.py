@@ -264,6 +264,9 @@ def apply_series(
         try:
             _preflight_while_computing(store, plans, three_way)
             before = load_applied(store)
+            for plan in plans:
+                if plan.snap is not None and plan.result is not None:
+                    refuse_overwriting_on_top(plan.tree, plan.snap, before.get(plan.tree), plan.result, "apply")
             outcomes = [TreeOutcome(p, p.snap is not None and p.snap.tree_id() != p.result, before.get(p.tree),
                                     name) for p in plans]  # fmt: skip
             if dry_run:
@@ -276,6 +279,22 @@ def apply_series(
             for plan in plans:
                 if plan.snap is not None:
                     plan.snap.release()
+
+
+def refuse_overwriting_on_top(tree: str, snap: Snapshot, held: Applied | None, target: str, verb: str) -> None:
+    """Exit 1, nothing changed, when the move would overwrite changes on top of the series the tree holds that no
+    patch keeps (safety/on_top.py), as `push`/`pop` refuse them."""
+    from stackmgr.errors import NotPreserved
+    from stackmgr.safety.assessment import counted, file_lines
+    from stackmgr.safety.on_top import overwritten_on_top
+
+    found = overwritten_on_top(snap, held, target)
+    if found:
+        series = held.series if held is not None else ""
+        raise NotPreserved(f"{verb} refused, nothing changed: tree {tree} has changes on top of series {series} that "
+                           f"no patch keeps, in files the {verb} would change ({counted(found)})",
+                           f"`stackmgr diff -z` shows them; `stackmgr save NAME` keeps them as a patch on top of "
+                           f"{series}, or `stackmgr reset --force` sets the tree aside", file_lines(found))  # fmt: skip
 
 
 def _refuse_revivals(store: Store, name: str, plans: list[TreePlan], override: str | None, dry_run: bool) -> None:

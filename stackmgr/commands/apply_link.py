@@ -11,7 +11,7 @@ while it is byte for byte what `artifacts/` keeps)."""
 
 from __future__ import annotations
 
-from stackmgr.commands.apply import preflight
+from stackmgr.commands.apply import preflight, refuse_overwriting_on_top
 from stackmgr.errors import UsageProblem
 from stackmgr.evidence.measured import rebuild
 from stackmgr.evidence.reading import find_ref
@@ -22,7 +22,7 @@ from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
 from stackmgr.safety.preserved import PatchIndex
 from stackmgr.safety.snapshot import Snapshot
-from stackmgr.store.applied import Applied, record_applied
+from stackmgr.store.applied import Applied, load_applied, record_applied
 from stackmgr.store.config import Store
 from stackmgr.types import TreeId
 
@@ -60,8 +60,10 @@ def apply_link(store: Store, wanted: str, *, only_tree: str | None = None, dry_r
         targets = [TreeId(tree) for tree, _below in built]
         snaps: list[Snapshot] = []
         try:
+            held = load_applied(store)
             for entry, target in zip(entries, targets, strict=True):
                 preflight(store, entry.tree, entry.base, snaps.append, already=target)
+                refuse_overwriting_on_top(entry.tree, snaps[-1], held.get(entry.tree), target, "apply --link")
             outcomes = [Rebuilt(e, not _there(s, e, t)) for e, s, t in zip(entries, snaps, targets, strict=True)]
             if not dry_run:
                 branches = [symbolic_head(snap.repo) for snap in snaps]  # HEAD leaves them: `reset` returns

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Callable
 from typing import Any, cast
 
-from stackmgr.evidence.compare import CONFIG_KEYS, run_config
+from stackmgr.evidence.compare import CONFIG_KEYS, result_config, run_config
 from stackmgr.evidence.link_state import interruption, link_mark, link_state
 from stackmgr.evidence.metrics import Metric, lead
 from stackmgr.evidence.reading import Brief, find_links, load_briefs, load_links
@@ -38,10 +38,13 @@ def link_json(ev: Evidence, link: Link, state: str, baseline: Link | None, repla
     """One link as `show --json` and `links --json` give it (docs/FORMATS.md#json-output)."""
     base = {m.name: m.value for m in baseline.metrics} if baseline is not None else {}
     judged = link_state(ev, link)  # failed, tainted, usable: evidence/link_state.py
+    recorded = link.run.get("config")  # typed as the run recorded it (`run.config`); else the text compare groups by
+    typed = {k: v for k, v in result_config(recorded).items() if isinstance(v, str | int | float)
+             and not isinstance(v, bool)} if isinstance(recorded, dict) else {}  # fmt: skip
     return {
         "id": link.id, "state": state, "created": link.created, "author": link.author, "patch": link.patch,
         "tree": link.tree, "amends": link.amends or None, "amended_by": replaced_by, "baseline": link.baseline or None,
-        "config": {key: config.get(key) for key in CONFIG_KEYS},
+        "config": {key: typed.get(key, config.get(key)) for key in CONFIG_KEYS},
         "metrics": [{"name": m.name, "value": m.value, "unit": m.unit, "direction": m.direction,
                      "source": m.source or None,
                      "delta": (m.value - base[m.name]) if m.name in base else None} for m in link.metrics],

@@ -14,7 +14,7 @@ from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.git import refs
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
-from stackmgr.safety.assessment import describe
+from stackmgr.safety.assessment import counted, file_lines
 from stackmgr.safety.preserved import assess
 from stackmgr.safety.recovery import drop_recovery, store_recovery
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
@@ -55,7 +55,7 @@ def reset_trees(store: Store, names: tuple[str, ...], *, to: str | None, force: 
             refused = [p for p in planned if p.blockers]
             if refused and not force:
                 raise NotPreserved(_refusal(refused), "save them (`stackmgr save NAME`), or `--force` to set "
-                                   "them aside in a recovery snapshot")  # fmt: skip
+                                   "them aside in a recovery snapshot", _refused_files(refused))  # fmt: skip
             # A later tree refusing (a file changed since the check) makes the journal put earlier ones back.
             done = [_reset_one(store, p, force) for p in planned]
             return done
@@ -100,8 +100,17 @@ def _target_and_blockers(
 
 
 def _refusal(refused: list[_Planned]) -> str:
-    parts = [f"tree {p.config.name}: {describe(p.blockers)}" for p in refused]
-    return "reset refused, nothing changed; not preserved: " + "; ".join(parts)
+    """`reset refused, nothing changed: tree vllm has changes no patch preserves (2 paths)`; its files follow, one
+    per line (`_refused_files`), as every refusal lists them."""
+    parts = [f"tree {p.config.name} has changes no patch preserves ({counted(p.blockers)})" for p in refused]
+    return "reset refused, nothing changed: " + "; ".join(parts)
+
+
+def _refused_files(refused: list[_Planned]) -> list[str]:
+    """Each refused tree's files, one per line; prefixed by the tree when several trees refused."""
+    if len(refused) == 1:
+        return file_lines(refused[0].blockers)
+    return file_lines([(p.config.name.encode() + b": " + path, why) for p in refused for path, why in p.blockers])
 
 
 def _reset_one(store: Store, p: _Planned, force: bool) -> ResetOutcome:
