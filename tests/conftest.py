@@ -43,12 +43,36 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         group.addoption("--dist", dest="dist", default="no", help="ignored: no pytest-xdist")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Two workers per core (at most 16): a test spends much of its time waiting for the git and stackmgr processes
+    it starts, and a second worker per core keeps the core busy meanwhile (two cores: 4 workers, about 15% faster)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(16, 2 * cores)
+
+
+SLOW_LEFT_OUT = "slow"  # `python -m pytest` with no paths and no -m: the whole suite but the stress families
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Temporary directories in RAM when the machine has room there: every test builds repositories and stores
+    """A whole-suite run (`python -m pytest`: no paths, no -m) leaves out the tests marked slow, the stress families
+    (a kill at every write, random kills, process races, the round-trip property's later seeds): they run with
+    `python -m pytest -m slow` (CI runs both), and a path given runs its slow tests too. The xdist workers get the
+    marker expression from here.
+
+    Temporary directories in RAM when the machine has room there: every test builds repositories and stores
     under tmp_path, and stackmgr syncs what it writes, so on a busy disk the suite waits on I/O more than it runs.
     Only when nobody chose (no --basetemp, no TMPDIR) and /dev/shm has 4 GiB free; the xdist workers and every git
     or stackmgr the tests start inherit TMPDIR."""
-    if config.option.basetemp or os.environ.get("TMPDIR") or hasattr(config, "workerinput"):
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        if worker.get("stackmgr_left_out"):
+            config.option.markexpr = f"not {SLOW_LEFT_OUT}"
+        return
+    if config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr:
+        config.option.markexpr = f"not {SLOW_LEFT_OUT}"
+        config.stash[_LEFT_OUT] = True
+    if config.option.basetemp or os.environ.get("TMPDIR"):
         return
     try:
         ram = os.statvfs(RAM_TEMP)
@@ -57,6 +81,27 @@ def pytest_configure(config: pytest.Config) -> None:
     if ram.f_bavail * ram.f_frsize >= 4 << 30 and os.access(RAM_TEMP, os.W_OK | os.X_OK):
         os.environ["TMPDIR"] = RAM_TEMP
         tempfile.tempdir = RAM_TEMP
+
+
+_LEFT_OUT = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """An xdist worker collects on its own: it leaves out what the controller leaves out."""
+    node.workerinput["stackmgr_left_out"] = node.config.stash.get(_LEFT_OUT, False)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if config.stash.get(_LEFT_OUT, False):
+        return "tests marked slow are left out of a whole-suite run: `python -m pytest -m slow` runs them (CI does)"
+    return None
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Said again just above pytest's summary line, where a reader of the run's end looks."""
+    if config.stash.get(_LEFT_OUT, False):
+        terminalreporter.write_line("slow: the tests marked slow were left out (`python -m pytest -m slow` runs them)")
 
 
 # What a test may not inherit from the machine it runs on: a user's git config, identity, editor or pager; a

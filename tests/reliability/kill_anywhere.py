@@ -748,7 +748,7 @@ def _sleep_until(run: Launched, at: float) -> None:
 
 def run_trial(kit: Kit, command: str, seed: int, n: int, work: Path) -> Trial:
     rng = random.Random(f"kill-anywhere/{seed}/{command}/{n}")
-    trial = Trial(command, seed, n, mode=MODES[(n // len(COMMANDS)) % len(MODES)])
+    trial = Trial(command, seed, n, mode=MODES[n % len(MODES)])
     trial.next_step = rng.choice(("recover", "again"))
     cal = kit.calibration(command)
     args = kit.use(command)

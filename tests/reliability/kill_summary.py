@@ -1,6 +1,6 @@
 """The kill-anywhere summary line (tests/reliability/test_kill_anywhere.py), printed before pytest's own summary:
 
-    kill-anywhere: 52 trials (seed 1): 0 invariant failures, 0 internal errors, 0 bytes lost
+    kill-anywhere: 39 trials (seed 1): 0 invariant failures, 0 internal errors, 0 bytes lost
 
 A trial with a known failure (an expected failure: tests/reliability/kill_anywhere.py KNOWN) is counted in its
 classes all the same, and the line then names them ("2 known failures (xfail): undo/index.lock ×2"), so it never
