@@ -103,6 +103,17 @@ def test_apply_from_a_branch_ahead_of_the_base_promises_only_what_reset_does(lab
     assert head_name(lab.tree) == "feature" and git_text(lab.tree, "rev-parse", "HEAD") == ahead
 
 
+def test_git_status_names_where_apply_detached_head(lab: Lab) -> None:
+    _two_series(lab)
+    git(lab.tree, "checkout", "-q", "--detach", "HEAD")  # an older checkout in the reflog: git must not name it
+    git(lab.tree, "checkout", "-q", "main")
+    assert lab.sm("apply", "A").code == 0
+    base = git_text(lab.tree, "rev-parse", "--short", "HEAD")
+    said = git_text(lab.tree, "status").splitlines()[0]
+    assert said == f"HEAD detached at {base}", said
+    assert "(stackmgr apply A)" in git_text(lab.tree, "reflog", "-1")
+
+
 def test_reset_to_the_branch_commit_returns_to_the_branch(lab: Lab) -> None:
     main = _two_series(lab)
     assert lab.sm("apply", "A").code == 0

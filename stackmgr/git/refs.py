@@ -24,11 +24,16 @@ def symbolic_head(repo: Repo) -> str | None:
     return out.decode().strip() if rc == 0 else None
 
 
-def detach_head(repo: Repo, commit: str, reason: str, expect: str | None = None) -> None:
-    """HEAD detached at `commit`; the branch it named (if any) keeps all its commits. Logged in HEAD's reflog.
-    With `expect`, only if HEAD still points there (a commit made meanwhile is never orphaned)."""
+def detach_head(repo: Repo, commit: str, reason: str, expect: str | None = None, was: str | None = None) -> None:
+    """HEAD detached at `commit`; the branch it named (`was`, if any) keeps all its commits. Logged in HEAD's
+    reflog as `git checkout --detach` logs it (`checkout: moving from main to <commit> (reason)`), so `git status`
+    says `HEAD detached at <commit>` rather than naming an older checkout's target. With `expect`, only if HEAD
+    still points there (a commit made meanwhile is never orphaned)."""
     old = [repo.object_id(expect)] if expect else []
-    run(repo.top, ["update-ref", "--no-deref", "-m", reason, "HEAD", repo.object_id(commit), *old])
+    new = repo.object_id(commit)
+    source = (was.removeprefix("refs/heads/") if was else expect) or "HEAD"
+    message = f"checkout: moving from {source} to {new} ({reason})"
+    run(repo.top, ["update-ref", "--no-deref", "-m", message, "HEAD", new, *old])
 
 
 def branch_checked_out_elsewhere(repo: Repo, branch: str) -> bool:

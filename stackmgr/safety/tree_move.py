@@ -94,7 +94,7 @@ def move_tree(
                 lock.commit(work if index_bytes is None else index_bytes)
                 step("index", lock_released=True)
                 if head is not None and (branch is not None or head != snap.head):
-                    refs.detach_head(repo, head, reason, expect=snap.head)
+                    refs.detach_head(repo, head, reason, expect=snap.head, was=branch)
                 step("moved", state="moved")
             except BaseException as exc:
                 step.state("moving", durable=True)  # putting back is a switch too: a kill in it, one under way
