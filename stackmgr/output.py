@@ -268,7 +268,7 @@ def render_status(report: TreeReport) -> set[str]:
     for name, hit, total in present:
         if name in applied["patches"]:  # the applied position holds it: a patch above may change its files again
             patches = applied["patches"]
-            by = "a patch above it or by hand since" if patches.index(name) < len(patches) - 1 else "by hand since"
+            by = "by a patch above it or by hand since" if patches.index(name) < len(patches) - 1 else "by hand since"
             again = f", {total - hit} of its {total} files changed again {by} (`stackmgr diff -z`)"
             above = again if hit < total else ""
             series = show_text(applied["series"] or "no series")  # as the position line says it

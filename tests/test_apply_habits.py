@@ -187,3 +187,17 @@ def test_reset_that_moves_no_file_still_returns_to_the_branch_and_undo_detaches_
     assert head_name(lab.tree) == "main" and git_text(lab.tree, "rev-parse", "HEAD") == main
     assert lab.sm("undo").code == 0
     assert head_name(lab.tree) == "HEAD" and git_text(lab.tree, "rev-parse", "HEAD") == main
+
+
+def test_apply_link_says_it_detached_head_too(lab: Lab) -> None:
+    main = _two_series(lab)
+    assert lab.sm("apply", "A").code == 0
+    result = lab.store / "results" / "r.log"
+    result.parent.mkdir()
+    result.write_text("tput 1\n")
+    lid = link_id(lab, "a2", str(result))
+    assert lab.sm("reset").code == 0 and head_name(lab.tree) == "main"
+    rebuilt = lab.sm("apply", "--link", lid)
+    assert rebuilt.code == 0, rebuilt.err
+    assert f"stackmgr: vllm: HEAD detached at {main[:12]} (was on branch main); `stackmgr reset` returns to main" \
+        in rebuilt.err.splitlines(), rebuilt.err  # fmt: skip

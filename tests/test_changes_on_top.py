@@ -32,7 +32,7 @@ def test_apply_again_refuses_to_overwrite_a_change_put_back_by_hand(lab: Lab) ->
     assert refused.code == 1, refused
     first = refused.err.splitlines()[0]
     assert first.startswith("stackmgr: apply refused, nothing changed: tree vllm has changes on top of series s"), first
-    assert "diff -z" in first and "  README (puts back a change of series s)" in refused.err.splitlines()
+    assert "diff -z" in first and "  README (put back to HEAD's on top of series s)" in refused.err.splitlines()
     assert (lab.tree / "README").read_text() == "hello\n" and _tree_id(lab) == before
     unsaved = lab.sm("diff", "-z")
     assert unsaved.code == 0 and "-five\n+hello\n" in unsaved.out
@@ -70,3 +70,17 @@ def test_reset_loses_nothing_of_such_a_change_and_is_not_refused(lab: Lab) -> No
     _series_with_a_reverted_file(lab)
     assert lab.sm("reset").code == 0
     assert (lab.tree / "README").read_text() == "hello\n"
+
+
+def test_apply_refuses_even_when_an_older_version_of_the_patch_holds_the_content(lab: Lab) -> None:
+    """The file put back by hand equals what the patch's previous version made: 'kept' by that version, but the
+    state is the user's and in no patch."""
+    (lab.tree / "README").write_text("hello\nA\n")
+    assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
+    (lab.tree / "README").write_text("hello\nA\nB\n")
+    assert lab.sm("save", "p", "--update").code == 0
+    (lab.tree / "README").write_text("hello\nA\n")  # B taken out by hand: the old version's content
+    before = _tree_id(lab)
+    refused = lab.sm("apply", "S")
+    assert refused.code == 1 and "README (changed on top of series S; only p@" in refused.err, refused
+    assert _tree_id(lab) == before

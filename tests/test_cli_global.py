@@ -236,3 +236,12 @@ def test_usage_errors_are_one_line_naming_the_commands_help(lab: Lab) -> None:
     typo = lab.sm("serie")
     one_line_error(typo, 2)
     assert typo.err == "stackmgr: No such command 'serie'. Did you mean 'series'? See `stackmgr --help`\n"
+
+
+def test_json_after_any_command_gives_its_errors_as_json(lab: Lab) -> None:
+    """`--json` after a command whose output is text (rename, drop, export, interdiff): accepted, errors as JSON."""
+    for args in (("rename", "nope", "other"), ("drop", "nope"), ("interdiff", "nope", "other")):
+        said = lab.sm(*args, "--json")
+        assert said.code == 2, (args, said)
+        error = json.loads(said.err)["error"]
+        assert error["exit_code"] == 2 and "nope" in error["message"], (args, error)

@@ -175,3 +175,14 @@ def test_a_reset_to_a_bad_revision_leaves_no_scratch_index(lab: Lab) -> None:
     for _ in range(2):
         assert lab.sm("reset", "--to", "no-such-rev").code == 3
     assert sorted(p.name for p in (lab.tree / ".git" / "stackmgr").iterdir()) == before
+
+
+def test_a_staged_version_alone_is_refused_with_a_way_out_git_gives(lab: Lab) -> None:
+    """Index differs from the file, the file equals HEAD: `save` has nothing to take, so the hint names git's way."""
+    (lab.tree / "README").write_text("staged\n")
+    git(lab.tree, "add", "README")
+    (lab.tree / "README").write_text("hello\n")
+    refused = lab.sm("reset")
+    assert refused.code == 1 and "git restore --staged PATH" in refused.err and "git add PATH" in refused.err
+    git(lab.tree, "restore", "--staged", "README")
+    assert lab.sm("reset").code == 0

@@ -335,3 +335,19 @@ def test_push_merge_after_a_pulled_rebase_moves_head_to_the_new_base_with_my_edi
     assert b"Stackmgr-Base: " + upstream.encode() in (bob.store / "patches" / "mine.patch").read_bytes()
     said = bob.sm("check", "-v")
     assert said.code == 0, said.out + said.err
+
+
+def test_save_update_of_a_popped_patch_is_refused_and_changes_nothing(lab: Lab) -> None:
+    """Series S = p1 (README) then p2 (src/model.py); p2 popped; an edit; `save --update p2` would have rewritten p2
+    as everything against HEAD: p1's change in, p2's own change out."""
+    (lab.tree / "README").write_text("p1\n")
+    assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0
+    (lab.tree / "src" / "model.py").write_text("p2\n")
+    assert lab.sm("save", "p2", "-m", "p2").code == 0
+    assert lab.sm("pop").code == 0
+    (lab.tree / "new.txt").write_text("c\n")
+    before = {p.name: p.read_bytes() for p in (lab.store / "patches").iterdir() if p.is_file()}
+    refused = lab.sm("save", "p2", "--update")
+    assert refused.code == 2, refused
+    assert "p2 is not applied in tree vllm" in refused.err and "`stackmgr push p2`" in refused.err, refused.err
+    assert {p.name: p.read_bytes() for p in (lab.store / "patches").iterdir() if p.is_file()} == before

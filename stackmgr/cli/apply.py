@@ -64,13 +64,18 @@ def run(args: ApplyArgs) -> int:
         output.out(f"{o.tree}: {verb} {series} ({n} patch{'es' if n != 1 else ''}) on {o.base[:12]}; "
                    f"tree {o.result}; {state}")  # fmt: skip
     for o in outcomes:
-        if o.detached and not args.dry_run:  # as git says it: where HEAD is now, and the way back
-            back = f"; `stackmgr reset` returns to {_short(o.branch)}" if o.branch else ""
-            if o.branch_before and o.head_before != o.base:  # the branch's tip is not the base `reset` goes to
-                back = f"; `stackmgr reset --to {_short(o.branch)}` returns to it ({o.head_before[:12]})"
-            was = f"was on branch {_short(o.branch_before)}" if o.branch_before else f"was at {o.head_before[:12]}"
-            output.err(f"stackmgr: {o.tree}: HEAD detached at {o.base[:12]} ({was}){back}")
+        if o.detached and not args.dry_run:
+            output.err(detach_line(o.tree, o.base, o.branch_before, o.head_before, o.branch))
     return 0
+
+
+def detach_line(tree: str, base: str, branch_before: str | None, head_before: str, back_to: str | None) -> str:
+    """As git says it: where HEAD is now, where it was, and the way back (`back_to`: the branch `reset` returns to)."""
+    was = f"was on branch {_short(branch_before)}" if branch_before else f"was at {head_before[:12]}"
+    back = f"; `stackmgr reset` returns to {_short(back_to)}" if back_to else ""
+    if branch_before and head_before != base:  # the branch's tip is not the base `reset` goes to
+        back = f"; `stackmgr reset --to {_short(branch_before)}` returns to it ({head_before[:12]})"
+    return f"stackmgr: {tree}: HEAD detached at {base[:12]} ({was}){back}"
 
 
 def _short(branch: str | None) -> str:
@@ -99,8 +104,10 @@ def run_link(args: ApplyArgs) -> int:
         return 0
     for o in outcomes:
         output.out(("would rebuild " if args.dry_run else "rebuilt " if o.changed else "kept ") + describe(o))
+        if o.changed and not args.dry_run and (o.branch_before or o.head_before != o.base):
+            output.err(detach_line(o.tree, o.base, o.branch_before, o.head_before, o.branch_before))
         if o.residue and not args.dry_run:
-            output.err(f"note: {o.tree}: the residue is kept by content in the store (artifacts/), in no patch; "
-                       "`check` counts it preserved while it is unchanged, byte for byte; `stackmgr save NAME` "
+            output.err(f"stackmgr: note: {o.tree}: the residue is kept by content in the store (artifacts/), in no "
+                       "patch; `check` counts it preserved while it is unchanged, byte for byte; `stackmgr save NAME` "
                        "keeps it as a patch")  # fmt: skip
     return 0

@@ -57,6 +57,10 @@ def store_everywhere(command: click.Command, skip: tuple[str, ...] = ()) -> None
     if not any(p.name == opt.dest for p in command.params):
         command.params.append(click.Option(opt.flags, metavar=opt.metavar, expose_value=False, callback=_ask_store,
                                            help=opt.help))  # fmt: skip
+    if not any(p.name == "json" for p in command.params):  # a command whose output is text: its errors as JSON
+        command.params.append(click.Option(argspec.JSON.flags, is_flag=True, expose_value=False, callback=_ask_json,
+                                           help="Errors as one JSON line on stderr (this command's output is "
+                                                "text).", hidden=False))  # fmt: skip
     for sub in command.commands.values() if isinstance(command, click.Group) else ():
         store_everywhere(sub, skip)
 

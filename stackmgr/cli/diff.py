@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 @click.option("-t", "--tree", metavar="TREE", shell_complete=tree_names,
               help="The tree (default: the only tree with a current series).")  # fmt: skip
 @click.option("-z", "--unsaved", is_flag=True,
-              help="The tree's changes on top of its applied patches that no patch keeps yet (untracked files "
-                   "included): what the next `save` or `refresh` takes.")  # fmt: skip
+              help="The tree's changes on top of its applied patches (on top of HEAD when none is applied: a "
+                   "patch saved with no series is not applied), untracked files included: what the next `save` "
+                   "takes.")  # fmt: skip
 @click.option("--stat", is_flag=True, help="A diffstat instead of the diff.")
 @json_option()
 @pass_context

@@ -254,7 +254,7 @@ def _failing_hunk(data: bytes, err: str) -> str:
 
 def apply_series(
     store: Store, name: str, *, only_tree: str | None = None, guards: tuple[str, ...] = (),
-    three_way: bool = False, dry_run: bool = False, override: str | None = None,
+    three_way: bool = False, dry_run: bool = False, override: str | None = None, keep_on_top: bool = True,
 ) -> list[TreeOutcome]:  # fmt: skip
     from stackmgr.store.applied import load_applied
 
@@ -264,9 +264,9 @@ def apply_series(
         try:
             _preflight_while_computing(store, plans, three_way)
             before = load_applied(store)
-            for plan in plans:
+            for plan in plans if keep_on_top else ():  # bisect puts its own before-state back at the end
                 if plan.snap is not None and plan.result is not None:
-                    refuse_overwriting_on_top(plan.tree, plan.snap, before.get(plan.tree), plan.result, "apply")
+                    refuse_overwriting_on_top(store, plan.tree, plan.snap, before.get(plan.tree), plan.result, "apply")
             outcomes = [TreeOutcome(p, p.snap is not None and p.snap.tree_id() != p.result, before.get(p.tree),
                                     name) for p in plans]  # fmt: skip
             if dry_run:
@@ -281,14 +281,15 @@ def apply_series(
                     plan.snap.release()
 
 
-def refuse_overwriting_on_top(tree: str, snap: Snapshot, held: Applied | None, target: str, verb: str) -> None:
+def refuse_overwriting_on_top(store: Store, tree: str, snap: Snapshot, held: Applied | None, target: str,
+                              verb: str) -> None:  # fmt: skip
     """Exit 1, nothing changed, when the move would overwrite changes on top of the series the tree holds that no
-    patch keeps (safety/on_top.py), as `push`/`pop` refuse them."""
+    current patch keeps (safety/on_top.py)."""
     from stackmgr.errors import NotPreserved
     from stackmgr.safety.assessment import counted, file_lines
     from stackmgr.safety.on_top import overwritten_on_top
 
-    found = overwritten_on_top(snap, held, target)
+    found = overwritten_on_top(snap, held, target, lambda: assess(store, snap).preserved)
     if found:
         series = held.series if held is not None else ""
         raise NotPreserved(f"{verb} refused, nothing changed: tree {tree} has changes on top of series {series} that "

@@ -35,6 +35,8 @@ class Rebuilt:
         self.patches = [name for name, _sha in entry.patches]
         self.residue = entry.residue_patch
         self.changed = changed
+        self.head_before = ""  # HEAD before the move, and the branch it was on (None: detached)
+        self.branch_before: str | None = None
 
 
 def find_link(store: Store, wanted: str) -> Link:
@@ -63,10 +65,12 @@ def apply_link(store: Store, wanted: str, *, only_tree: str | None = None, dry_r
             held = load_applied(store)
             for entry, target in zip(entries, targets, strict=True):
                 preflight(store, entry.tree, entry.base, snaps.append, already=target)
-                refuse_overwriting_on_top(entry.tree, snaps[-1], held.get(entry.tree), target, "apply --link")
+                refuse_overwriting_on_top(store, entry.tree, snaps[-1], held.get(entry.tree), target, "apply --link")
             outcomes = [Rebuilt(e, not _there(s, e, t)) for e, s, t in zip(entries, snaps, targets, strict=True)]
             if not dry_run:
                 branches = [symbolic_head(snap.repo) for snap in snaps]  # HEAD leaves them: `reset` returns
+                for o, snap, branch in zip(outcomes, snaps, branches, strict=True):
+                    o.head_before, o.branch_before = snap.head, branch
                 _switch_all(store, link, entries, snaps, targets)
                 for entry, (_tree, below), branch in zip(entries, built, branches, strict=True):
                     applied = Applied(entry.series, entry.base, _names_now(store, entry), below).measured_from(

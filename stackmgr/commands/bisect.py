@@ -92,7 +92,8 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
 
     lock = bisect_state.hold(store, before)
     try:
-        apply_series(store, series, only_tree=plan.tree, override=override)  # a do-not-revive lane stops it here
+        # A do-not-revive lane stops it here; what the tree holds on top is in `before`, put back at the end.
+        apply_series(store, series, only_tree=plan.tree, override=override, keep_on_top=False)
         if not test(len(names)):
             return Bisected(None, tested, False)
         good, bad = 0, len(names)

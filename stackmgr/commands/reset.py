@@ -14,7 +14,7 @@ from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.git import refs
 from stackmgr.journal.operation import operation
 from stackmgr.safety import tree_move
-from stackmgr.safety.assessment import counted, file_lines
+from stackmgr.safety.assessment import counted, file_lines, staged_hint
 from stackmgr.safety.preserved import assess
 from stackmgr.safety.recovery import drop_recovery, store_recovery
 from stackmgr.safety.snapshot import Snapshot, take_snapshot
@@ -54,8 +54,9 @@ def reset_trees(store: Store, names: tuple[str, ...], *, to: str | None, force: 
                 planned.append(_plan(store, config, to))
             refused = [p for p in planned if p.blockers]
             if refused and not force:
-                raise NotPreserved(_refusal(refused), "save them (`stackmgr save NAME`), or `--force` to set "
-                                   "them aside in a recovery snapshot", _refused_files(refused))  # fmt: skip
+                hint = staged_hint([b for p in refused for b in p.blockers], "save them (`stackmgr save NAME`), or "
+                                   "`--force` to set them aside in a recovery snapshot")  # fmt: skip
+                raise NotPreserved(_refusal(refused), hint, _refused_files(refused))
             # A later tree refusing (a file changed since the check) makes the journal put earlier ones back.
             done = [_reset_one(store, p, force) for p in planned]
             return done

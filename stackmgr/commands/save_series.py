@@ -218,8 +218,15 @@ def _applied_series_of(store: Store, tree: str, name: str) -> str | None:
     `refresh` does), so the series and what is recorded as applied stay one; below the top it would have to be
     carried through the patches above it, which is `push`/`pop`'s work."""
     where = applied_position(store, tree)
-    if where is None or name not in where.stack:
-        return None
+    if where is None or not where.stack:
+        return None  # nothing applied: the patch is rewritten on its own, against HEAD
+    if name not in where.stack:  # against HEAD it would take in the applied patches' changes, and lose its own
+        member = where.series and name in where.names
+        raise UsageProblem(f"{name} is not applied in tree {tree} ({where.summary()}): updating it here would write "
+                           "the applied patches' changes into it",
+                           f"`stackmgr push {name}` (it is then the top), edit, `stackmgr refresh`" if member else
+                           f"`stackmgr reset {tree}` first (nothing applied: it is rewritten against HEAD), or "
+                           "`stackmgr save NEWNAME` for a new patch")  # fmt: skip
     if where.top != name:
         raise UsageProblem(f"{name} is applied below {where.top} in series {where.series}: updating it "
                            "here would leave the patches above it on its old version",

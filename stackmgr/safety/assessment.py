@@ -29,7 +29,7 @@ class Assessment:
     def blockers(self, snap: Snapshot) -> list[tuple[bytes, str]]:
         """Everything that keeps the tree from being safe to reset, as (path, why)."""
         out = [(c.path, c.kind) for c in self.unpreserved]
-        out += [(p, "staged and unstaged versions differ") for p in snap.staged_differs]
+        out += [(p, STAGED_DIFFERS) for p in snap.staged_differs]
         out += [(p, "unmerged") for p in snap.unmerged]
         out += [(p, "submodule has uncommitted changes inside") for p in snap.dirty_submodules]
         out += [(p, "LF line endings a checkout would turn to CRLF (core.autocrlf=true): save cannot keep these "
@@ -105,8 +105,20 @@ def counted(found: list[tuple[bytes, str]]) -> str:
     return plural(len({p for p, _why in found}), "path")
 
 
+STAGED_DIFFERS = "staged and unstaged versions differ"
+
+
+def staged_hint(blockers: list[tuple[bytes, str]], hint: str) -> str:
+    """A staged version that differs from the file is in no snapshot (a snapshot takes the file as it is on disk):
+    `save` cannot keep it, git can (stage the file, or drop the staged version)."""
+    if not any(why == STAGED_DIFFERS for _p, why in blockers):
+        return hint
+    return ("a staged version that differs from the file is git's to keep: `git add PATH` stages the file as it is "
+            "(then `stackmgr save NAME`), `git restore --staged PATH` drops the staged version; " + hint)
+
+
 def refuse_unpreserved(tree: str, blockers: list[tuple[bytes, str]], hint: str) -> None:
     """Raise the exit-1 refusal every destructive command gives while a tree holds unpreserved work."""
     if blockers:
-        raise NotPreserved(f"tree {tree} has changes no patch preserves ({counted(blockers)})", hint,
-                           file_lines(blockers))  # fmt: skip
+        raise NotPreserved(f"tree {tree} has changes no patch preserves ({counted(blockers)})",
+                           staged_hint(blockers, hint), file_lines(blockers))  # fmt: skip
