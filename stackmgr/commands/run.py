@@ -21,6 +21,7 @@ import os
 import sys
 from typing import Any
 
+from stackmgr.commands.run_targets import link_targets, trees_measured
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import artifacts as kept
 from stackmgr.evidence import capture, collect, redaction
@@ -32,10 +33,8 @@ from stackmgr.evidence.records import Artifact, Link, StackEntry, utc_now, write
 from stackmgr.evidence.states import Evidence
 from stackmgr.journal.operation import operation
 from stackmgr.output import plural
-from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store
 from stackmgr.store.fs import process_alive
-from stackmgr.store.series import SeriesFile
 from stackmgr.store.tree_paths import tree_key
 
 SHOWN_CHANGES = 5  # paths a taint warning names, per tree
@@ -83,7 +82,7 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
         if taken:
             raise UsageProblem(f"a run named {req.name} is recorded already ({taken[-1]})",
                                "pick another --name: a run's name stands for one result")  # fmt: skip
-    trees = list(dict.fromkeys(req.trees)) or _trees_measured(store)
+    trees = list(dict.fromkeys(req.trees)) or trees_measured(store)
     for name in trees:
         store.tree(name)  # a usage error for an unknown or unplaced tree, before anything runs
     where, moved = capture.where_command_runs(store, trees, req.cwd)
@@ -92,7 +91,7 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
         raise UsageProblem(f"cannot run the command: {why}", "check the command after `--`; nothing was recorded")
     _check_result_dirs(store, trees, req.result_dirs, where)
     evidence = Evidence.gather(store)
-    targets = _targets(store, req, trees, evidence)
+    targets = link_targets(store, req, trees, evidence)
     dirs = [os.path.abspath(os.path.join(where, d)) for d in req.result_dirs] or _declared_dirs(store, trees)
     outputs = _outputs_inside(store, trees, dirs)
     with operation(store, f"run {req.name or req.argv[0]} (measure)"):
@@ -240,47 +239,6 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
-
-
-def _trees_measured(store: Store) -> list[str]:
-    """The trees a run measures: the default tree (store/tree_paths.py), every one with a current series here."""
-    from stackmgr.store.tree_paths import trees_to_act_on
-
-    applied = load_applied(store)
-    current = [n for n, c in sorted(store.trees.items()) if n in applied and os.path.isdir(c.path)]
-    return trees_to_act_on(store, (), prefer=(current,), several=True)
-
-
-def _targets(store: Store, req: RunRequest, trees: list[str], evidence: Evidence) -> list[tuple[str, str]]:
-    """(patch, tree) the result is linked to: --link PATCH; the last patch of --series S of each measured tree;
-    else the top of each measured tree's applied series."""
-    evidence_index = evidence.index
-    if req.link:
-        from stackmgr.store.names import patch_file
-
-        link = patch_file(store, req.link)
-        rec = evidence_index.record(link + ".patch")
-        if rec is None or rec["tree"] is None:
-            raise UsageProblem(f"no patch named {link}", "see `stackmgr series` or `ls patches/`")
-        return [(link, str(rec["tree"]))]
-    if req.series:
-        last: dict[str, str] = {}
-        for name in SeriesFile.load(store, req.series).patch_names():
-            rec = evidence_index.record(name + ".patch")
-            if rec is not None and rec["tree"] in trees:
-                last[str(rec["tree"])] = name
-        if not last:
-            raise UsageProblem(f"series {req.series} has no patch of the measured trees ({', '.join(trees)})",
-                               "name the trees with -t, or the patch with --link")  # fmt: skip
-        return [(p, t) for t, p in sorted(last.items())]
-    from stackmgr.store.position import applied_position
-
-    tops = [(w.applied.link_patch or str(w.top), t) for t in trees  # a measured state: the patch its link names
-            if (w := applied_position(store, t)) is not None and (w.top or w.applied.link_patch)]  # fmt: skip
-    if not tops:
-        raise UsageProblem("nothing to link the result to: no measured tree has a patch applied",
-                           "name it: `--link PATCH` or `--series S`")  # fmt: skip
-    return tops
 
 
 def _declared_dirs(store: Store, trees: list[str]) -> list[str]:
