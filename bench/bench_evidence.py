@@ -557,11 +557,12 @@ def measure_commands(exe: str, env: dict[str, str], workdir: Path, store: Path, 
         cold, out = run_limited(argv(store, *args), workdir, env, 0 if key == "links" else cold_limit)
         text = out.decode(errors="replace")
         if key == "links":
-            if text.count("\n") != nrec - len(moved):
-                raise BenchError(f"`stackmgr links` listed {text.count(chr(10))} lines, not {nrec - len(moved)}")
+            rows_listed = text.count("\n") - 1  # under its header row
+            if rows_listed != nrec - len(moved):
+                raise BenchError(f"`stackmgr links` listed {rows_listed} rows, not {nrec - len(moved)}")
             bring_back(moved)
             pulled, out = run_limited(argv(store, *args), workdir, env, 0)
-            listed = out.count(b"\n")
+            listed = out.count(b"\n") - 1
             if listed != nrec:
                 raise BenchError(f"`stackmgr links` after the pull listed {listed} lines, not {nrec}")
             assert cold is not None and pulled is not None

@@ -54,6 +54,7 @@ def test_apply_of_another_series_that_leaves_the_file_alone_goes_ahead(lab: Lab)
 
 def test_apply_link_refuses_to_overwrite_a_change_put_back_by_hand(lab: Lab) -> None:
     (lab.tree / "README").write_text("five\n")
+    (lab.tree / "src" / "model.py").write_text("model v2\n")  # still changed: the tree is not simply the base
     assert lab.sm("save", "p1", "--series", "s", "-m", "p1").code == 0
     result = lab.store / "results" / "r.log"
     result.parent.mkdir()
@@ -84,3 +85,14 @@ def test_apply_refuses_even_when_an_older_version_of_the_patch_holds_the_content
     refused = lab.sm("apply", "S")
     assert refused.code == 1 and "README (changed on top of series S; only p@" in refused.err, refused
     assert _tree_id(lab) == before
+
+
+def test_a_tree_put_back_to_its_base_behind_stackmgrs_back_applies_again(lab: Lab) -> None:
+    """`git reset --hard` after `apply S` (no shell guard): the tree is the base, nothing of the user's is on top."""
+    (lab.tree / "README").write_text("five\n")
+    (lab.tree / "src" / "model.py").write_text("model v2\n")
+    assert lab.sm("save", "p1", "--series", "s", "-m", "p1").code == 0
+    git_text(lab.tree, "reset", "-q", "--hard")
+    applied = lab.sm("apply", "s")
+    assert applied.code == 0, applied.err
+    assert (lab.tree / "README").read_text() == "five\n"

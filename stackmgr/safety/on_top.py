@@ -35,6 +35,8 @@ def overwritten_on_top(snap: Snapshot, held: Applied | None, target: str,
     touched = sorted(on_top & {c.path for c in read_changes(snap.index.start_diff_raw(target))})
     if not touched:
         return []
+    if now == snap.repo.tree_of(snap.head):  # back at the base (a `git reset --hard` behind stackmgr's back): no
+        return []  # work of the user's on top, only the series taken away
     changed = {c.path for c in read_changes(snap.index.start_diff_raw(snap.head, touched))}
     owners = kept_by() if changed else {}
     found = []
