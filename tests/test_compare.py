@@ -20,7 +20,8 @@ def _bench(lab: Lab, name: str, rate: float, tput: float, ttft: float, model: st
     """A `vllm bench serve --save-result` file (its keys in the order vllm writes them) under results/."""
     doc = {"date": "20260623-024028", "backend": "vllm", "model_id": model, "tokenizer_id": model,
            "num_prompts": 50, "request_rate": rate, "burstiness": 1.0, "max_concurrency": 8, "duration": 61.2,
-           "completed": 50, "mean_ttft_ms": ttft, "output_throughput": tput, "ttfts": [0.04, 0.05]}  # fmt: skip
+           "completed": 50, "mean_ttft_ms": ttft, "output_throughput": tput,
+           "ttfts": [ttft * 0.0009, ttft * 0.0011]}  # fmt: skip
     path = lab.store / "results" / name
     path.write_text(json.dumps(doc))
     return f"results/{name}"
@@ -51,15 +52,15 @@ def test_runs_at_two_request_rates_are_two_groups_never_ranked_together(ev: Lab,
         f"  replay-fix (reference): {runs['fix@1']}",
         f"  replay-probe: {runs['probe@1a']}, {runs['probe@1b']}",
         "  metric                unit   replay-fix  replay-probe",
-        "  output_throughput  ↑  tok/s  100         111 ± 1.41 (n=2)  +11 (+11.0%) better",
-        "  mean_ttft_ms       ↓  ms     50          44 ± 1.41 (n=2)  -6 (-12.0%) better",
+        "  output_throughput  ↑  tok/s  100 (n=1)   111 (n=2)  +11.0%  too few runs",
+        "  mean_ttft_ms       ↓  ms     50 (n=1)    44 (n=2)  -12.0%  too few runs",
         "",
         "model Qwen/Qwen3.6 · request rate 4 · max concurrency 8 · prompts 50",
         f"  replay-fix (reference): {runs['fix@4']}",
         f"  replay-probe: {runs['probe@4']}",
-        "  metric                unit   replay-fix  replay-probe",
-        "  output_throughput  ↑  tok/s  300         290  -10 (-3.3%) worse",
-        "  mean_ttft_ms       ↓  ms     80          85  +5 (+6.2%) worse",
+        "  metric                unit   replay-fix       replay-probe",
+        "  output_throughput  ↑  tok/s  300 (n=1)        290 (n=1)  -3.3%  too few runs",
+        "  mean_ttft_ms       ↓  ms     80 (2 requests)  85 (2 requests)  +6.2%  too few runs",
     ]
     groups = _compare(ev, "replay-fix", "replay-probe")["groups"]
     assert [g["config"] for g in groups] == [
@@ -78,20 +79,25 @@ def test_repeats_of_one_patch_and_configuration_are_mean_and_stdev(ev: Lab, runs
                                  "reference": True, "label": "replay-probe", "marked": None}]  # fmt: skip
     tput = next(m for m in group["metrics"] if m["name"] == "output_throughput")
     assert tput["values"] == [{"patch": "replay-probe", "mean": 111.0, "stdev": math.sqrt(2), "n": 2,
-                               "delta": None, "delta_pct": None, "change": None}]  # fmt: skip
+                               "delta": None, "delta_pct": None, "change": None, "median": 111.0, "samples": "runs",
+                               "n_samples": 2, "effect": None, "ci_low": None, "ci_high": None, "p": None,
+                               "verdict": None}]  # fmt: skip
 
 
 def test_deltas_are_better_or_worse_by_each_metrics_direction(ev: Lab, runs: dict[str, str]) -> None:
     (group,) = _compare(ev, runs["fix@4"], runs["probe@4"])["groups"]
     by_name = {m["name"]: (m["direction"], m["values"][1]) for m in group["metrics"]}
     assert by_name["mean_ttft_ms"] == ("lower", {"patch": "replay-probe", "mean": 85.0, "stdev": None, "n": 1,
-                                                 "delta": 5.0, "delta_pct": 6.25, "change": "worse"})  # fmt: skip
+                                                 "delta": 5.0, "delta_pct": 6.25, "change": "worse", "median": 85.0,
+                                                 "samples": "requests", "n_samples": 2, "effect": pytest.approx(0.0625),
+                                                 "ci_low": None, "ci_high": None, "p": 1.0 / 3 * 2,
+                                                 "verdict": "too few runs"})  # fmt: skip
     assert by_name["output_throughput"][1]["change"] == "worse"
     (group,) = _compare(ev, runs["probe@4"], runs["fix@4"])["groups"]  # the other way round
-    by_name = {m["name"]: m["values"][1] for m in group["metrics"]}
-    assert (by_name["mean_ttft_ms"]["delta"], by_name["mean_ttft_ms"]["change"]) == (-5.0, "better"), \
+    back = {m["name"]: m["values"][1] for m in group["metrics"]}
+    assert (back["mean_ttft_ms"]["delta"], back["mean_ttft_ms"]["change"]) == (-5.0, "better"), \
         "a latency that went down is better"
-    assert (by_name["output_throughput"]["delta"], by_name["output_throughput"]["change"]) == (10.0, "better")
+    assert (back["output_throughput"]["delta"], back["output_throughput"]["change"]) == (10.0, "better")
 
 
 def test_a_patch_means_its_current_links_not_the_amended_ones(ev: Lab, runs: dict[str, str]) -> None:
@@ -115,7 +121,10 @@ def test_json_keys_and_the_headline_listed_first(ev: Lab, runs: dict[str, str]) 
     assert [m["name"] for m in group["metrics"]] == ["output_throughput", "mean_ttft_ms"], "the headline first"
     assert list(group["metrics"][1]) == ["name", "unit", "direction", "values"]
     assert group["metrics"][1]["values"][0] == {"patch": "replay-fix", "mean": 50.0, "stdev": None, "n": 1,
-                                                "delta": None, "delta_pct": None, "change": None}  # fmt: skip
+                                                "delta": None, "delta_pct": None, "change": None, "median": 50.0,
+                                                "samples": "requests", "n_samples": 2, "effect": None,
+                                                "ci_low": None, "ci_high": None, "p": None,
+                                                "verdict": None}  # fmt: skip
     config = ev.store / "stackmgr.toml"
     config.write_text(config.read_text() + '\n[evidence]\nheadline = "mean_ttft_ms"\n')
     doc = _compare(ev, runs["fix@1"], runs["probe@1a"])
@@ -180,8 +189,10 @@ def test_repeats_near_the_float_limit_give_finite_json(ev: Lab) -> None:
     assert [r["links"] for r in group["results"]] == [[a, b], [c]]
     ref, other = group["metrics"][0]["values"]
     assert (ref["mean"], ref["n"]) == (pytest.approx(1.65e308), 2) and math.isfinite(ref["stdev"])
-    assert (other["delta"], other["delta_pct"], other["change"]) == (None, None, "worse")
-    assert ev.sm("compare", "replay-fix", c).out.splitlines()[-1].endswith("-1.7e+308  worse")
+    assert (other["delta"], other["delta_pct"], other["median"], other["verdict"]) == (None, None, -1.7e308,
+                                                                                     "too few runs")  # fmt: skip
+    assert other["effect"] == pytest.approx(-2.03, abs=0.01), "the differences scaled: finite"
+    assert ev.sm("compare", "replay-fix", c).out.splitlines()[-1].endswith("-1.7e+308 (n=1)  -203.0%  too few runs")
 
 
 def _run(lab: Lab, bench: str, code: str) -> str:
@@ -206,8 +217,8 @@ def test_failed_and_tainted_runs_are_left_out_of_the_means_and_said_so(ev: Lab, 
         f"  replay-probe: {runs['probe@1a']}, {runs['probe@1b']}",
         f"  left out: {failed} of replay-probe (exit 1), {tainted} of replay-probe (tainted)",
         "  metric                unit   replay-fix  replay-probe",
-        "  output_throughput  ↑  tok/s  100         111 ± 1.41 (n=2)  +11 (+11.0%) better",
-        "  mean_ttft_ms       ↓  ms     50          44 ± 1.41 (n=2)  -6 (-12.0%) better",
+        "  output_throughput  ↑  tok/s  100 (n=1)   111 (n=2)  +11.0%  too few runs",
+        "  mean_ttft_ms       ↓  ms     50 (n=1)    44 (n=2)  -12.0%  too few runs",
     ]
     group = _compare(ev, "replay-fix", "replay-probe")["groups"][0]
     assert [(r["patch"], r["links"], r["n"]) for r in group["results"]] == [
@@ -230,8 +241,8 @@ def test_links_named_by_id_are_columns_of_their_own(ev: Lab, runs: dict[str, str
         f"  replay-probe (reference): {a}",
         f"  replay-probe: {b}",
         f"  metric                unit   {a}  {b}",
-        "  output_throughput  ↑  tok/s  110               112  +2 (+1.8%) better",
-        "  mean_ttft_ms       ↓  ms     45                43  -2 (-4.4%) better",
+        "  output_throughput  ↑  tok/s  110 (n=1)         112 (n=1)  +1.8%  too few runs",
+        "  mean_ttft_ms       ↓  ms     45 (2 requests)   43 (2 requests)  -4.4%  too few runs",
     ]
     (group,) = _compare(ev, a, b)["groups"]
     assert group["results"] == [

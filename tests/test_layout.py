@@ -12,7 +12,8 @@ PACKAGES = {"cli", "commands", "evidence", "git", "incoming", "journal", "safety
 RUNNER = {"stackmgr.git.runner", "stackmgr.git.process"}
 # A program other than git: demo runs `python -m stackmgr` as a user would. (rebase --exec runs the user's own
 # command through git/worktree.py, beside the scratch worktree's git operations.)
-SUBPROCESS_ALLOWED = {"stackmgr.commands.demo", "stackmgr.evidence.capture"}  # and `run`: the user's benchmark
+SUBPROCESS_ALLOWED = {"stackmgr.commands.demo", "stackmgr.evidence.capture",
+                      "stackmgr.evidence.gates"}  # `run`: the user's benchmark, a gate's command on its result
 
 
 def module_name(path: Path) -> str:

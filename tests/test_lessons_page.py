@@ -66,7 +66,7 @@ tree `vllm` · series `replay` #2
 
 probe
 
-**rejected, do not revive** · {rejected} · Jane Doe · `{ids["rejected"]}` ({probe_state})
+**rejected, do not revive** · {rejected} · Jane Doe · `{ids["rejected"]}` (invalid)
 
 > tile 128 \\| B-layout \\<b\\>breaks\\</b\\> the \\*color\\* gate\\
 > \\# not a heading\\

@@ -44,7 +44,7 @@ def test_a_link_records_identity_stack_artifacts_metrics_gates_and_verdict(evide
     assert metrics["output_throughput"]["source"] == {"artifact": "results/bench.json", "pointer": "/output_throughput"}
     assert metrics["p99_tpot_ms"]["direction"] == "lower" and metrics["spec_decode_acceptance_length"]["value"] == 2.71
     assert metrics["tput"]["value"] == 107.77 and "regex" in metrics["tput"]["source"]
-    assert metrics["power"] == {"name": "power", "value": 310.0, "unit": "W", "direction": "higher"}
+    assert metrics["power"] == {"name": "power", "value": 310.0, "unit": "W"}  # which way is better: unknown
     assert record["gate"] == [{"name": "json", "status": "fail", "detail": "3/8"}, {"name": "color", "status": "pass"}]
     shown = _show(lab, "replay-fix")
     assert shown["patch"]["status"] == "experimental"  # type: ignore[index]

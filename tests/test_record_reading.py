@@ -45,7 +45,7 @@ def test_show_reads_its_patch_and_its_baselines_records_and_no_other(ev: Lab) ->
 
     compared = ev.sm("compare", "replay-fix", probe)
     assert compared.code == 0, compared.err
-    assert "+10 (+10.0%) better" in compared.out
+    assert "110 (n=1)  +10.0%  too few runs" in compared.out
     assert ev.sm("show", "gemm-tile").code == 3  # the damaged record is said where it is read
 
 

@@ -8,30 +8,40 @@ import click
 
 from stackmgr import output
 from stackmgr.cli.context import Context, json_option, pass_context
-from stackmgr.cli.links import ARROW, TONE, config_line, one_line
+from stackmgr.cli.links import ARROW, config_line, one_line
 from stackmgr.store.config import open_store
 
 if TYPE_CHECKING:
     from stackmgr.commands.compare import Cell, Group
 
 
+VERDICT_TONE = {"faster": "green", "slower": "red"}
+
+
 def _cell(cell: Cell | None) -> tuple[str, str]:
-    """(text, the better/worse word at its end or "") of one value."""
+    """(text, the verdict at its end or ""): the median with n (or its requests), and against the reference the
+    effect, its 95% interval, p and the verdict (`+10.0% [+9.0%, +11.0%] p=0.0079 faster`)."""
     if cell is None:
         return "—", ""
-    text = f"{cell.mean:.6g}" + (f" ± {cell.stdev:.3g} (n={cell.n})" if cell.stdev is not None else "")
-    if cell.change is None:
+    size = f"{cell.n_samples} requests" if cell.samples == "requests" else f"n={cell.n}"
+    text = f"{cell.median:.6g} ({size})"
+    j = cell.judged
+    if j is None:
         return text, ""
-    if cell.change == "same" or cell.delta is None:
-        return f"{text}  {cell.change}", cell.change
-    pct = f" ({cell.delta_pct:+.1f}%)" if cell.delta_pct is not None else ""
-    return f"{text}  {cell.delta:+.4g}{pct} {cell.change}", cell.change
+    parts = [text, f"{j.effect * 100:+.1f}%" if j.effect is not None else ""]
+    if j.ci_low is not None and j.ci_high is not None:
+        parts[-1] += f" [{j.ci_low * 100:+.1f}%, {j.ci_high * 100:+.1f}%]"
+    if j.p is not None and j.verdict != "too few runs":
+        parts[-1] += f" p={j.p:.2g}"
+    return "  ".join(p.strip() for p in [*parts, j.verdict] if p.strip()), j.verdict
 
 
 def group_lines(group: Group) -> list[str]:
     """The header naming the configuration, which links each result is, the runs left out (failed or tainted:
     never averaged in) and one line per metric."""
     lines = [config_line(group.config)]
+    lines += [f"  measured in another environment than the first group: {'; '.join(group.environment_differs)} "
+              "(`--across-env` ranks them together)"] if group.environment_differs else []  # fmt: skip
     lines += [f"  {one_line(r.title)}{' (reference)' if i == group.reference else ''}: "
               + ", ".join(one_line(link.id) for link in r.links) + (f"  {one_line(r.mark)}" if r.mark else "")
               for i, r in enumerate(group.results)]  # fmt: skip
@@ -48,7 +58,7 @@ def group_lines(group: Group) -> list[str]:
     for line in table:
         parts = []
         for (text, word), width in zip(line, widths, strict=True):
-            shown = text[: len(text) - len(word)] + output.paint(word, TONE.get(word, "dim")) if word else text
+            shown = text[: len(text) - len(word)] + output.paint(word, VERDICT_TONE.get(word, "dim")) if word else text
             parts.append(shown + " " * (width - len(text)))
         lines.append(("  " + "  ".join(parts)).rstrip())
     return lines
@@ -56,18 +66,27 @@ def group_lines(group: Group) -> list[str]:
 
 @click.command("compare")
 @click.argument("targets", nargs=-1, required=True, metavar="LINK|PATCH…")
+@click.option("--min-effect", "min_effect", type=click.FloatRange(min=0, max=1e6), default=1.0, show_default=True,
+              metavar="PCT", help="The smallest change (percent of the reference's median) a verdict calls one.")
+@click.option("--across-env", is_flag=True, help="Rank results measured in different environments together.")
 @json_option()
 @pass_context
-def compare_cmd(ctx: Context, targets: tuple[str, ...]) -> None:
-    """Metrics of results side by side: the first result is the reference, each other shows its delta, better
-    or worse by the metric's direction. A PATCH means its current links: those with the same run configuration
-    are repeats (mean ± stdev); a LINK (id or run name) is a column of its own. Results are grouped by run
+def compare_cmd(ctx: Context, targets: tuple[str, ...], min_effect: float, across_env: bool) -> None:
+    """Metrics of results side by side: per metric the median of each result (n runs); the first result is the
+    reference, each other shows its effect (Hodges–Lehmann, relative to the reference's median) with its 95%
+    interval, the Mann–Whitney p and a verdict: faster / slower (higher / lower where the metric's direction is
+    unknown) only when p < 0.05, the interval excludes 0 and the effect is at least --min-effect; else
+    `no significant change`, or `too few runs` (4 a side at least). A single run a side that holds per-request
+    samples (`vllm bench serve --save-detailed`) is judged on them for its latency metrics. A PATCH means its
+    current links: those with the same run configuration are repeats; a LINK (id or run name) is a column of its
+    own. Results are grouped by run
     configuration (model, request rate, max concurrency, prompts) and never ranked across groups; repeats are
-    of one measured state. Failed and tainted runs of a PATCH are left out, and listed as such; one named by
+    of one measured state, and by environment (GPU, driver, CUDA, power limit, torch, vllm: the group says what
+    differs) unless --across-env. Failed and tainted runs of a PATCH are left out, and listed as such; one named by
     itself is shown, marked, never the reference."""
     from stackmgr.commands.compare import Comparison
 
-    comparison = Comparison(open_store(ctx.store), list(targets))
+    comparison = Comparison(open_store(ctx.store), list(targets), min_effect / 100, across_env)
     if ctx.json:
         output.emit_json(comparison.to_json())
         return

@@ -90,7 +90,7 @@ def delta_text(value: float, ref: float, direction: str) -> str:
     if said == "same":
         return output.paint(said, "dim")
     pct = f" ({diff / abs(ref) * 100:+.1f}%)" if ref else ""
-    return f"{diff:+.4g}{pct} " + output.paint(said, TONE.get(said, "dim"))
+    return f"{diff:+.4g}{pct}" + (f" {output.paint(said, TONE.get(said, 'dim'))}" if said else "")  # "": unknown
 
 
 def metric_table(metrics: list[Any], base: dict[str, float], indent: str = "      ") -> list[str]:
@@ -110,6 +110,7 @@ def show_cmd(ctx: Context, patch: str) -> None:
     """One patch: header, description, diffstat, status, and every link with its state."""
     from stackmgr.commands.links import PatchView, measured_lines
     from stackmgr.evidence.link_state import link_mark
+    from stackmgr.evidence.targets import patch_target_lines
 
     view = PatchView(open_store(ctx.store), patch)
     if ctx.json:
@@ -152,6 +153,8 @@ def show_cmd(ctx: Context, patch: str) -> None:
             origin = f", copied from {a.origin}" if a.origin.startswith("/") else (f", {a.origin}" if a.origin else "")
             said = "sha ok" if ok else output.paint("CHANGED OR MISSING", "red")
             output.out(f"      {one_line(a.path)} ({said}{one_line(origin)})")
+    for line in patch_target_lines(view.store, view.name, view.ev):  # its series' targets (evidence/targets.py)
+        output.out(one_line(line))
     for o in view.overrides:
         output.out(f"do-not-revive overridden ({one_line(', '.join(o.lanes))}): {one_line(o.said())}")
     view.save()
@@ -206,6 +209,10 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
             output.out(config_line(config))
             header = config
         output.out(indent + _cells(row, widths))
+    from stackmgr.evidence.targets import target_lines
+
+    for line in target_lines(table.store, [series] if series else None, table.ev):  # the series' targets
+        output.out(one_line(line))
     if table.hidden:
         output.err(f"stackmgr: {output.plural(table.hidden, 'amended record')} not listed "
                    "(`stackmgr links --all` lists them)")

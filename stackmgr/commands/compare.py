@@ -2,11 +2,14 @@
 
 Results are grouped by run configuration (`evidence.compare.run_config`: model, request rate, concurrency,
 prompts); results of different configurations are never ranked against each other. In a group, each result is
-one column, and the first is the reference the others' deltas are taken from, better or worse by each metric's
-direction. What a column is depends on how it was named:
+one column showing the median of its runs, and the first is the reference each other is judged against
+(evidence.stats.judge: the effect with its 95% interval, p and `faster` / `slower` / `no significant change` /
+`too few runs`, floored by `--min-effect`); where a column and the reference are single runs whose JSON holds
+per-request samples, a latency metric is judged on them (evidence.compare.request_samples). What a column is
+depends on how it was named:
 
 - a PATCH means its current links (not amended): those of one configuration are repeats of one measurement,
-  one column, mean ± stdev over them;
+  one column, their median;
 - a link id (or a run's name) is that one result, its own column, even beside other links of the same patch:
   naming two runs is asking to see them side by side, not averaged (a column's label is then its link id
   where its patch's name alone would not tell the columns apart);
@@ -41,12 +44,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stackmgr.errors import UsageProblem
-from stackmgr.evidence.compare import CONFIG_KEYS, run_config
+from stackmgr.evidence.compare import CONFIG_KEYS, request_samples, run_config
 from stackmgr.evidence.link_state import WHOLE_NOT, measured_state, run_mark
 from stackmgr.evidence.metrics import change
 from stackmgr.evidence.reading import find_links, find_ref, load_links
 from stackmgr.evidence.records import Link
 from stackmgr.evidence.states import effective
+from stackmgr.evidence.stats import Judgement, judge
 from stackmgr.safety.preserved import PatchIndex
 from stackmgr.store.config import Store
 from stackmgr.store.names import valid_name
@@ -77,7 +81,12 @@ class Cell:
     n: int
     delta: float | None = None  # mean minus the reference's mean; None in the reference column
     delta_pct: float | None = None  # None also when the reference is 0
-    change: str | None = None  # better / worse / same, by the metric's direction
+    change: str | None = None  # better / worse / same: the sign of the means' difference, not a verdict
+    median: float = 0.0  # of the runs' values
+    samples: str = "runs"  # what was judged: the runs' values, or a single run's per-request values ("requests")
+    n_samples: int = 0  # how many values were judged
+    values: list[float] = field(default_factory=list, repr=False)  # the values judged
+    judged: Judgement | None = None  # against the reference (evidence.stats.judge); None in the reference
 
 
 @dataclass
@@ -94,6 +103,7 @@ class Group:
     results: list[Result]
     rows: list[Row] = field(default_factory=list)
     left_out: list[tuple[Link, str]] = field(default_factory=list)  # failed or tainted runs, with why
+    environment_differs: list[str] = field(default_factory=list)  # from the configuration's first group's
 
     @property
     def reference(self) -> int | None:
@@ -144,10 +154,13 @@ def _cell(values: list[float]) -> Cell:
         scaled = [v / scale for v in values]
         mean = statistics.fmean(scaled) * scale
         stdev = statistics.stdev(scaled) * scale if len(values) > 1 else None
-    return Cell(mean, stdev, len(values))
+    return Cell(mean, stdev, len(values), values=values)
 
 
-def _rows(results: list[Result], headline: str | None, reference: int | None) -> list[Row]:
+def _rows(results: list[Result], headline: str | None, reference: int | None, min_effect: float,
+          per_request: list[dict[str, list[float]]]) -> list[Row]:  # fmt: skip
+    """One row per metric; each cell judged against the reference's (evidence.stats.judge) on the runs' values,
+    or on per-request values where the cell and the reference are single runs that both hold them."""
     if not results:  # every run of the group left out
         return []
     names: dict[str, tuple[str, str]] = {}  # name -> (unit, direction) of its first appearance
@@ -165,10 +178,40 @@ def _rows(results: list[Result], headline: str | None, reference: int | None) ->
             cells.append(_cell(values) if values else None)
         ref = cells[reference] if reference is not None else None
         for i, cell in enumerate(cells):
-            if cell is not None and ref is not None and i != reference:
-                _delta(cell, ref, direction)
+            if cell is None:
+                continue
+            cell.median, cell.n_samples = _median(cell.values), cell.n
+            if ref is None or i == reference or reference is None:
+                continue
+            _delta(cell, ref, direction)
+            mine, theirs = per_request[i].get(name), per_request[reference].get(name)
+            a, b = (theirs, mine) if mine and theirs else (ref.values, cell.values)
+            cell.judged = judge(a, b, direction=direction, min_effect=min_effect)
+        _mark_requests(cells, reference, per_request, name)
         rows.append(Row(name, unit, direction, cells))
     return rows
+
+
+def _mark_requests(cells: list[Cell | None], reference: int | None, per_request: list[dict[str, list[float]]],
+                   name: str) -> None:  # fmt: skip
+    """Cells judged on per-request values say so (`samples` "requests", `n_samples` the requests), the reference
+    too where some cell was judged against its requests."""
+    if reference is None or cells[reference] is None:
+        return
+    theirs = per_request[reference].get(name)
+    for i, cell in enumerate(cells):
+        mine = per_request[i].get(name)
+        if cell is not None and i != reference and mine and theirs:
+            cell.samples, cell.n_samples = "requests", len(mine)
+            ref = cells[reference]
+            assert ref is not None
+            ref.samples, ref.n_samples = "requests", len(theirs)
+
+
+def _median(values: list[float]) -> float:
+    """The median, halves added (values near the float limit stay finite)."""
+    ordered, mid = sorted(values), len(values) // 2
+    return ordered[mid] if len(values) % 2 else ordered[mid - 1] / 2 + ordered[mid] / 2
 
 
 def _delta(cell: Cell, ref: Cell, direction: str) -> None:
@@ -259,16 +302,20 @@ def _names_now(store: Store, index: PatchIndex, results: list[Result]) -> Named:
 class Comparison:
     """The groups `compare` shows, each with its results in the order named and its metric rows."""
 
-    def __init__(self, store: Store, targets: list[str]) -> None:
+    def __init__(self, store: Store, targets: list[str], min_effect: float = 0.01, across_env: bool = False) -> None:
+        from stackmgr.evidence.environment import Groups
         from stackmgr.evidence.link_state import link_state
         from stackmgr.evidence.states import Evidence
 
         self.headline = store.headline()
-        groups: dict[tuple[tuple[str, str], ...], Group] = {}
+        groups: dict[tuple[tuple[tuple[str, str], ...], int], Group] = {}
+        envs = Groups(across_env)  # results measured in environments that differ are apart (evidence/environment.py)
         ev = Evidence.gather(store)
         for link, alone, given in resolve(store, targets):
             config = run_config(store, link)
-            group = groups.setdefault(tuple(sorted(config.items())), Group(config, []))
+            at, differs = envs.place(config, link)
+            group = groups.setdefault((tuple(sorted(config.items())), at),
+                                      Group(config, [], environment_differs=differs))  # fmt: skip
             state = link_state(ev, link)
             why = state.left_out_why(alone)
             shown = alone and why is not None and state.freshness not in WHOLE_NOT  # named by itself: shown, marked
@@ -290,7 +337,8 @@ class Comparison:
             memo: dict[str, dict[int, str]] = {}
             for r in group.results:
                 r.label = _label(r, group.results, now, memo)
-            group.rows = _rows(group.results, self.headline, group.reference)
+            per_request = [request_samples(store, r.links[0]) if len(r.links) == 1 else {} for r in group.results]
+            group.rows = _rows(group.results, self.headline, group.reference, min_effect, per_request)
         self.groups = list(groups.values())
         ev.save()
 
@@ -301,9 +349,20 @@ class Comparison:
                          "reference": i == group.reference, "label": r.label, "marked": r.marked or None}
                         for i, r in enumerate(group.results)],
             "left_out": [{"link": link.id, "patch": link.patch, "why": why} for link, why in group.left_out],
+            **({"environment_differs": group.environment_differs} if group.environment_differs else {}),
             "metrics": [{"name": row.name, "unit": row.unit, "direction": row.direction, "values": [
                 {"patch": r.patch, "mean": c.mean if c else None, "stdev": c.stdev if c else None,
                  "n": c.n if c else 0, "delta": c.delta if c else None, "delta_pct": c.delta_pct if c else None,
-                 "change": c.change if c else None} for r, c in zip(group.results, row.cells, strict=True)]}
+                 "change": c.change if c else None, **_judged(c)}
+                for r, c in zip(group.results, row.cells, strict=True)]}
                 for row in group.rows],
         } for group in self.groups]}  # fmt: skip
+
+
+def _judged(c: Cell | None) -> dict[str, Any]:
+    """The statistics of a value entry (docs/FORMATS.md): median, samples, n_samples, and against the reference
+    effect, ci_low, ci_high, p, verdict (`null` in the reference's entry and where the result lacks the metric)."""
+    j = c.judged if c else None
+    return {"median": c.median if c else None, "samples": c.samples if c else None, "n_samples": c.n_samples if c
+            else 0, "effect": j.effect if j else None, "ci_low": j.ci_low if j else None, "ci_high": j.ci_high if j
+            else None, "p": j.p if j else None, "verdict": j.verdict if j else None}  # fmt: skip

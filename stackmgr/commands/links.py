@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from stackmgr.evidence.compare import CONFIG_KEYS, result_config, run_config
+from stackmgr.evidence.environment import summary
 from stackmgr.evidence.link_state import interruption, link_mark, link_state
 from stackmgr.evidence.metrics import Metric, lead
 from stackmgr.evidence.reading import Brief, find_links, load_briefs, load_links
@@ -58,6 +59,7 @@ def link_json(ev: Evidence, link: Link, state: str, baseline: Link | None, repla
                    "present": [{"name": n, "sha256": h} for n, h in s.present]} for s in link.stack],
         "measured_current_version": ev.sha256_of(link.patch) == link.sha256, "measured_patch": link.measures_patch,
         "run": link.run or None, "failed": judged.failed or None, "usable": judged.usable,
+        "valid": judged.valid, "invalid": judged.invalid or None,  # every gate passed (evidence/gates.py)
         "measures": judged.measures, "mark": judged.mark or None,
     }  # fmt: skip
 
@@ -85,6 +87,7 @@ def measured_lines(ev: Evidence, link: Link) -> list[str]:
         taint += f"; {interruption(r)}" if r.get("interrupted") else ""  # by the signal the record names
         lines.append(f"run{name}: `{shlex.join(map(str, r.get('command', [])))}` exit {r.get('exit_code')}, "
                      f"{r.get('duration_s')} s on {r.get('host', '?')}, {r.get('start', '')[:19]}Z{taint}")  # fmt: skip
+        lines += summary(r)  # the environment it ran in, in one line (evidence/environment.py)
     return lines
 
 

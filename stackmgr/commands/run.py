@@ -9,7 +9,8 @@ run a benchmark and record it as a draft (`experimental`) link.
    that changed. The files the command wrote under the result directories (new or changed) are kept by content
    with the log, a block at a time (evidence/collect.py); metrics come from the vllm bench JSON among them (and
    `--from-json`), and from `[run.metrics]` regexes on the log, line by line; the run's configuration (model,
-   request rate, concurrency, prompts) from the JSON.
+   request rate, concurrency, prompts) from the JSON; every `[gates.NAME]` of the config is computed on the
+   result and recorded beside the `exit` gate (evidence/gates.py).
 4. One record per patch, written together; `run` exits with the command's own code. What goes wrong after the
    command ran (a JSON that is no vllm result) is a warning: the run is recorded anyway.
 """
@@ -24,7 +25,7 @@ from typing import Any
 from stackmgr.commands.run_targets import link_targets, trees_measured
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import artifacts as kept
-from stackmgr.evidence import capture, collect, redaction
+from stackmgr.evidence import capture, collect, environment, gates, redaction
 from stackmgr.evidence.freshness import linked_version
 from stackmgr.evidence.linking import author_of
 from stackmgr.evidence.measured import changed_paths, measure, snapshot_ids
@@ -90,6 +91,7 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
     if why is not None:
         raise UsageProblem(f"cannot run the command: {why}", "check the command after `--`; nothing was recorded")
     _check_result_dirs(store, trees, req.result_dirs, where)
+    gates.check_declared(store)  # a config's [gates] and [metrics] said wrong: refused before anything runs
     evidence = Evidence.gather(store)
     targets = link_targets(store, req, trees, evidence)
     dirs = [os.path.abspath(os.path.join(where, d)) for d in req.result_dirs] or _declared_dirs(store, trees)
@@ -99,12 +101,15 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
     listed = {d: collect.listing(d) for d in dirs}
     earlier = settle_killed_logs(store)
     log = os.path.join(store.state_dir, f"run-{os.getpid()}.log")
+    watch = environment.Watch(req.argv, where)  # the GPUs' state, sampled while it runs (evidence/environment.py)
     try:
         ran = capture.tee(req.argv, log, cwd=where)
     except capture.NotStarted as exc:
+        watch.stop()
         _unlink(log)
         raise UsageProblem(f"{exc}{f' (in {capture.text(where)})' if moved else ''}",
                            "check the command after `--`; nothing ran and nothing was recorded") from None  # fmt: skip
+    ran.environment = watch.stop()  # the GPUs' state after it ran
     if ran.log_error is not None:  # nothing recorded: the partial log goes, the one line says what filled up
         from stackmgr.errors import disk_error
 
@@ -115,7 +120,7 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
                             "free some space there and run it again" if full else None)  # fmt: skip
     try:
         outcome = _record(store, req, evidence, targets, trees, outputs, before, listed, log, ran, where)
-        outcome.warnings[:0] = [*earlier, *([moved] if moved and req.say_where else [])]
+        outcome.warnings[:0] = [*earlier, *watch.warnings, *([moved] if moved and req.say_where else [])]
         outcome.received = ran.received
         return outcome
     except (StackmgrError, OSError) as exc:  # the command ran: say where its output is, whatever went wrong
@@ -128,13 +133,14 @@ def run(store: Store, req: RunRequest) -> RunOutcome:
                             f"its output is kept in {os.path.relpath(log, store.root)} (in the store)") from None
 
 
-def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tuple[str, str]], trees: list[str],
+def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tuple[str, str, str]], trees: list[str],
             outputs: dict[str, tuple[bytes, ...]], before: list[StackEntry], listed: collect.Listing, log: str,
             ran: capture.Ran, where: str) -> RunOutcome:  # fmt: skip
     warnings = [f"{os.fsdecode(d)}/ is in tree {t} but not declared a results directory: what the command left "
                 f"there counts as work for `check`; declare it (results = [\"{os.fsdecode(d)}\"] under "
                 f"[{tree_key(store, t)}])"
                 for t, dirs in outputs.items() for d in dirs if d not in store.tree(t).results]  # fmt: skip
+    commands = gates.run_commands(store, log, where, list(listed), ran.exit_code)  # outside the lock (gates.py)
     with operation(store, f"run {req.name or req.argv[0]}"):
         after = snapshot_ids(store, trees, outputs)
         tainted = [b.tree for b, a in zip(before, after, strict=True) if b.snapshot != a]
@@ -152,17 +158,20 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
         if len(found) == 1 and listed:  # nothing kept but the log: the command wrote somewhere else
             warnings.append(_nothing_written(store, trees, list(listed), where))
         measured, config = collect.run_metrics(store, found, data, set(asked), log, warnings)
+        measured = gates.with_directions(store, measured)  # [metrics.NAME] direction (evidence/gates.py)
+        declared = gates.evaluate(store, measured, log, commands)
         taints = [_taint(store, b.tree, changed_paths(store, b.tree, b.snapshot, a))
                   for b, a in zip(before, after, strict=True) if b.snapshot != a]  # fmt: skip
-        run_table = _run_table(store, req, ran, tainted, before, after, config, where)
+        run_table = _run_table(store, req, ran, tainted, before, after, config, where, data)
         links = []
-        for patch, tree in targets:
+        for patch, tree, base_of in targets:
             sha, pid = linked_version(evidence, before, tree, patch)  # the version measured
             link = Link(id="", created=utc_now(), author=author_of(store, tree), patch=patch, tree=tree,
                         sha256=sha, patch_id=pid,
                         stack=before, artifacts=found, metrics=measured, verdict="experimental",
-                        gates=[Gate("exit", "pass" if ran.exit_code == 0 else "fail", f"exit {ran.exit_code}")],
-                        run=run_table)  # fmt: skip
+                        gates=[Gate("exit", "pass" if ran.exit_code == 0 else "fail", f"exit {ran.exit_code}"),
+                               *declared],
+                        run={**run_table, **({"baseline_of": base_of} if base_of else {})})  # fmt: skip
             write_link(store, link)
             links.append(link)
         evidence.save()
@@ -286,13 +295,15 @@ def _written_since(path: str, began: float) -> bool:
 
 
 def _run_table(store: Store, req: RunRequest, ran: capture.Ran, tainted: list[str], before: list[StackEntry],
-               after: list[str], config: dict[str, Any], where: str) -> dict[str, Any]:  # fmt: skip
+               after: list[str], config: dict[str, Any], where: str,
+               data: dict[str, bytes]) -> dict[str, Any]:  # fmt: skip
     extra, by_value, masked = capture.env_settings(store.run, store.local_run)
     return {
         "name": req.name or "", "command": [capture.text(a) for a in redaction.command_line(req.argv)],
         "cwd": capture.text(where), "exit_code": ran.exit_code,
         "start": ran.start, "duration_s": round(ran.duration, 3), "host": capture.host(),
         "accelerators": capture.accelerators(), "env": capture.environment(extra, by_value, masked),
+        "environment": environment.table(ran.environment, data),  # evidence/environment.py
         "tainted": bool(tainted), "changed_trees": tainted, "interrupted": ran.interrupted,
         **({"signal": ran.signal} if ran.signal else {}),
         "after": [{"tree": b.tree, "snapshot": a} for b, a in zip(before, after, strict=True)], "config": config,
@@ -304,7 +315,9 @@ def say(outcome: RunOutcome) -> None:
     for warning in outcome.warnings:
         sys.stderr.write(f"stackmgr: warning: {warning}\n")
     for link in outcome.links:
-        sys.stderr.write(f"stackmgr: recorded {link.id} for {link.patch} (exit {outcome.exit_code}, "
+        what = f"as the baseline of series {base} at its base" if (base := link.run.get("baseline_of")) else \
+            f"for {link.patch}"  # fmt: skip
+        sys.stderr.write(f"stackmgr: recorded {link.id} {what} (exit {outcome.exit_code}, "
                          f"{link.run['duration_s']} s, {plural(len(link.artifacts), 'artifact')}, "
                          f"{plural(len(link.metrics), 'metric')}); complete it: `stackmgr link {link.patch} "
                          f"--amends {link.id} --verdict … --lesson …`\n")  # fmt: skip

@@ -18,6 +18,7 @@ from stackmgr.evidence import redaction
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from stackmgr.evidence.environment import Watch
     from stackmgr.store.config import Store
 
 ENV_PREFIXES = ("VLLM_", "CUDA_", "HIP_", "ZE_", "ONEAPI_", "TORCH_", "PYTORCH_", "NCCL_")
@@ -39,6 +40,7 @@ class Ran:
         self.signal = signal_name  # the first signal stackmgr got while the command ran ("SIGTERM"), or ""
         self.received = ""  # that signal's name when it reached stackmgr itself (not only the command)
         self.log_error: OSError | None = None  # the log could not be written (a full disk): the output was shown
+        self.environment: Watch | None = None  # what evidence/environment.py saw around it (set by `run`)
 
 
 class NotStarted(Exception):
@@ -238,16 +240,52 @@ def host() -> str:
 
 
 def accelerators() -> list[str]:
-    """What `nvidia-smi -L`, `xpu-smi discovery` or `rocm-smi` list, one line each, where the tool is here."""
+    """What `nvidia-smi -L`, `xpu-smi discovery` or `rocm-smi` list, one line each, where the tool is here (one
+    that did not answer earlier in this run is not asked again)."""
     seen: list[str] = []
     for tool, arg in ACCELERATOR_TOOLS:
         path = shutil.which(tool)
-        if path is None:
+        if path is None or path in HUNG:
             continue
         try:
-            done = subprocess.run([path, arg], capture_output=True, timeout=10, check=False)
-        except (OSError, subprocess.TimeoutExpired):
+            said = tool_output([path, arg])
+        except ToolFailed:
             continue
-        lines = [ln.strip() for ln in done.stdout.decode("utf-8", "replace").splitlines() if ln.strip()][:16]
+        lines = [ln.strip() for ln in said.splitlines() if ln.strip()][:16]
         seen += [redaction.mask_text(ln) for ln in lines]
     return seen
+
+
+TOOL_TIMEOUT = 5.0  # seconds a vendor's tool (nvidia-smi, rocm-smi, python -c) may take to answer
+HUNG: set[str] = set()  # the tools that did not answer in time: not asked again by this process
+MAX_TOOL_OUTPUT = 1 << 20  # bytes of a tool's answer read; the rest is not
+
+
+class ToolFailed(Exception):
+    """A tool that is there did not answer (it timed out, could not start or exited non-zero): why, in words."""
+
+
+def tool_output(argv: list[str], timeout: float | None = None, env: dict[str, str] | None = None) -> str:
+    """The stdout of a vendor's tool (`nvidia-smi --query-gpu=…`, `python3 -I -c …`), as text. It runs in a
+    session of its own, so a tool that outlives `timeout` is killed with whatever it started (a script's
+    `sleep`), and is remembered in HUNG; raises ToolFailed saying why."""
+    limit = TOOL_TIMEOUT if timeout is None else timeout
+    try:
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                 start_new_session=True, env=env)  # fmt: skip
+    except OSError as exc:
+        raise ToolFailed(f"cannot start: {exc.strerror}") from None
+    try:
+        out, _ = child.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        child.kill()
+        child.communicate()
+        HUNG.add(argv[0])
+        raise ToolFailed(f"did not answer within {limit:g} s") from None
+    if child.returncode != 0:
+        raise ToolFailed(f"exited {child.returncode}")
+    return out[:MAX_TOOL_OUTPUT].decode("utf-8", "replace")

@@ -18,6 +18,11 @@ from stackmgr.store.config import Store
 # `vllm bench serve --save-result` keys that say how a run was driven, in the order a header names them.
 CONFIG_KEYS = ("model_id", "request_rate", "max_concurrency", "num_prompts")
 ALIASES = {"model_id": "model"}  # a result that writes `model` (not vllm bench's `model_id`) names its model so
+# `vllm bench serve --save-detailed`'s per-request arrays (seconds) and the metrics (ms) whose distribution each is;
+# tpot per request is derived: (latency − ttft) / (output_len − 1) where a request wrote more than one token.
+REQUEST_SAMPLES = {"ttfts": ("mean_ttft_ms", "median_ttft_ms"), "itls": ("mean_itl_ms", "median_itl_ms"),
+                   "latencies": ("mean_e2el_ms", "median_e2el_ms")}  # fmt: skip
+TPOT_METRICS = ("mean_tpot_ms", "median_tpot_ms")
 
 
 def result_config(doc: Mapping[str, object]) -> dict[str, object]:
@@ -45,6 +50,42 @@ def run_config(store: Store, link: Link) -> dict[str, str]:
         if isinstance(doc, dict) and result_config(doc):
             return _known(doc)
     return {}
+
+
+def request_samples(store: Store, link: Link) -> dict[str, list[float]]:
+    """{metric: its per-request values in ms} from the first of the link's JSON artifacts that holds per-request
+    arrays (REQUEST_SAMPLES, TPOT_METRICS); a request whose `errors` entry is not empty is left out, as is any
+    value that is not a finite number; {} when none holds them."""
+    for path in _json_artifacts(link):
+        doc = _read_json(store, path)
+        if isinstance(doc, dict) and (found := _samples(doc)):
+            return found
+    return {}
+
+
+def _samples(doc: Mapping[str, object]) -> dict[str, list[float]]:
+    errors = doc.get("errors")
+    failed = {i for i, e in enumerate(errors) if e} if isinstance(errors, list) else set()
+    found: dict[str, list[float]] = {}
+    for key, metrics in REQUEST_SAMPLES.items():
+        column = doc.get(key)
+        if not isinstance(column, list):
+            continue
+        rows = [row if isinstance(row, list) else [row] for i, row in enumerate(column) if i not in failed]
+        values = [v * 1000 for row in rows for v in row if _number(v)]
+        if values:
+            found.update(dict.fromkeys(metrics, values))
+    ttfts, latencies, lens = doc.get("ttfts"), doc.get("latencies"), doc.get("output_lens")
+    if isinstance(ttfts, list) and isinstance(latencies, list) and isinstance(lens, list):
+        tpots = [(lat - t) / (k - 1) * 1000 for i, (t, lat, k) in enumerate(zip(ttfts, latencies, lens, strict=False))
+                 if _number(t) and _number(lat) and _number(k) and k > 1 and i not in failed]
+        if tpots:
+            found.update(dict.fromkeys(TPOT_METRICS, tpots))
+    return found
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _known(table: Mapping[str, object]) -> dict[str, str]:

@@ -6,6 +6,8 @@ A result's state has three parts, each one rule:
 - failed: its run failed, by its `[run]` exit code (other than 0) or, for a result with none recorded, by its
   `exit` gate (`fail` or `error`, as `--gate exit=fail:exit 3` records it);
 - tainted: a measured tree changed while it ran (`stackmgr run` found it);
+- invalid: a gate it records, but `exit`, did not pass (evidence/gates.py `gate_failure`: a result is valid
+  only when every gate passes);
 - freshness: what its evidence is worth today (evidence/states.py: fresh, equivalent, stale, broken, orphaned,
   edited), taken from there, never re-derived.
 
@@ -27,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from stackmgr.evidence.gates import gate_failure
 from stackmgr.evidence.metrics import Gate
 from stackmgr.evidence.reading import Brief
 from stackmgr.evidence.records import Link
@@ -47,11 +50,12 @@ class LinkState:
     failed: str  # "" or why in a few words: "exit 3", "exit gate error"
     tainted: bool
     measures_patch: bool  # the patch's changes were in its tree's measured state (else a baseline)
+    invalid: str = ""  # "" or the gate that did not pass (evidence/gates.py `gate_failure`): "gate quality: fail"
 
     @property
     def valid(self) -> bool:
-        """Its run neither failed nor was tainted."""
-        return not self.failed and not self.tainted
+        """Its run neither failed nor was tainted, and every gate it records passed."""
+        return not self.failed and not self.tainted and not self.invalid
 
     @property
     def usable(self) -> bool:
@@ -73,26 +77,27 @@ class LinkState:
     def word(self) -> str:
         """The one word a view shows for it: failed, tainted, baseline (measured without the patch), else its
         freshness."""
-        if self.failed or self.tainted:
-            return "failed" if self.failed else "tainted"
+        if self.failed or self.tainted or self.invalid:
+            return "failed" if self.failed else "tainted" if self.tainted else "invalid"
         return self.freshness if self.measures_patch else "baseline"
 
     @property
     def run_problem(self) -> str:
         """`FAILED (exit 3)`, `TAINTED`, `FAILED (exit 3), TAINTED` or "": how a listing marks an invalid run."""
-        return _mark(self.failed, self.tainted)
+        return _mark(self.failed, self.tainted, invalid=self.invalid)
 
     @property
     def mark(self) -> str:
         """How a listing marks a result that is no measurement of its patch by its run: `run_problem`, and
         `WITHOUT THE PATCH` for a baseline; "" for the patch's own result."""
-        return _mark(self.failed, self.tainted, self.measures_patch)
+        return _mark(self.failed, self.tainted, self.measures_patch, self.invalid)
 
     def left_out_why(self, named: bool = False) -> str | None:
         """Why the result is no measurement of its patch to average or compare (`exit 3`, `tainted`, `broken: …`,
         `measured without the patch`), or None. `named`: the user named it by itself, so a baseline is asked for."""
         why = [self.failed] if self.failed else []
         why += ["tainted"] if self.tainted else []
+        why += [f"invalid: {self.invalid}"] if self.invalid else []
         if self.freshness == "broken":
             why.append("broken: an artifact changed or is missing (`stackmgr verify`)")
         elif self.freshness == "edited":
@@ -105,18 +110,19 @@ class LinkState:
 def run_mark(link: Link | Brief) -> str:
     """How `show`, `links` and `compare` mark a run that failed or was tainted (`LinkState.run_problem`), without
     judging its evidence: `FAILED (exit 3)`, `TAINTED`, or ""."""
-    return _mark(run_failure(link), bool(link.tainted))
+    return _mark(run_failure(link), bool(link.tainted), invalid=gate_failure(link.gates))
 
 
 def link_mark(link: Link | Brief) -> str:
     """`LinkState.mark` without judging its evidence: how `show` and `links` mark a run that failed, was tainted
     or measured without the patch (`FAILED (exit 3)`, `TAINTED`, `WITHOUT THE PATCH`), or "". A listing ranks a
     marked result after the patch's own."""
-    return _mark(run_failure(link), bool(link.tainted), bool(link.measures_patch))
+    return _mark(run_failure(link), bool(link.tainted), bool(link.measures_patch), gate_failure(link.gates))
 
 
-def _mark(failed: str, tainted: bool, measures_patch: bool = True) -> str:
+def _mark(failed: str, tainted: bool, measures_patch: bool = True, invalid: str = "") -> str:
     said = [f"FAILED ({failed})"] if failed else []
+    said += [f"INVALID ({invalid})"] if invalid else []
     return ", ".join(said + (["TAINTED"] if tainted else []) + ([] if measures_patch else [WITHOUT]))
 
 
@@ -146,7 +152,8 @@ def failure_of(exit_code: object, gates: list[Gate]) -> str:
 
 def link_state(ev: Evidence, link: Link | Brief) -> LinkState:
     """The state of one result today (freshness from `ev`, evidence/states.py)."""
-    return LinkState(ev.state(link), run_failure(link), bool(link.tainted), bool(link.measures_patch))
+    return LinkState(ev.state(link), run_failure(link), bool(link.tainted), bool(link.measures_patch),
+                     gate_failure(link.gates))  # fmt: skip
 
 
 def interruption(run: dict[str, object]) -> str:

@@ -11,6 +11,7 @@ from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import artifacts as kept_artifacts
 from stackmgr.evidence import metrics
 from stackmgr.evidence.freshness import linked_version
+from stackmgr.evidence.gates import failed_gate, refusal
 from stackmgr.evidence.reading import find_ref
 from stackmgr.evidence.records import Artifact, Link, StackEntry, measured_patch, utc_now, write_link
 from stackmgr.evidence.states import Evidence, amended_verdict, resolve_artifact
@@ -84,6 +85,9 @@ def _create_link(
                              else f"it failed ({failed})", "run it again")  # fmt: skip
         if tainted or failed:
             raise UsageProblem(f"cannot promote {amends or 'this result'}: {why}", f"{hint}, or record another verdict")
+        gate = failed_gate(_gates(completed, [metrics.parse_gate(g) for g in gate_specs]))
+        if gate is not None:  # a result is valid only when every gate passes (evidence/gates.py)
+            raise UsageProblem(*refusal(amends or "this result", gate))
     resolved = [resolve_artifact(store, raw) for raw in dict.fromkeys(artifacts + from_json)]
     found: list[Artifact] = list(completed.artifacts) if completed else []
     data_by_path: dict[str, bytes | None] = dict.fromkeys(a.path for a in found)  # a draft's: read when asked

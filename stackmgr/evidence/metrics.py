@@ -16,6 +16,10 @@ from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import patterns
 from stackmgr.evidence.patterns import BadPattern, Hit, LinePattern
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.store.config import Store
+
 GATE_STATUSES = ("pass", "fail", "not-run", "error")
 VERDICTS = ("promoted", "rejected", "experimental", "inconclusive", "superseded")
 
@@ -37,6 +41,9 @@ MAX_EXTRA = 200  # numbers of a result beyond vllm bench's known keys kept as me
 _LATENCY = re.compile(r"(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms")
 _NUMBER = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*((?:[A-Za-z%µ/][^\s]*)?)$")
 _LOWER_UNITS = {"s", "ms", "us", "µs", "ns", "sec", "seconds", "min", "h"}
+_LOWER_WORDS = ("_ms", "latency", "ttft", "tpot", "itl", "e2el")
+_HIGHER_UNITS = {"sps", "qps", "rps", "tps", "fps", "it/s"}
+_HIGHER_WORDS = ("throughput", "goodput", "per_s", "acceptance", "speedup", "tok_s", "tokens_per")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,99}")
 BLOCK = 1 << 20  # a log is scanned this much at a time
 LONGEST_LINE = 4 << 20  # a line with no newline in this many bytes is scanned in pieces
@@ -49,7 +56,7 @@ class Metric:
     name: str
     value: float
     unit: str = ""
-    direction: str = "higher"  # which way is better
+    direction: str = "higher"  # which way is better: "higher", "lower", "" unknown (read it by `direction_of`)
     source: dict[str, str] = field(default_factory=dict)  # {"artifact", "pointer"} or {"artifact", "regex"}
 
 
@@ -61,11 +68,27 @@ class Gate:
 
 
 def direction_for(name: str, unit: str) -> str:
-    """Times and latencies are better lower; rates (anything per second), counts and scores higher."""
-    if unit.lower() in _LOWER_UNITS:
+    """Which way a metric is better by the known table: times and latencies lower (a time unit; `_ms`, latency,
+    ttft, tpot, itl, e2el in the name), rates higher (a unit per second; throughput, goodput, `per_s`, acceptance,
+    speedup in the name); "" for any other: its direction is unknown (`[metrics.NAME] direction` says it)."""
+    lowered, unit = name.lower(), unit.lower()
+    if unit in _LOWER_UNITS or any(k in lowered for k in _LOWER_WORDS):
         return "lower"
-    lowered = name.lower()
-    return "lower" if any(k in lowered for k in ("_ms", "latency", "ttft", "tpot", "itl", "e2el")) else "higher"
+    if unit.endswith(("/s", "/sec")) or unit in _HIGHER_UNITS or any(k in lowered for k in _HIGHER_WORDS):
+        return "higher"
+    return ""
+
+
+def direction_of(store: Store | None, metric: Metric) -> str:
+    """Which way `metric` is better, as every view judges it: "higher", "lower", or "" (unknown: shown without
+    better or worse). The config's `[metrics.NAME] direction` (store/lab_config.py) over what the record says."""
+    if store is not None:
+        from stackmgr.store.lab_config import directions
+
+        configured = directions(store).get(metric.name)
+        if configured:
+            return configured
+    return metric.direction if metric.direction in ("higher", "lower") else ""
 
 
 def lead(metrics: list[Metric], headline: str | None) -> Metric | None:
@@ -75,9 +98,12 @@ def lead(metrics: list[Metric], headline: str | None) -> Metric | None:
 
 
 def change(delta: float, direction: str) -> str:
-    """"better", "worse" or "same": what a difference from a reference value means for a metric."""
+    """"better", "worse" or "same": what a difference from a reference value means for a metric; "" for a
+    difference in a metric whose direction is unknown ("": `direction_of`)."""
     if delta == 0:
         return "same"
+    if direction not in ("higher", "lower"):
+        return ""
     return "better" if (delta < 0) == (direction == "lower") else "worse"
 
 

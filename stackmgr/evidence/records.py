@@ -277,7 +277,7 @@ def read_record(path: str) -> tuple[Link, str, bytes]:
                               str(s.get("residue_patch", ""))) for s in doc.get("stack", [])],
             artifacts=[Artifact(a["path"], str(a["sha256"]), int(a["size"]), str(a.get("anchor", "")),
                                 str(a.get("origin", ""))) for a in doc.get("artifact", [])],
-            metrics=[Metric(m["name"], float(m["value"]), m.get("unit", ""), m.get("direction", "higher"),
+            metrics=[Metric(m["name"], float(m["value"]), m.get("unit", ""), m.get("direction", ""),
                             dict(m.get("source", {}))) for m in doc.get("metric", [])],
             gates=[Gate(g["name"], g["status"], g.get("detail", "")) for g in doc.get("gate", [])],
             verdict=verdict.get("status", "experimental"), lesson=verdict.get("lesson", ""),

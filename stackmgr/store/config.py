@@ -58,6 +58,8 @@ class Store:
         self.evidence: object = {}  # the config's [evidence] table, read by `headline()` (not on check's path)
         self.run: object = {}  # the config's [run] table (env, metrics): read by `stackmgr run`
         self.local_run: object = {}  # this machine's [run] table (stackmgr.local.toml): trusted, unlike `run`
+        self.targets: object = {}  # the config's [targets] table: store/targets_config.py reads it
+        self.lab: tuple[object, object] = ({}, {})  # the shared and local configs' tables: store/lab_config.py
         self.by_env = False  # chosen by STACKMGR_STORE (open_store): a change says so when another is in sight
         self.said_which = False
 
@@ -272,6 +274,8 @@ def load_store(root: str) -> Store:
     store.evidence = table.get("evidence", {})
     store.run = table.get("run", {})
     store.local_run = local.get("run", {})
+    store.targets = table.get("targets", {})
+    store.lab = (table, local)
     store.local_paths = {name: path for name, path in mine.items() if path is not None}
     store.only_here = [name for name in trees if name not in shared]  # placed here, named by no shared config
     return store

@@ -3,8 +3,10 @@ link states), then the patches in no series."""
 
 from __future__ import annotations
 
+from stackmgr.evidence.metrics import lead
 from stackmgr.evidence.report.markup import STATE_MARK, Markup, e
 from stackmgr.evidence.report.model import PatchInfo
+from stackmgr.output import quantity
 
 
 class IndexPage(Markup):
@@ -71,6 +73,12 @@ class IndexPage(Markup):
                         f' <small>{meta}</small></h2>')  # fmt: skip
             if s.error:
                 body.append(f'<p class="error">{e(s.error)}</p>')
+            if s.name in self.targets:  # does the series meet its target (evidence/targets.py)
+                body.append(f'<p class="target">{e(self.targets[s.name])}</p>')
+            if (base := self.baselines.get(s.name)) is not None:  # its latest valid baseline (evidence/baselines.py)
+                m = lead(base.metrics, self.store.headline())
+                said = f": {m.name} {quantity(m.value, m.unit)}" if m else ""
+                body.append(f'<p class="baseline">baseline {e(base.id)}{e(said)}</p>')
             rows = [self.patch_row(here, self.patches.get(n), n, str(i), g) for i, (n, g) in enumerate(s.entries, 1)]
             body.append(self.patch_table(rows) if rows else '<p class="muted">empty</p>')
             body.append("</section>")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from stackmgr.evidence.compare import short
 from stackmgr.evidence.link_state import quoted_results
-from stackmgr.evidence.metrics import Gate, Metric
+from stackmgr.evidence.metrics import Gate, Metric, change
 from stackmgr.evidence.records import Artifact, Link
 from stackmgr.evidence.report import commonmark as md
 from stackmgr.evidence.report.markup import Markup, artifact_name, num, percent, run_command, run_name, when
@@ -181,10 +181,10 @@ class LessonsPage(Markup):
         if found is None:
             return ""
         diff = m.value - found[1]
-        tone = "same" if diff == 0 else ("better" if (diff > 0) == (m.direction != "lower") else "worse")
+        tone = change(diff, m.direction)  # "" for a metric whose direction is unknown
         exact = "" if short else f" ({diff:+.4g})"
         unlike = ", against another run configuration" if self.unlike_baseline(link) else ""
-        return md.text(f"{percent(diff, found[1])}{exact}, {tone}{unlike}")
+        return md.text(f"{percent(diff, found[1])}{exact}{f', {tone}' if tone else ''}{unlike}")
 
     def _gates(self, gates: list[Gate]) -> str:
         return ", ".join(f"{md.code(g.name, cell=True)} {md.text(g.status + (f' ({g.detail})' if g.detail else ''))}"

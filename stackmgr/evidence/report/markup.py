@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from stackmgr.evidence.compare import run_config, short
 from stackmgr.evidence.link_state import quoted_results
-from stackmgr.evidence.metrics import Metric
+from stackmgr.evidence.metrics import Metric, change
 from stackmgr.evidence.records import Artifact, Link
 from stackmgr.evidence.report.assets import CSS, content_security_policy
 from stackmgr.evidence.report.model import PatchInfo, ReportData
@@ -154,7 +154,7 @@ class Markup(ReportData):
             return ""
         base, ref = found
         diff = value - ref
-        tone = "flat" if diff == 0 else ("good" if (diff > 0) == (direction != "lower") else "bad")
+        tone = {"better": "good", "worse": "bad"}.get(change(diff, direction), "flat")  # unknown direction: flat
         unlike = self.unlike_baseline(link)
         caveat = f" (another run configuration: {unlike})" if unlike else ""
         return (f'<span class="delta {tone}" title="vs {e(base.id)}: {e(num(ref))}{e(caveat)}">'

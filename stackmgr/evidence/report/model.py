@@ -104,6 +104,11 @@ class ReportData:
         self.series = self._series()
         self.patches = self._patches()
         self.artifacts = self._artifacts()
+        from stackmgr.evidence.baselines import latest_baseline
+        from stackmgr.evidence.targets import targets_of
+
+        self.targets = {c.series: c.line for c in targets_of(store, None, self.ev)}  # evidence/targets.py
+        self.baselines = {s.name: b for s in self.series if (b := latest_baseline(store, s.name, self.ev))}
         self.ev.save()
 
     def _series(self) -> list[SeriesInfo]:

@@ -1,0 +1,140 @@
+"""Does a series meet its target (`[targets]` of stackmgr.toml, store/targets_config.py)? The one answer `status`,
+`show`, `links` and the report give, in one line:
+
+    target replay: output_throughput >= 150 not reached: best valid 107.77 tok/s (lnk-…, run qps1); 1 result
+    above it is not valid (exit 1)
+
+The results of a series are the current records (none amends them) of its patches, baselines left out
+(evidence/baselines.py): a baseline measured none of the series. A result counts (is valid) when it is a
+measurement of its patch (`link_state(...).measures`: its run neither failed nor was tainted, every gate it
+records passed (evidence/gates.py), its evidence whole, the patch in the measured tree).
+Of the valid results with the target's metric the closest (by the target's OP) is named; the invalid results
+past the target are counted, with why each is not valid, so a number that only looks good is never taken for
+one that is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from stackmgr import output
+from stackmgr.errors import StackmgrError
+from stackmgr.evidence.baselines import is_baseline_of
+from stackmgr.evidence.link_state import link_state
+from stackmgr.evidence.metrics import Metric
+from stackmgr.evidence.reading import load_links, reader
+from stackmgr.evidence.records import Link
+from stackmgr.evidence.states import Evidence, effective
+from stackmgr.store.config import Store
+from stackmgr.store.series import SeriesFile
+from stackmgr.store.targets_config import Target, targets
+
+
+class TargetCheck:
+    """A series' target and how its results stand against it. `best`: the closest valid result and its value;
+    `past`: the invalid results that meet it, each with why it is not valid."""
+
+    def __init__(self, series: str, target: Target | None, problem: str = "", best: tuple[Link, Metric] | None = None,
+                 past: list[tuple[Link, str]] | None = None) -> None:  # fmt: skip
+        self.series = series
+        self.target = target
+        self.problem = problem  # the target cannot be read, or the series cannot: said instead of an answer
+        self.best = best
+        self.past = past or []
+
+    @property
+    def met(self) -> bool:
+        return self.target is not None and self.best is not None and self.target.met_by(self.best[1].value)
+
+    @property
+    def line(self) -> str:
+        if self.target is None or self.problem:
+            return self.problem if self.target is None else f"target {self.series}: {self.target.text}: {self.problem}"
+        head = f"target {self.series}: {self.target.text}"
+        if self.best is not None and self.met:
+            return f"{head} reached: {_result(*self.best)}"
+        said = f"best valid {_result(*self.best)}" if self.best else f"no valid result has {self.target.metric}"
+        if self.past:
+            why = "; ".join(dict.fromkeys(w for _, w in self.past))
+            side = "above" if self.target.higher else "below"
+            said += (f"; {output.plural(len(self.past), 'result')} {side} it "
+                     f"{'is' if len(self.past) == 1 else 'are'} not valid ({why})")  # fmt: skip
+        return f"{head} not reached: {said}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"series": self.series, "target": self.target.text if self.target else None, "met": self.met,
+                "best": self.best[0].id if self.best else None, "value": self.best[1].value if self.best else None,
+                "not_valid": [k.id for k, _ in self.past], "line": self.line}  # fmt: skip
+
+
+def check_target(store: Store, series: str, evidence: Evidence | None = None) -> TargetCheck | None:
+    """Whether `series` meets its target, and which result comes closest; None when it has no target."""
+    target = targets(store).get(series)
+    if target is None:
+        return None
+    if isinstance(target, StackmgrError):
+        return TargetCheck(series, None, f"{target.message} ({target.hint})" if target.hint else target.message)
+    try:
+        names = SeriesFile.load(store, series).patch_names()
+    except StackmgrError as exc:
+        return TargetCheck(series, target, exc.message)
+    ev = evidence or Evidence.gather(store)
+    parsed = reader(store)
+    found = effective([k for name in names for k in load_links(store, name, parsed)])
+    parsed.save()
+    valid: list[tuple[Link, Metric]] = []
+    past: list[tuple[Link, str]] = []
+    for k in sorted(found, key=lambda k: (k.created, k.id)):
+        m = next((m for m in k.metrics if m.name == target.metric), None)
+        if m is None or is_baseline_of(k, series, set(names)):
+            continue
+        why = _why_not(ev, k)
+        if why is None:
+            valid.append((k, m))
+        elif target.met_by(m.value):
+            past.append((k, why))
+    best = (max if target.higher else min)(valid, key=lambda km: km[1].value, default=None)
+    return TargetCheck(series, target, best=best, past=past)
+
+
+def targets_of(store: Store, series: Iterable[str] | None = None, evidence: Evidence | None = None,
+               ) -> list[TargetCheck]:  # fmt: skip
+    """`check_target` of each series named (default: every series with a target), in name order."""
+    declared = targets(store)
+    if not declared:
+        return []
+    wanted = sorted(set(declared) & set(series)) if series is not None else sorted(declared)
+    ev = evidence or (Evidence.gather(store) if wanted else None)
+    return [c for s in wanted if (c := check_target(store, s, ev)) is not None]
+
+
+def target_lines(store: Store, series: Iterable[str] | None, evidence: Evidence) -> list[str]:
+    """The line of each series' target (`targets_of`), for a view to print as it is."""
+    return [c.line for c in targets_of(store, series, evidence)]
+
+
+def patch_target_lines(store: Store, patch: str, evidence: Evidence) -> list[str]:
+    """The target lines of the series that list `patch` (`show`); none when the config declares no target, and
+    none said for a series that cannot be read (its own commands say why)."""
+    if not targets(store):
+        return []
+    from stackmgr.store.series import series_listing
+
+    try:
+        listing = series_listing(store, patch)
+    except StackmgrError:
+        return []
+    return target_lines(store, listing, evidence)
+
+
+def _why_not(ev: Evidence, link: Link) -> str | None:
+    """Why a result of the series is not valid (`exit 1`, `tainted`, …), or None when it is."""
+    state = link_state(ev, link)
+    return None if state.measures else (state.left_out_why() or "not valid")
+
+
+def _result(link: Link, metric: Metric) -> str:
+    name = link.run.get("name")
+    named = f", run {output.show_text(name)}" if isinstance(name, str) and name else ""
+    return f"{output.quantity(metric.value, metric.unit)} ({link.id}{named})"
