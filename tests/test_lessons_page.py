@@ -74,7 +74,7 @@ probe
 
 | metric | value | vs baseline `{ids["baseline"]}` |
 | --- | ---: | ---: |
-| `output_throughput` | 101.5 tok/s | +3.2% (+3.1), better |
+| `output_throughput` | 101.5 tok/s | +3.2% (+3.1), 1 run |
 | `mean_ttft_ms` | 52.25 ms | — |
 
 Gates: `json` pass, `color` fail (3/8)
@@ -86,7 +86,7 @@ Artifacts: {probe}
 | patch | tree | what | best result | vs baseline | gates | promoted | evidence |
 | --- | --- | --- | --- | --- | --- | --- | --- |
 | `gemm-tile` | `vllm-xpu-kernels` | tile | `output_throughput` 107.77 tok/s (Qwen3.6 · 50 prompts) \
-| +9.5% (+9.37), better | `json` pass | {promoted} · Jane Doe · `{ids["promoted"]}` (fresh) | {bench} |
+| +9.5% (+9.37), 1 run | `json` pass | {promoted} · Jane Doe · `{ids["promoted"]}` (fresh) | {bench} |
 
 ## Open experiments
 
@@ -131,7 +131,7 @@ def test_lessons_page_reads_back_as_the_records_say(ev: Lab, lessons: dict[str, 
              and j < next(k for k in range(i, len(tokens)) if tokens[k].type == "tr_close")] for i, t in
             enumerate(tokens) if t.type == "tr_open"]  # fmt: skip
     assert [len(r) for r in rows] == [3, 3, 3, 8, 8, 8, 8]
-    assert rows[1] == ["`output_throughput`", "101.5 tok/s", "+3.2% (+3.1), better"]
+    assert rows[1] == ["`output_throughput`", "101.5 tok/s", "+3.2% (+3.1), 1 run"]
 
 
 def test_lessons_page_outside_the_store_names_artifacts_and_is_the_same_bytes_again(

@@ -107,6 +107,8 @@ RUN = (
         "GLOB", multiple=True),
     Opt(("--cwd",), "cwd", True, "Run CMD in DIR; default: the measured tree (where you stand when inside it).",
         "DIR"),
+    Opt(("--repeat",), "repeat", True, "Run it N times, one record each, as one run group; stops at a failed run.",
+        "N"),
     JSON,
 )
 

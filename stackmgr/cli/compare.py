@@ -69,9 +69,14 @@ def group_lines(group: Group) -> list[str]:
 @click.option("--min-effect", "min_effect", type=click.FloatRange(min=0, max=1e6), default=1.0, show_default=True,
               metavar="PCT", help="The smallest change (percent of the reference's median) a verdict calls one.")
 @click.option("--across-env", is_flag=True, help="Rank results measured in different environments together.")
+@click.option("--baseline", "baseline", metavar="LINK|PATCH", default=None,
+              help="The reference column: this result (or a patch's results) instead of the series' baseline.")
+@click.option("--no-baseline", "no_baseline", is_flag=True,
+              help="No series baseline: the first result named is the reference.")
 @json_option()
 @pass_context
-def compare_cmd(ctx: Context, targets: tuple[str, ...], min_effect: float, across_env: bool) -> None:
+def compare_cmd(ctx: Context, targets: tuple[str, ...], min_effect: float, across_env: bool, baseline: str | None,
+                no_baseline: bool) -> None:  # fmt: skip
     """Metrics of results side by side: per metric the median of each result (n runs); the first result is the
     reference, each other shows its effect (Hodges–Lehmann, relative to the reference's median) with its 95%
     interval, the Mann–Whitney p and a verdict: faster / slower (higher / lower where the metric's direction is
@@ -79,14 +84,17 @@ def compare_cmd(ctx: Context, targets: tuple[str, ...], min_effect: float, acros
     `no significant change`, or `too few runs` (4 a side at least). A single run a side that holds per-request
     samples (`vllm bench serve --save-detailed`) is judged on them for its latency metrics. A PATCH means its
     current links: those with the same run configuration are repeats; a LINK (id or run name) is a column of its
-    own. Results are grouped by run
+    own. The reference is the latest valid baseline of the named patches' series with every baseline run alike to
+    it (same base, same configuration), `baseline of S (n runs)`; else (--no-baseline, or none recorded) the first
+    result named; --baseline names it. Results are grouped by run
     configuration (model, request rate, max concurrency, prompts) and never ranked across groups; repeats are
     of one measured state, and by environment (GPU, driver, CUDA, power limit, torch, vllm: the group says what
     differs) unless --across-env. Failed and tainted runs of a PATCH are left out, and listed as such; one named by
     itself is shown, marked, never the reference."""
     from stackmgr.commands.compare import Comparison
 
-    comparison = Comparison(open_store(ctx.store), list(targets), min_effect / 100, across_env)
+    comparison = Comparison(open_store(ctx.store), list(targets), min_effect / 100, across_env, baseline,
+                            not no_baseline)  # fmt: skip
     if ctx.json:
         output.emit_json(comparison.to_json())
         return

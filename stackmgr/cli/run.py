@@ -15,9 +15,28 @@ def run(store: str | None, as_json: bool, command: tuple[str, ...], values: Valu
     request = RunRequest(argv, trees=texts(values, "trees"), link=text(values, "link"), series=text(values, "series"),
                          name=text(values, "name"), result_dirs=texts(values, "result_dirs"),
                          from_json=texts(values, "from_json"), cwd=text(values, "cwd"))  # fmt: skip
+    if text(values, "repeat") is not None:
+        return _repeated(store, as_json, request, text(values, "repeat"))
     outcome = run(open_store(store), request)
     if as_json:
         output.emit_json({"schema": 1, "exit_code": outcome.exit_code, "tainted": outcome.tainted,
                           "links": [k.id for k in outcome.links], "warnings": outcome.warnings})  # fmt: skip
     say(outcome)
     return outcome.exit_code
+
+
+def _repeated(store: str | None, as_json: bool, request: object, times: str | None) -> int:
+    """`run --repeat N`: commands/repeat.py; `--json` lists every run's links, in order, with the group."""
+    from stackmgr.commands.repeat import check_repeat, run_repeated, say_repeated
+    from stackmgr.commands.run import RunRequest
+
+    assert isinstance(request, RunRequest)
+    n = check_repeat(times)
+    opened = open_store(store)
+    done = run_repeated(opened, request, n)
+    if as_json:
+        output.emit_json({"schema": 1, "exit_code": done.exit_code, "group": done.group, "stopped": done.stopped,
+                          "runs": [{"exit_code": o.exit_code, "tainted": o.tainted, "links": [k.id for k in o.links],
+                                    "warnings": o.warnings} for o in done.outcomes]})  # fmt: skip
+    say_repeated(opened, done)
+    return done.exit_code

@@ -206,8 +206,10 @@ def _judge(code: int, metrics: list[Metric], metric: str | None, threshold: floa
     if found is None:
         raise StackmgrError(f"the command wrote no metric {metric} (exit {code})",
                             "check --metric, and that its results land in a --result-dir or declared results")
-    value, lower = found.value, found.direction == "lower"
-    return (value > threshold if lower else value < threshold), f"{metric} {value:g}"
+    value, lower = found.value, found.direction == "lower"  # one run judged, not a median: the line says so
+    failed = value > threshold if lower else value < threshold
+    op = (">" if failed else "<=") if lower else ("<" if failed else ">=")
+    return failed, f"{metric} {value:g} (1 run) {op} {threshold:g}"
 
 
 def _go_to(store: Store, tree: str, names: list[str], k: int) -> None:

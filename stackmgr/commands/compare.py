@@ -72,6 +72,7 @@ class Result:
     mark: str = ""  # how the text view marks it: "FAILED (exit 3)", "TAINTED"
     title: str = ""  # what the column's line calls it: its patch now, what its tree held, its state if not fresh
     word: str = "fresh"  # its result's state (evidence.link_state `word`): a label says one not fresh
+    baseline: str = ""  # the series whose baseline runs the column is (the default reference), "" otherwise
 
 
 @dataclass
@@ -262,8 +263,8 @@ def _label(r: Result, results: list[Result], now: Named, memo: dict[str, dict[in
     if r.named:
         return (r.named if sum(other.patch == r.patch for other in results) > 1 else own) + state
     if r.patch not in memo:  # each patch's columns labelled once per group (a patch may have hundreds)
-        memo[r.patch] = _held_labels([o for o in results if o.patch == r.patch and not o.named and not o.given], own,
-                                     now)  # fmt: skip
+        memo[r.patch] = _held_labels([o for o in results if o.patch == r.patch and not o.named and not o.given
+                                      and not o.baseline], own, now)  # fmt: skip
     labels = memo[r.patch]
     if len(labels) < 2:
         return own + state
@@ -302,32 +303,43 @@ def _names_now(store: Store, index: PatchIndex, results: list[Result]) -> Named:
 class Comparison:
     """The groups `compare` shows, each with its results in the order named and its metric rows."""
 
-    def __init__(self, store: Store, targets: list[str], min_effect: float = 0.01, across_env: bool = False) -> None:
+    def __init__(self, store: Store, targets: list[str], min_effect: float = 0.01, across_env: bool = False,
+                 baseline: str | None = None, series_baseline: bool = True) -> None:  # fmt: skip
+        from stackmgr.commands.compare_reference import series_reference
         from stackmgr.evidence.environment import Groups
         from stackmgr.evidence.link_state import link_state
+        from stackmgr.evidence.reference import reference_label
         from stackmgr.evidence.states import Evidence
 
         self.headline = store.headline()
         groups: dict[tuple[tuple[tuple[str, str], ...], int], Group] = {}
         envs = Groups(across_env)  # results measured in environments that differ are apart (evidence/environment.py)
         ev = Evidence.gather(store)
-        for link, alone, given in resolve(store, targets):
+        named = resolve(store, [baseline, *targets] if baseline else targets)  # a named reference comes first
+        found = (series_reference(store, ev, [k.patch for k, alone, _ in named if not alone])
+                 if series_baseline and not baseline else None)  # fmt: skip
+        of, base_ids = (found[0], {k.id for k in found[1]}) if found else ("", set())
+        if found:  # the series' baseline runs are the reference: first, never left out as measured without
+            named = [(k, False, "") for k in found[1]] + [x for x in named if x[0].id not in base_ids]
+        for link, alone, given in named:
             config = run_config(store, link)
             at, differs = envs.place(config, link)
             group = groups.setdefault((tuple(sorted(config.items())), at),
                                       Group(config, [], environment_differs=differs))  # fmt: skip
             state = link_state(ev, link)
-            why = state.left_out_why(alone)
+            is_base = link.id in base_ids
+            why = None if is_base else state.left_out_why(alone)
             shown = alone and why is not None and state.freshness not in WHOLE_NOT  # named by itself: shown, marked
             if why is not None and not shown:
                 group.left_out.append((link, why))
                 continue
             measured = measured_state(link)
             result = None if alone else next((r for r in group.results if r.patch == link.patch and not r.named
-                                              and r.state == measured), None)  # fmt: skip
+                                              and r.state == measured and r.baseline == (of if is_base else "")),
+                                             None)  # fmt: skip
             if result is None:
                 result = Result(link.patch, named=link.id if alone else "", given=given, state=measured,
-                                word=state.word)  # fmt: skip
+                                word="fresh" if is_base else state.word, baseline=of if is_base else "")  # fmt: skip
                 if shown:
                     result.marked, result.mark = str(why), state.run_problem
                 group.results.append(result)
@@ -336,7 +348,8 @@ class Comparison:
         for group in groups.values():
             memo: dict[str, dict[int, str]] = {}
             for r in group.results:
-                r.label = _label(r, group.results, now, memo)
+                r.label = _label(r, group.results, now, memo) if not r.baseline else reference_label(of, len(r.links))
+                r.title = r.label if r.baseline else r.title
             per_request = [request_samples(store, r.links[0]) if len(r.links) == 1 else {} for r in group.results]
             group.rows = _rows(group.results, self.headline, group.reference, min_effect, per_request)
         self.groups = list(groups.values())
@@ -346,7 +359,8 @@ class Comparison:
         return {"schema": 1, "headline": self.headline, "groups": [{
             "config": {key: group.config.get(key) for key in CONFIG_KEYS},
             "results": [{"patch": r.patch, "links": [link.id for link in r.links], "n": len(r.links),
-                         "reference": i == group.reference, "label": r.label, "marked": r.marked or None}
+                         "reference": i == group.reference, "label": r.label, "marked": r.marked or None,
+                         **({"baseline_of": r.baseline} if r.baseline else {})}
                         for i, r in enumerate(group.results)],
             "left_out": [{"link": link.id, "patch": link.patch, "why": why} for link, why in group.left_out],
             **({"environment_differs": group.environment_differs} if group.environment_differs else {}),

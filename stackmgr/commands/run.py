@@ -45,8 +45,9 @@ class RunRequest:
     def __init__(self, argv: list[str], *, trees: tuple[str, ...] = (), link: str | None = None,
                  series: str | None = None, name: str | None = None, result_dirs: tuple[str, ...] = (),
                  from_json: tuple[str, ...] = (), unique: bool = True, cwd: str | None = None,
-                 say_where: bool = True) -> None:  # fmt: skip
+                 say_where: bool = True, grouped: dict[str, Any] | None = None) -> None:  # fmt: skip
         self.argv = argv
+        self.grouped = grouped or {}  # [run] group and repeat: one of several runs of one state (commands/repeat.py)
         self.cwd = cwd  # --cwd: where CMD runs (capture.where_command_runs)
         self.say_where = say_where  # say on stderr where CMD runs when that is not where the user stands
         self.unique = unique  # a --name given twice is refused
@@ -299,7 +300,7 @@ def _run_table(store: Store, req: RunRequest, ran: capture.Ran, tainted: list[st
                data: dict[str, bytes]) -> dict[str, Any]:  # fmt: skip
     extra, by_value, masked = capture.env_settings(store.run, store.local_run)
     return {
-        "name": req.name or "", "command": [capture.text(a) for a in redaction.command_line(req.argv)],
+        "name": req.name or "", **req.grouped, "command": [capture.text(a) for a in redaction.command_line(req.argv)],
         "cwd": capture.text(where), "exit_code": ran.exit_code,
         "start": ran.start, "duration_s": round(ran.duration, 3), "host": capture.host(),
         "accelerators": capture.accelerators(), "env": capture.environment(extra, by_value, masked),

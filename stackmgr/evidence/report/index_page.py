@@ -3,10 +3,12 @@ link states), then the patches in no series."""
 
 from __future__ import annotations
 
+from statistics import median
+
 from stackmgr.evidence.metrics import lead
 from stackmgr.evidence.report.markup import STATE_MARK, Markup, e
 from stackmgr.evidence.report.model import PatchInfo
-from stackmgr.output import quantity
+from stackmgr.output import plural, quantity
 
 
 class IndexPage(Markup):
@@ -78,6 +80,11 @@ class IndexPage(Markup):
             if (base := self.baselines.get(s.name)) is not None:  # its latest valid baseline (evidence/baselines.py)
                 m = lead(base.metrics, self.store.headline())
                 said = f": {m.name} {quantity(m.value, m.unit)}" if m else ""
+                runs = self.baseline_runs.get(s.name, [])
+                values = [x.value for k in runs for x in k.metrics if m and x.name == m.name]
+                if m and len(runs) > 1 and values:  # the runs alike to it (evidence/reference.baseline_runs)
+                    said += (f"; baseline of {s.name}: {plural(len(runs), 'run')}, median {m.name} "
+                             f"{quantity(median(values), m.unit)}")  # fmt: skip
                 body.append(f'<p class="baseline">baseline {e(base.id)}{e(said)}</p>')
             rows = [self.patch_row(here, self.patches.get(n), n, str(i), g) for i, (n, g) in enumerate(s.entries, 1)]
             body.append(self.patch_table(rows) if rows else '<p class="muted">empty</p>')

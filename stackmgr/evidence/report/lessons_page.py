@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from stackmgr.evidence.compare import short
 from stackmgr.evidence.link_state import quoted_results
-from stackmgr.evidence.metrics import Gate, Metric, change
+from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.records import Artifact, Link
 from stackmgr.evidence.report import commonmark as md
 from stackmgr.evidence.report.markup import Markup, artifact_name, num, percent, run_command, run_name, when
@@ -175,16 +175,16 @@ class LessonsPage(Markup):
         return md.text(num(m.value) + (f" {m.unit}" if m.unit else ""))
 
     def _delta(self, link: Link, m: Metric, short: bool = False) -> str:
-        """The change against the link's baseline, better or worse by the metric's direction: `+9.5% (+9.37),
-        better`, or `+9.5%, better` when `short`."""
+        """The change against the link's baseline: one run against one, so the plain delta and `1 run`, never
+        better or worse (evidence.stats.judge needs repeats): `+9.5% (+9.37), 1 run`, `+9.5%, 1 run` when
+        `short`."""
         found = self.baseline_of(link, m.name)
         if found is None:
             return ""
         diff = m.value - found[1]
-        tone = change(diff, m.direction)  # "" for a metric whose direction is unknown
         exact = "" if short else f" ({diff:+.4g})"
         unlike = ", against another run configuration" if self.unlike_baseline(link) else ""
-        return md.text(f"{percent(diff, found[1])}{exact}{f', {tone}' if tone else ''}{unlike}")
+        return md.text(f"{percent(diff, found[1])}{exact}, 1 run{unlike}")
 
     def _gates(self, gates: list[Gate]) -> str:
         return ", ".join(f"{md.code(g.name, cell=True)} {md.text(g.status + (f' ({g.detail})' if g.detail else ''))}"

@@ -159,7 +159,33 @@ class Markup(ReportData):
         caveat = f" (another run configuration: {unlike})" if unlike else ""
         return (f'<span class="delta {tone}" title="vs {e(base.id)}: {e(num(ref))}{e(caveat)}">'
                 f'{e(percent(diff, ref))} <span class="abs">({diff:+.4g})</span>'
-                + (' <span class="muted">unlike runs</span>' if unlike else "") + "</span>")  # fmt: skip
+                + (' <span class="muted">unlike runs</span>' if unlike else "")
+                + ' <span class="muted">1 run</span></span>')  # fmt: skip
+
+    def against(self, info: PatchInfo) -> str:
+        """The patch against its series' baseline runs (report/against.py), or "": with repeats a side the
+        median (n), effect [95% interval] and verdict (evidence.stats.judge); else the plain delta and `1 run`."""
+        from stackmgr.evidence.report.against import against
+
+        found = against(info.links, [s for s, _ in info.series], self.baseline_runs, self.judged, self.config_of,
+                        self.store.headline())  # fmt: skip
+        if found is None:
+            return ""
+        m, j = found.metric, found.judged
+        unit = f" {e(m.unit)}" if m.unit else ""
+        n = f" (n={found.runs})" if j is not None else ""
+        if j is not None:
+            lo, hi = j.ci_low, j.ci_high
+            ci = f" [{lo * 100:+.1f}%, {hi * 100:+.1f}%]" if lo is not None and hi is not None else ""
+            effect = f"{j.effect * 100:+.1f}%" if j.effect is not None else ""
+            tone = {"faster": "good", "slower": "bad"}.get(j.verdict, "flat")
+            said = f"{effect}{ci} {j.verdict}".strip()
+        else:
+            diff = m.value - found.base_median
+            tone, said = "flat", f"{percent(diff, found.base_median)} ({diff:+.4g}) {plural(found.runs, 'run')}"
+        return (f'<span class="metric against"><span class="mname">{e(m.name)}</span> <b>{e(num(m.value))}</b>{unit}'
+                f'{n} <span class="delta {tone}" title="median of the baseline runs: {e(num(found.base_median))}">'
+                f"{e(said)}</span> vs {e(found.label)}</span>")  # fmt: skip
 
     def metric_inline(self, link: Link, m: Metric) -> str:
         unit = f" {e(m.unit)}" if m.unit else ""
@@ -211,6 +237,8 @@ class Markup(ReportData):
         return self._configs[link.id]
 
     def headline(self, info: PatchInfo) -> str:
+        if judged := self.against(info):  # against the series' baseline runs, judged where there are repeats
+            return judged
         best = self.best_headline(info)
         if best is None:
             return '<span class="muted">—</span>'

@@ -109,6 +109,9 @@ class ReportData:
 
         self.targets = {c.series: c.line for c in targets_of(store, None, self.ev)}  # evidence/targets.py
         self.baselines = {s.name: b for s in self.series if (b := latest_baseline(store, s.name, self.ev))}
+        from stackmgr.evidence.reference import baseline_runs
+
+        self.baseline_runs = {name: baseline_runs(store, name, self.ev) for name in self.baselines}
         self.ev.save()
 
     def _series(self) -> list[SeriesInfo]:

@@ -41,6 +41,8 @@ class PatchPage(Markup):
         if info.subject:
             head.append(f'<p class="lead">{e(info.subject)}</p>')
         head.append(f'<dl class="facts">{dl}</dl>')
+        if vs := self.against(info):  # against its series' baseline runs (report/against.py)
+            head.append(f'<p class="against">{vs}</p>')
         if info.error:
             head.append(f'<p class="error">{e(info.error)}</p>')
         if info.body:

@@ -1,0 +1,78 @@
+"""`stackmgr ab PATCH [-n N] -- CMD…`: CMD without and with PATCH, alternating, each run recorded, then judged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from stackmgr.cli.context import Context, json_option, pass_context
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.commands.ab import Judged, Side
+
+
+@click.command("ab", context_settings={"ignore_unknown_options": True})
+@click.argument("patch")
+@click.option("-n", "runs", type=click.IntRange(min=1), default=5, show_default=True, metavar="N",
+              help="Runs a side: A B A B… N times each.")
+@click.option("--min-effect", "min_effect", type=click.FloatRange(min=0, max=1e6), default=1.0, show_default=True,
+              metavar="PCT", help="The smallest change (percent of A's median) a verdict calls one.")
+@click.option("--cwd", metavar="DIR", help="Run CMD in DIR; default: the tree (where you stand when inside it).")
+@json_option()
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@pass_context
+def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, cwd: str | None,
+           command: tuple[str, ...]) -> None:  # fmt: skip
+    """Run CMD (after `--`) on the tree without PATCH (A: its current series' patches below PATCH) and with it
+    (B: up to PATCH), alternating A B A B… so that drift cancels, N times each. Each run is recorded as
+    `stackmgr run` records it; then each metric of B is judged against A as `compare` judges it: medians, the
+    effect with its 95% interval, p, and faster / slower / no significant change. The tree must be preserved
+    first; it is put back exactly as it was however the runs end (after a kill, by `stackmgr recover`). A run
+    that fails or is interrupted stops it (exit 3; 128+N when stackmgr got signal N); else exit 0."""
+    from stackmgr import output
+    from stackmgr.commands.ab import ab
+    from stackmgr.store.config import open_store
+
+    argv = list(command[1:] if command[:1] == ("--",) else command)
+    done = ab(open_store(ctx.store), patch, argv, runs=runs, min_effect=min_effect / 100, cwd=cwd)
+    if ctx.json:
+        output.emit_json({"schema": 1, "patch": done.patch, "tree": done.tree, "series": done.series,
+                          "runs": done.prefix, "a": _side(done.a), "b": _side(done.b),
+                          "metrics": [_metric(j) for j in done.judged]})  # fmt: skip
+        return
+    output.out(f"{done.patch} on tree {done.tree} ({done.series}): A = {_said(done.a)}, B = {_said(done.b)}; "
+               f"runs {done.prefix}-A1…B{len(done.b.outcomes)}")  # fmt: skip
+    if not done.judged:
+        output.out("  no metric both sides have: nothing to judge")
+    for j in done.judged:
+        output.out(f"  {j.name}: {_line(j)}")
+
+
+def _said(side: Side) -> str:
+    return f"{side.count} patch(es), top {side.top}" if side.top else "the series' base"
+
+
+def _side(side: Side) -> dict[str, Any]:
+    return {"patches": side.count, "top": side.top, "links": side.links}
+
+
+def _line(j: Judged) -> str:
+    """`A 100 → B 110 (n=5+5)  +10.0% [+9.0%, +11.0%] p=0.0079  faster`."""
+    r = j.judgement
+    text = f"A {r.median_a:.6g} → B {r.median_b:.6g} (n={r.n_a}+{r.n_b})"
+    if r.effect is not None:
+        text += f"  {r.effect * 100:+.1f}%"
+    if r.ci_low is not None and r.ci_high is not None:
+        text += f" [{r.ci_low * 100:+.1f}%, {r.ci_high * 100:+.1f}%]"
+    if r.p is not None and r.verdict != "too few runs":
+        text += f" p={r.p:.2g}"
+    return f"{text}  {r.verdict}"
+
+
+def _metric(j: Judged) -> dict[str, Any]:
+    r = j.judgement
+    return {"name": j.name, "direction": j.direction, "n_a": r.n_a, "n_b": r.n_b, "median_a": r.median_a,
+            "median_b": r.median_b, "effect": r.effect, "ci": [r.ci_low, r.ci_high], "p": r.p,
+            "verdict": r.verdict}  # fmt: skip

@@ -1,0 +1,170 @@
+"""`stackmgr ab PATCH [-n N] -- CMD…`: CMD run on the tree without PATCH (A: the current series' prefix just below
+it) and with it (B: the prefix up to it), alternating A B A B… N times each so that drift cancels, each run
+recorded as `run` records it (named `ab-PATCH-<UTC yyyymmddThhmmss>-A1`, `-B1`…, in run groups `…-A` and `…-B`),
+then every metric of A against B judged by evidence/stats.judge.
+
+The tree must be preserved first, as for `apply` and `bisect`; PATCH must be a patch of the tree's current series.
+The tree moves with `push`/`pop` (commands/navigate.py), and is put back as it was (tree id, HEAD, branch, index,
+applied state) however the runs end, as `bisect` puts it back: its state before is kept on disk while it runs
+(commands/bisect_state.py), so a killed `ab` is reported by `check` and put back by `recover`. A run that fails
+(exit not 0), is interrupted, or a signal reaching stackmgr stops it: the records so far stay (exit 3; 128+N for
+signal N)."""
+
+from __future__ import annotations
+
+import sys
+
+from stackmgr.commands import bisect_state, navigate
+from stackmgr.commands.apply import preflight
+from stackmgr.commands.bisect import _Signals, _Stopped
+from stackmgr.commands.repeat import grouped, stopped_why, values_by_metric
+from stackmgr.commands.run import RunOutcome, RunRequest, run
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.evidence import capture
+from stackmgr.evidence.stats import Judgement, judge
+from stackmgr.git import refs
+from stackmgr.safety import tree_move
+from stackmgr.store.applied import load_applied
+from stackmgr.store.config import Store
+from stackmgr.store.position import Position
+
+DEFAULT_RUNS = 5
+
+
+class Side:
+    def __init__(self, label: str, count: int, top: str | None) -> None:
+        self.label = label  # "A" or "B"
+        self.count = count  # patches of the series applied
+        self.top = top  # the top one (None: the series' base)
+        self.outcomes: list[RunOutcome] = []
+
+    @property
+    def links(self) -> list[str]:
+        return [k.id for o in self.outcomes for k in o.links]
+
+
+class Judged:
+    def __init__(self, name: str, direction: str, judgement: Judgement) -> None:
+        self.name = name
+        self.direction = direction
+        self.judgement = judgement
+
+
+class AB:
+    def __init__(self, patch: str, tree: str, series: str, a: Side, b: Side, prefix: str,
+                 judged: list[Judged]) -> None:  # fmt: skip
+        self.patch, self.tree, self.series, self.a, self.b = patch, tree, series, a, b
+        self.prefix = prefix  # the runs' names: PREFIX-A1, PREFIX-B1, …
+        self.judged = judged  # the headline metric first
+
+
+def _tree_of(store: Store, patch: str) -> Position:
+    """The position of the tree whose current series lists `patch` (refused when none, or several, do)."""
+    found = []
+    for tree in sorted(load_applied(store)):
+        if tree not in store.trees:
+            continue
+        try:
+            where = navigate.position(store, tree, in_order=False)
+        except StackmgrError:  # a tree holding a result's state (`apply --link`), or an unreadable series
+            continue
+        if patch in where.names:
+            found.append(where)
+    if not found:
+        raise UsageProblem(f"patch {patch} is not in the current series of any tree",
+                           "`stackmgr status` shows each tree's series; `stackmgr apply SERIES` makes one current")
+    if len(found) > 1:
+        raise UsageProblem(f"patch {patch} is in the current series of trees {', '.join(w.tree for w in found)}",
+                           "apply its series to one tree")  # fmt: skip
+    where = found[0]
+    where.refuse_out_of_order("ab")
+    return where
+
+
+def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, min_effect: float = 0.01,
+       cwd: str | None = None) -> AB:  # fmt: skip
+    if not argv:
+        raise UsageProblem("no command to run", f"`stackmgr ab {patch} -- CMD ARGS…`")
+    if runs < 1:
+        raise UsageProblem(f"-n {runs}: no runs", "give the number of runs a side, e.g. -n 5")
+    patch = patch[: -len(".patch")] if patch.endswith(".patch") else patch
+    where = _tree_of(store, patch)
+    tree, names = where.tree, where.names
+    for note in bisect_state.settle_killed_bisects(store, tree):
+        sys.stderr.write(f"stackmgr: note: {note}\n")
+    run_in, moved = capture.where_command_runs(store, [tree], cwd)
+    snap = preflight(store, tree, where.applied.base)  # unsaved work refused here: nothing ran
+    before = bisect_state.Before(where.series, tree, snap.tree_id(), snap.head, refs.symbolic_head(snap.repo),
+                                 load_applied(store).get(tree), tree_move.real_index(snap.repo))  # fmt: skip
+    snap.release()
+    if moved:
+        sys.stderr.write(f"stackmgr: note: {moved}\n")
+    k = names.index(patch) + 1
+    a, b = Side("A", k - 1, names[k - 2] if k > 1 else None), Side("B", k, patch)
+    prefix = _prefix(store, patch)
+    signals = _Signals()
+    lock = bisect_state.hold(store, before)
+    try:
+        for i in range(1, runs + 1):
+            for side in (a, b):
+                label = f"{side.label}{i}"
+                _go_to(store, tree, names, side.count)
+                signals.stop_if_received(label)
+                outcome = run(store, RunRequest(argv, trees=(tree,), link=side.top, name=f"{prefix}-{label}",
+                                                cwd=run_in, say_where=False,
+                                                grouped=grouped(f"{prefix}-{side.label}", i)))  # fmt: skip
+                side.outcomes.append(outcome)
+                signals.stop_if_received(label, outcome.received)
+                why = stopped_why(outcome)
+                if why is not None:
+                    raise _Stopped(why, label)
+    except _Stopped as stop:
+        done = len(a.outcomes) + len(b.outcomes)
+        stopped = StackmgrError(f"ab stopped: run {stop.patch} ({prefix}-{stop.patch}) {stop.why}; the {done} "
+                                "record(s) so far stay", "the tree is back as it was; run it again")  # fmt: skip
+        stopped.exit_code = 128 + stop.signum if stop.signum else 3
+        raise stopped from None
+    finally:
+        try:
+            bisect_state.put_back(store, before)
+        except BaseException:
+            lock.__exit__(None, None, None)  # the state stays: `recover` puts the tree back
+            raise
+        finally:
+            signals.restore()
+        bisect_state.release(store, tree, lock)
+    return AB(patch, tree, where.series, a, b, prefix, judged(store, a.outcomes, b.outcomes, min_effect))
+
+
+def judged(store: Store, a: list[RunOutcome], b: list[RunOutcome], min_effect: float) -> list[Judged]:
+    """Each metric both sides have, B judged against A (the headline first, then as first met)."""
+    in_a, in_b = values_by_metric(a), values_by_metric(b)
+    names = [n for n in in_a if n in in_b]
+    headline = store.headline()
+    names.sort(key=lambda n: n != headline)
+    return [Judged(n, in_a[n][0], judge(in_a[n][1], in_b[n][1], direction=in_a[n][0], min_effect=min_effect))
+            for n in names]  # fmt: skip
+
+
+def _prefix(store: Store, patch: str) -> str:
+    """`ab-PATCH-<UTC yyyymmddThhmmss>` (`-2`, `-3`… when taken): this ab's runs are `PREFIX-A1`, `PREFIX-B1`…"""
+    import time
+
+    from stackmgr.evidence.reading import load_briefs
+
+    stamp = f"ab-{patch}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+    taken = {k.run_name.rsplit("-", 1)[0] for k in load_briefs(store) if k.run_name}
+    prefix, n = stamp, 1
+    while prefix in taken:
+        n += 1
+        prefix = f"{stamp}-{n}"
+    return prefix
+
+
+def _go_to(store: Store, tree: str, names: list[str], k: int) -> None:
+    """The tree at the series' first `k` patches (push or pop, carrying what the command left)."""
+    count = len(load_applied(store)[tree].names)
+    if k > count:
+        navigate.push(store, tree, names[k - 1], False)
+    elif k < count:
+        navigate.pop(store, tree, names[k - 1] if k else None, k == 0)

@@ -1,0 +1,48 @@
+"""The report judges a patch against its series' baseline runs as `compare` does (evidence.stats.judge): with
+repeats a side, the median, the effect with its 95% interval and the verdict; a single pair shows its plain delta
+and `1 run`, never a verdict."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Lab
+from tests.test_baselines import bench_run, popped  # noqa: F401  (the fixture)
+from tests.test_compare_baseline import measured  # noqa: F401  (the fixture)
+
+
+def _text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+
+
+def _site(lab: Lab, tmp_path: Path) -> dict[str, str]:
+    out = tmp_path / "site"
+    done = lab.sm("report", "-o", str(out))
+    assert done.code == 0, done.err
+    return {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*.html")}
+
+
+def test_repeats_against_the_series_baseline_show_median_effect_interval_and_verdict(
+        measured: Lab, tmp_path: Path) -> None:  # noqa: F811  # fmt: skip
+    pages = _site(measured, tmp_path)
+    index = _text(pages["index.html"])
+    row = index[index.index("probe") :]
+    assert "output_throughput 110.35 tok/s (n=4) +10.1% [+8.5%, +11.7%] faster vs baseline of S (4 runs)" in row
+    page = _text(pages["patches/probe.html"])
+    assert "vs baseline of S (4 runs)" in page and "+10.1% [+8.5%, +11.7%] faster" in page
+    assert "baseline of S: 4 runs, median output_throughput 100.2 tok/s" in index
+
+
+def test_a_single_pair_shows_its_delta_and_one_run_never_a_verdict(
+        lab: Lab, popped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811  # fmt: skip
+    assert bench_run(lab, popped, tmp_path, name="base", tput="100", monkeypatch=monkeypatch).code == 0
+    assert lab.sm("push", "-a").code == 0
+    assert bench_run(lab, popped, tmp_path, name="full", tput="150", monkeypatch=monkeypatch).code == 0
+    pages = _site(lab, tmp_path)
+    row = _text(pages["index.html"])[_text(pages["index.html"]).index("probe") :]
+    assert "output_throughput 150 tok/s +50.0% (+50) 1 run vs baseline of S (1 run)" in row
+    for word in ("faster", "better", "slower", "no significant change"):
+        assert word not in row

@@ -1,0 +1,70 @@
+"""`stackmgr run --repeat N -- CMD`: N records of one measured state, one run group, the medians said at the end."""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+from tests.conftest import Lab
+
+BENCH = """
+import json, os, sys
+out, seen = sys.argv[1], sys.argv[2]
+with open(seen, 'a') as f:
+    f.write('x\\n')
+k = len(open(seen).read().split())
+if k == int(os.environ.get('FAIL_AT', '0')):
+    sys.exit(4)
+os.makedirs(out, exist_ok=True)
+json.dump({'output_throughput': 100.0 + k}, open(os.path.join(out, 'b.json'), 'w'))
+"""
+
+
+def setup(lab: Lab, tmp_path: Path) -> list[str]:
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + 'results = ["out"]\n')  # under [trees.vllm]
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    assert lab.sm("save", "fix", "--series", "S", "-m", "fix").code == 0
+    script = tmp_path / "bench.py"
+    script.write_text(BENCH)
+    return [sys.executable, str(script), str(lab.tree / "out"), str(tmp_path / "seen")]
+
+
+def records(lab: Lab) -> list[dict]:  # type: ignore[type-arg]
+    found = [tomllib.loads(p.read_text()) for p in (lab.store / "links").glob("*/*.toml")]
+    return sorted(found, key=lambda r: r["run"]["repeat"])
+
+
+def test_run_repeat_makes_n_records_of_one_group_and_says_the_median(lab: Lab, tmp_path: Path) -> None:
+    command = setup(lab, tmp_path)
+    done = lab.sm("run", "--repeat", "3", "--name", "qps4", "--", *command)
+    assert done.code == 0, done.err
+    made = records(lab)
+    assert [r["run"]["repeat"] for r in made] == [1, 2, 3]
+    assert {r["run"]["group"] for r in made} == {"qps4"}
+    assert [r["run"]["name"] for r in made] == ["qps4-1", "qps4-2", "qps4-3"]
+    assert "output_throughput: median 102 (n=3)" in done.err
+
+
+def test_run_repeat_without_a_name_groups_the_runs_all_the_same(lab: Lab, tmp_path: Path) -> None:
+    command = setup(lab, tmp_path)
+    assert lab.sm("run", "--repeat", "2", "--", *command).code == 0
+    made = records(lab)
+    assert len(made) == 2 and made[0]["run"]["group"] == made[1]["run"]["group"] != ""
+    assert [r["run"].get("name", "") for r in made] == ["", ""]
+
+
+def test_run_repeat_stops_at_the_first_failing_run(lab: Lab, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    command = setup(lab, tmp_path)
+    monkeypatch.setenv("FAIL_AT", "2")
+    done = lab.sm("run", "--repeat", "4", "--", *command)
+    assert done.code == 4, done.err
+    assert len(records(lab)) == 2 and "stopped after run 2 of 4" in done.err
+
+
+def test_run_repeat_must_be_a_positive_number(lab: Lab, tmp_path: Path) -> None:
+    command = setup(lab, tmp_path)
+    assert lab.sm("run", "--repeat", "0", "--", *command).code == 2
+    assert lab.sm("run", "--repeat", "x", "--", *command).code == 2
+    assert not (tmp_path / "seen").exists()
