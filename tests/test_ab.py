@@ -112,3 +112,16 @@ def test_ab_refuses_unsaved_work_or_a_patch_not_in_the_series_and_runs_nothing(l
     done = lab.sm("ab", "nope", "--", *bench(tmp_path, lab))
     assert done.code == 2 and "nope" in done.err and not (tmp_path / "seen").exists()
     assert not (lab.store / "links").exists() or not list((lab.store / "links").glob("*/*.toml"))
+
+
+def test_ab_takes_its_results_where_result_dir_says_as_run_does(lab: Lab, tmp_path: Path) -> None:
+    """Seen on a real GPU: a tree that declares no results directory gave `ab` runs with no metrics. --result-dir
+    (as `run --result-dir`) names where CMD writes; without it the output says what to do."""
+    two_patches_the_second_faster(lab)
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text().replace('results = ["out"]\n', ""))
+    blind = lab.sm("ab", "p2", "-n", "1", "--", *bench(tmp_path, lab))
+    assert blind.code == 0 and "nothing to judge" in blind.out and "--result-dir DIR" in blind.out, blind.out
+    seen = lab.sm("ab", "p2", "-n", "1", "--result-dir", str(lab.tree / "out"), "--", *bench(tmp_path, lab))
+    assert seen.code == 0, seen.err
+    assert seen.out.splitlines()[1].startswith("  output_throughput: A "), seen.out

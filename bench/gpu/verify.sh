@@ -16,13 +16,16 @@ sm save bf16 --series S -m "decode in bf16"
 sed -i 's/^ATTENTION = "sdpa"/ATTENTION = "manual"/' tree/decode.py
 sm save manual-attn -m "attention by hand"
 cd tree
-runs() { for i in 1 2 3 4 5; do sm run --name "$1-$i" --result-dir results -- python3 decode.py --out results; done; }
+runs() { sm run --repeat 5 --name "$1" --result-dir results -- python3 decode.py --out results; }
 sm pop -a && runs base
 sm push && runs bf16
 sm push && runs manual
 sm links
 sm show manual-attn
+sm compare bf16 || true
 sm compare bf16 manual-attn || true
 sm compare --json bf16 manual-attn > "$out/compare.json" || true
+sm ab manual-attn -n 5 --result-dir results -- python3 decode.py --out results
+sm status
 cp "$(ls -t "$w"/store/links/*/*.toml | head -1)" "$out/record.toml"
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv

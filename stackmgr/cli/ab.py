@@ -20,11 +20,16 @@ if TYPE_CHECKING:
 @click.option("--min-effect", "min_effect", type=click.FloatRange(min=0, max=1e6), default=1.0, show_default=True,
               metavar="PCT", help="The smallest change (percent of A's median) a verdict calls one.")
 @click.option("--cwd", metavar="DIR", help="Run CMD in DIR; default: the tree (where you stand when inside it).")
+@click.option("--result-dir", "result_dirs", multiple=True, metavar="DIR",
+              help="Where CMD writes its results, as `run --result-dir` (repeatable; default: the tree's declared "
+                   "results directories).")  # fmt: skip
+@click.option("--from-json", "from_json", multiple=True, metavar="FILE",
+              help="A result JSON to take metrics from, as `run --from-json` (repeatable).")
 @json_option()
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_context
-def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, cwd: str | None,
-           command: tuple[str, ...]) -> None:  # fmt: skip
+def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, cwd: str | None, result_dirs: tuple[str, ...],
+           from_json: tuple[str, ...], command: tuple[str, ...]) -> None:  # fmt: skip
     """Run CMD (after `--`) on the tree without PATCH (A: its current series' patches below PATCH) and with it
     (B: up to PATCH), alternating A B A B… so that drift cancels, N times each. Each run is recorded as
     `stackmgr run` records it; then each metric of B is judged against A as `compare` judges it: medians, the
@@ -36,7 +41,8 @@ def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, cwd: str | No
     from stackmgr.store.config import open_store
 
     argv = list(command[1:] if command[:1] == ("--",) else command)
-    done = ab(open_store(ctx.store), patch, argv, runs=runs, min_effect=min_effect / 100, cwd=cwd)
+    done = ab(open_store(ctx.store), patch, argv, runs=runs, min_effect=min_effect / 100, cwd=cwd,
+              result_dirs=result_dirs, from_json=from_json)
     if ctx.json:
         output.emit_json({"schema": 1, "patch": done.patch, "tree": done.tree, "series": done.series,
                           "runs": done.prefix, "a": _side(done.a), "b": _side(done.b),
@@ -45,7 +51,9 @@ def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, cwd: str | No
     output.out(f"{done.patch} on tree {done.tree} ({done.series}): A = {_said(done.a)}, B = {_said(done.b)}; "
                f"runs {done.prefix}-A1…B{len(done.b.outcomes)}")  # fmt: skip
     if not done.judged:
-        output.out("  no metric both sides have: nothing to judge")
+        output.out("  no metric both sides have: nothing to judge (the runs recorded no metrics? name where CMD "
+                   "writes its results: --result-dir DIR or --from-json FILE, or declare the tree's results "
+                   "directories)")
     for j in done.judged:
         output.out(f"  {j.name}: {_line(j)}")
 

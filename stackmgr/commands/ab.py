@@ -82,7 +82,7 @@ def _tree_of(store: Store, patch: str) -> Position:
 
 
 def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, min_effect: float = 0.01,
-       cwd: str | None = None) -> AB:  # fmt: skip
+       cwd: str | None = None, result_dirs: tuple[str, ...] = (), from_json: tuple[str, ...] = ()) -> AB:  # fmt: skip
     if not argv:
         raise UsageProblem("no command to run", f"`stackmgr ab {patch} -- CMD ARGS…`")
     if runs < 1:
@@ -111,7 +111,8 @@ def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, m
                 _go_to(store, tree, names, side.count)
                 signals.stop_if_received(label)
                 outcome = run(store, RunRequest(argv, trees=(tree,), link=side.top, name=f"{prefix}-{label}",
-                                                cwd=run_in, say_where=False,
+                                                cwd=run_in, say_where=False, result_dirs=result_dirs,
+                                                from_json=from_json,
                                                 grouped=grouped(f"{prefix}-{side.label}", i)))  # fmt: skip
                 side.outcomes.append(outcome)
                 signals.stop_if_received(label, outcome.received)
