@@ -16,7 +16,7 @@ import sys
 
 from stackmgr.commands import bisect_state, navigate
 from stackmgr.commands.apply import preflight
-from stackmgr.commands.bisect import _Signals, _Stopped
+from stackmgr.commands.bisect import Signals, Stopped
 from stackmgr.commands.repeat import grouped, stopped_why, values_by_metric
 from stackmgr.commands.run import RunOutcome, RunRequest, run
 from stackmgr.errors import StackmgrError, UsageProblem
@@ -102,7 +102,7 @@ def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, m
     k = names.index(patch) + 1
     a, b = Side("A", k - 1, names[k - 2] if k > 1 else None), Side("B", k, patch)
     prefix = _prefix(store, patch)
-    signals = _Signals()
+    signals = Signals()
     lock = bisect_state.hold(store, before)
     try:
         for i in range(1, runs + 1):
@@ -118,22 +118,15 @@ def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, m
                 signals.stop_if_received(label, outcome.received)
                 why = stopped_why(outcome)
                 if why is not None:
-                    raise _Stopped(why, label)
-    except _Stopped as stop:
+                    raise Stopped(why, label)
+    except Stopped as stop:
         done = len(a.outcomes) + len(b.outcomes)
         stopped = StackmgrError(f"ab stopped: run {stop.patch} ({prefix}-{stop.patch}) {stop.why}; the {done} "
                                 "record(s) so far stay", "the tree is back as it was; run it again")  # fmt: skip
         stopped.exit_code = 128 + stop.signum if stop.signum else 3
         raise stopped from None
     finally:
-        try:
-            bisect_state.put_back(store, before)
-        except BaseException:
-            lock.__exit__(None, None, None)  # the state stays: `recover` puts the tree back
-            raise
-        finally:
-            signals.restore()
-        bisect_state.release(store, tree, lock)
+        bisect_state.give_back(store, tree, before, lock, signals.restore)
     return AB(patch, tree, where.series, a, b, prefix, judged(store, a.outcomes, b.outcomes, min_effect))
 
 

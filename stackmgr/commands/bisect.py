@@ -74,7 +74,7 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
         sys.stderr.write(f"stackmgr: note: {moved}\n")
     tested: list[Tested] = []
     prefix = _run_prefix(store, series)
-    signals = _Signals()
+    signals = Signals()
 
     def test(k: int) -> bool:
         _go_to(store, plan.tree, names, k)
@@ -84,7 +84,7 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
         signals.stop_if_received(names[k - 1], outcome.received)
         why = test_says_nothing(outcome.exit_code)
         if why is not None:
-            raise _Stopped(why, names[k - 1])
+            raise Stopped(why, names[k - 1])
         failed, detail = _judge(outcome.exit_code, outcome.links[0].metrics if outcome.links else [], metric,
                                 threshold)  # fmt: skip
         tested.append(Tested(k, names[k - 1], failed, outcome.links[0].id if outcome.links else "", detail))
@@ -111,27 +111,20 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
             signals.stop_if_received("the base", received)
             why = test_says_nothing(code)
             if why is not None:
-                raise _Stopped(why, "the base")
+                raise Stopped(why, "the base")
             try:
                 base_fails, _detail = _judge(code, measured, metric, threshold)
                 base_tested = True
             except StackmgrError:  # the base wrote no metric M: it says nothing either way
                 pass
         return Bisected(names[bad - 1], tested, base_fails, base_tested=base_tested, blamed_first=bad == 1)
-    except _Stopped as stop:
+    except Stopped as stop:
         stopped = StackmgrError(f"bisect stopped: the test of {stop.patch} {stop.why}; no patch is blamed",
                                 "the tree is back as it was; run the bisect again")  # fmt: skip
         stopped.exit_code = 128 + stop.signum if stop.signum else 3
         raise stopped from None
     finally:
-        try:
-            bisect_state.put_back(store, before)
-        except BaseException:
-            lock.__exit__(None, None, None)  # the state stays: `recover` puts the tree back
-            raise
-        finally:
-            signals.restore()
-        bisect_state.release(store, plan.tree, lock)
+        bisect_state.give_back(store, plan.tree, before, lock, signals.restore)
 
 
 def test_says_nothing(exit_code: int) -> str | None:
@@ -149,7 +142,7 @@ def test_says_nothing(exit_code: int) -> str | None:
     return next((why for s, why in named.items() if exit_code == 128 + s), None)
 
 
-class _Signals:
+class Signals:
     """SIGINT, SIGTERM and SIGHUP reaching stackmgr during a bisect only set a flag (each step then stops the
     bisect, which puts the tree back, and exits 128+N); restored when the bisect ends."""
 
@@ -165,7 +158,7 @@ class _Signals:
 
         signum = self.seen[0] if self.seen else (signal.Signals[received].value if received else 0)
         if signum:
-            raise _Stopped(f"was interrupted: stackmgr got {signal.Signals(signum).name}", patch, signum)
+            raise Stopped(f"was interrupted: stackmgr got {signal.Signals(signum).name}", patch, signum)
 
     def restore(self) -> None:
         import signal
@@ -190,7 +183,7 @@ def _run_prefix(store: Store, series: str) -> str:
     return prefix
 
 
-class _Stopped(Exception):
+class Stopped(Exception):
     """A test that says nothing of the patch (`test_says_nothing`), or a signal that reached stackmgr (`signum`)."""
 
     def __init__(self, why: str, patch: str, signum: int = 0) -> None:

@@ -16,6 +16,8 @@ from stackmgr.store.fs import atomic_write, locked, read_or_none
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from stackmgr.store.applied import Applied
 
 
@@ -98,7 +100,7 @@ def killed_message(store: Store) -> str | None:
     dead = killed_trees(store)
     if not dead:
         return None
-    return (f"a bisect of tree {', '.join(dead)} was interrupted and left it at a prefix of the series; "
+    return (f"a bisect or ab of tree {', '.join(dead)} was interrupted and left it at a prefix of the series; "
             "`stackmgr recover` puts it back as it was before the bisect")  # fmt: skip
 
 
@@ -143,8 +145,8 @@ def settle_killed_bisects(store: Store, only: str | None = None) -> list[str]:
         as_before = (now.as_dict() if now else None) == (before.applied.as_dict() if before.applied else None)
         if not as_before and (now is None or now.series != before.series):  # moved since by another command
             release(store, tree, lock)
-            notes.append(f"a bisect of series {before.series} was interrupted, and tree {tree} was moved since; it "
-                         "is left as it is (what was saved before the bisect is in patches/)")  # fmt: skip
+            notes.append(f"a bisect or ab of series {before.series} was interrupted, and tree {tree} was moved "
+                         "since; it is left as it is (what was saved before the bisect is in patches/)")  # fmt: skip
             continue
         try:
             put_back(store, before)
@@ -152,8 +154,23 @@ def settle_killed_bisects(store: Store, only: str | None = None) -> list[str]:
             lock.__exit__(None, None, None)
             raise
         release(store, tree, lock)
-        notes.append(f"a bisect of series {before.series} was interrupted: tree {tree} is back as it was before it")
+        notes.append(f"a bisect or ab of series {before.series} was interrupted: tree {tree} is back as it was "
+                     "before it")
     return notes
+
+
+def give_back(store: Store, tree: str, before: Before, lock: locked, restore_signals: Callable[[], None]) -> None:
+    """The end of a walk along a series (`bisect`, `ab`), however it ended: the tree put back as it was `before`,
+    the signal handlers restored, the state and the lock let go. If putting back fails, the state stays on disk
+    (and the lock is dropped): `recover` puts the tree back."""
+    try:
+        put_back(store, before)
+    except BaseException:
+        lock.__exit__(None, None, None)
+        raise
+    finally:
+        restore_signals()
+    release(store, tree, lock)
 
 
 def put_back(store: Store, before: Before) -> None:
