@@ -16,7 +16,7 @@ import sys
 
 from stackmgr.commands import bisect_state, navigate
 from stackmgr.commands.apply import preflight
-from stackmgr.commands.bisect import Signals, Stopped
+from stackmgr.commands.bisect import Signals, Stopped, run_prefix
 from stackmgr.commands.repeat import grouped, stopped_why, values_by_metric
 from stackmgr.commands.run import RunOutcome, RunRequest, run
 from stackmgr.errors import StackmgrError, UsageProblem
@@ -101,7 +101,7 @@ def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, m
         sys.stderr.write(f"stackmgr: note: {moved}\n")
     k = names.index(patch) + 1
     a, b = Side("A", k - 1, names[k - 2] if k > 1 else None), Side("B", k, patch)
-    prefix = _prefix(store, patch)
+    prefix = run_prefix(store, f"ab-{patch}")
     signals = Signals()
     lock = bisect_state.hold(store, before)
     try:
@@ -138,21 +138,6 @@ def judged(store: Store, a: list[RunOutcome], b: list[RunOutcome], min_effect: f
     names.sort(key=lambda n: n != headline)
     return [Judged(n, in_a[n][0], judge(in_a[n][1], in_b[n][1], direction=in_a[n][0], min_effect=min_effect))
             for n in names]  # fmt: skip
-
-
-def _prefix(store: Store, patch: str) -> str:
-    """`ab-PATCH-<UTC yyyymmddThhmmss>` (`-2`, `-3`… when taken): this ab's runs are `PREFIX-A1`, `PREFIX-B1`…"""
-    import time
-
-    from stackmgr.evidence.reading import load_briefs
-
-    stamp = f"ab-{patch}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
-    taken = {k.run_name.rsplit("-", 1)[0] for k in load_briefs(store) if k.run_name}
-    prefix, n = stamp, 1
-    while prefix in taken:
-        n += 1
-        prefix = f"{stamp}-{n}"
-    return prefix
 
 
 def _go_to(store: Store, tree: str, names: list[str], k: int) -> None:

@@ -73,7 +73,7 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
     if moved:
         sys.stderr.write(f"stackmgr: note: {moved}\n")
     tested: list[Tested] = []
-    prefix = _run_prefix(store, series)
+    prefix = run_prefix(store, f"bisect-{series}")
     signals = Signals()
 
     def test(k: int) -> bool:
@@ -167,14 +167,14 @@ class Signals:
             signal.signal(s, handler)
 
 
-def _run_prefix(store: Store, series: str) -> str:
-    """`bisect-SERIES-<UTC yyyymmddThhmmss>`: the names of this bisect's runs are `PREFIX-K`, never an earlier
-    bisect's (one in the same second gets `-2`, `-3`…)."""
+def run_prefix(store: Store, what: str) -> str:
+    """`WHAT-<UTC yyyymmddThhmmss>` (`bisect-SERIES`, `ab-PATCH`): the names of this walk's runs are `PREFIX-K`,
+    never an earlier walk's (one in the same second gets `-2`, `-3`…)."""
     import time
 
     from stackmgr.evidence.reading import load_briefs
 
-    stamp = f"bisect-{series}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+    stamp = f"{what}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
     taken = {k.run_name.rsplit("-", 1)[0] for k in load_briefs(store) if k.run_name}
     prefix, n = stamp, 1
     while prefix in taken:
