@@ -87,7 +87,7 @@ def test_ab_says_each_metric_of_b_against_a_in_one_line(lab: Lab, tmp_path: Path
     done = lab.sm("ab", "p2", "-n", "1", "--", *bench(tmp_path, lab))
     assert done.code == 0, done.err
     lines = done.out.splitlines()
-    assert lines[0].startswith("p2 on tree vllm (S): A = 1 patch(es), top p1, B = 2 patch(es), top p2; runs ab-p2-")
+    assert lines[0].startswith("p2 on tree vllm (S): A = 1 patch, top p1, B = 2 patches, top p2; runs ab-p2-")
     assert lines[1].startswith("  output_throughput: A 100.1 → B 110.22 (n=1+1)  +10.1%") and "too few runs" in lines[1]
     assert (tmp_path / "seen").read_text().split() == ["100", "110"]
 
@@ -125,3 +125,95 @@ def test_ab_takes_its_results_where_result_dir_says_as_run_does(lab: Lab, tmp_pa
     seen = lab.sm("ab", "p2", "-n", "1", "--result-dir", str(lab.tree / "out"), "--", *bench(tmp_path, lab))
     assert seen.code == 0, seen.err
     assert seen.out.splitlines()[1].startswith("  output_throughput: A "), seen.out
+
+
+# speed.txt's number, 20% more when fast.txt is there; the tree's files it saw noted outside the tree.
+LEAVE_OUT_BENCH = """
+import json, os, sys
+tree, seen = sys.argv[1], sys.argv[2]
+speed = float(open(os.path.join(tree, 'speed.txt')).read()) if os.path.exists(os.path.join(tree, 'speed.txt')) else 100
+speed *= 1.2 if os.path.exists(os.path.join(tree, 'fast.txt')) else 1
+files = sorted(n for n in os.listdir(tree) if n.endswith('.txt'))
+with open(seen, 'a') as f:
+    f.write(','.join(files) + '\\n')
+k = len(open(seen).read().split())
+os.makedirs(os.path.join(tree, 'out'), exist_ok=True)
+json.dump({'output_throughput': speed * (1 + 0.001 * k)}, open(os.path.join(tree, 'out', 'b.json'), 'w'))
+"""
+
+
+def three_patches_the_middle_one_fast(lab: Lab, p3_needs_p2: bool = False) -> None:
+    """Series S, all applied: p1 (speed.txt), p2 (fast.txt: 20% faster), p3 (notes.txt, or an edit of fast.txt)."""
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + 'results = ["out"]\n')
+    (lab.tree / ".git" / "info" / "exclude").write_text("out/\n")
+    (lab.tree / "speed.txt").write_text("100\n")
+    assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0
+    (lab.tree / "fast.txt").write_text("on\n")
+    assert lab.sm("save", "p2", "--series", "S", "-m", "p2").code == 0
+    (lab.tree / ("fast.txt" if p3_needs_p2 else "notes.txt")).write_text("on\nnotes\n")
+    assert lab.sm("save", "p3", "--series", "S", "-m", "p3").code == 0
+
+
+def leave_out_bench(tmp_path: Path, lab: Lab) -> list[str]:
+    script = tmp_path / "bench.py"
+    script.write_text(LEAVE_OUT_BENCH)
+    return [sys.executable, str(script), str(lab.tree), str(tmp_path / "seen")]
+
+
+def test_ab_leave_out_measures_the_whole_stack_without_the_patch_and_puts_the_tree_back(lab: Lab,
+                                                                                        tmp_path: Path) -> None:
+    three_patches_the_middle_one_fast(lab)
+    before = tree_state(lab)
+    done = lab.sm("ab", "p2", "--leave-out", "-n", "4", "--json", "--", *leave_out_bench(tmp_path, lab))
+    assert done.code == 0, done.err
+    found = json.loads(done.out)
+    assert found["leave_out"] is True
+    assert found["a"]["patches"] == ["p1", "p3"] and found["b"]["patches"] == ["p1", "p2", "p3"]
+    (headline,) = found["metrics"]
+    assert headline["verdict"] == "faster" and 0.19 < headline["effect"] < 0.21
+    # A held p1 and p3 (no fast.txt), B all three, in turn
+    assert (tmp_path / "seen").read_text().split() == ["notes.txt,speed.txt", "fast.txt,notes.txt,speed.txt"] * 4
+    assert tree_state(lab) == before
+    made = records(lab)
+    assert {r["patch"]["name"] for r in made} == {"p2"}  # both sides are p2's evidence: A measured without it
+    a_stacks = [[n for n, _ in s["patches"]] if isinstance(s["patches"][0], list) else s["patches"]
+                for r in made if r["run"]["group"].endswith("-A") for s in r["stack"]]
+    assert all("p2" not in str(stack) and "p3" in str(stack) for stack in a_stacks)
+    listing = lab.sm("links")
+    assert "WITHOUT THE PATCH" in listing.out, listing
+
+
+def test_ab_leave_out_of_a_patch_the_one_above_needs_stops_before_any_run(lab: Lab, tmp_path: Path) -> None:
+    three_patches_the_middle_one_fast(lab, p3_needs_p2=True)
+    before = tree_state(lab)
+    done = lab.sm("ab", "p2", "--leave-out", "--", *leave_out_bench(tmp_path, lab))
+    assert done.code == 3, done.err
+    assert "the stack without p2 cannot be built" in done.err and "`stackmgr ab p2`" in done.err, done.err
+    assert not (tmp_path / "seen").exists()
+    assert tree_state(lab) == before
+    assert not list((lab.store / "links").glob("*/*.toml"))
+
+
+def test_ab_leave_out_of_a_patch_not_applied_is_refused(lab: Lab, tmp_path: Path) -> None:
+    three_patches_the_middle_one_fast(lab)
+    assert lab.sm("pop", "p1").code == 0
+    done = lab.sm("ab", "p2", "--leave-out", "--", *leave_out_bench(tmp_path, lab))
+    assert done.code == 2 and "p2 is not applied" in done.err and "stackmgr push p2" in done.err, done.err
+    assert not (tmp_path / "seen").exists()
+
+
+def test_ab_judges_each_side_against_the_series_baseline_too(lab: Lab, tmp_path: Path) -> None:
+    three_patches_the_middle_one_fast(lab)
+    assert lab.sm("pop", "-a").code == 0
+    base = lab.sm("run", "--repeat", "4", "--name", "base", "--", *leave_out_bench(tmp_path, lab))
+    assert base.code == 0, base.err
+    assert lab.sm("push", "-a").code == 0
+    done = lab.sm("ab", "p2", "-n", "4", "--", *leave_out_bench(tmp_path, lab))
+    assert done.code == 0, done.err
+    lines = done.out.splitlines()
+    at = lines.index("  against the baseline of S (4 runs):")
+    assert lines[at + 1].startswith("    A: baseline 100 → A 100.") and "no significant change" in lines[at + 1], lines
+    assert lines[at + 2].startswith("    B: baseline 100 → B 120.") and lines[at + 2].endswith("faster"), lines
+    found = json.loads(lab.sm("ab", "p2", "-n", "1", "--json", "--", *leave_out_bench(tmp_path, lab)).out)
+    assert len(found["baseline"]["links"]) == 4 and found["baseline"]["b"]["n_a"] == 4

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
               help="Runs a side: A B A B… N times each.")
 @click.option("--min-effect", "min_effect", type=click.FloatRange(min=0, max=1e6), default=1.0, show_default=True,
               metavar="PCT", help="The smallest change (percent of A's median) a verdict calls one.")
+@click.option("--leave-out", "leave_out", is_flag=True,
+              help="A is the applied stack with PATCH left out (B the applied stack), not PATCH's prefix.")
 @click.option("--cwd", metavar="DIR", help="Run CMD in DIR; default: the tree (where you stand when inside it).")
 @click.option("--result-dir", "result_dirs", multiple=True, metavar="DIR",
               help="Where CMD writes its results, as `run --result-dir` (repeatable; default: the tree's declared "
@@ -28,13 +30,15 @@ if TYPE_CHECKING:
 @json_option()
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_context
-def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, cwd: str | None, result_dirs: tuple[str, ...],
-           from_json: tuple[str, ...], command: tuple[str, ...]) -> None:  # fmt: skip
+def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, leave_out: bool, cwd: str | None,
+           result_dirs: tuple[str, ...], from_json: tuple[str, ...], command: tuple[str, ...]) -> None:  # fmt: skip
     """Run CMD (after `--`) on the tree without PATCH (A: its current series' patches below PATCH) and with it
-    (B: up to PATCH), alternating A B A B… so that drift cancels, N times each. Each run is recorded as
+    (B: up to PATCH), alternating A B A B… so that drift cancels, N times each. With --leave-out, A is the applied
+    stack with PATCH left out and B the applied stack (what PATCH does to the whole stack). Each run is recorded as
     `stackmgr run` records it; then each metric of B is judged against A as `compare` judges it: medians, the
     effect with its 95% interval, p, and faster / slower / no significant change. The tree must be preserved
-    first; it is put back exactly as it was however the runs end (after a kill, by `stackmgr recover`). A run
+    first; it is put back exactly as it was however the runs end (after a kill, by `stackmgr recover`). Where
+    the series has a valid baseline, each side's headline metric is judged against it too. A run
     that fails or is interrupted stops it (exit 3; 128+N when stackmgr got signal N); else exit 0."""
     from stackmgr import output
     from stackmgr.commands.ab import ab
@@ -42,11 +46,14 @@ def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, cwd: str | No
 
     argv = list(command[1:] if command[:1] == ("--",) else command)
     done = ab(open_store(ctx.store), patch, argv, runs=runs, min_effect=min_effect / 100, cwd=cwd,
-              result_dirs=result_dirs, from_json=from_json)
+              result_dirs=result_dirs, from_json=from_json, leave_out=leave_out)
     if ctx.json:
         output.emit_json({"schema": 1, "patch": done.patch, "tree": done.tree, "series": done.series,
-                          "runs": done.prefix, "a": _side(done.a), "b": _side(done.b),
-                          "metrics": [_metric(j) for j in done.judged]})  # fmt: skip
+                          "runs": done.prefix, "leave_out": done.left_out, "a": _side(done.a), "b": _side(done.b),
+                          "metrics": [_metric(j) for j in done.judged],
+                          "baseline": {"links": done.baseline,
+                                       **{s.label.lower(): _metric(j) for s, j in done.against_baseline}}
+                          if done.baseline else None})  # fmt: skip
         return
     output.out(f"{done.patch} on tree {done.tree} ({done.series}): A = {_said(done.a)}, B = {_said(done.b)}; "
                f"runs {done.prefix}-A1…B{len(done.b.outcomes)}")  # fmt: skip
@@ -56,20 +63,29 @@ def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, cwd: str | No
                    "directories)")
     for j in done.judged:
         output.out(f"  {j.name}: {_line(j)}")
+    if done.baseline:
+        output.out(f"  against the baseline of {done.series} ({output.plural(len(done.baseline), 'run')}):")
+        for side, j in done.against_baseline:
+            output.out(f"    {side.label}: {_line(j, 'baseline', side.label)}")
 
 
 def _said(side: Side) -> str:
-    return f"{side.count} patch(es), top {side.top}" if side.top else "the series' base"
+    from stackmgr import output
+
+    if not side.top:
+        return "the series' base"
+    said = f"{output.plural(side.count, 'patch', 'patches')}, top {side.top}"
+    return f"{said}, without {side.link}" if side.link not in side.patches and side.link else said
 
 
 def _side(side: Side) -> dict[str, Any]:
-    return {"patches": side.count, "top": side.top, "links": side.links}
+    return {"patches": side.patches, "count": side.count, "top": side.top, "links": side.links}
 
 
-def _line(j: Judged) -> str:
+def _line(j: Judged, a: str = "A", b: str = "B") -> str:
     """`A 100 → B 110 (n=5+5)  +10.0% [+9.0%, +11.0%] p=0.0079  faster`."""
     r = j.judgement
-    text = f"A {r.median_a:.6g} → B {r.median_b:.6g} (n={r.n_a}+{r.n_b})"
+    text = f"{a} {r.median_a:.6g} → {b} {r.median_b:.6g} (n={r.n_a}+{r.n_b})"
     if r.effect is not None:
         text += f"  {r.effect * 100:+.1f}%"
     if r.ci_low is not None and r.ci_high is not None:

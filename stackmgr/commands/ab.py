@@ -1,7 +1,11 @@
-"""`stackmgr ab PATCH [-n N] -- CMD…`: CMD run on the tree without PATCH (A: the current series' prefix just below
-it) and with it (B: the prefix up to it), alternating A B A B… N times each so that drift cancels, each run
-recorded as `run` records it (named `ab-PATCH-<UTC yyyymmddThhmmss>-A1`, `-B1`…, in run groups `…-A` and `…-B`),
-then every metric of A against B judged by evidence/stats.judge.
+"""`stackmgr ab PATCH [-n N] [--leave-out] -- CMD…`: CMD run on the tree without PATCH (A: the current series' prefix
+just below it; with `--leave-out`, the applied stack with PATCH left out) and with it (B: the prefix up to it; with
+`--leave-out`, the applied stack), alternating A B A B… N times each so that drift cancels, each run recorded as
+`run` records it (named `ab-PATCH-<UTC yyyymmddThhmmss>-A1`, `-B1`…, in run groups `…-A` and `…-B`), then every
+metric of B against A judged by evidence/stats.judge. A leave-out A is built as push and pop build a prefix
+(navigate.move_to) and linked to PATCH, measured without it; a patch above PATCH that needs it stops `ab` before
+anything ran. Where the series has a valid baseline (evidence/reference.baseline_runs, none of these runs), each
+side's headline is judged against it too: the drift since the baseline was measured shows.
 
 The tree must be preserved first, as for `apply` and `bisect`; PATCH must be a patch of the tree's current series.
 The tree moves with `push`/`pop` (commands/navigate.py), and is put back as it was (tree id, HEAD, branch, index,
@@ -32,11 +36,19 @@ DEFAULT_RUNS = 5
 
 
 class Side:
-    def __init__(self, label: str, count: int, top: str | None) -> None:
+    def __init__(self, label: str, patches: list[str], link: str | None) -> None:
         self.label = label  # "A" or "B"
-        self.count = count  # patches of the series applied
-        self.top = top  # the top one (None: the series' base)
+        self.patches = patches  # the series' patches applied, bottom first
+        self.link = link  # the patch its runs are linked to (None: the series' base, a baseline)
         self.outcomes: list[RunOutcome] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.patches)
+
+    @property
+    def top(self) -> str | None:
+        return self.patches[-1] if self.patches else None
 
     @property
     def links(self) -> list[str]:
@@ -56,6 +68,21 @@ class AB:
         self.patch, self.tree, self.series, self.a, self.b = patch, tree, series, a, b
         self.prefix = prefix  # the runs' names: PREFIX-A1, PREFIX-B1, …
         self.judged = judged  # the headline metric first
+        self.left_out = False  # A is the stack with PATCH left out (else its prefix)
+        self.baseline: list[str] = []  # the series' baseline runs each side is judged against too
+        self.against_baseline: list[tuple[Side, Judged]] = []  # the headline of A and of B against them
+
+
+def sides(where: Position, patch: str, leave_out: bool) -> tuple[Side, Side]:
+    """A (without PATCH) and B (with it): the prefixes below and up to PATCH, or with `leave_out` the applied
+    stack without and with it."""
+    if not leave_out:
+        k = where.names.index(patch) + 1
+        return Side("A", where.names[: k - 1], where.names[k - 2] if k > 1 else None), Side("B", where.names[:k], patch)
+    if patch not in where.stack:
+        raise UsageProblem(f"--leave-out: patch {patch} is not applied on tree {where.tree} ({where.summary()})",
+                           f"`stackmgr push {patch}` first: --leave-out measures the applied stack without it")
+    return Side("A", [n for n in where.stack if n != patch], patch), Side("B", list(where.stack), patch)
 
 
 def _tree_of(store: Store, patch: str) -> Position:
@@ -82,14 +109,16 @@ def _tree_of(store: Store, patch: str) -> Position:
 
 
 def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, min_effect: float = 0.01,
-       cwd: str | None = None, result_dirs: tuple[str, ...] = (), from_json: tuple[str, ...] = ()) -> AB:  # fmt: skip
+       cwd: str | None = None, result_dirs: tuple[str, ...] = (), from_json: tuple[str, ...] = (),
+       leave_out: bool = False) -> AB:  # fmt: skip
     if not argv:
         raise UsageProblem("no command to run", f"`stackmgr ab {patch} -- CMD ARGS…`")
     if runs < 1:
         raise UsageProblem(f"-n {runs}: no runs", "give the number of runs a side, e.g. -n 5")
     patch = patch[: -len(".patch")] if patch.endswith(".patch") else patch
     where = _tree_of(store, patch)
-    tree, names = where.tree, where.names
+    tree = where.tree
+    a, b = sides(where, patch, leave_out)
     for note in bisect_state.settle_killed_bisects(store, tree):
         sys.stderr.write(f"stackmgr: note: {note}\n")
     run_in, moved = capture.where_command_runs(store, [tree], cwd)
@@ -99,8 +128,6 @@ def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, m
     snap.release()
     if moved:
         sys.stderr.write(f"stackmgr: note: {moved}\n")
-    k = names.index(patch) + 1
-    a, b = Side("A", k - 1, names[k - 2] if k > 1 else None), Side("B", k, patch)
     prefix = run_prefix(store, f"ab-{patch}")
     signals = Signals()
     lock = bisect_state.hold(store, before)
@@ -108,9 +135,9 @@ def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, m
         for i in range(1, runs + 1):
             for side in (a, b):
                 label = f"{side.label}{i}"
-                _go_to(store, tree, names, side.count)
+                _go_to(store, tree, side, patch, leave_out)
                 signals.stop_if_received(label)
-                outcome = run(store, RunRequest(argv, trees=(tree,), link=side.top, name=f"{prefix}-{label}",
+                outcome = run(store, RunRequest(argv, trees=(tree,), link=side.link, name=f"{prefix}-{label}",
                                                 cwd=run_in, say_where=False, result_dirs=result_dirs,
                                                 from_json=from_json,
                                                 grouped=grouped(f"{prefix}-{side.label}", i)))  # fmt: skip
@@ -127,7 +154,31 @@ def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, m
         raise stopped from None
     finally:
         bisect_state.give_back(store, tree, before, lock, signals.restore)
-    return AB(patch, tree, where.series, a, b, prefix, judged(store, a.outcomes, b.outcomes, min_effect))
+    result = AB(patch, tree, where.series, a, b, prefix, judged(store, a.outcomes, b.outcomes, min_effect))
+    result.left_out = leave_out
+    _against_baseline(store, result, min_effect)
+    return result
+
+
+def _against_baseline(store: Store, done: AB, min_effect: float) -> None:
+    """The headline of each side judged against the series' baseline runs (none of this `ab`'s own)."""
+    from stackmgr.evidence.reference import baseline_runs
+    from stackmgr.evidence.states import Evidence
+
+    ours = set(done.a.links + done.b.links)
+    runs = [k for k in baseline_runs(store, done.series, Evidence.gather(store)) if k.id not in ours]
+    if not runs or not done.judged:
+        return
+    name = done.judged[0].name
+    values = [m.value for k in runs for m in k.metrics if m.name == name]
+    if not values:
+        return
+    done.baseline = [k.id for k in runs]
+    for side in (done.a, done.b):
+        mine = values_by_metric(side.outcomes).get(name)
+        if mine:
+            done.against_baseline.append((side, Judged(name, mine[0], judge(values, mine[1], direction=mine[0],
+                                                                               min_effect=min_effect))))
 
 
 def judged(store: Store, a: list[RunOutcome], b: list[RunOutcome], min_effect: float) -> list[Judged]:
@@ -140,10 +191,16 @@ def judged(store: Store, a: list[RunOutcome], b: list[RunOutcome], min_effect: f
             for n in names]  # fmt: skip
 
 
-def _go_to(store: Store, tree: str, names: list[str], k: int) -> None:
-    """The tree at the series' first `k` patches (push or pop, carrying what the command left)."""
-    count = len(load_applied(store)[tree].names)
-    if k > count:
-        navigate.push(store, tree, names[k - 1], False)
-    elif k < count:
-        navigate.pop(store, tree, names[k - 1] if k else None, k == 0)
+def _go_to(store: Store, tree: str, side: Side, patch: str, leave_out: bool) -> None:
+    """The tree at the side's patches (built from the base as push and pop build it, carrying what the command
+    left); with `leave_out`, a patch that does not apply without PATCH stops `ab`, saying so."""
+    if load_applied(store)[tree].names == side.patches:
+        return
+    try:
+        navigate.move_to(store, tree, side.patches, f"ab {patch} {side.label}")
+    except StackmgrError as exc:
+        if not leave_out or side.label == "B":
+            raise
+        raise StackmgrError(f"ab --leave-out: the stack without {patch} cannot be built: {exc.message}",
+                            f"a patch above {patch} needs it; measure its prefix instead (`stackmgr ab {patch}`)"
+                            ) from None

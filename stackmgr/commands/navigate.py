@@ -141,6 +141,13 @@ def pop(store: Store, tree: str | None, patch: str | None, every: bool, merge: b
         return _move(store, where, where.stack[:wanted], "pop", merge)
 
 
+def move_to(store: Store, tree: str, wanted: list[str], verb: str) -> Moved:
+    """The tree at exactly the patches `wanted` of its series (bottom first, any of them left out: `ab
+    --leave-out`), built from the base as push and pop build it, carrying what is on top."""
+    with operation(store, verb):
+        return _move(store, position(store, tree, in_order=False), wanted, verb.split()[0])
+
+
 def _refs(store: Store, where: Position, names: list[str]) -> list[PatchRef]:
     """The patch files of `names`: those the series lists read as `apply` reads them, the others (applied,
     gone from the series since) by their own files."""

@@ -133,7 +133,8 @@ def test_a_week_of_saves_runs_and_a_rejected_lane(month: Month) -> None:
     site = month.tmp / "site"
     assert alice.sm("report", "-o", str(site)).code == 0
     index = (site / "index.html").read_text().split("</style>")[-1]  # the page, not its style sheet
-    month.expect(not quotes("999", index) and not quotes("500", index), "the index's best metric takes a tainted/failed run")
+    month.expect(not quotes("999", index) and not quotes("500", index),
+                 "the index's best metric takes a tainted/failed run")
     for page in site.rglob("*.html"):
         html = page.read_text().split("</style>")[-1]
         for run, word in (("999", "taint"), ("500", "fail")):
