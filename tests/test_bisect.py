@@ -157,9 +157,14 @@ def test_bisect_by_a_metric_tests_the_base_before_blaming_the_first_patch(lab: L
     done = stackmgr_process(lab.store, *args, sys.executable, "-c", slow, str(lab.tree))
     found = json.loads(done.stdout)
     assert done.returncode == 1 and found["base_fails"] is True and found["base_tested"] is True, done.stderr
-    assert len(json.loads(lab.sm("links", "--json").out)["links"]) == len(found["tested"])  # the base: no record
+    links = json.loads(lab.sm("links", "--json").out)["links"]
+    assert len(links) == len(found["tested"]) + 1  # the base's run: recorded as the series' baseline
+    (base,) = [k for k in links if k["id"] == found["base"]["link"]]
+    assert base["run"]["baseline_of"] == "S" and base["run"]["name"].endswith("-base"), base
+    assert found["base"]["failed"] is True and found["base"]["detail"] == "output_throughput 60 (1 run) < 90"
     text = stackmgr_process(lab.store, *args[1:], sys.executable, "-c", slow, str(lab.tree))
     assert text.returncode == 1 and "S: the base already fails, before p1" in text.stdout
+    assert "  0 patches, the base: FAILS (output_throughput 60 (1 run) < 90); lnk-" in text.stdout
     only_p1 = slow.replace("os.makedirs", "os.path.exists('f1.txt') or sys.exit(0); os.makedirs")  # none at the base
     done = stackmgr_process(lab.store, *args, sys.executable, "-c", only_p1, str(lab.tree))
     found = json.loads(done.stdout)

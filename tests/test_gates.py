@@ -195,3 +195,38 @@ def test_a_metric_nobody_gave_a_direction_is_shown_without_better_or_worse(
     assert metrics.direction_for("mean_ttft_ms", "ms") == "lower" and metrics.direction_for("x_latency", "") == "lower"
     assert metrics.direction_for("decode_throughput", "") == "higher"
     assert metrics.direction_for("foo", "tok/s") == "higher"
+
+
+def test_a_direction_declared_after_the_runs_reaches_every_view_of_their_records(
+        lab: Lab, bench: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Runs recorded quality_cosine with no direction; the lab then declares it: compare, links and the report judge
+    the old records by the declaration, never by a default."""
+    first = bench_run(lab, bench, tmp_path, "one", monkeypatch, COSINE="0.9")
+    second = bench_run(lab, bench, tmp_path, "two", monkeypatch, COSINE="0.8")
+    compared = json.loads(lab.sm("compare", first["id"], second["id"], "--json").out)
+    (row,) = [r for g in compared["groups"] for r in g["metrics"] if r["name"] == "quality_cosine"]
+    assert row["direction"] == "" and row["values"][1]["change"] == ""  # nobody said which way is better
+    site = tmp_path / "site"
+    assert lab.sm("report", "-o", str(site)).code == 0
+    page = next(p for p in site.rglob("*.html") if 'title="which way is better' in p.read_text())
+    assert 'title="which way is better (? unknown)">?</td>' in page.read_text()
+    configure(lab, '\n[metrics.quality_cosine]\ndirection = "higher"\n')
+    compared = json.loads(lab.sm("compare", first["id"], second["id"], "--json").out)
+    (row,) = [r for g in compared["groups"] for r in g["metrics"] if r["name"] == "quality_cosine"]
+    assert row["direction"] == "higher" and row["values"][1]["change"] == "worse"  # 0.8 after 0.9
+    listed = json.loads(lab.sm("links", "--json").out)
+    assert {m["direction"] for k in listed["links"] for m in k["metrics"] if m["name"] == "quality_cosine"} == {
+        "higher"}  # fmt: skip
+    assert lab.sm("report", "-o", str(tmp_path / "site2")).code == 0
+    page = tmp_path / "site2" / page.relative_to(site)
+    assert 'title="which way is better (? unknown)">↑</td>' in page.read_text()
+
+
+def test_bisect_by_a_threshold_on_a_metric_of_unknown_direction_is_refused_with_what_to_declare(
+        lab: Lab, bench: Path, tmp_path: Path) -> None:  # fmt: skip
+    out = tmp_path / "out"
+    done = lab.sm("bisect", "S", "--metric", "quality_cosine", "--threshold", "0.9", "--result-dir", str(out), "--",
+                  sys.executable, str(bench), str(out))  # fmt: skip
+    assert done.code == 2, done
+    assert "which way quality_cosine is better is not known" in done.err
+    assert '[metrics.quality_cosine] direction = "higher"' in done.err

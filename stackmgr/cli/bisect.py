@@ -15,32 +15,45 @@ from stackmgr.store.config import open_store
 @click.option("--threshold", type=float, metavar="X", help="With --metric: worse than X (by its direction) fails.")
 @click.option("--override", metavar="WHY", help="Bisect a series holding a do-not-revive lane; WHY is recorded.")
 @click.option("--cwd", metavar="DIR", help="Run CMD in DIR; default: the tree (where you stand when inside it).")
+@click.option("--result-dir", "result_dirs", multiple=True, metavar="DIR",
+              help="Where CMD writes its results, as `run --result-dir` (repeatable; default: the tree's declared "
+                   "results directories).")  # fmt: skip
+@click.option("--from-json", "from_json", multiple=True, metavar="FILE",
+              help="A result JSON to take metrics from, as `run --from-json` (repeatable).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_context
 def bisect_cmd(ctx: Context, series: str, tree: str | None, metric: str | None, threshold: float | None,
-               override: str | None, cwd: str | None, command: tuple[str, ...]) -> None:  # fmt: skip
+               override: str | None, cwd: str | None, result_dirs: tuple[str, ...], from_json: tuple[str, ...],
+               command: tuple[str, ...]) -> None:  # fmt: skip
     """Find the first patch of SERIES whose prefix makes CMD (after `--`) fail: its exit code is not 0, or
     --metric M is worse than --threshold X. Each tested prefix is captured as `stackmgr run` captures a run;
     the tree is put back as it was at the end, and after a kill by `stackmgr recover`. CMD runs in the tree (in
     the directory you stand in when that is inside it; else at its top, said on stderr), or in --cwd DIR. A
     test that exits 125 or is ended by a signal (a timeout: 128+N) judges nothing: the bisect stops, no patch
-    blamed (exit 3; 128+N when stackmgr itself got signal N). Exit 0 when a first bad patch is found, 1 when
-    none fails."""
+    blamed (exit 3; 128+N when stackmgr itself got signal N). When the first patch is blamed the base is tested
+    too, and recorded as the series' baseline. Exit 0 when a first bad patch is found, 1 when none fails."""
     from stackmgr import output
     from stackmgr.commands.bisect import bisect
 
     argv = list(command[1:] if command[:1] == ("--",) else command)
     found = bisect(open_store(ctx.store), series, argv, tree=tree, metric=metric, threshold=threshold,
-                   override=override, cwd=cwd)  # fmt: skip
+                   override=override, cwd=cwd, result_dirs=result_dirs, from_json=from_json)  # fmt: skip
     if ctx.json:
         output.emit_json({"schema": 1, "series": series, "first_bad": found.first_bad, "base_fails": found.base_fails,
                           "base_tested": found.base_tested,
+                          "base": {"failed": found.base.failed, "link": found.base.link, "detail": found.base.detail}
+                          if found.base else None,
                           "tested": [{"patches": t.count, "top": t.patch, "failed": t.failed, "link": t.link,
                                       "detail": t.detail} for t in found.tested]})  # fmt: skip
     else:
         for t in found.tested:
-            output.out(f"  {t.count:>3} patch(es), top {t.patch}: {'FAILS' if t.failed else 'passes'} ({t.detail}); "
-                       f"{t.link}")  # fmt: skip
+            said = "FAILS" if t.failed else "passes"
+            count = output.plural(t.count, "patch", "patches")
+            output.out(f"  {count:>11}, top {t.patch}: {said} ({t.detail}); {t.link}")
+        if found.base is not None:
+            b = found.base
+            said = "FAILS" if b.failed else "passes"
+            output.out(f"  {'0 patches':>11}, the base: {said} ({b.detail}); {b.link} (baseline)")
         if found.first_bad is None:
             output.out(f"{series}: every patch passes (the whole series was tested)")
         elif found.base_fails:

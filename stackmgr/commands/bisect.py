@@ -1,12 +1,13 @@
-"""`stackmgr bisect SERIES [-t TREE] [--metric M --threshold X] -- CMD…`: the first patch of a series whose
-prefix makes CMD fail (exit code not 0), or makes metric M worse than X by its direction (what CMD writes under
-the result directories, as `run` collects it).
+"""`stackmgr bisect SERIES [-t TREE] [--metric M --threshold X] [--result-dir DIR] [--from-json FILE] -- CMD…`:
+the first patch of a series whose prefix makes CMD fail (exit code not 0), or makes metric M worse than X by its
+direction (what CMD writes under the result directories, as `run` collects it).
 
 The tree must be preserved first, as for `apply`. The series is applied, then each tested prefix is reached with
 `push`/`pop` and captured by `run` (a draft link to the prefix's top patch, named
 `bisect-SERIES-<UTC yyyymmddThhmmss>-K`, unique to the bisect); the whole series is tested first, then the
 prefixes are halved as `git bisect` does, the base taken as good (it is tested when the first patch is blamed:
-by its exit code, or by the metric of what it writes, collected as `run` collects it, no record written). At the
+by its exit code, or by the metric of what it writes; that run is recorded as a baseline of the series, `-base`,
+its gates computed as every run's are). At the
 end the tree is put back as it was (HEAD and branch too, and the index byte for byte: what was staged stays
 staged, intent-to-add stays so; what the command left there is carried along, as `push` and `pop` carry
 changes), however the bisect ended: a test that judges nothing (`test_says_nothing`: exit 125, or ended by a
@@ -21,7 +22,7 @@ import sys
 
 from stackmgr.commands import bisect_state, navigate
 from stackmgr.commands.apply import apply_series, plan_series, preflight
-from stackmgr.commands.run import RunRequest, probe, run
+from stackmgr.commands.run import RunRequest, run
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import capture
 from stackmgr.evidence.metrics import Metric
@@ -48,11 +49,12 @@ class Bisected:
         self.base_fails = base_fails
         self.base_tested = base_tested  # the base was run (when the first patch is blamed) and judged
         self.blamed_first = blamed_first
+        self.base: Tested | None = None  # that run, recorded as a baseline of the series
 
 
 def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = None, metric: str | None = None,
-           threshold: float | None = None, override: str | None = None,
-           cwd: str | None = None) -> Bisected:  # fmt: skip
+           threshold: float | None = None, override: str | None = None, cwd: str | None = None,
+           result_dirs: tuple[str, ...] = (), from_json: tuple[str, ...] = ()) -> Bisected:  # fmt: skip
     if not argv:
         raise UsageProblem("no command to test with", f"`stackmgr bisect {series} -- CMD ARGS…`")
     if (metric is None) != (threshold is None):
@@ -76,48 +78,49 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
     prefix = run_prefix(store, f"bisect-{series}")
     signals = Signals()
 
-    def test(k: int) -> bool:
+    def test(k: int) -> Tested:
+        """The prefix of k patches run and judged; k = 0, the base, is recorded as a baseline of the series."""
+        said = names[k - 1] if k else "the base"
         _go_to(store, plan.tree, names, k)
-        signals.stop_if_received(names[k - 1])
-        outcome = run(store, RunRequest(argv, trees=(plan.tree,), link=names[k - 1], name=f"{prefix}-{k}", cwd=where,
-                                        say_where=False))  # fmt: skip
-        signals.stop_if_received(names[k - 1], outcome.received)
+        signals.stop_if_received(said)
+        outcome = run(store, RunRequest(argv, trees=(plan.tree,), link=names[k - 1] if k else None,
+                                        name=f"{prefix}-{k if k else 'base'}", cwd=where, say_where=False,
+                                        result_dirs=result_dirs, from_json=from_json))  # fmt: skip
+        signals.stop_if_received(said, outcome.received)
         why = test_says_nothing(outcome.exit_code)
         if why is not None:
-            raise Stopped(why, names[k - 1])
+            raise Stopped(why, said)
         failed, detail = _judge(outcome.exit_code, outcome.links[0].metrics if outcome.links else [], metric,
                                 threshold)  # fmt: skip
-        tested.append(Tested(k, names[k - 1], failed, outcome.links[0].id if outcome.links else "", detail))
-        return failed
+        return Tested(k, names[k - 1] if k else "", failed, outcome.links[0].id if outcome.links else "", detail)
+
+    def test_prefix(k: int) -> bool:
+        tested.append(test(k))
+        return tested[-1].failed
 
     lock = bisect_state.hold(store, before)
     try:
         # A do-not-revive lane stops it here; what the tree holds on top is in `before`, put back at the end.
         apply_series(store, series, only_tree=plan.tree, override=override, keep_on_top=False)
-        if not test(len(names)):
+        if not test_prefix(len(names)):
             return Bisected(None, tested, False)
         good, bad = 0, len(names)
         while bad - good > 1:
             mid = (good + bad) // 2
-            if test(mid):
+            if test_prefix(mid):
                 bad = mid
             else:
                 good = mid
-        base_fails = base_tested = False
+        base: Tested | None = None
         if bad == 1:  # blamed on the first patch: does the base itself pass?
-            _go_to(store, plan.tree, names, 0)
-            signals.stop_if_received("the base")
-            code, measured, received = probe(store, argv, plan.tree, where)
-            signals.stop_if_received("the base", received)
-            why = test_says_nothing(code)
-            if why is not None:
-                raise Stopped(why, "the base")
             try:
-                base_fails, _detail = _judge(code, measured, metric, threshold)
-                base_tested = True
-            except StackmgrError:  # the base wrote no metric M: it says nothing either way
+                base = test(0)
+            except NoMetric:  # the base wrote no metric M: it says nothing either way
                 pass
-        return Bisected(names[bad - 1], tested, base_fails, base_tested=base_tested, blamed_first=bad == 1)
+        found = Bisected(names[bad - 1], tested, bool(base and base.failed), base_tested=base is not None,
+                         blamed_first=bad == 1)  # fmt: skip
+        found.base = base
+        return found
     except Stopped as stop:
         stopped = StackmgrError(f"bisect stopped: the test of {stop.patch} {stop.why}; no patch is blamed",
                                 "the tree is back as it was; run the bisect again")  # fmt: skip
@@ -183,6 +186,10 @@ def run_prefix(store: Store, what: str) -> str:
     return prefix
 
 
+class NoMetric(StackmgrError):
+    """The test wrote no metric M: a prefix's test says nothing (the bisect stops), the base's is left out."""
+
+
 class Stopped(Exception):
     """A test that says nothing of the patch (`test_says_nothing`), or a signal that reached stackmgr (`signum`)."""
 
@@ -197,8 +204,12 @@ def _judge(code: int, metrics: list[Metric], metric: str | None, threshold: floa
         return code != 0, f"exit {code}"
     found = next((m for m in metrics if m.name == metric), None)
     if found is None:
-        raise StackmgrError(f"the command wrote no metric {metric} (exit {code})",
+        raise NoMetric(f"the command wrote no metric {metric} (exit {code})",
                             "check --metric, and that its results land in a --result-dir or declared results")
+    if found.direction not in ("higher", "lower"):
+        raise UsageProblem(f"--threshold: which way {metric} is better is not known, so 'worse than "
+                           f"{threshold:g}' means nothing", f"declare it in stackmgr.toml: [metrics.{metric}] "
+                           'direction = "higher" (or "lower")')  # fmt: skip
     value, lower = found.value, found.direction == "lower"  # one run judged, not a median: the line says so
     failed = value > threshold if lower else value < threshold
     op = (">" if failed else "<=") if lower else ("<" if failed else ">=")

@@ -29,7 +29,7 @@ from stackmgr.evidence import capture, collect, environment, gates, redaction
 from stackmgr.evidence.freshness import linked_version
 from stackmgr.evidence.linking import author_of
 from stackmgr.evidence.measured import changed_paths, measure, snapshot_ids
-from stackmgr.evidence.metrics import Gate, Metric
+from stackmgr.evidence.metrics import Gate
 from stackmgr.evidence.records import Artifact, Link, StackEntry, utc_now, write_link
 from stackmgr.evidence.states import Evidence
 from stackmgr.journal.operation import operation
@@ -178,24 +178,6 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
         evidence.save()
     os.unlink(log)
     return RunOutcome(links, ran.exit_code, tainted, warnings, taints)
-
-
-def probe(store: Store, argv: list[str], tree: str, where: str) -> tuple[int, list[Metric], str]:
-    """The command run as `run` runs it, at `tree` as it is, and the metrics of what it wrote under the tree's
-    declared result directories and of its log, collected as `run` collects them; nothing is kept and no record
-    written (bisect's test of a series' base, which no patch stands for). Run in `where`; returns its exit code,
-    the metrics, and the signal that reached stackmgr meanwhile ("" when none)."""
-    import tempfile
-
-    listed = {d: collect.listing(d) for d in _declared_dirs(store, [tree])}
-    with tempfile.TemporaryDirectory(prefix="stackmgr-probe-") as scratch:
-        log = os.path.join(scratch, "base.log")
-        ran = capture.tee(argv, log, cwd=where)
-        warnings: list[str] = []
-        files, data = collect.read_written(listed, warnings)
-        found = [Artifact(log, "", 0, origin="the command's output"), *files]
-        measured, _config = collect.run_metrics(store, found, data, set(), log, warnings)
-    return ran.exit_code, measured, ran.received
 
 
 def _secrets_in_log(store: Store, argv: list[str], log: str, rel: str) -> list[str]:

@@ -82,13 +82,17 @@ def direction_for(name: str, unit: str) -> str:
 def direction_of(store: Store | None, metric: Metric) -> str:
     """Which way `metric` is better, as every view judges it: "higher", "lower", or "" (unknown: shown without
     better or worse). The config's `[metrics.NAME] direction` (store/lab_config.py) over what the record says."""
-    if store is not None:
-        from stackmgr.store.lab_config import directions
+    if store is None:
+        return directed(metric, {})
+    from stackmgr.store.lab_config import directions
 
-        configured = directions(store).get(metric.name)
-        if configured:
-            return configured
-    return metric.direction if metric.direction in ("higher", "lower") else ""
+    return directed(metric, directions(store))
+
+
+def directed(metric: Metric, configured: dict[str, str]) -> str:
+    """`direction_of` with the config's directions already read (`store/lab_config.directions`): a reader of many
+    records reads them once."""
+    return configured.get(metric.name) or (metric.direction if metric.direction in ("higher", "lower") else "")
 
 
 def lead(metrics: list[Metric], headline: str | None) -> Metric | None:

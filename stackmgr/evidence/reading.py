@@ -28,10 +28,11 @@ from typing import Any
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence.compare import run_config
-from stackmgr.evidence.metrics import Gate, Metric
+from stackmgr.evidence.metrics import Gate, Metric, directed
 from stackmgr.evidence.records import Artifact, Link, StackEntry, WrittenOnce, edited, measured_versions, read_record
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_cache, write_cache
+from stackmgr.store.lab_config import directions
 
 _ID = re.compile(r"lnk-[0-9a-f]{12}")
 FULL_VERSION = 7
@@ -239,6 +240,7 @@ class Records:
         self.brief_dirs: dict[str, Any] = {}
         self.changed: set[str] = set()
         self.brief_changed: set[str] = set()
+        self.directions = directions(store)  # `[metrics.NAME] direction`: each record's metrics are read by it
 
     def directory(self, directory: str, name: str) -> list[Link]:
         """Every record of one patch's directory, whole, in file-name order."""
@@ -257,6 +259,9 @@ class Records:
         if changed or len(rows) != len(hit[1]):
             self.dirs[name] = (sig, rows)
             self.changed.add(name)
+        for link in links:  # as every view judges them (kept as recorded in the cache)
+            for m in link.metrics:
+                m.direction = directed(m, self.directions)
         return links
 
     def briefs(self, directory: str, name: str) -> list[Brief]:
@@ -270,7 +275,7 @@ class Records:
         hit = self.brief_dirs[name]
         found = list(_files(directory, sig, hit))
         if hit is not None and hit[0] == sig and len(found) == len(hit[1]) and all(r is not None for *_, r in found):
-            return [_brief_from_row(row, path) for _, path, _, row in found]
+            return [self._directed(_brief_from_row(row, path)) for _, path, _, row in found]
         rows, briefs, complete = [], [], True
         for filename, path, stat, row in found:
             if row is None:
@@ -283,11 +288,17 @@ class Records:
                     complete = False  # not kept: the next reader must find it again
                     continue
             rows.append((filename, stat, row))
-            briefs.append(_brief_from_row(row, path))
+            briefs.append(self._directed(_brief_from_row(row, path)))
         if complete:
             self.brief_dirs[name] = (sig, rows)
             self.brief_changed.add(name)
         return briefs
+
+    def _directed(self, brief: Brief) -> Brief:
+        """The brief with each metric's direction as every view judges it (evidence/metrics.direction_of)."""
+        brief.metric_rows = tuple((n, v, u, directed(Metric(n, v, u, d), self.directions))
+                                  for n, v, u, d in brief.metric_rows)  # fmt: skip
+        return brief
 
     def read(self, path: str, name: str, filename: str) -> Link:
         """Parse one record, and find whether it changed after it was written (`records.edited`)."""

@@ -207,10 +207,10 @@ class Markup(ReportData):
         return f'<a class="mono lid" href="{self.href(here, info.page, link.id)}">{e(link.id)}</a>'
 
     def best_headline(self, info: PatchInfo) -> tuple[Link, Metric] | None:
-        """The best value of the headline metric among links whose evidence holds (fresh or equivalent) that
-        measured the patch (no failed or tainted run, no baseline) and have that metric (else the first metric of
-        the newest such link), measured with the run configuration of the newest of them (results of other
-        configurations are never ranked against it): that link and metric."""
+        """The best value (the newest, for a metric whose direction is unknown) of the headline metric among links
+        whose evidence holds (fresh or equivalent) that measured the patch (no failed or tainted run, no baseline)
+        and have that metric (else the first metric of the newest such link), measured with the run configuration of
+        the newest of them (results of other configurations are never ranked against it): that link and metric."""
         good = quoted_results(effective(info.links), self.judged)  # evidence/link_state.py: the lessons page's too
         configured = self.store.headline()
         good = [k for k in good if any(m.name == configured for m in k.metrics)] or good  # never two metrics ranked
@@ -226,7 +226,8 @@ class Markup(ReportData):
                 if m.name != name:
                     continue
                 top = best[1].value if best else None
-                if top is None or (m.value < top if m.direction == "lower" else m.value > top):
+                if top is None or m.direction not in ("higher", "lower") or (
+                        m.value < top if m.direction == "lower" else m.value > top):  # unknown: the newest
                     best = (link, m)
         return best
 

@@ -11,6 +11,7 @@ from stackmgr.evidence.report.markup import Markup, artifact_name, e, num, run_s
 from stackmgr.evidence.report.model import PatchInfo
 from stackmgr.store.patchfile import diff_part
 
+ARROWS = {"higher": "↑", "lower": "↓"}  # which way a metric is better; "?" unknown
 DIFF_ROWS = 20000  # per patch page; the rest is in the raw copy
 
 
@@ -141,7 +142,7 @@ class PatchPage(Markup):
             rows = "".join(
                 f'<tr><td class="mono">{e(m.name)}</td><td class="num"><b>{e(num(m.value))}</b></td>'
                 f"<td>{e(m.unit)}</td><td>{self.delta(link, m.name, m.value, m.direction)}</td>"
-                f'<td class="muted" title="which way is better">{"↑" if m.direction != "lower" else "↓"}</td></tr>'
+                f'<td class="muted" title="which way is better (? unknown)">{ARROWS.get(m.direction, "?")}</td></tr>'
                 for m in self.lead_metrics(link.metrics)
             )
             unlike = self.unlike_baseline(link)
