@@ -4,6 +4,7 @@ of a patch that was not there; `latest_baseline` finds the series' latest valid 
 
 from __future__ import annotations
 
+import json
 import sys
 import tomllib
 from pathlib import Path
@@ -65,7 +66,10 @@ def test_a_run_at_the_series_base_records_its_baseline_and_says_so(
     assert record["stack"][0]["series"] == "S" and "patches" not in record["stack"][0]
     assert record["stack"][0]["snapshot"] == base
     assert f"recorded {record['id']} as the baseline of series S at its base" in done.err
-    assert "WITHOUT THE PATCH" in lab.sm("links", "--series", "S").out  # every reader sees no result of fix
+    listed = lab.sm("links", "--series", "S").out
+    assert "BASELINE OF S" in listed and "WITHOUT THE PATCH" not in listed  # every reader sees no result of fix
+    shown = json.loads(lab.sm("links", "--json").out)["links"]
+    assert [k["mark"] for k in shown] == ["BASELINE OF S"]
 
 
 def test_run_series_at_the_base_records_the_baseline_not_the_last_patch(

@@ -30,10 +30,10 @@ def baseline_of(link: Link) -> str:
 def is_baseline_of(link: Link, series: str, patches: set[str]) -> bool:
     """Whether `link` is a baseline of `series` (whose patch names are `patches`): it says so, and its measured
     state agrees (the series applied, none of its patches in the chain, its own patch not measured)."""
-    if not series or baseline_of(link) != series or link.measures_patch:
+    if not series or link.baseline_series != series:
         return False
-    entry = next((s for s in link.stack if s.tree == link.tree), None)
-    return entry is not None and entry.series == series and not any(n in patches for n, _ in entry.patches)
+    entry = next(s for s in link.stack if s.tree == link.tree)
+    return not any(n in patches for n, _ in entry.patches)
 
 
 def baselines(store: Store, series: str) -> list[Link]:

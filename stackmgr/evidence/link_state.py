@@ -15,7 +15,8 @@ A result is usable as a measurement (`usable`) when it did not fail, was not tai
 (not broken, not edited); it is a measurement of its patch (`measures`) when it is usable and measured the patch
 (its changes were in the measured tree: a run with the patch popped and linked to it is a baseline, not its
 result). `left_out_why` says why one is not, in a few words. Views name a result by `word`: `failed`, `tainted`,
-`baseline`, else its freshness; a listing marks it by `mark` (`FAILED (exit 3)`, `TAINTED`, `WITHOUT THE PATCH`)
+`baseline`, else its freshness; a listing marks it by `mark` (`FAILED (exit 3)`, `TAINTED`, `WITHOUT THE PATCH`,
+`BASELINE OF S` for a series' baseline)
 and ranks a marked result after the patch's own. The numbers a view quotes as a patch's (the index's best metric,
 the lessons page's latest numbers) are those of `quoted_results`, and only those.
 
@@ -51,6 +52,7 @@ class LinkState:
     tainted: bool
     measures_patch: bool  # the patch's changes were in its tree's measured state (else a baseline)
     invalid: str = ""  # "" or the gate that did not pass (evidence/gates.py `gate_failure`): "gate quality: fail"
+    baseline_of: str = ""  # the series whose base it measured (Link.baseline_series): marked `BASELINE OF S`
 
     @property
     def valid(self) -> bool:
@@ -90,7 +92,7 @@ class LinkState:
     def mark(self) -> str:
         """How a listing marks a result that is no measurement of its patch by its run: `run_problem`, and
         `WITHOUT THE PATCH` for a baseline; "" for the patch's own result."""
-        return _mark(self.failed, self.tainted, self.measures_patch, self.invalid)
+        return _mark(self.failed, self.tainted, self.measures_patch, self.invalid, self.baseline_of)
 
     def left_out_why(self, named: bool = False) -> str | None:
         """Why the result is no measurement of its patch to average or compare (`exit 3`, `tainted`, `broken: …`,
@@ -117,13 +119,15 @@ def link_mark(link: Link | Brief) -> str:
     """`LinkState.mark` without judging its evidence: how `show` and `links` mark a run that failed, was tainted
     or measured without the patch (`FAILED (exit 3)`, `TAINTED`, `WITHOUT THE PATCH`), or "". A listing ranks a
     marked result after the patch's own."""
-    return _mark(run_failure(link), bool(link.tainted), bool(link.measures_patch), gate_failure(link.gates))
+    return _mark(run_failure(link), bool(link.tainted), bool(link.measures_patch), gate_failure(link.gates),
+                 link.baseline_series)  # fmt: skip
 
 
-def _mark(failed: str, tainted: bool, measures_patch: bool = True, invalid: str = "") -> str:
+def _mark(failed: str, tainted: bool, measures_patch: bool = True, invalid: str = "", baseline_of: str = "") -> str:
     said = [f"FAILED ({failed})"] if failed else []
     said += [f"INVALID ({invalid})"] if invalid else []
-    return ", ".join(said + (["TAINTED"] if tainted else []) + ([] if measures_patch else [WITHOUT]))
+    without = [] if measures_patch else [f"BASELINE OF {baseline_of}" if baseline_of else WITHOUT]
+    return ", ".join(said + (["TAINTED"] if tainted else []) + without)
 
 
 def quoted_results(links: Sequence[Link], judged: Mapping[str, LinkState]) -> list[Link]:
@@ -153,7 +157,7 @@ def failure_of(exit_code: object, gates: list[Gate]) -> str:
 def link_state(ev: Evidence, link: Link | Brief) -> LinkState:
     """The state of one result today (freshness from `ev`, evidence/states.py)."""
     return LinkState(ev.state(link), run_failure(link), bool(link.tainted), bool(link.measures_patch),
-                     gate_failure(link.gates))  # fmt: skip
+                     gate_failure(link.gates), link.baseline_series)  # fmt: skip
 
 
 def interruption(run: dict[str, object]) -> str:

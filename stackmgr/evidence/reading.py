@@ -36,7 +36,7 @@ from stackmgr.store.lab_config import directions
 
 _ID = re.compile(r"lnk-[0-9a-f]{12}")
 FULL_VERSION = 7
-BRIEF_VERSION = 4
+BRIEF_VERSION = 5
 
 
 @dataclass(slots=True)
@@ -68,6 +68,7 @@ class Brief:
     edited: bool  # changed after it was written
     measured: tuple[tuple[str, str], ...] = ()  # records.measured_versions: what freshness is judged by
     measures_patch: bool = True  # records.measured_patch, as Link.measures_patch
+    baseline_series: str = ""  # as Link.baseline_series
 
     @property
     def metrics(self) -> list[Metric]:
@@ -389,10 +390,10 @@ def _brief_row(k: Link, store: Store) -> tuple[Any, ...]:
             tuple((m.name, m.value, m.unit, m.direction) for m in k.metrics),
             k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline, str(k.run.get("name", "")),
             bool(k.run.get("tainted", False)), exit_code if isinstance(exit_code, int) else None, config,
-            k.edited, tuple(measured_versions(k.stack)), k.measures_patch)  # fmt: skip
+            k.edited, tuple(measured_versions(k.stack)), k.measures_patch, k.baseline_series)  # fmt: skip
 
 
 def _brief_from_row(r: tuple[Any, ...], path: str) -> Brief:
     return Brief(r[0], r[1], r[2], r[3], r[4], r[5], r[6], [Artifact(*a) for a in r[7]], [Gate(*g) for g in r[8]],
                  r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16], r[17], r[18], path, r[19],
-                 r[20], r[21])  # fmt: skip
+                 r[20], r[21], r[22])  # fmt: skip

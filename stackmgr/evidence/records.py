@@ -85,6 +85,17 @@ class Link:
         """Whether this result measured its own patch (`measured_patch`)."""
         return measured_patch(self.stack, self.tree, self.patch, self.sha256)
 
+    @property
+    def baseline_series(self) -> str:
+        """The series whose base this result measured, as its `[run] baseline_of` says and its measured state
+        agrees (its tree's stack entry has that series applied, its patch not measured); "" for none. Views say
+        `BASELINE OF S` by it; evidence/baselines.is_baseline_of also checks no patch of S is in the chain."""
+        said = self.run.get("baseline_of", "")
+        entry = next((s for s in self.stack if s.tree == self.tree), None)
+        if not isinstance(said, str) or entry is None or entry.series != said or self.measures_patch:
+            return ""
+        return said
+
 
 def measured_patch(stack: list[StackEntry], tree: str, patch: str, sha256: str) -> bool:
     """Whether a result measured `patch` (at version `sha256` when it was linked) in `tree`: its changes were in
