@@ -68,6 +68,9 @@ def test_a_target_not_reached_names_the_closest_valid_result_and_the_invalid_one
     assert target_lines(lab) == {"status": [line], "show": [line], "links": [line]}
     (said,) = json.loads(lab.sm("status", "--json").out)["targets"]
     assert said["series"] == "replay" and said["met"] is False and said["best"] == valid
+    assert said["line"] == line and len(said["not_valid"]) == 1
+    for view in (("show", "fix"), ("links",), ("links", "--series", "replay")):  # every view's JSON says it too
+        assert json.loads(lab.sm(*view, "--json").out)["targets"] == [said], view
     bench(lab, targeted, tmp_path, monkeypatch, "qps4", "300")  # then its JSON gate is found failing
     done = lab.sm("link", "fix", "--amends", "qps4", "--gate", "json=fail:3/8")
     assert done.code == 0, done.err

@@ -110,11 +110,12 @@ def show_cmd(ctx: Context, patch: str) -> None:
     """One patch: header, description, diffstat, status, and every link with its state."""
     from stackmgr.commands.links import PatchView, measured_lines
     from stackmgr.evidence.link_state import link_mark
-    from stackmgr.evidence.targets import patch_target_lines
+    from stackmgr.evidence.targets import patch_targets
 
     view = PatchView(open_store(ctx.store), patch)
+    checks = patch_targets(view.store, view.name, view.ev)  # its series' targets (evidence/targets.py)
     if ctx.json:
-        output.emit_json(view.to_json())
+        output.emit_json({**view.to_json(), **({"targets": [c.to_json() for c in checks]} if checks else {})})
         view.save()
         return
     name, header, status, links = view.name, view.header, view.status, view.links
@@ -153,8 +154,8 @@ def show_cmd(ctx: Context, patch: str) -> None:
             origin = f", copied from {a.origin}" if a.origin.startswith("/") else (f", {a.origin}" if a.origin else "")
             said = "sha ok" if ok else output.paint("CHANGED OR MISSING", "red")
             output.out(f"      {one_line(a.path)} ({said}{one_line(origin)})")
-    for line in patch_target_lines(view.store, view.name, view.ev):  # its series' targets (evidence/targets.py)
-        output.out(one_line(line))
+    for check in checks:
+        output.out(one_line(check.line))
     for o in view.overrides:
         output.out(f"do-not-revive overridden ({one_line(', '.join(o.lanes))}): {one_line(o.said())}")
     view.save()
@@ -188,8 +189,11 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
         raise UsageProblem("--sort metric needs --metric NAME", "say which metric to sort by")
     table = LinkTable(open_store(ctx.store), tree, series, verdict, stale, metric, sort_by, whole=ctx.json,
                       show_amended=show_amended)  # fmt: skip
+    from stackmgr.evidence.targets import targets_of
+
+    checks = targets_of(table.store, [series] if series else None, table.ev)  # the series' targets
     if ctx.json:
-        output.emit_json(table.to_json())
+        output.emit_json({**table.to_json(), **({"targets": [c.to_json() for c in checks]} if checks else {})})
         table.save()
         return
     if not table.rows:
@@ -209,10 +213,8 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
             output.out(config_line(config))
             header = config
         output.out(indent + _cells(row, widths))
-    from stackmgr.evidence.targets import target_lines
-
-    for line in target_lines(table.store, [series] if series else None, table.ev):  # the series' targets
-        output.out(one_line(line))
+    for check in checks:
+        output.out(one_line(check.line))
     if table.hidden:
         output.err(f"stackmgr: {output.plural(table.hidden, 'amended record')} not listed "
                    "(`stackmgr links --all` lists them)")

@@ -109,14 +109,9 @@ def targets_of(store: Store, series: Iterable[str] | None = None, evidence: Evid
     return [c for s in wanted if (c := check_target(store, s, ev)) is not None]
 
 
-def target_lines(store: Store, series: Iterable[str] | None, evidence: Evidence) -> list[str]:
-    """The line of each series' target (`targets_of`), for a view to print as it is."""
-    return [c.line for c in targets_of(store, series, evidence)]
-
-
-def patch_target_lines(store: Store, patch: str, evidence: Evidence) -> list[str]:
-    """The target lines of the series that list `patch` (`show`); none when the config declares no target, and
-    none said for a series that cannot be read (its own commands say why)."""
+def patch_targets(store: Store, patch: str, evidence: Evidence) -> list[TargetCheck]:
+    """The targets of the series that list `patch` (`show`); none when the config declares no target, and none
+    said for a series that cannot be read (its own commands say why)."""
     if not targets(store):
         return []
     from stackmgr.store.series import series_listing
@@ -125,7 +120,7 @@ def patch_target_lines(store: Store, patch: str, evidence: Evidence) -> list[str
         listing = series_listing(store, patch)
     except StackmgrError:
         return []
-    return target_lines(store, listing, evidence)
+    return targets_of(store, listing, evidence)
 
 
 def _why_not(ev: Evidence, link: Link) -> str | None:
