@@ -83,16 +83,16 @@ Artifacts: {probe}
 
 ## Patches worth remembering
 
-| patch | tree | what | best result | vs baseline | gates | promoted | evidence |
-| --- | --- | --- | --- | --- | --- | --- | --- |
+| patch | tree | what | best result | vs baseline | vs the series' baseline | gates | promoted | evidence |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
 | `gemm-tile` | `vllm-xpu-kernels` | tile | `output_throughput` 107.77 tok/s (Qwen3.6 · 50 prompts) \
-| +9.5% (+9.37), 1 run | `json` pass | {promoted} · Jane Doe · `{ids["promoted"]}` (fresh) | {bench} |
+| +9.5% (+9.37), 1 run | — | `json` pass | {promoted} · Jane Doe · `{ids["promoted"]}` (fresh) | {bench} |
 
 ## Open experiments
 
-| patch | tree | what | verdict | latest numbers | gates | measured | evidence |
-| --- | --- | --- | --- | --- | --- | --- | --- |
-| `replay-fix` | `vllm` | replay fix | inconclusive | {numbers} |   | {opened} · Jane Doe · \
+| patch | tree | what | verdict | latest numbers | vs the series' baseline | gates | measured | evidence |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| `replay-fix` | `vllm` | replay fix | inconclusive | {numbers} | — |   | {opened} · Jane Doe · \
 `{ids["open"]}` ({probe_state}) | {evidence} |
 """
 
@@ -130,7 +130,7 @@ def test_lessons_page_reads_back_as_the_records_say(ev: Lab, lessons: dict[str, 
     rows = [[tokens[j + 1].content for j in range(i, len(tokens)) if tokens[j].type in ("td_open", "th_open")
              and j < next(k for k in range(i, len(tokens)) if tokens[k].type == "tr_close")] for i, t in
             enumerate(tokens) if t.type == "tr_open"]  # fmt: skip
-    assert [len(r) for r in rows] == [3, 3, 3, 8, 8, 8, 8]
+    assert [len(r) for r in rows] == [3, 3, 3, 9, 9, 9, 9]
     assert rows[1] == ["`output_throughput`", "101.5 tok/s", "+3.2% (+3.1), 1 run"]
 
 

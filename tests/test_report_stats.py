@@ -46,3 +46,26 @@ def test_a_single_pair_shows_its_delta_and_one_run_never_a_verdict(
     assert "output_throughput 150 tok/s +50.0% (+50) 1 run vs baseline of S (1 run)" in row
     for word in ("faster", "better", "slower", "no significant change"):
         assert word not in row
+
+
+def test_the_lessons_page_judges_each_open_patch_against_the_series_baseline_as_the_index_does(
+        measured: Lab, tmp_path: Path) -> None:  # noqa: F811  # fmt: skip
+    page = tmp_path / "lessons.md"
+    assert measured.sm("report", "--markdown", str(page)).code == 0
+    (row,) = [line for line in page.read_text().splitlines() if line.startswith("| `probe`")]
+    assert (r"`output_throughput` 110.35 tok/s (n=4): +10.1% \[+8.5%, +11.7%\] faster, vs baseline of S (4 runs)"
+            in row), row  # fmt: skip
+    assert "| vs the series' baseline |" in page.read_text()
+
+
+def test_the_lessons_page_gives_a_single_pair_no_verdict(
+        lab: Lab, popped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811  # fmt: skip
+    assert bench_run(lab, popped, tmp_path, name="base", tput="100", monkeypatch=monkeypatch).code == 0
+    assert lab.sm("push", "-a").code == 0
+    assert bench_run(lab, popped, tmp_path, name="full", tput="150", monkeypatch=monkeypatch).code == 0
+    page = tmp_path / "lessons.md"
+    assert lab.sm("report", "--markdown", str(page)).code == 0
+    (row,) = [line for line in page.read_text().splitlines() if line.startswith("| `probe`")]
+    assert "`output_throughput` 150 tok/s +50.0%, 1 vs 1 run(s), no verdict, vs baseline of S (1 run)" in row, row
+    for word in ("faster", "better", "slower", "no significant change"):
+        assert word not in row

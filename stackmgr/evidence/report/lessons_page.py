@@ -9,6 +9,9 @@ shows (docs/COMMANDS.md#recording-results):
   their latest result whose numbers may be quoted as the patch's (evidence/link_state.py, `quoted_results`, the
   rule of the index's best metric too: a failed or tainted run's, a broken or stale result's, a baseline's never).
 
+Both tables judge each patch against its series' baseline runs as the index does (report/against.py: median,
+effect, 95% interval and verdict with repeats; the plain delta and the counts of runs without).
+
 Metrics lead with the headline metric (`Markup.lead_metrics`); a delta against a baseline measured with another run
 configuration says so. Each record is signed with its state (`failed`, `tainted`, `baseline`, else its freshness).
 
@@ -135,8 +138,10 @@ class LessonsPage(Markup):
                 gates = self._gates(link.gates)
                 evidence = self._evidence(link)
             rows.append([md.code(info.name, cell=True), md.code(info.tree, cell=True), md.text(info.subject),
-                         result, delta, gates, self._signed(promoted, cell=True), evidence])  # fmt: skip
-        head = ["patch", "tree", "what", "best result", "vs baseline", "gates", "promoted", "evidence"]
+                         result, delta, self._against(info), gates, self._signed(promoted, cell=True),
+                         evidence])  # fmt: skip
+        head = ["patch", "tree", "what", "best result", "vs baseline", "vs the series' baseline", "gates",
+                "promoted", "evidence"]  # fmt: skip
         return [*md.table(head, rows), ""]
 
     # --- open experiments -------------------------------------------------------------------------------------
@@ -157,10 +162,11 @@ class LessonsPage(Markup):
                 shown.append(f"and {len(metrics) - INLINE_METRICS} more")
             evidence = self._evidence(latest) if measured else ""
             rows.append([md.code(info.name, cell=True), md.code(info.tree, cell=True), md.text(info.subject),
-                         md.text(current[-1].verdict), "; ".join(shown) or "—",
-                         self._gates(latest.gates) if measured else "",
+                         md.text(current[-1].verdict), "; ".join(shown) or "—", self._against(info),
+                         self._gates(latest.gates),  # an invalid result's too: why it is not quoted
                          self._signed(latest, cell=True), evidence])  # fmt: skip
-        head = ["patch", "tree", "what", "verdict", "latest numbers", "gates", "measured", "evidence"]
+        head = ["patch", "tree", "what", "verdict", "latest numbers", "vs the series' baseline", "gates", "measured",
+                "evidence"]  # fmt: skip
         return [*md.table(head, rows), ""]
 
     # --- pieces -----------------------------------------------------------------------------------------------
@@ -185,6 +191,24 @@ class LessonsPage(Markup):
         exact = "" if short else f" ({diff:+.4g})"
         unlike = ", against another run configuration" if self.unlike_baseline(link) else ""
         return md.text(f"{percent(diff, found[1])}{exact}, 1 run{unlike}")
+
+    def _against(self, info: PatchInfo) -> str:
+        """A table cell: the patch's results against its series' baseline runs as the index judges them
+        (report/against.py): `` `output_throughput` 120.6 tok/s (n=4): +20.6% [+20.2%, +21.0%] faster, vs baseline
+        of S (4 runs)``; with fewer than 2 runs a side the plain delta and the runs, never a verdict; "—" for none."""
+        found = self.against_of(info)
+        if found is None:
+            return "—"
+        m, j = found.metric, found.judged
+        if j is None:
+            diff = m.value - found.base_median
+            said = f"{percent(diff, found.base_median)}, {found.runs} vs {found.base_runs} run(s), no verdict"
+        else:
+            ci = f" [{j.ci_low * 100:+.1f}%, {j.ci_high * 100:+.1f}%]" if j.ci_low is not None and \
+                j.ci_high is not None else ""  # fmt: skip
+            effect = f"{j.effect * 100:+.1f}%" if j.effect is not None else ""
+            said = f"(n={found.runs}): {effect}{ci} {j.verdict}".strip()
+        return f"{md.code(m.name, cell=True)} {self._value(m)} {md.text(said)}, vs {md.text(found.label)}"
 
     def _gates(self, gates: list[Gate]) -> str:
         return ", ".join(f"{md.code(g.name, cell=True)} {md.text(g.status + (f' ({g.detail})' if g.detail else ''))}"

@@ -17,6 +17,10 @@ from stackmgr.evidence.report.model import PatchInfo, ReportData
 from stackmgr.evidence.states import effective
 from stackmgr.output import plural
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.evidence.report.against import Against
+
 STATE_MARK = {"fresh": "●", "equivalent": "◐", "stale": "○", "broken": "✗", "orphaned": "⌫", "edited": "✎",
               "failed": "✗", "tainted": "⚠", "baseline": "∅"}  # fmt: skip
 STATE_HELP = {
@@ -162,13 +166,17 @@ class Markup(ReportData):
                 + (' <span class="muted">unlike runs</span>' if unlike else "")
                 + ' <span class="muted">1 run</span></span>')  # fmt: skip
 
+    def against_of(self, info: PatchInfo) -> Against | None:
+        """The patch against its series' baseline runs (report/against.py), or None."""
+        from stackmgr.evidence.report.against import against
+
+        return against(info.links, [s for s, _ in info.series], self.baseline_runs, self.judged, self.config_of,
+                       self.store.headline())  # fmt: skip
+
     def against(self, info: PatchInfo) -> str:
         """The patch against its series' baseline runs (report/against.py), or "": with repeats a side the
         median (n), effect [95% interval] and verdict (evidence.stats.judge); else the plain delta and `1 run`."""
-        from stackmgr.evidence.report.against import against
-
-        found = against(info.links, [s for s, _ in info.series], self.baseline_runs, self.judged, self.config_of,
-                        self.store.headline())  # fmt: skip
+        found = self.against_of(info)
         if found is None:
             return ""
         m, j = found.metric, found.judged
