@@ -5,8 +5,10 @@ prompts); results of different configurations are never ranked against each othe
 one column showing the median of its runs, and the first is the reference each other is judged against
 (evidence.stats.judge: the effect with its 95% interval, p and `faster` / `slower` / `no significant change` /
 `too few runs`, floored by `--min-effect`); where a column and the reference are single runs whose JSON holds
-per-request samples, a latency metric is judged on them (evidence.compare.request_samples). What a column is
-depends on how it was named:
+per-request samples, a latency metric is judged on them (evidence.compare.request_samples): its median, effect,
+interval and p describe the two runs' requests, but a claim (`faster`, `slower`) is `too few runs`, since a shift
+of one whole run (clocks, temperature) moves every request of it alike and the requests cannot tell it from a
+change. What a column is depends on how it was named:
 
 - a PATCH means its current links (not amended): those of one configuration are repeats of one measurement,
   one column, their median;
@@ -40,7 +42,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from stackmgr.errors import UsageProblem
@@ -55,6 +57,7 @@ from stackmgr.safety.preserved import PatchIndex
 from stackmgr.store.config import Store
 from stackmgr.store.names import valid_name
 
+CLAIMS = ("faster", "slower", "higher", "lower")  # verdicts that say a change happened
 REL_TOL = 1e-9  # a difference this small against the larger value is float rounding, not a change
 
 
@@ -188,6 +191,8 @@ def _rows(results: list[Result], headline: str | None, reference: int | None, mi
             mine, theirs = per_request[i].get(name), per_request[reference].get(name)
             a, b = (theirs, mine) if mine and theirs else (ref.values, cell.values)
             cell.judged = judge(a, b, direction=direction, min_effect=min_effect)
+            if mine and theirs and cell.judged.verdict in CLAIMS:  # one run a side: a run-to-run shift looks the same
+                cell.judged = replace(cell.judged, verdict="too few runs")
         _mark_requests(cells, reference, per_request, name)
         rows.append(Row(name, unit, direction, cells))
     return rows
