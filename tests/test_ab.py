@@ -217,3 +217,27 @@ def test_ab_judges_each_side_against_the_series_baseline_too(lab: Lab, tmp_path:
     assert lines[at + 2].startswith("    B: baseline 100 → B 120.") and lines[at + 2].endswith("faster"), lines
     found = json.loads(lab.sm("ab", "p2", "-n", "1", "--json", "--", *leave_out_bench(tmp_path, lab)).out)
     assert len(found["baseline"]["links"]) == 4 and found["baseline"]["b"]["n_a"] == 4
+
+
+def test_runs_that_fail_a_gate_are_recorded_said_and_left_out_of_the_judgement(lab: Lab, tmp_path: Path) -> None:
+    """The lab's 'looks fast in raw metrics' case: B's numbers fail the quality gate; ab says so and judges without
+    them, as compare does."""
+    two_patches_the_second_faster(lab)
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + '\n[gates.cap]\nmetric = "output_throughput"\nmax = 105\n')
+    done = lab.sm("ab", "p2", "-n", "2", "--", *bench(tmp_path, lab))
+    assert done.code == 0, done.err
+    assert "  B: 2 runs not valid, left out: INVALID (gate cap: fail)" in done.out.splitlines(), done.out
+    assert "  no metric both sides have in a valid run: nothing to judge" in done.out.splitlines(), done.out
+    found = json.loads(lab.sm("ab", "p2", "-n", "1", "--json", "--", *bench(tmp_path, lab)).out)
+    assert found["metrics"] == [] and len(found["b"]["not_valid"]) == 1 and found["a"]["not_valid"] == []
+
+
+def test_run_repeat_leaves_invalid_runs_out_of_its_median_and_says_so(lab: Lab, tmp_path: Path) -> None:
+    two_patches_the_second_faster(lab)
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + '\n[gates.cap]\nmetric = "output_throughput"\nmax = 105\n')
+    done = lab.sm("run", "--repeat", "2", "--", *bench(tmp_path, lab))
+    assert done.code == 0, done.err
+    assert "2 runs not valid, left out: INVALID (gate cap: fail)" in done.err and "median" not in done.err, done.err
+    assert done.err.count("is not valid: gate cap fail (output_throughput 110.") == 2, done.err  # each run says it

@@ -32,14 +32,15 @@ if TYPE_CHECKING:
 @pass_context
 def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, leave_out: bool, cwd: str | None,
            result_dirs: tuple[str, ...], from_json: tuple[str, ...], command: tuple[str, ...]) -> None:  # fmt: skip
-    """Run CMD (after `--`) on the tree without PATCH (A: its current series' patches below PATCH) and with it
-    (B: up to PATCH), alternating A B A B… so that drift cancels, N times each. With --leave-out, A is the applied
-    stack with PATCH left out and B the applied stack (what PATCH does to the whole stack). Each run is recorded as
-    `stackmgr run` records it; then each metric of B is judged against A as `compare` judges it: medians, the
-    effect with its 95% interval, p, and faster / slower / no significant change. The tree must be preserved
-    first; it is put back exactly as it was however the runs end (after a kill, by `stackmgr recover`). Where
-    the series has a valid baseline, each side's headline metric is judged against it too. A run
-    that fails or is interrupted stops it (exit 3; 128+N when stackmgr got signal N); else exit 0."""
+    """Run CMD (after `--`) on the tree without PATCH (A: its current series' patches below PATCH) and with it (B: up to
+    PATCH), alternating A B A B… so that drift cancels, N times each. A run that is not valid (a gate failed, the
+    tree changed while it ran) is recorded but left out of the judgement, and said. With --leave-out, A is the
+    applied stack with PATCH left out and B the applied stack (what PATCH does to the whole stack). Each run is
+    recorded as `stackmgr run` records it; then each metric of B is judged against A as `compare` judges it: medians,
+    the effect with its 95% interval, p, and faster / slower / no significant change. The tree must be preserved
+    first; it is put back exactly as it was however the runs end (after a kill, by `stackmgr recover`). Where the
+    series has a valid baseline, each side's headline metric is judged against it too. A run that fails or is
+    interrupted stops it (exit 3; 128+N when stackmgr got signal N); else exit 0."""
     from stackmgr import output
     from stackmgr.commands.ab import ab
     from stackmgr.store.config import open_store
@@ -57,12 +58,19 @@ def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, leave_out: bo
         return
     output.out(f"{done.patch} on tree {done.tree} ({done.series}): A = {_said(done.a)}, B = {_said(done.b)}; "
                f"runs {done.prefix}-A1…B{len(done.b.outcomes)}")  # fmt: skip
-    if not done.judged:
+    from stackmgr.commands.repeat import left_out_line, not_valid
+
+    if not done.judged and any(not_valid(o) for o in done.a.outcomes + done.b.outcomes):
+        output.out("  no metric both sides have in a valid run: nothing to judge")
+    elif not done.judged:
         output.out("  no metric both sides have: nothing to judge (the runs recorded no metrics? name where CMD "
                    "writes its results: --result-dir DIR or --from-json FILE, or declare the tree's results "
                    "directories)")
     for j in done.judged:
         output.out(f"  {j.name}: {_line(j)}")
+    for side in (done.a, done.b):  # judged without them, as compare judges
+        if left := left_out_line(side.outcomes):
+            output.out(f"  {side.label}: {left}")
     if done.baseline:
         output.out(f"  against the baseline of {done.series} ({output.plural(len(done.baseline), 'run')}):")
         for side, j in done.against_baseline:
@@ -79,7 +87,10 @@ def _said(side: Side) -> str:
 
 
 def _side(side: Side) -> dict[str, Any]:
-    return {"patches": side.patches, "count": side.count, "top": side.top, "links": side.links}
+    from stackmgr.commands.repeat import not_valid
+
+    return {"patches": side.patches, "count": side.count, "top": side.top, "links": side.links,
+            "not_valid": [o.links[0].id for o in side.outcomes if not_valid(o)]}  # fmt: skip
 
 
 def _line(j: Judged, a: str = "A", b: str = "B") -> str:

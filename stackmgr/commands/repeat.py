@@ -93,11 +93,20 @@ def run_repeated(store: Store, req: RunRequest, times: int, *, on_each: bool = T
     return Repeated(group, outcomes, times, stopped)
 
 
+def not_valid(outcome: RunOutcome) -> str:
+    """How a run's result is marked when it is no valid measurement (evidence/link_state.py `run_mark`: `FAILED
+    (exit 3)`, `INVALID (gate quality: fail)`, `TAINTED`), "" when it is one: what `compare` leaves out."""
+    from stackmgr.evidence.link_state import run_mark
+
+    return run_mark(outcome.links[0]) if outcome.links else ""
+
+
 def values_by_metric(outcomes: list[RunOutcome]) -> dict[str, tuple[str, list[float]]]:
-    """{metric name: (its direction, its value in each run that has it, in order)}, in the order first met."""
+    """{metric name: (its direction, its value in each valid run that has it, in order)}, in the order first met:
+    a run `not_valid` is left out, as `compare` leaves it out."""
     found: dict[str, tuple[str, list[float]]] = {}
     for outcome in outcomes:
-        metrics: list[Metric] = outcome.links[0].metrics if outcome.links else []
+        metrics: list[Metric] = outcome.links[0].metrics if outcome.links and not not_valid(outcome) else []
         for m in metrics:
             found.setdefault(m.name, (m.direction, []))[1].append(m.value)
     return found
@@ -108,13 +117,22 @@ def medians_line(store: Store, outcomes: list[RunOutcome]) -> str | None:
     from stackmgr.evidence.stats import judge
 
     found = values_by_metric(outcomes)
+    left_out = left_out_line(outcomes)
     headline = store.headline()
     name = headline if headline in found else next(iter(found), None)
     if name is None:
-        return None
+        return left_out or None
     values = found[name][1]
     j = judge(values, values)
-    return f"{name}: median {j.median_a:.6g} (n={j.n_a})"
+    return f"{name}: median {j.median_a:.6g} (n={j.n_a})" + (f"; {left_out}" if left_out else "")
+
+
+def left_out_line(outcomes: list[RunOutcome]) -> str:
+    """`2 runs not valid, left out: INVALID (gate quality: fail)`, or "" when every run is valid."""
+    marks = [m for o in outcomes if (m := not_valid(o))]
+    if not marks:
+        return ""
+    return f"{plural(len(marks), 'run')} not valid, left out: {'; '.join(dict.fromkeys(marks))}"
 
 
 def say_repeated(store: Store, done: Repeated) -> None:

@@ -33,7 +33,7 @@ from stackmgr.evidence.metrics import Gate
 from stackmgr.evidence.records import Artifact, Link, StackEntry, utc_now, write_link
 from stackmgr.evidence.states import Evidence
 from stackmgr.journal.operation import operation
-from stackmgr.output import plural
+from stackmgr.output import plural, show_text
 from stackmgr.store.config import Store
 from stackmgr.store.fs import process_alive
 from stackmgr.store.tree_paths import tree_key
@@ -306,6 +306,13 @@ def say(outcome: RunOutcome) -> None:
                          f"--amends {link.id} --verdict … --lesson …`\n")  # fmt: skip
     for taint in outcome.taints:
         sys.stderr.write(f"stackmgr: warning: {taint}\n")
+    from stackmgr.evidence.gates import failed_gate
+
+    for link in outcome.links:
+        if (gate := failed_gate(link.gates)) is not None:  # the number may look good: say it does not count
+            detail = f" ({show_text(gate.detail)})" if gate.detail else ""
+            sys.stderr.write(f"stackmgr: warning: {link.id} is not valid: gate {show_text(gate.name)} "
+                             f"{show_text(gate.status)}{detail}; compare, targets and a promotion leave it out\n")
 
 
 def _taint(store: Store, tree: str, changes: list[tuple[str, str]]) -> str:
