@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -242,3 +243,31 @@ def test_rocm_and_xpu_tools_are_read_where_simple(tool: str, body: str, model: s
     gpu = environment.table(watch.stop(), {})["gpu"]
     assert gpu["tool"] == tool and gpu["model"] == model and gpu["count"] == 1
     assert gpu["samples"] >= 1 and gpu["power_w"]["max"] == power and watch.warnings == []
+
+
+def test_the_report_judges_a_patch_against_its_baseline_only_within_one_environment(
+    gpu_lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As compare groups them: the baseline on driver 580, the patch's runs on 580 and on 575; the index judges the
+    580 runs and says how many were left out, and what differs."""
+    bin_ = fake_bin(tmp_path, {"nvidia-smi": FAKE_SMI})
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+
+    def runs(name: str, driver: str, tput: float) -> None:
+        monkeypatch.setenv("FAKE_DRIVER", driver)
+        out = tmp_path / name
+        result = RESULT.replace("100.0", str(tput))
+        done = gpu_lab.sm("run", "--name", name, "--repeat", "2", "--result-dir", str(out), "--", "sh", "-c",
+                          f"mkdir -p {out} && echo '{result}' > {out}/bench.json")  # fmt: skip
+        assert done.code == 0, done.err
+
+    assert gpu_lab.sm("pop", "-a").code == 0
+    runs("base", "580.159.04", 100.0)
+    assert gpu_lab.sm("push", "-a").code == 0
+    runs("same", "580.159.04", 110.0)
+    runs("other", "575.57.08", 200.0)
+    site = tmp_path / "site"
+    assert gpu_lab.sm("report", "-o", str(site)).code == 0
+    index = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", (site / "index.html").read_text()))
+    assert ("output_throughput 110 tok/s (n=2) +10.0% too few runs vs baseline of S (2 runs); 2 results "
+            "measured in another environment left out (driver 575.57.08 vs 580.159.04)") in index, index

@@ -69,3 +69,17 @@ def test_the_lessons_page_gives_a_single_pair_no_verdict(
     assert "`output_throughput` 150 tok/s +50.0%, 1 vs 1 run(s), no verdict, vs baseline of S (1 run)" in row, row
     for word in ("faster", "better", "slower", "no significant change"):
         assert word not in row
+
+
+def test_a_patch_measured_on_top_of_others_says_the_effect_is_theirs_too(lab: Lab, tmp_path: Path) -> None:
+    """The top patch's results measured p1+p2+p3: against the base that is the stack's effect, not p3's alone
+    (`ab p3` measures p3's): the label says what else was applied."""
+    from tests.test_ab import leave_out_bench, three_patches_the_middle_one_fast
+
+    three_patches_the_middle_one_fast(lab)
+    assert lab.sm("pop", "-a").code == 0
+    assert lab.sm("run", "--repeat", "2", "--", *leave_out_bench(tmp_path, lab)).code == 0
+    assert lab.sm("push", "-a").code == 0
+    assert lab.sm("run", "--repeat", "2", "--", *leave_out_bench(tmp_path, lab)).code == 0
+    index = _text(_site(lab, tmp_path)["index.html"])
+    assert "vs baseline of S (2 runs); measured with 2 other patches applied" in index, index[-600:]

@@ -11,15 +11,17 @@ delta of the medians and how many runs, never a verdict.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 
+from stackmgr.evidence.environment import environment_key, what_differs
 from stackmgr.evidence.link_state import LinkState, quoted_results
 from stackmgr.evidence.metrics import Metric
 from stackmgr.evidence.records import Link
 from stackmgr.evidence.reference import reference_label
 from stackmgr.evidence.states import effective
 from stackmgr.evidence.stats import Judgement, judge
+from stackmgr.output import plural
 
 REPEATS = 2  # runs a side from which the report judges (below it: the plain delta, never a verdict)
 
@@ -32,10 +34,20 @@ class Against:
     base_runs: int
     base_median: float
     judged: Judgement | None  # None for fewer than REPEATS runs a side
+    other_env: list[str] = field(default_factory=list)  # what differs, for each result left out by environment
+    others: int = 0  # the other patches its latest result measured with it (a prefix: those below it)
 
     @property
     def label(self) -> str:
-        return reference_label(self.series, self.base_runs)
+        """`baseline of S (4 runs)`, and what else the reader must know: the other patches the results measured
+        with it (the effect is theirs too), the results left out for another environment."""
+        said = reference_label(self.series, self.base_runs)
+        if self.others:
+            said += f"; measured with {plural(self.others, 'other patch', 'other patches')} applied"
+        if self.other_env:
+            said += (f"; {plural(len(self.other_env), 'result')} measured in another environment left out "
+                     f"({self.other_env[0]})")  # fmt: skip
+        return said
 
 
 def against(links: list[Link], series: list[str], base_runs: dict[str, list[Link]], judged: dict[str, LinkState],
@@ -47,8 +59,10 @@ def against(links: list[Link], series: list[str], base_runs: dict[str, list[Link
         runs = base_runs.get(name) or []
         if not runs:
             continue
-        wanted = config_of(runs[-1])
-        mine = [k for k in good if config_of(k) == wanted]
+        wanted, env = config_of(runs[-1]), environment_key(runs[-1])
+        alike = [k for k in good if config_of(k) == wanted]
+        mine = [k for k in alike if not what_differs(environment_key(k), env)]  # as compare groups them
+        other_env = ["; ".join(differs) for k in alike if (differs := what_differs(environment_key(k), env))]
         theirs = {m.name for k in runs for m in k.metrics}
         ours = [m for k in mine for m in k.metrics if m.name in theirs]
         if not ours:
@@ -60,5 +74,11 @@ def against(links: list[Link], series: list[str], base_runs: dict[str, list[Link
         b = [m.value for m in ours if m.name == metric.name]
         verdict = judge(a, b, direction=metric.direction) if min(len(a), len(b)) >= REPEATS else None
         shown = Metric(metric.name, median(b), metric.unit, metric.direction)
-        return Against(name, shown, len(b), len(a), median(a), verdict)
+        return Against(name, shown, len(b), len(a), median(a), verdict, other_env, _others(mine[-1]))
     return None
+
+
+def _others(link: Link) -> int:
+    """How many patches but its own the result's measured tree held (its tree's chain)."""
+    entry = next((s for s in link.stack if s.tree == link.tree), None)
+    return len([n for n, _ in entry.patches if n != link.patch]) if entry is not None else 0
