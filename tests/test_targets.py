@@ -119,3 +119,18 @@ def test_a_target_is_read_by_its_grammar_and_never_evaluated(lab: Lab, targeted:
     done = lab.sm("status")
     assert done.code == 0  # status still reports the trees; the target is named as unreadable
     assert 'target replay: "output_throughput => 150" is not METRIC OP NUMBER' in done.out
+
+
+def test_a_damaged_record_from_a_pull_is_said_in_the_target_line_and_status_still_answers(
+        lab: Lab, targeted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A teammate's record whose artifact path climbs out of the store: `status` (what one reads before a reset)
+    still answers, exit 0, its target line saying why it cannot be judged; nothing outside is read."""
+    good = bench(lab, targeted, tmp_path, monkeypatch, "qps1", "107.77")
+    (record,) = (lab.store / "links" / "fix").glob(f"*{good}.toml")
+    forged = record.read_text().replace(good, "lnk-0badc0ffee11").replace('name = "qps1"', 'name = "evil"')
+    forged += f'\n[[artifact]]\npath = "../../../../etc/passwd"\nsha256 = "{"0" * 64}"\nsize = 7\norigin = "x"\n'
+    record.with_name(record.name.replace(good, "lnk-0badc0ffee11")).write_text(forged)
+    done = lab.sm("status")
+    assert done.code == 0, done.err
+    (line,) = [t.strip() for t in done.out.splitlines() if t.strip().startswith("target ")]
+    assert line.startswith("target replay: output_throughput >= 150: cannot be judged: "), line

@@ -79,10 +79,13 @@ def check_target(store: Store, series: str, evidence: Evidence | None = None) ->
         names = SeriesFile.load(store, series).patch_names()
     except StackmgrError as exc:
         return TargetCheck(series, target, exc.message)
-    ev = evidence or Evidence.gather(store)
-    parsed = reader(store)
-    found = effective([k for name in names for k in load_links(store, name, parsed)])
-    parsed.save()
+    try:
+        ev = evidence or Evidence.gather(store)
+        parsed = reader(store)
+        found = effective([k for name in names for k in load_links(store, name, parsed)])
+        parsed.save()
+    except StackmgrError as exc:  # a damaged record from a pull: said here, never stopping `status`
+        return TargetCheck(series, target, f"cannot be judged: {exc.message}")
     valid: list[tuple[Link, Metric]] = []
     past: list[tuple[Link, str]] = []
     for k in sorted(found, key=lambda k: (k.created, k.id)):
