@@ -89,6 +89,7 @@ def test_bisect_killed_with_kill_9_is_reported_and_recover_gives_the_tree_back(l
     assert "bisect" in lab.sm("status").err + lab.sm("status").out
     recovered = lab.sm("recover")
     assert recovered.code == 0, recovered.err
+    assert "is back as it was before it" in recovered.err and recovered.out == "", recovered  # one story, not two
     assert_tree_as_before(lab, before)
     assert lab.sm("check").code == 0
     assert lab.sm("status", "--json").out == applied_before

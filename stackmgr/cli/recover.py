@@ -35,7 +35,7 @@ def recover_cmd(ctx: Context, recovery_id: str | None) -> None:
     if ctx.json:
         output.emit_json({"schema": 1, "recoveries": [r.to_json() for r in found]})
         return
-    if not found:
+    if not found and rolled is None and not notes:  # what was put back is said above: nothing to add
         output.out("no recovery snapshots (`stackmgr reset --force` makes them)")
     for r in found:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.time))

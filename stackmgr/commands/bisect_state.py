@@ -101,7 +101,7 @@ def killed_message(store: Store) -> str | None:
     if not dead:
         return None
     return (f"a bisect or ab of tree {', '.join(dead)} was interrupted and left it at a prefix of the series; "
-            "`stackmgr recover` puts it back as it was before the bisect")  # fmt: skip
+            "`stackmgr recover` puts it back as it was before it")  # fmt: skip
 
 
 def _load(store: Store, tree: str) -> Before | None:
@@ -131,7 +131,7 @@ def settle_killed_bisects(store: Store, only: str | None = None) -> list[str]:
             continue
         before = _load(store, tree)
         if before is None or before.tree != tree or tree not in store.trees:
-            notes.append(f"the state a killed bisect of tree {tree} left in .stackmgr/bisect/ is damaged; "
+            notes.append(f"the state a killed bisect or ab of tree {tree} left in .stackmgr/bisect/ is damaged; "
                          "remove it, and check the tree with `stackmgr status`")  # fmt: skip
             continue
         try:
@@ -146,7 +146,7 @@ def settle_killed_bisects(store: Store, only: str | None = None) -> list[str]:
         if not as_before and (now is None or now.series != before.series):  # moved since by another command
             release(store, tree, lock)
             notes.append(f"a bisect or ab of series {before.series} was interrupted, and tree {tree} was moved "
-                         "since; it is left as it is (what was saved before the bisect is in patches/)")  # fmt: skip
+                         "since; it is left as it is (what was saved before it is in patches/)")  # fmt: skip
             continue
         try:
             put_back(store, before)
