@@ -156,8 +156,11 @@ def test_pop_after_save_detaches_and_reset_returns_to_the_branch(lab: Lab) -> No
     (lab.tree / "README").write_text("one\n")
     assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0
     assert head_name(lab.tree) == "main"
-    assert lab.sm("pop").code == 0 and head_name(lab.tree) == "HEAD"
-    assert lab.sm("push").code == 0 and (lab.tree / "README").read_text() == "one\n"
+    popped = lab.sm("pop")
+    assert popped.code == 0 and head_name(lab.tree) == "HEAD"
+    assert f"vllm: HEAD detached at {main[:12]} (was on branch main); `stackmgr reset` returns to main" in popped.err
+    pushed = lab.sm("push")
+    assert pushed.code == 0 and (lab.tree / "README").read_text() == "one\n" and "detached" not in pushed.err
     back = lab.sm("reset")
     assert back.code == 0, back.err
     assert head_name(lab.tree) == "main" and git_text(lab.tree, "rev-parse", "HEAD") == main

@@ -33,6 +33,11 @@ def _report(ctx: Context, moved: object, verb: str) -> None:
     if moved.rebased:
         output.err(f"stackmgr: series {moved.series} was rebased since the tree applied it: HEAD moved to its new "
                    f"base {moved.rebased[:12]}")  # fmt: skip
+    if moved.detached is not None:
+        from stackmgr.cli.apply import detach_line
+
+        left, head_before, head = moved.detached
+        output.err(detach_line(moved.tree, head, left, head_before, left))
     if ctx.json:
         output.emit_json({"schema": 1, "tree": moved.tree, "series": moved.series, "before": moved.before,
                           "applied": moved.after, "total": moved.total, "top": moved.top,

@@ -48,6 +48,7 @@ class Moved:
         self.summary = position.summary()
         self.rebased = ""  # the new base HEAD moved to: the series was rebased (a pull) since the tree applied it
         self.reapplied: list[str] = []  # applied patches taken at the store's new version (push --merge)
+        self.detached: tuple[str, str, str] | None = None  # (the branch HEAD left, HEAD before, HEAD now)
 
 
 def tree_to_move(store: Store, wanted: str | None, patch: str | None = None) -> str:
@@ -210,6 +211,7 @@ def _move(store: Store, where: Position, wanted: list[str], verb: str, merge: bo
         record_applied(store, where.tree, now)
         moved = Moved(Position(where.tree, now, where.names, list(wanted)), before, changed, len(carried), stale)
         moved.rebased = base if base != applied.base else ""
+        moved.detached = (branch or "", snap.head, base) if branch else None  # HEAD left a branch: said, as apply
         moved.reapplied = [p.name for p in refs if (p.name, p.sha256) not in applied.patches and p.name in where.stack]
         return moved
     finally:
