@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import tomllib
 from pathlib import Path
@@ -68,3 +69,23 @@ def test_run_repeat_must_be_a_positive_number(lab: Lab, tmp_path: Path) -> None:
     assert lab.sm("run", "--repeat", "0", "--", *command).code == 2
     assert lab.sm("run", "--repeat", "x", "--", *command).code == 2
     assert not (tmp_path / "seen").exists()
+
+
+def test_two_run_groups_of_one_tree_are_compared_as_two_columns_an_a_a_check(lab: Lab, tmp_path: Path) -> None:
+    """`run --repeat 4 --name aa1` then `--name aa2` on one unchanged tree: `compare aa1 aa2` judges group against
+    group (pyperf compares two result files), and one tree against itself is no significant change."""
+    from tests.test_ab import bench, two_patches_the_second_faster
+
+    two_patches_the_second_faster(lab)
+    for group in ("aa1", "aa2"):
+        done = lab.sm("run", "--repeat", "4", "--name", group, "--", *bench(tmp_path, lab))
+        assert done.code == 0, done.err
+    found = json.loads(lab.sm("compare", "aa1", "aa2", "--json").out)
+    (group,) = found["groups"]
+    assert [r["label"] for r in group["results"]] == ["aa1", "aa2"]
+    assert [len(r["links"]) for r in group["results"]] == [4, 4]
+    (tput,) = [m for m in group["metrics"] if m["name"] == "output_throughput"]
+    assert tput["values"][1]["verdict"] in ("no significant change", "faster"), tput  # drift of 0.1% a run
+    assert abs(tput["values"][1]["effect"]) < 0.01
+    shown = lab.sm("compare", "aa1", "aa2")
+    assert shown.code == 0 and "aa1" in shown.out and "aa2" in shown.out, shown

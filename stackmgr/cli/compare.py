@@ -81,9 +81,11 @@ def compare_cmd(ctx: Context, targets: tuple[str, ...], min_effect: float, acros
     reference, each other shows its effect (Hodges–Lehmann, relative to the reference's median) with its 95%
     interval, the Mann–Whitney p and a verdict: faster / slower (higher / lower where the metric's direction is
     unknown) only when p < 0.05, the interval excludes 0 and the effect is at least --min-effect; else
-    `no significant change`, or `too few runs` (4 a side at least). A single run a side that holds per-request
+    `no significant change` (also for a significant change below the floor), or `too few runs` (4 a side at least,
+    or 3 + 5, 2 + 8, 1 + 40). A single run a side that holds per-request
     samples (`vllm bench serve --save-detailed`) shows their distribution for its latency metrics, but a shift of
-    a whole run looks the same: it says too few runs, never faster or slower. A PATCH means its
+    a whole run looks the same: it says too few runs, never faster or slower. A run group (`run --repeat --name
+    NAME`) is its runs, one column. A PATCH means its
     current links: those with the same run configuration are repeats; a LINK (id or run name) is a column of its
     own. The reference is the latest valid baseline of the named patches' series with every baseline run alike to
     it (same base, same configuration), `baseline of S (n runs)`; else (--no-baseline, or none recorded) the first

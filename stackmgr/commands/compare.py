@@ -15,6 +15,8 @@ change. What a column is depends on how it was named:
 - a link id (or a run's name) is that one result, its own column, even beside other links of the same patch:
   naming two runs is asking to see them side by side, not averaged (a column's label is then its link id
   where its patch's name alone would not tell the columns apart);
+- a run group (`run --repeat --name NAME`'s NAME, `ab`'s `PREFIX-A`) is its runs, one column, their median: two
+  groups of one tree are two columns (an A/A check);
 - a link named twice (by id and through its patch) counts once, where it was first named.
 
 Repeats are repeats of one measured state (`evidence.link_state.measured_state`: per tree, the snapshot id the
@@ -51,6 +53,7 @@ from stackmgr.evidence.link_state import WHOLE_NOT, measured_state, run_mark
 from stackmgr.evidence.metrics import change
 from stackmgr.evidence.reading import find_links, find_ref, load_links
 from stackmgr.evidence.records import Link
+from stackmgr.evidence.ref_names import run_group
 from stackmgr.evidence.states import effective
 from stackmgr.evidence.stats import Judgement, judge
 from stackmgr.safety.preserved import PatchIndex
@@ -69,7 +72,7 @@ class Result:
     links: list[Link] = field(default_factory=list)
     named: str = ""  # the link id when the column is one link named by id (or run name), "" for a patch
     label: str = ""  # what the table's header calls it: the patch, or the link id where the patch is ambiguous
-    given: str = ""  # the run name the user named it by, "" otherwise
+    given: str = ""  # the run name (or run group) the user named it by, "" otherwise
     state: tuple[tuple[str, str], ...] = ()  # its measured state (evidence.link_state.measured_state)
     marked: str = ""  # a failed or tainted run named by itself: why ("exit 3", "tainted"); never the reference
     mark: str = ""  # how the text view marks it: "FAILED (exit 3)", "TAINTED"
@@ -130,6 +133,8 @@ def resolve(store: Store, targets: list[str]) -> list[tuple[Link, bool, str]]:
             chosen.extend((link, False, "") for link in effective(own))
         elif (named := find_ref(store, target)) is not None:  # `stackmgr run --name`: the latest of a name
             chosen.append((named, True, target))
+        elif group := run_group(store, target):  # `run --repeat`'s group: its runs, one column
+            chosen.extend((link, False, target) for link in group)
         elif valid_name(name) and os.path.isfile(os.path.join(store.patches_dir, name + ".patch")):
             raise UsageProblem(f"patch {name} has no links yet", f"record one with `stackmgr link {name} ARTIFACT…`")
         else:
@@ -321,7 +326,7 @@ class Comparison:
         envs = Groups(across_env)  # results measured in environments that differ are apart (evidence/environment.py)
         ev = Evidence.gather(store)
         named = resolve(store, [baseline, *targets] if baseline else targets)  # a named reference comes first
-        found = (series_reference(store, ev, [k.patch for k, alone, _ in named if not alone])
+        found = (series_reference(store, ev, [k.patch for k, alone, given in named if not alone and not given])
                  if series_baseline and not baseline else None)  # fmt: skip
         of, base_ids = (found[0], {k.id for k in found[1]}) if found else ("", set())
         if found:  # the series' baseline runs are the reference: first, never left out as measured without
@@ -340,8 +345,8 @@ class Comparison:
                 continue
             measured = measured_state(link)
             result = None if alone else next((r for r in group.results if r.patch == link.patch and not r.named
-                                              and r.state == measured and r.baseline == (of if is_base else "")),
-                                             None)  # fmt: skip
+                                              and r.state == measured and r.baseline == (of if is_base else "")
+                                              and r.given == given), None)  # fmt: skip
             if result is None:
                 result = Result(link.patch, named=link.id if alone else "", given=given, state=measured,
                                 word="fresh" if is_base else state.word, baseline=of if is_base else "")  # fmt: skip

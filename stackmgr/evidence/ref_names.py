@@ -1,5 +1,6 @@
-"""The names a user gives a result by (`reading.find_ref`: a link id, `lnk-` optional, or a run's name), for
-did-you-mean when none answers and for shell completion (store/suggest.py makes the suggestion)."""
+"""The names a user gives a result by (`reading.find_ref`: a link id, `lnk-` optional, or a run's name; `run_group`:
+the runs of one run group), for did-you-mean when none answers and for shell completion (store/suggest.py makes the
+suggestion)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from collections.abc import Iterable
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.store.config import Store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.evidence.records import Link
 
 
 def ref_names(store: Store) -> list[str]:
@@ -37,3 +42,13 @@ def unknown_ref(store: Store, ref: str, message: str, otherwise: str, also: Iter
     else:  # a run name, or an id without its `lnk-`
         candidates = [n.removeprefix("lnk-") for n in names if n not in shared] + list(also)
     return UsageProblem(message, did_you_mean(ref, candidates, otherwise))
+
+
+def run_group(store: Store, name: str) -> list[Link]:
+    """The current records of run group `name` (`run --repeat`'s `[run] group`: NAME of `--name NAME`, or
+    `repeat-<stamp>-<hex>`; `ab`'s `PREFIX-A`, `PREFIX-B`), in the order they ran; [] for no such group."""
+    from stackmgr.evidence.reading import load_links
+    from stackmgr.evidence.states import effective
+
+    found = [k for k in effective(load_links(store)) if k.run.get("group") == name]
+    return sorted(found, key=lambda k: (k.run.get("repeat") if isinstance(k.run.get("repeat"), int) else 0, k.id))
