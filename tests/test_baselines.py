@@ -66,6 +66,7 @@ def test_a_run_at_the_series_base_records_its_baseline_and_says_so(
     assert record["stack"][0]["series"] == "S" and "patches" not in record["stack"][0]
     assert record["stack"][0]["snapshot"] == base
     assert f"recorded {record['id']} as the baseline of series S at its base" in done.err
+    assert "compare and the report judge S's results against it" in done.err and "--amends" not in done.err
     listed = lab.sm("links", "--series", "S").out
     assert "BASELINE OF S" in listed and "WITHOUT THE PATCH" not in listed  # every reader sees no result of fix
     shown = json.loads(lab.sm("links", "--json").out)["links"]

@@ -298,12 +298,13 @@ def say(outcome: RunOutcome) -> None:
     for warning in outcome.warnings:
         sys.stderr.write(f"stackmgr: warning: {warning}\n")
     for link in outcome.links:
-        what = f"as the baseline of series {base} at its base" if (base := link.run.get("baseline_of")) else \
-            f"for {link.patch}"  # fmt: skip
+        base = link.run.get("baseline_of")
+        what = f"as the baseline of series {base} at its base" if base else f"for {link.patch}"
+        then = (f"compare and the report judge {base}'s results against it" if base else
+                f"complete it: `stackmgr link {link.patch} --amends {link.id} --verdict … --lesson …`")  # fmt: skip
         sys.stderr.write(f"stackmgr: recorded {link.id} {what} (exit {outcome.exit_code}, "
                          f"{link.run['duration_s']} s, {plural(len(link.artifacts), 'artifact')}, "
-                         f"{plural(len(link.metrics), 'metric')}); complete it: `stackmgr link {link.patch} "
-                         f"--amends {link.id} --verdict … --lesson …`\n")  # fmt: skip
+                         f"{plural(len(link.metrics), 'metric')}); {then}\n")  # fmt: skip
     for taint in outcome.taints:
         sys.stderr.write(f"stackmgr: warning: {taint}\n")
     from stackmgr.evidence.gates import failed_gate
