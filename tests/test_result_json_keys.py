@@ -81,7 +81,8 @@ def test_bisect_finds_an_extra_metric(lab: Lab) -> None:
         assert lab.sm("save", f"p{n}", "--series", "S", "-m", f"p{n}").code == 0
     assert lab.sm("reset").code == 0
     config = lab.store / "stackmgr.toml"
-    config.write_text(config.read_text() + 'results = ["out"]\n')  # under [trees.vllm]
+    config.write_text(config.read_text() + 'results = ["out"]\n'  # under [trees.vllm]
+                      '\n[metrics.quality_cosine]\ndirection = "higher"\n')  # "worse than 0.9" needs a direction
     bench = ("import json, os, sys; os.chdir(sys.argv[1]); os.makedirs('out', exist_ok=True); "
              "bad = 'broken' in open('src/model.py').read(); "
              "json.dump({'model': 'm', 'quality_cosine': 0.5 if bad else 0.99}, open('out/q.json', 'w'))")

@@ -89,3 +89,19 @@ def test_two_run_groups_of_one_tree_are_compared_as_two_columns_an_a_a_check(lab
     assert abs(tput["values"][1]["effect"]) < 0.01
     shown = lab.sm("compare", "aa1", "aa2")
     assert shown.code == 0 and "aa1" in shown.out and "aa2" in shown.out, shown
+
+
+def test_an_undeclared_result_directory_is_warned_of_only_when_check_would_count_it(lab: Lab, tmp_path: Path) -> None:
+    """`--result-dir results` inside the tree: declared nowhere, it is work for `check` unless .gitignore covers
+    it (as on the GPU machine, where `results/` was ignored and every run still warned)."""
+    script = tmp_path / "w.py"
+    script.write_text("import json, os, sys\nos.makedirs(sys.argv[1], exist_ok=True)\n"
+                      "json.dump({'output_throughput': 1.0}, open(os.path.join(sys.argv[1], 'r.json'), 'w'))\n")
+    (lab.tree / "fix.txt").write_text("x\n")
+    assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
+    argv = ["--result-dir", str(lab.tree / "results"), "--", sys.executable, str(script), str(lab.tree / "results")]
+    warned = lab.sm("run", *argv)
+    assert warned.code == 0 and "results/ is in tree vllm but not declared a results directory" in warned.err
+    (lab.tree / ".git" / "info" / "exclude").write_text("results/\n")
+    quiet = lab.sm("run", *argv)
+    assert quiet.code == 0 and "not declared a results directory" not in quiet.err, quiet.err

@@ -140,7 +140,7 @@ def _record(store: Store, req: RunRequest, evidence: Evidence, targets: list[tup
     warnings = [f"{os.fsdecode(d)}/ is in tree {t} but not declared a results directory: what the command left "
                 f"there counts as work for `check`; declare it (results = [\"{os.fsdecode(d)}\"] under "
                 f"[{tree_key(store, t)}])"
-                for t, dirs in outputs.items() for d in dirs if d not in store.tree(t).results]  # fmt: skip
+                for t, dirs in outputs.items() for d in _undeclared(store, t, dirs)]  # fmt: skip
     commands = gates.run_commands(store, log, where, list(listed), ran.exit_code)  # outside the lock (gates.py)
     with operation(store, f"run {req.name or req.argv[0]}"):
         after = snapshot_ids(store, trees, outputs)
@@ -251,6 +251,17 @@ def _outputs_inside(store: Store, trees: list[str], dirs: list[str]) -> dict[str
                   if os.path.realpath(d).startswith(top + os.sep)]  # fmt: skip
         out[tree] = tuple(inside)
     return out
+
+
+def _undeclared(store: Store, tree: str, dirs: tuple[bytes, ...]) -> list[bytes]:
+    """The result directories inside `tree` its config does not declare and its .gitignore does not cover: what
+    the command leaves there would count as work for `check` (an ignored directory never does)."""
+    from stackmgr.git.ignore import ignored_paths
+    from stackmgr.git.repo import open_repo
+
+    asked = [d for d in dirs if d not in store.tree(tree).results]
+    ignored = set(ignored_paths(open_repo(store.tree(tree).path), [d.rstrip(b"/") + b"/" for d in asked]))
+    return [d for d in asked if d.rstrip(b"/") + b"/" not in ignored]
 
 
 def _within(path: str, top: str) -> bool:
