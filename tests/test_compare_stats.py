@@ -89,6 +89,9 @@ def test_a_single_run_a_side_shows_its_per_request_distribution_but_claims_no_ch
     ttft = _values(ev, a, b)["mean_ttft_ms"][1]
     assert (ttft["samples"], ttft["n_samples"], ttft["verdict"]) == ("requests", 60, "too few runs")
     assert ttft["effect"] == pytest.approx(0.2, abs=0.03) and ttft["p"] < 1e-6
+    same = link_id(ev, "replay-probe", "--from-json", _result(ev, "c.json", 100.0, 43.0, ttfts=fast))
+    alike = _values(ev, a, same)["mean_ttft_ms"][1]  # no difference in the requests: still no word from one run
+    assert (alike["samples"], alike["verdict"]) == ("requests", "too few runs")
     assert _values(ev, a, b)["output_throughput"][1]["verdict"] == "too few runs", "no samples: runs"
     shown = ev.sm("compare", a, b).out
     assert "51.6 (60 requests)" in shown, shown

@@ -113,3 +113,17 @@ def test_the_p_value_is_scipys_mann_whitney_u() -> None:
         assert judge(a, b).p == pytest.approx(mannwhitneyu(b, a, method=method).pvalue, rel=1e-9)
     tied = [1.0, 2.0, 2.0, 3.0, 3.0], [2.0, 3.0, 3.0, 4.0, 4.0]
     assert judge(*tied).p == pytest.approx(mannwhitneyu(tied[1], tied[0], method="asymptotic").pvalue)
+
+
+def test_unequal_sides_take_the_exact_test_so_one_run_against_forty_can_decide() -> None:
+    """One baseline run against 40 runs all above it: the exact two-sided p is 2/41 (0.049), which the normal
+    approximation (0.099) could never reach; unequal sides agree with scipy's exact test."""
+    from scipy.stats import mannwhitneyu
+
+    one = judge([100.0], [127.9 + 0.01 * i for i in range(40)], direction="higher")
+    assert one.p == pytest.approx(2 / 41) and one.verdict == "faster" and one.ci_low is not None
+    rng = random.Random(7)
+    for m, n in ((1, 40), (5, 27), (2, 100), (3, 500)):
+        a, b = [rng.gauss(100, 1) for _ in range(m)], [rng.gauss(100.5, 1) for _ in range(n)]
+        exact = mannwhitneyu(b, a, alternative="two-sided", method="exact").pvalue
+        assert judge(a, b).p == pytest.approx(exact, rel=1e-9), (m, n)

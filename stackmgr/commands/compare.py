@@ -6,7 +6,7 @@ one column showing the median of its runs, and the first is the reference each o
 (evidence.stats.judge: the effect with its 95% interval, p and `faster` / `slower` / `no significant change` /
 `too few runs`, floored by `--min-effect`); where a column and the reference are single runs whose JSON holds
 per-request samples, a latency metric is judged on them (evidence.compare.request_samples): its median, effect,
-interval and p describe the two runs' requests, but a claim (`faster`, `slower`) is `too few runs`, since a shift
+interval and p describe the two runs' requests, but the verdict is `too few runs` whatever they say, since a shift
 of one whole run (clocks, temperature) moves every request of it alike and the requests cannot tell it from a
 change. What a column is depends on how it was named:
 
@@ -60,7 +60,6 @@ from stackmgr.safety.preserved import PatchIndex
 from stackmgr.store.config import Store
 from stackmgr.store.names import valid_name
 
-CLAIMS = ("faster", "slower", "higher", "lower")  # verdicts that say a change happened
 REL_TOL = 1e-9  # a difference this small against the larger value is float rounding, not a change
 
 
@@ -196,7 +195,7 @@ def _rows(results: list[Result], headline: str | None, reference: int | None, mi
             mine, theirs = per_request[i].get(name), per_request[reference].get(name)
             a, b = (theirs, mine) if mine and theirs else (ref.values, cell.values)
             cell.judged = judge(a, b, direction=direction, min_effect=min_effect)
-            if mine and theirs and cell.judged.verdict in CLAIMS:  # one run a side: a run-to-run shift looks the same
+            if mine and theirs:  # one run a side: its requests cannot tell a change from a shift of the whole run
                 cell.judged = replace(cell.judged, verdict="too few runs")
         _mark_requests(cells, reference, per_request, name)
         rows.append(Row(name, unit, direction, cells))

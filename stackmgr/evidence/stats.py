@@ -7,11 +7,12 @@ state (or a single run's per-request samples, docs/FORMATS.md). What `judge` giv
 - `effect`: the Hodges–Lehmann shift (the median of every difference b − a) relative to a's median, `+0.05` for
   5% higher; `None` when a's median is 0;
 - `ci_low`, `ci_high`: its distribution-free 95% confidence interval (1 − alpha), read off the sorted pairwise
-  differences at the Mann–Whitney critical value (exact null distribution up to 25 values a side, the normal
-  approximation above); `None` when the sides are too small for that confidence. Above 2,000 values a side the
+  differences at the Mann–Whitney critical value (the exact null distribution where `p` takes it, the normal
+  approximation elsewhere); `None` when the sides are too small for that confidence. Above 2,000 values a side the
   differences are taken over a seeded random subsample of 2,000 (deterministic);
-- `p`: Mann–Whitney U, two-sided: exact up to 25 values a side without ties, else `scipy.stats.mannwhitneyu`'s
-  normal approximation (tie and continuity corrected);
+- `p`: Mann–Whitney U, two-sided: exact without ties up to 25 values a side (and for unequal sides whose
+  arrangements still count exactly, 1 + 40 or 5 + 27: `_exact`), else `scipy.stats.mannwhitneyu`'s normal
+  approximation (tie and continuity corrected);
 - `verdict`: `faster` / `slower` (a known direction: higher is better for a throughput, lower for a latency) or
   `higher` / `lower` (direction unknown) only when p < alpha, the interval excludes 0 and |effect| ≥ min_effect;
   `too few runs` when the sides are too small for the exact test ever to reach alpha (`fewest_runs`: 4 + 4 at
@@ -28,6 +29,7 @@ from typing import Any
 
 REL_TOL = 1e-9  # a difference this small against the values is float rounding, not a change
 EXACT_UP_TO = 25  # values a side up to which the interval uses the exact null distribution of U
+EXACT_PAIRS = 20000  # beyond it, pairs up to which unequal sides still take the exact distribution (`_exact`)
 SUBSAMPLE = 2000  # values a side above which the pairwise differences are taken over a seeded subsample
 SEED = 32
 VERDICTS = ("faster", "slower", "higher", "lower", "no significant change", "too few runs")
@@ -117,9 +119,9 @@ def _p_value(xa: Any, xb: Any, noise: float) -> float:
     if float(np.max(both) - np.min(both)) <= noise:
         return 1.0
     m, n = len(xa), len(xb)
-    if max(m, n) <= EXACT_UP_TO and len(np.unique(both)) == m + n:
+    if _exact(m, n) and len(np.unique(both)) == m + n:
         u = int(np.count_nonzero(np.subtract.outer(xb, xa) > 0))
-        cdf = _null_cdf(m, n)
+        cdf = _null_cdf(min(m, n), max(m, n))  # U's null distribution is the same either way round
         return min(1.0, 2 * float(cdf[min(u, m * n - u)]))
     from scipy.stats import mannwhitneyu  # its import takes a second: only for ties and large samples
 
@@ -147,20 +149,27 @@ def _hodges_lehmann(xa: Any, xb: Any, alpha: float) -> tuple[float, float | None
 
 def _critical(m: int, n: int, alpha: float) -> int:
     """k: the interval is the k-th smallest and k-th largest difference, P(U < k) ≤ alpha/2; 0 when none is."""
-    if max(m, n) > EXACT_UP_TO:
+    if not _exact(m, n):
         from statistics import NormalDist
 
         z = NormalDist().inv_cdf(1 - alpha / 2)
         return max(0, math.floor(m * n / 2 - z * math.sqrt(m * n * (m + n + 1) / 12)))
     import numpy as np
 
-    return int(np.count_nonzero(_null_cdf(m, n) <= alpha / 2 + 1e-12))
+    return int(np.count_nonzero(_null_cdf(min(m, n), max(m, n)) <= alpha / 2 + 1e-12))
+
+
+def _exact(m: int, n: int) -> bool:
+    """Whether U's exact null distribution is taken for m and n values: up to EXACT_UP_TO a side, and beyond it
+    for sides so unequal that the count of arrangements still fits (1 + 40: the normal approximation's p could
+    never reach 0.05 there, the exact one can)."""
+    return max(m, n) <= EXACT_UP_TO or (math.comb(m + n, min(m, n)) < 2**62 and m * n <= EXACT_PAIRS)
 
 
 @lru_cache(maxsize=256)
 def _null_cdf(m: int, n: int) -> Any:
     """P(U ≤ u) for u = 0..mn under the null hypothesis, without ties: the Gaussian binomial [m+n choose m]'s
-    coefficients over C(m+n, m) (exact in int64 up to EXACT_UP_TO values a side)."""
+    coefficients over C(m+n, m) (exact in int64 while C(m+n, m) < 2^62: `_exact`)."""
     import numpy as np
 
     counts = np.zeros(m * n + 1, dtype=np.int64)
