@@ -105,3 +105,23 @@ def test_an_undeclared_result_directory_is_warned_of_only_when_check_would_count
     (lab.tree / ".git" / "info" / "exclude").write_text("results/\n")
     quiet = lab.sm("run", *argv)
     assert quiet.code == 0 and "not declared a results directory" not in quiet.err, quiet.err
+
+
+def test_a_group_of_baseline_runs_named_in_compare_is_its_column_never_dropped(lab: Lab, tmp_path: Path) -> None:
+    """`run --repeat 4 --name base` at the series' base, `--name fast` with the patches: `compare base fast` and
+    `compare --baseline base fast` judge fast against base; a group named alone is judged against the baseline."""
+    from tests.test_ab import leave_out_bench, three_patches_the_middle_one_fast
+
+    three_patches_the_middle_one_fast(lab)
+    assert lab.sm("pop", "-a").code == 0  # the base: these runs are the baseline of S
+    assert lab.sm("run", "--repeat", "4", "--name", "low", "--", *leave_out_bench(tmp_path, lab)).code == 0
+    assert lab.sm("push", "-a").code == 0
+    assert lab.sm("run", "--repeat", "4", "--name", "high", "--", *leave_out_bench(tmp_path, lab)).code == 0
+    for args in (("low", "high"), ("--baseline", "low", "high")):
+        (group,) = json.loads(lab.sm("compare", *args, "--json").out)["groups"]
+        assert [r["label"] for r in group["results"]] == ["low (baseline)", "high"], args
+        assert group["left_out"] == [], args
+        (tput,) = [m for m in group["metrics"] if m["name"] == "output_throughput"]
+        assert tput["values"][1]["verdict"] == "faster", (args, tput)
+    (alone,) = json.loads(lab.sm("compare", "high", "--json").out)["groups"]
+    assert [r["label"] for r in alone["results"]] == ["baseline of S (4 runs)", "high"]

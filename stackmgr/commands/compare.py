@@ -325,7 +325,9 @@ class Comparison:
         envs = Groups(across_env)  # results measured in environments that differ are apart (evidence/environment.py)
         ev = Evidence.gather(store)
         named = resolve(store, [baseline, *targets] if baseline else targets)  # a named reference comes first
-        found = (series_reference(store, ev, [k.patch for k, alone, given in named if not alone and not given])
+        groups_named = {given for k, alone, given in named if not alone and given}
+        found = (series_reference(store, ev, [k.patch for k, alone, given in named  # a group alone: vs the baseline
+                                              if not alone and (not given or len(groups_named) == 1)])
                  if series_baseline and not baseline else None)  # fmt: skip
         of, base_ids = (found[0], {k.id for k in found[1]}) if found else ("", set())
         if found:  # the series' baseline runs are the reference: first, never left out as measured without
@@ -337,7 +339,7 @@ class Comparison:
                                       Group(config, [], environment_differs=differs))  # fmt: skip
             state = link_state(ev, link)
             is_base = link.id in base_ids
-            why = None if is_base else state.left_out_why(alone)
+            why = None if is_base else state.left_out_why(alone or bool(given))  # a group named: its baselines too
             shown = alone and why is not None and state.freshness not in WHOLE_NOT  # named by itself: shown, marked
             if why is not None and not shown:
                 group.left_out.append((link, why))
