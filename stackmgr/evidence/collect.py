@@ -184,12 +184,16 @@ def run_metrics(store: Store, found: list[Artifact], data: dict[str, bytes], ask
         except StackmgrError as exc:
             warnings.append(f"{lead}{exc.message}{tail}")
             continue
+        skipped: list[str] = []
         try:
-            got = metrics.vllm_metrics(doc, origin, asked=path in asked)
-        except StackmgrError as exc:  # another JSON (a config) says nothing; a NaN in a result does
-            if path in asked or "not a finite number" in exc.message:
+            got = metrics.vllm_metrics(doc, origin, asked=path in asked, skipped=skipped)
+        except StackmgrError as exc:  # another JSON (a config) says nothing
+            if path in asked or skipped:
                 warnings.append(f"{lead}{name}{exc.message.removeprefix(origin)}{tail}")
             continue
+        finally:
+            if skipped:  # one field's NaN never costs the others
+                warnings.append(f"{lead}{name}: not a finite number, left out of its metrics: {', '.join(skipped)}")
         results.append(path)
         if len(results) == 1:  # one result's metrics and configuration, never a mix of two runs'
             config = {k: v for k, v in result_config(doc).items() if isinstance(v, (str, int, float))}

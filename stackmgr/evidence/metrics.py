@@ -208,10 +208,12 @@ def _unit(name: str) -> tuple[str, str]:
     return "", direction_for(name, "")
 
 
-def vllm_metrics(doc: Any, artifact: str, asked: bool = False) -> list[Metric]:
+def vllm_metrics(doc: Any, artifact: str, asked: bool = False, skipped: list[str] | None = None) -> list[Metric]:
     """The metrics of a parsed result JSON: vllm bench serve's known keys first (in the file's order), then every
     other number of it (`_numbers`, at most MAX_EXTRA), when the file is a result: it holds a known key, names its
-    `model` (or `model_id`), or was given by name (`asked`). A StackmgrError when it gives none."""
+    `model` (or `model_id`), or was given by name (`asked`). A StackmgrError when it gives none. A number that is
+    not finite (NaN, what Python's json writes for a failed mean) is a StackmgrError, or with a list for `skipped`
+    left out and said there (`std_ttft_ms: nan`), the others kept."""
     if not isinstance(doc, dict):
         raise StackmgrError(f"{artifact}: not a `vllm bench serve` result (no top-level object)")
     known: list[Metric] = []
@@ -225,7 +227,10 @@ def vllm_metrics(doc: Any, artifact: str, asked: bool = False) -> list[Metric]:
         try:
             number = finite(value, f"{artifact}: {key}")
         except UsageProblem as exc:
-            raise StackmgrError(exc.message, "fix the file or leave it out") from None
+            if skipped is None:
+                raise StackmgrError(exc.message, "fix the file or leave it out") from None
+            skipped.append(f"{key}: {str(value)[:30]}")
+            continue
         unit, direction = _unit(key)
         (known if is_known else extra).append(Metric(key, number, unit, direction,
                                                      {"artifact": artifact, "pointer": pointer}))  # fmt: skip
