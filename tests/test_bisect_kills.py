@@ -87,6 +87,11 @@ def test_bisect_killed_with_kill_9_is_reported_and_recover_gives_the_tree_back(l
     checked = lab.sm("check")
     assert checked.code != 0 and "bisect" in checked.err and "stackmgr recover" in checked.err
     assert "bisect" in lab.sm("status").err + lab.sm("status").out
+    at_prefix = lab.worktree_id()
+    for move in (("pop", "-a"), ("push", "-a"), ("apply", "S")):  # recover would undo it later: refused first
+        moved = lab.sm(*move)
+        assert moved.code == 3 and "interrupted" in moved.err and "stackmgr recover" in moved.err, (move, moved)
+        assert lab.worktree_id() == at_prefix
     recovered = lab.sm("recover")
     assert recovered.code == 0, recovered.err
     assert "is back as it was before it" in recovered.err and recovered.out == "", recovered  # one story, not two

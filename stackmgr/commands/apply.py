@@ -70,6 +70,9 @@ def preflight(store: Store, tree: str, base: str, taken: Callable[[Snapshot], No
     """The tree's frozen snapshot, once it is known that moving it loses nothing: not mid-operation, every change
     preserved, `base` a commit there. `taken` gets the snapshot as soon as it exists (the caller releases it).
     A tree already at `already` (that tree id, HEAD at `base`) is not moved: it has nothing to preserve."""
+    from stackmgr.commands.bisect_state import refuse_if_killed
+
+    refuse_if_killed(store, tree, "moving the tree")
     config = store.tree(tree)
     snap = take_snapshot(tree, config.path, store.max_untracked_bytes, find_special=False, freeze=True,
                          results=config.results, held=applied_result(store, tree))  # fmt: skip

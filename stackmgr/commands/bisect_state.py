@@ -93,6 +93,16 @@ def killed_trees(store: Store) -> list[str]:
     return dead
 
 
+def refuse_if_killed(store: Store, tree: str, verb: str) -> None:
+    """A move of a tree a killed bisect or ab left at a prefix is refused: `recover` would later put back the state
+    before that walk over the move (one listdir when none was killed)."""
+    if tree in _stated(store) and tree in killed_trees(store):
+        from stackmgr.errors import StackmgrError
+
+        raise StackmgrError(f"{verb} refused, nothing changed: a bisect or ab of tree {tree} was interrupted and left "
+                            "it at a prefix of its series", "`stackmgr recover` puts it back as it was first")
+
+
 def killed_message(store: Store) -> str | None:
     """For `check` and `status`: the line about a bisect that was killed before it put its tree back."""
     if not _stated(store):  # the common answer: one listdir

@@ -81,6 +81,14 @@ def position(store: Store, tree: str, in_order: bool = True) -> Position:
     return where
 
 
+def _movable(store: Store, tree: str, verb: str) -> str:
+    """The tree, unless a killed bisect or ab left it at a prefix (`recover` would undo the move later)."""
+    from stackmgr.commands.bisect_state import refuse_if_killed
+
+    refuse_if_killed(store, tree, verb)
+    return tree
+
+
 def _bare(patch: str | None) -> str | None:
     """A patch named as the user may type it: NAME or NAME.patch (quilt takes file names)."""
     return patch[: -len(".patch")] if patch is not None and patch.endswith(".patch") else patch
@@ -93,7 +101,7 @@ def push(store: Store, tree: str | None, patch: str | None, every: bool, overrid
     patch = _bare(patch)
     what = "-a" if every else (patch or "")
     with operation(store, " ".join(filter(None, ("push", what)))):
-        where = position(store, tree_to_move(store, tree, patch), in_order=False)
+        where = position(store, _movable(store, tree_to_move(store, tree, patch), "push"), in_order=False)
         if merge and patch in (None, where.top) and patches_changed_since_applied(store, where.applied):
             return _move(store, where, where.stack, "push", merge)  # the same patches, at the store's versions now
         if patch is not None:
@@ -125,7 +133,7 @@ def pop(store: Store, tree: str | None, patch: str | None, every: bool, merge: b
     patch = _bare(patch)
     what = "-a" if every else (patch or "")
     with operation(store, " ".join(filter(None, ("pop", what)))):
-        where = position(store, tree_to_move(store, tree, patch), in_order=False)
+        where = position(store, _movable(store, tree_to_move(store, tree, patch), "pop"), in_order=False)
         n = where.count
         if n == 0:
             raise StackmgrError(f"tree {where.tree}: {where.summary()}; nothing to pop",
