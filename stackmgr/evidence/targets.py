@@ -8,9 +8,10 @@ The results of a series are the current records (none amends them) of its patche
 (evidence/baselines.py): a baseline measured none of the series. A result counts (is valid) when it is a
 measurement of its patch (`link_state(...).measures`: its run neither failed nor was tainted, every gate it
 records passed (evidence/gates.py), its evidence whole, the patch in the measured tree).
-Of the valid results with the target's metric the closest (by the target's OP) is named; the invalid results
-past the target are counted, with why each is not valid, so a number that only looks good is never taken for
-one that is.
+Valid results that repeat one measurement (one measured state, one run configuration: `run --repeat`) count as
+one, by their median; of those the closest (by the target's OP) is named, so one lucky run of twenty never
+reaches a target alone. The invalid results past the target are counted, with why each is not valid, so a number
+that only looks good is never taken for one that is.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any
 from stackmgr import output
 from stackmgr.errors import StackmgrError
 from stackmgr.evidence.baselines import is_baseline_of
-from stackmgr.evidence.link_state import link_state
+from stackmgr.evidence.compare import run_config
+from stackmgr.evidence.link_state import link_state, measured_state
 from stackmgr.evidence.metrics import Metric
 from stackmgr.evidence.reading import load_links, reader
 from stackmgr.evidence.records import Link
@@ -42,6 +44,7 @@ class TargetCheck:
         self.problem = problem  # the target cannot be read, or the series cannot: said instead of an answer
         self.best = best
         self.past = past or []
+        self.runs = 0  # the runs whose median `best` is (repeats of one measured state and configuration)
 
     @property
     def met(self) -> bool:
@@ -53,8 +56,9 @@ class TargetCheck:
             return self.problem if self.target is None else f"target {self.series}: {self.target.text}: {self.problem}"
         head = f"target {self.series}: {self.target.text}"
         if self.best is not None and self.met:
-            return f"{head} reached: {_result(*self.best)}"
-        said = f"best valid {_result(*self.best)}" if self.best else f"no valid result has {self.target.metric}"
+            return f"{head} reached: {_result(*self.best, self.runs)}"
+        none = f"no valid result has {self.target.metric}"
+        said = f"best valid {_result(*self.best, self.runs)}" if self.best else none
         if self.past:
             why = "; ".join(dict.fromkeys(w for _, w in self.past))
             side = "above" if self.target.higher else "below"
@@ -65,6 +69,7 @@ class TargetCheck:
     def to_json(self) -> dict[str, Any]:
         return {"series": self.series, "target": self.target.text if self.target else None, "met": self.met,
                 "best": self.best[0].id if self.best else None, "value": self.best[1].value if self.best else None,
+                "runs": self.runs,
                 "not_valid": [k.id for k, _ in self.past], "line": self.line}  # fmt: skip
 
 
@@ -86,7 +91,7 @@ def check_target(store: Store, series: str, evidence: Evidence | None = None) ->
         parsed.save()
     except StackmgrError as exc:  # a damaged record from a pull: said here, never stopping `status`
         return TargetCheck(series, target, f"cannot be judged: {exc.message}")
-    valid: list[tuple[Link, Metric]] = []
+    valid: dict[object, list[tuple[Link, Metric]]] = {}  # repeats of one measurement (same state and config)
     past: list[tuple[Link, str]] = []
     for k in sorted(found, key=lambda k: (k.created, k.id)):
         m = next((m for m in k.metrics if m.name == target.metric), None)
@@ -94,11 +99,23 @@ def check_target(store: Store, series: str, evidence: Evidence | None = None) ->
             continue
         why = _why_not(ev, k)
         if why is None:
-            valid.append((k, m))
+            valid.setdefault((measured_state(k), tuple(sorted(run_config(store, k).items()))), []).append((k, m))
         elif target.met_by(m.value):
             past.append((k, why))
-    best = (max if target.higher else min)(valid, key=lambda km: km[1].value, default=None)
-    return TargetCheck(series, target, best=best, past=past)
+    medians = [_median_of(runs) for runs in valid.values()]  # a measurement's number: its runs' median
+    best = (max if target.higher else min)(medians, key=lambda km: km[1].value, default=None)
+    check = TargetCheck(series, target, best=best[:2] if best else None, past=past)
+    check.runs = best[2] if best else 0
+    return check
+
+
+def _median_of(runs: list[tuple[Link, Metric]]) -> tuple[Link, Metric, int]:
+    """(the latest run, the metric at the runs' median, how many runs): one noisy run of twenty never reaches a
+    target alone."""
+    from statistics import median
+
+    link, m = runs[-1]
+    return link, Metric(m.name, median(r[1].value for r in runs), m.unit, m.direction), len(runs)
 
 
 def targets_of(store: Store, series: Iterable[str] | None = None, evidence: Evidence | None = None,
@@ -132,7 +149,10 @@ def _why_not(ev: Evidence, link: Link) -> str | None:
     return None if state.measures else (state.left_out_why() or "not valid")
 
 
-def _result(link: Link, metric: Metric) -> str:
+def _result(link: Link, metric: Metric, runs: int = 1) -> str:
+    """`107.77 tok/s (lnk-…, run qps1)`; for repeats `median 130 tok/s of 20 runs (lnk-… the latest, run f20-20)`."""
     name = link.run.get("name")
     named = f", run {output.show_text(name)}" if isinstance(name, str) and name else ""
+    if runs > 1:
+        return f"median {output.quantity(metric.value, metric.unit)} of {runs} runs ({link.id} the latest{named})"
     return f"{output.quantity(metric.value, metric.unit)} ({link.id}{named})"
