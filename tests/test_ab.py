@@ -97,7 +97,7 @@ def test_a_failing_run_stops_ab_and_the_tree_is_back(lab: Lab, tmp_path: Path) -
     before = tree_state(lab)
     (tmp_path / "seen.fail").write_text("3\n")  # the third run (A2) fails
     done = lab.sm("ab", "p2", "--", *bench(tmp_path, lab))
-    assert done.code == 3 and "ab stopped" in done.err and "A2" in done.err, done.err
+    assert done.code == 3 and "ab stopped: run A2 (ab-p2-" in done.err and ") failed (exit 1)" in done.err, done.err
     assert "the tree is back as it was" in done.err
     assert tree_state(lab) == before
     assert len(list((lab.store / "links").glob("*/*.toml"))) == 3  # the runs so far stay recorded

@@ -71,6 +71,7 @@ def test_a_run_at_the_series_base_records_its_baseline_and_says_so(
     assert "BASELINE OF S" in listed and "WITHOUT THE PATCH" not in listed  # every reader sees no result of fix
     shown = json.loads(lab.sm("links", "--json").out)["links"]
     assert [k["mark"] for k in shown] == ["BASELINE OF S"]
+    assert "measured without the patch: the base of series S, its baseline" in lab.sm("show", "fix").out
 
 
 def test_run_series_at_the_base_records_the_baseline_not_the_last_patch(

@@ -148,7 +148,8 @@ def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, m
                     raise Stopped(why, label)
     except Stopped as stop:
         done = len(a.outcomes) + len(b.outcomes)
-        stopped = StackmgrError(f"ab stopped: run {stop.patch} ({prefix}-{stop.patch}) {stop.why}; the {done} "
+        why = stop.why.removeprefix("it ")  # stopped_why's "it failed (exit 1)": the run named just before
+        stopped = StackmgrError(f"ab stopped: run {stop.patch} ({prefix}-{stop.patch}) {why}; the {done} "
                                 "record(s) so far stay", "the tree is back as it was; run it again")  # fmt: skip
         stopped.exit_code = 128 + stop.signum if stop.signum else 3
         raise stopped from None

@@ -76,7 +76,9 @@ def measured_lines(ev: Evidence, link: Link) -> list[str]:
     now = ev.sha256_of(link.patch)
     version = "this version of the patch" if now == link.sha256 else \
         f"an older version of the patch (sha256 {link.sha256[:12]}; now {now[:12] if now else 'gone'})"  # fmt: skip
-    if not link.measures_patch:
+    if link.baseline_series:
+        version = f"without the patch: the base of series {link.baseline_series}, its baseline"
+    elif not link.measures_patch:
         version = f"without the patch: its changes were not in tree {link.tree}'s measured state (a baseline?)"
     rebuild = f"; `stackmgr apply --link {link.id}` rebuilds it" if any(s.snapshot for s in link.stack) else ""
     lines.append(f"measured {version}{rebuild}")
