@@ -422,3 +422,11 @@ def test_the_best_result_is_of_the_headline_metric_when_any_link_has_it(lab: Lab
     index = _parse((tmp_path / "site" / "index.html").read_text()).all_text
     cell = index[index.index("fix") :]
     assert "output_throughput 100.5 tok/s" in cell and "decode_tput" not in cell
+
+
+def test_terminal_escapes_from_a_pulled_record_reach_no_page_raw() -> None:
+    """A unit `tok/s\\x1b[31m` in a teammate's record: the page shows `\\x1b`, as the terminal views do, so `cat`
+    of a page never colours a terminal; tabs and newlines stay text."""
+    from stackmgr.evidence.report.markup import e
+
+    assert e("tok/s\x1b[31m<b>\x85\x07\tend\n") == "tok/s\\x1b[31m&lt;b&gt;\\x85\\x07\tend\n"

@@ -38,8 +38,13 @@ GATE_MARK = {"pass": "✓", "fail": "✗", "not-run": "–", "error": "!"}
 ON = ' class="on"'
 
 
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)] if c not in (0x09, 0x0A, 0x0D)}
+
+
 def e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Text from a record as HTML: escaped, and its control bytes (a terminal escape a pulled record carries)
+    written as `\x1b`, as the terminal views show them."""
+    return html.escape(str(text).translate(_CONTROLS), quote=True)
 
 
 def when(created: str) -> str:
