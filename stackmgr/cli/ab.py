@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from stackmgr.cli.context import Context, json_option, pass_context
+from stackmgr.cli.context import Context, json_option, pass_context, results_options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,11 +22,7 @@ if TYPE_CHECKING:
 @click.option("--leave-out", "leave_out", is_flag=True,
               help="A is the applied stack with PATCH left out (B the applied stack), not PATCH's prefix.")
 @click.option("--cwd", metavar="DIR", help="Run CMD in DIR; default: the tree (where you stand when inside it).")
-@click.option("--result-dir", "result_dirs", multiple=True, metavar="DIR",
-              help="Where CMD writes its results, as `run --result-dir` (repeatable; default: the tree's declared "
-                   "results directories).")  # fmt: skip
-@click.option("--from-json", "from_json", multiple=True, metavar="FILE",
-              help="A result JSON to take metrics from, as `run --from-json` (repeatable).")
+@results_options
 @json_option()
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_context

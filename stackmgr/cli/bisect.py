@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from stackmgr.cli.context import Context, pass_context, series_names
+from stackmgr.cli.context import Context, pass_context, results_options, series_names
 from stackmgr.store.config import open_store
 
 
@@ -15,11 +15,7 @@ from stackmgr.store.config import open_store
 @click.option("--threshold", type=float, metavar="X", help="With --metric: worse than X (by its direction) fails.")
 @click.option("--override", metavar="WHY", help="Bisect a series holding a do-not-revive lane; WHY is recorded.")
 @click.option("--cwd", metavar="DIR", help="Run CMD in DIR; default: the tree (where you stand when inside it).")
-@click.option("--result-dir", "result_dirs", multiple=True, metavar="DIR",
-              help="Where CMD writes its results, as `run --result-dir` (repeatable; default: the tree's declared "
-                   "results directories).")  # fmt: skip
-@click.option("--from-json", "from_json", multiple=True, metavar="FILE",
-              help="A result JSON to take metrics from, as `run --from-json` (repeatable).")
+@results_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_context
 def bisect_cmd(ctx: Context, series: str, tree: str | None, metric: str | None, threshold: float | None,

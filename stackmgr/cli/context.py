@@ -43,6 +43,16 @@ def json_option(opt: argspec.Opt = argspec.JSON) -> Callable[[F], F]:
     return click.option(*opt.flags, is_flag=True, expose_value=False, callback=_ask_json, help=opt.help)
 
 
+def results_options(command: F) -> F:
+    """`--result-dir DIR` and `--from-json FILE`, as `run` takes them: for the commands that run CMD as `run`
+    does (`ab`, `bisect`); they reach the command as `result_dirs` and `from_json`."""
+    command = click.option("--from-json", "from_json", multiple=True, metavar="FILE",
+                           help="A result JSON to take metrics from, as `run --from-json` (repeatable).")(command)
+    return click.option("--result-dir", "result_dirs", multiple=True, metavar="DIR",
+                        help="Where CMD writes its results, as `run --result-dir` (repeatable; default: the tree's "
+                             "declared results directories).")(command)  # fmt: skip
+
+
 def _ask_store(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value is not None:
         ctx.ensure_object(Context).store = value
