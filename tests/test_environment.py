@@ -271,3 +271,25 @@ def test_the_report_judges_a_patch_against_its_baseline_only_within_one_environm
     index = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", (site / "index.html").read_text()))
     assert ("output_throughput 110 tok/s (n=2) +10.0% too few runs vs baseline of S (2 runs); 2 results "
             "measured in another environment left out (driver 575.57.08 vs 580.159.04)") in index, index
+
+
+def test_ab_judges_its_sides_against_the_baseline_only_of_its_own_environment(
+    gpu_lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The baseline measured on driver 575; ab runs on 580: nothing judged against it (compare keeps them apart
+    too); the first ab's A run, at the base on 580, is a baseline the next ab is judged against, alone."""
+    bin_ = fake_bin(tmp_path, {"nvidia-smi": FAKE_SMI})
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    out = tmp_path / "out"
+    cmd = ["--result-dir", str(out), "--", "sh", "-c", f"mkdir -p {out} && echo '{RESULT}' > {out}/bench.json"]
+    assert gpu_lab.sm("pop", "-a").code == 0
+    monkeypatch.setenv("FAKE_DRIVER", "575.57.08")
+    assert gpu_lab.sm("run", "--repeat", "2", "--name", "old", *cmd).code == 0
+    assert gpu_lab.sm("push", "-a").code == 0
+    monkeypatch.setenv("FAKE_DRIVER", "580.159.04")
+    done = gpu_lab.sm("ab", "fix", "-n", "1", "--json", *cmd)
+    assert done.code == 0, done.err
+    assert json.loads(done.out)["baseline"] is None  # old's runs are of driver 575
+    again = gpu_lab.sm("ab", "fix", "-n", "1", *cmd)  # the first ab's A run (the base, on 580) is a baseline now
+    (line,) = [t for t in again.out.splitlines() if "against the baseline" in t]
+    assert line == "  against the baseline of S (1 run):", again.out

@@ -162,13 +162,20 @@ def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, m
 
 
 def _against_baseline(store: Store, done: AB, min_effect: float) -> None:
-    """The headline of each side judged against the series' baseline runs (none of this `ab`'s own)."""
+    """The headline of each side judged against the series' baseline runs (none of this `ab`'s own) of the same
+    run configuration and environment as its runs; none said when there are none."""
+    from stackmgr.evidence.compare import run_config
+    from stackmgr.evidence.environment import environment_key, what_differs
     from stackmgr.evidence.reference import baseline_runs
     from stackmgr.evidence.states import Evidence
 
-    ours = set(done.a.links + done.b.links)
-    runs = [k for k in baseline_runs(store, done.series, Evidence.gather(store)) if k.id not in ours]
-    if not runs or not done.judged:
+    mine = next((o.links[0] for o in done.b.outcomes if o.links), None)
+    if mine is None or not done.judged:
+        return
+    ours, env, config = set(done.a.links + done.b.links), environment_key(mine), run_config(store, mine)
+    runs = [k for k in baseline_runs(store, done.series, Evidence.gather(store)) if k.id not in ours  # as compare
+            and run_config(store, k) == config and not what_differs(environment_key(k), env)]  # groups them
+    if not runs:
         return
     name = done.judged[0].name
     values = [m.value for k in runs for m in k.metrics if m.name == name]
@@ -176,10 +183,10 @@ def _against_baseline(store: Store, done: AB, min_effect: float) -> None:
         return
     done.baseline = [k.id for k in runs]
     for side in (done.a, done.b):
-        mine = values_by_metric(side.outcomes).get(name)
-        if mine:
-            done.against_baseline.append((side, Judged(name, mine[0], judge(values, mine[1], direction=mine[0],
-                                                                               min_effect=min_effect))))
+        found = values_by_metric(side.outcomes).get(name)
+        if found:
+            done.against_baseline.append((side, Judged(name, found[0], judge(values, found[1], direction=found[0],
+                                                                                min_effect=min_effect))))
 
 
 def judged(store: Store, a: list[RunOutcome], b: list[RunOutcome], min_effect: float) -> list[Judged]:
