@@ -484,22 +484,26 @@ def test_metrics_files_that_give_nothing_are_named(lab: Lab, bench: Path, tmp_pa
     assert f"stackmgr: warning: --from-json {tmp_path / 'none' / '*.json'}: no file matches\n" in err
     for name in ("cut", "latin"):
         assert f"stackmgr: warning: {out / name}.json: not JSON (" in err, err
-    nan = f"{out / 'nan.json'}: not a finite number, left out of its metrics: output_throughput: nan"
+    nan = f"{out / 'nan.json'}: left out of its metrics: output_throughput: nan (not a finite number)"
     assert nan in err and f"{out / 'nan.json'}: no `vllm bench serve` metrics in it, kept as an artifact" in err
     assert err.count("kept as an artifact, no metrics from it") == 3 and "config.json" not in err
     assert len(record["artifact"]) == 5 and "metric" not in record
 
 
 def test_a_nan_in_one_field_of_a_result_leaves_out_that_field_only(lab: Lab, bench: Path, tmp_path: Path) -> None:
-    """Python's json writes NaN for a mean of nothing (`std_ttft_ms`): that field is left out and said, the
-    throughput and every other number are kept (before, the whole result gave no metrics)."""
+    """Python's json writes NaN for a mean of nothing (`std_ttft_ms`): that field is left out and said, as is a
+    key no metric may be named (a terminal escape in it); the throughput and every other number are kept (before,
+    the NaN cost the whole result its metrics, and the odd key went without a word)."""
     out = tmp_path / "results"
-    write = (f"import os; os.makedirs({str(out)!r}); "
-             f"open({str(out / 'r.json')!r}, 'w').write('{{\"model_id\": \"m\", \"output_throughput\": 120.5, "
-             "\"std_ttft_ms\": NaN, \"quality_cosine\": 0.99}')")  # fmt: skip
-    code, _o, err, (record,) = run(lab, "--result-dir", str(out), "--", sys.executable, "-c", write)
+    script = tmp_path / "write.py"
+    script.write_text("import json, os, sys\nos.makedirs(sys.argv[1])\n"
+                      "doc = {'model_id': 'm', 'output_throughput': 120.5, 'std_ttft_ms': float('nan'), "
+                      "'quality_cosine': 0.99, 'odd\\x1b[31m': 3}\n"
+                      "json.dump(doc, open(os.path.join(sys.argv[1], 'r.json'), 'w'))\n")  # fmt: skip
+    code, _o, err, (record,) = run(lab, "--result-dir", str(out), "--", sys.executable, str(script), str(out))
     assert code == 0, err
-    assert f"{out / 'r.json'}: not a finite number, left out of its metrics: std_ttft_ms: nan" in err, err
+    assert (f"{out / 'r.json'}: left out of its metrics: std_ttft_ms: nan (not a finite number), "
+            "'odd\\x1b[31m' (not a metric name)") in err, err
     assert {m["name"]: m["value"] for m in record["metric"]} == {"output_throughput": 120.5, "quality_cosine": 0.99}
 
 

@@ -192,8 +192,8 @@ def run_metrics(store: Store, found: list[Artifact], data: dict[str, bytes], ask
                 warnings.append(f"{lead}{name}{exc.message.removeprefix(origin)}{tail}")
             continue
         finally:
-            if skipped:  # one field's NaN never costs the others
-                warnings.append(f"{lead}{name}: not a finite number, left out of its metrics: {', '.join(skipped)}")
+            if skipped:  # one field's NaN (or odd name) never costs the others
+                warnings.append(f"{lead}{name}: left out of its metrics: {', '.join(skipped)}")
         results.append(path)
         if len(results) == 1:  # one result's metrics and configuration, never a mix of two runs'
             config = {k: v for k, v in result_config(doc).items() if isinstance(v, (str, int, float))}

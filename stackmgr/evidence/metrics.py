@@ -213,13 +213,18 @@ def vllm_metrics(doc: Any, artifact: str, asked: bool = False, skipped: list[str
     other number of it (`_numbers`, at most MAX_EXTRA), when the file is a result: it holds a known key, names its
     `model` (or `model_id`), or was given by name (`asked`). A StackmgrError when it gives none. A number that is
     not finite (NaN, what Python's json writes for a failed mean) is a StackmgrError, or with a list for `skipped`
-    left out and said there (`std_ttft_ms: nan`), the others kept."""
+    left out and said there (`std_ttft_ms: nan (not a finite number)`, as is a key no metric may be named), the
+    others kept."""
     if not isinstance(doc, dict):
         raise StackmgrError(f"{artifact}: not a `vllm bench serve` result (no top-level object)")
     known: list[Metric] = []
     extra: list[Metric] = []
     for key, pointer, value in _numbers(doc):
         if not _NAME.fullmatch(key):
+            if skipped is not None:
+                from stackmgr.output import show_text
+
+                skipped.append(f"'{show_text(key[:40])}' (not a metric name)")
             continue
         is_known = key in VLLM_KEYS or bool(_LATENCY.fullmatch(key))
         if not is_known and len(extra) >= MAX_EXTRA:
@@ -229,7 +234,7 @@ def vllm_metrics(doc: Any, artifact: str, asked: bool = False, skipped: list[str
         except UsageProblem as exc:
             if skipped is None:
                 raise StackmgrError(exc.message, "fix the file or leave it out") from None
-            skipped.append(f"{key}: {str(value)[:30]}")
+            skipped.append(f"{key}: {str(value)[:30]} (not a finite number)")
             continue
         unit, direction = _unit(key)
         (known if is_known else extra).append(Metric(key, number, unit, direction,
