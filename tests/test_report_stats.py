@@ -83,3 +83,22 @@ def test_a_patch_measured_on_top_of_others_says_the_effect_is_theirs_too(lab: La
     assert lab.sm("run", "--repeat", "2", "--", *leave_out_bench(tmp_path, lab)).code == 0
     index = _text(_site(lab, tmp_path)["index.html"])
     assert "vs baseline of S (2 runs); measured with 2 other patches applied" in index, index[-600:]
+
+
+def test_a_patch_measured_on_two_trees_is_judged_on_one_never_pooled(lab: Lab, tmp_path: Path) -> None:
+    """p2 measured on p1+p2 (run --repeat 2), then on p1+p2+p3 (ab --leave-out's B side): compare shows two
+    columns, so the report judges the latest tree's runs alone and counts the others."""
+    from tests.test_ab import leave_out_bench, three_patches_the_middle_one_fast
+
+    three_patches_the_middle_one_fast(lab)
+    bench = leave_out_bench(tmp_path, lab)
+    assert lab.sm("pop", "-a").code == 0
+    assert lab.sm("run", "--repeat", "2", "--", *bench).code == 0
+    assert lab.sm("push", "p2").code == 0
+    assert lab.sm("run", "--repeat", "2", "--", *bench).code == 0
+    assert lab.sm("push", "-a").code == 0
+    assert lab.sm("ab", "p2", "--leave-out", "-n", "2", "--", *bench).code == 0
+    index = _text(_site(lab, tmp_path)["index.html"])
+    row = index[index.index("p2") :]
+    assert "(n=2)" in row and "(n=4)" not in row, row[:400]
+    assert "2 results of other measured trees left out (`stackmgr compare` shows each)" in row, row[:600]
