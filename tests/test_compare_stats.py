@@ -84,11 +84,13 @@ def test_a_single_run_a_side_shows_its_per_request_distribution_but_claims_no_ch
     one run a side never says faster or slower, however small p is (pseudo-replication)."""
     fast = [0.040 + 0.001 * (i % 7) for i in range(60)]
     slow = [t * 1.2 for t in fast]
-    a = link_id(ev, "replay-fix", "--from-json", _result(ev, "a.json", 100.0, 43.0, ttfts=fast))
-    b = link_id(ev, "replay-probe", "--from-json", _result(ev, "b.json", 100.0, 51.6, ttfts=slow))
+    a = link_id(ev, "replay-fix", "--from-json", _result(ev, "a.json", 100.0, 45.0, ttfts=fast))  # recorded means
+    b = link_id(ev, "replay-probe", "--from-json", _result(ev, "b.json", 100.0, 55.0, ttfts=slow))
     ttft = _values(ev, a, b)["mean_ttft_ms"][1]
     assert (ttft["samples"], ttft["n_samples"], ttft["verdict"]) == ("requests", 60, "too few runs")
     assert ttft["effect"] == pytest.approx(0.2, abs=0.03) and ttft["p"] < 1e-6
+    values = _values(ev, a, b)["mean_ttft_ms"]  # the medians shown are the requests' (ms), not the recorded means
+    assert values[0]["median"] == pytest.approx(43.0) and values[1]["median"] == pytest.approx(51.6)
     same = link_id(ev, "replay-probe", "--from-json", _result(ev, "c.json", 100.0, 43.0, ttfts=fast))
     alike = _values(ev, a, same)["mean_ttft_ms"][1]  # no difference in the requests: still no word from one run
     assert (alike["samples"], alike["verdict"]) == ("requests", "too few runs")

@@ -197,6 +197,7 @@ def _rows(results: list[Result], headline: str | None, reference: int | None, mi
             cell.judged = judge(a, b, direction=direction, min_effect=min_effect)
             if mine and theirs:  # one run a side: its requests cannot tell a change from a shift of the whole run
                 cell.judged = replace(cell.judged, verdict="too few runs")
+                cell.median, ref.median = cell.judged.median_b, cell.judged.median_a  # what was judged: requests
         _mark_requests(cells, reference, per_request, name)
         rows.append(Row(name, unit, direction, cells))
     return rows
