@@ -231,7 +231,9 @@ def render_status(report: TreeReport) -> set[str]:
             lead = "  " if a["drift"] else head + " — "
             out(lead + paint(f"the series was edited since: {shown}", "yellow")
                 + f" (`stackmgr apply {a['series']}` applies it as it is now)")  # fmt: skip
-        if a.get("to_do"):
+        if a.get("to_do") and a.get("interrupted"):
+            out(f"  {a['to_do']}")
+        elif a.get("to_do"):
             out(f"  the applied patches are not the series' first {len(a['patches'])}: {a['to_do']}")
         if a["matches"]:
             out(head + " — tree matches")

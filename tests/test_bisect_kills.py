@@ -190,3 +190,27 @@ def test_bisect_killed_at_any_journal_step_is_given_back_by_recover(lab: Lab, st
     assert recovered.code == 0, recovered.err
     assert_tree_as_before(lab, before)
     assert lab.sm("check").code == 0
+
+
+def test_status_after_a_killed_ab_leave_out_names_the_interruption_not_an_edited_series(lab: Lab,
+                                                                                        tmp_path: Path) -> None:
+    """`ab p2 --leave-out` killed while A (p1+p3) runs: the stack is not a prefix, but nobody edited the series;
+    status says a walk was interrupted and points to recover alone, and recover puts the tree back."""
+    from tests.test_ab import three_patches_the_middle_one_fast
+
+    three_patches_the_middle_one_fast(lab)
+    before = lab.worktree_id()
+    began = tmp_path / "began"
+    proc = start(lab, "ab", "p2", "--leave-out", "--", "sh", "-c", f"echo $$ > {began}.pid; touch {began}; sleep 30")
+    wait_for(began, proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    os.kill(int((tmp_path / "began.pid").read_text()), signal.SIGKILL)
+    assert not (lab.tree / "fast.txt").exists()  # A: the stack without p2
+    shown = lab.sm("status")
+    said = shown.out + shown.err
+    assert "a bisect or ab was interrupted here; `stackmgr recover` puts the tree back as it was" in said, said
+    assert "edited since" not in said and "stackmgr push" not in said, said
+    assert json.loads(lab.sm("status", "--json").out)["trees"][0]["applied"]["interrupted"] is True
+    assert lab.sm("recover").code == 0 and lab.worktree_id() == before
+    assert "interrupted" not in lab.sm("status").out

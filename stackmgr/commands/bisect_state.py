@@ -100,7 +100,7 @@ def refuse_if_killed(store: Store, tree: str, verb: str) -> None:
         from stackmgr.errors import StackmgrError
 
         raise StackmgrError(f"{verb} refused, nothing changed: a bisect or ab of tree {tree} was interrupted and left "
-                            "it at a prefix of its series", "`stackmgr recover` puts it back as it was first")
+                            "it as one of its runs had it", "`stackmgr recover` puts it back as it was first")
 
 
 def killed_message(store: Store) -> str | None:
@@ -110,7 +110,7 @@ def killed_message(store: Store) -> str | None:
     dead = killed_trees(store)
     if not dead:
         return None
-    return (f"a bisect or ab of tree {', '.join(dead)} was interrupted and left it at a prefix of the series; "
+    return (f"a bisect or ab of tree {', '.join(dead)} was interrupted and left it as one of its runs had it; "
             "`stackmgr recover` puts it back as it was before it")  # fmt: skip
 
 
