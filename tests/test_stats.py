@@ -127,3 +127,15 @@ def test_unequal_sides_take_the_exact_test_so_one_run_against_forty_can_decide()
         a, b = [rng.gauss(100, 1) for _ in range(m)], [rng.gauss(100.5, 1) for _ in range(n)]
         exact = mannwhitneyu(b, a, alternative="two-sided", method="exact").pvalue
         assert judge(a, b).p == pytest.approx(exact, rel=1e-9), (m, n)
+
+
+def test_a_quality_score_gets_better_or_worse_never_slower() -> None:
+    """`quality_cosine` (declared higher-is-better) falling is `worse`; a throughput or a latency keeps the speed
+    words (evidence/metrics.verdict_words)."""
+    from stackmgr.evidence.metrics import verdict_words
+
+    assert verdict_words("quality_cosine", "") == ("better", "worse")
+    assert verdict_words("output_throughput", "tok/s") == ("faster", "slower")
+    assert verdict_words("mean_ttft_ms", "ms") == ("faster", "slower")
+    high, low = [0.99, 0.991, 0.989, 0.9905, 0.9895], [0.70, 0.71, 0.69, 0.705, 0.695]
+    assert judge(high, low, direction="higher", words=verdict_words("quality_cosine", "")).verdict == "worse"

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from stackmgr.commands.compare import Cell, Group
 
 
-VERDICT_TONE = {"faster": "green", "slower": "red"}
+VERDICT_TONE = {"faster": "green", "slower": "red", "better": "green", "worse": "red"}
 
 
 def _cell(cell: Cell | None) -> tuple[str, str]:
@@ -79,13 +79,15 @@ def compare_cmd(ctx: Context, targets: tuple[str, ...], min_effect: float, acros
                 no_baseline: bool) -> None:  # fmt: skip
     """Metrics of results side by side: per metric the median of each result (n runs); the first result is the
     reference, each other shows its effect (Hodges–Lehmann, relative to the reference's median) with its 95%
-    interval, the Mann–Whitney p and a verdict: faster / slower (higher / lower where the metric's direction is
+    interval, the Mann–Whitney p and a verdict: faster / slower (better / worse for a declared metric that is no
+    speed, a quality score; higher / lower where the metric's direction is
     unknown) only when p < 0.05, the interval excludes 0 and the effect is at least --min-effect; else
     `no significant change` (also for a significant change below the floor), or `too few runs` (4 a side at least,
     or 3 + 5, 2 + 8, 1 + 40). A single run a side that holds per-request
     samples (`vllm bench serve --save-detailed`) shows their distribution for its latency metrics, but a shift of
     a whole run looks the same: it says too few runs, never faster or slower. A run group (`run --repeat --name
-    NAME`) is its runs, one column. A PATCH means its
+    NAME`) is its runs, one column; of two groups named the second is judged against the first, an A/A or A/B
+    of groups (one group alone: against its series' baseline). A PATCH means its
     current links: those with the same run configuration are repeats; a LINK (id or run name) is a column of its
     own. The reference is the latest valid baseline of the named patches' series with every baseline run alike to
     it (same base, same configuration), `baseline of S (n runs)`; else (--no-baseline, or none recorded) the first

@@ -25,6 +25,7 @@ from stackmgr.commands.repeat import grouped, stopped_why, values_by_metric
 from stackmgr.commands.run import RunOutcome, RunRequest, run
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import capture
+from stackmgr.evidence.metrics import verdict_words
 from stackmgr.evidence.stats import Judgement, judge
 from stackmgr.git import refs
 from stackmgr.safety import tree_move
@@ -186,7 +187,8 @@ def _against_baseline(store: Store, done: AB, min_effect: float) -> None:
         found = values_by_metric(side.outcomes).get(name)
         if found:
             done.against_baseline.append((side, Judged(name, found[0], judge(values, found[1], direction=found[0],
-                                                                                min_effect=min_effect))))
+                                                                                min_effect=min_effect,
+                                                                                words=verdict_words(name, "")))))
 
 
 def judged(store: Store, a: list[RunOutcome], b: list[RunOutcome], min_effect: float) -> list[Judged]:
@@ -195,8 +197,8 @@ def judged(store: Store, a: list[RunOutcome], b: list[RunOutcome], min_effect: f
     names = [n for n in in_a if n in in_b]
     headline = store.headline()
     names.sort(key=lambda n: n != headline)
-    return [Judged(n, in_a[n][0], judge(in_a[n][1], in_b[n][1], direction=in_a[n][0], min_effect=min_effect))
-            for n in names]  # fmt: skip
+    return [Judged(n, in_a[n][0], judge(in_a[n][1], in_b[n][1], direction=in_a[n][0], min_effect=min_effect,
+                                        words=verdict_words(n, ""))) for n in names]  # fmt: skip
 
 
 def _go_to(store: Store, tree: str, side: Side, patch: str, leave_out: bool) -> None:

@@ -50,7 +50,7 @@ from typing import Any
 from stackmgr.errors import UsageProblem
 from stackmgr.evidence.compare import CONFIG_KEYS, request_samples, run_config
 from stackmgr.evidence.link_state import WHOLE_NOT, measured_state, run_mark
-from stackmgr.evidence.metrics import change
+from stackmgr.evidence.metrics import change, verdict_words
 from stackmgr.evidence.reading import find_links, find_ref, load_links
 from stackmgr.evidence.records import Link
 from stackmgr.evidence.ref_names import run_group
@@ -194,7 +194,7 @@ def _rows(results: list[Result], headline: str | None, reference: int | None, mi
             _delta(cell, ref, direction)
             mine, theirs = per_request[i].get(name), per_request[reference].get(name)
             a, b = (theirs, mine) if mine and theirs else (ref.values, cell.values)
-            cell.judged = judge(a, b, direction=direction, min_effect=min_effect)
+            cell.judged = judge(a, b, direction=direction, min_effect=min_effect, words=verdict_words(name, unit))
             if mine and theirs:  # one run a side: its requests cannot tell a change from a shift of the whole run
                 cell.judged = replace(cell.judged, verdict="too few runs")
                 cell.median, ref.median = cell.judged.median_b, cell.judged.median_a  # what was judged: requests

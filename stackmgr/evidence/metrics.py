@@ -79,6 +79,13 @@ def direction_for(name: str, unit: str) -> str:
     return ""
 
 
+def verdict_words(name: str, unit: str) -> tuple[str, str]:
+    """What `judge` calls a change for the better and for the worse: `faster`/`slower` for a speed (a time or a
+    rate by the known table, `direction_for`), `better`/`worse` for another metric whose direction the lab
+    declared (a quality score is never `slower`)."""
+    return ("faster", "slower") if direction_for(name, unit) else ("better", "worse")
+
+
 def direction_of(store: Store | None, metric: Metric) -> str:
     """Which way `metric` is better, as every view judges it: "higher", "lower", or "" (unknown: shown without
     better or worse). The config's `[metrics.NAME] direction` (store/lab_config.py) over what the record says."""

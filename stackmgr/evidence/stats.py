@@ -13,8 +13,9 @@ state (or a single run's per-request samples, docs/FORMATS.md). What `judge` giv
 - `p`: Mann–Whitney U, two-sided: exact without ties up to 25 values a side (and for unequal sides whose
   arrangements still count exactly, 1 + 40 or 5 + 27: `_exact`), else `scipy.stats.mannwhitneyu`'s normal
   approximation (tie and continuity corrected);
-- `verdict`: `faster` / `slower` (a known direction: higher is better for a throughput, lower for a latency) or
-  `higher` / `lower` (direction unknown) only when p < alpha, the interval excludes 0 and |effect| ≥ min_effect;
+- `verdict`: `faster` / `slower` (a known direction: higher is better for a throughput, lower for a latency; a
+  metric that is no speed, whose direction the lab declared, says `better` / `worse`) or `higher` / `lower`
+  (direction unknown) only when p < alpha, the interval excludes 0 and |effect| ≥ min_effect;
   `too few runs` when the sides are too small for the exact test ever to reach alpha (`fewest_runs`: 4 + 4 at
   0.05); else `no significant change`. A difference within 1e-9 of the values (float rounding) is no difference.
 """
@@ -32,7 +33,7 @@ EXACT_UP_TO = 25  # values a side up to which the interval uses the exact null d
 EXACT_PAIRS = 20000  # beyond it, pairs up to which unequal sides still take the exact distribution (`_exact`)
 SUBSAMPLE = 2000  # values a side above which the pairwise differences are taken over a seeded subsample
 SEED = 32
-VERDICTS = ("faster", "slower", "higher", "lower", "no significant change", "too few runs")
+VERDICTS = ("faster", "slower", "better", "worse", "higher", "lower", "no significant change", "too few runs")
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,10 @@ def fewest_runs(alpha: float = 0.05) -> dict[int, int]:
 
 
 def judge(a: Sequence[float], b: Sequence[float], *, direction: str = "", min_effect: float = 0.01,
-          alpha: float = 0.05) -> Judgement:  # fmt: skip
-    """b judged against a (see the module's docstring); direction "higher", "lower" or "" (unknown)."""
+          alpha: float = 0.05, words: tuple[str, str] = ("faster", "slower")) -> Judgement:  # fmt: skip
+    """b judged against a (see the module's docstring); direction "higher", "lower" or "" (unknown); `words`: what
+    a change for the better and for the worse is called (evidence/metrics.verdict_words: `better`/`worse` for a
+    metric that is no speed, a quality score)."""
     import numpy as np
 
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -104,8 +107,8 @@ def judge(a: Sequence[float], b: Sequence[float], *, direction: str = "", min_ef
         and (effect is None or abs(effect) >= min_effect)
     ):  # fmt: skip
         up = shift > 0
-        verdict = ("faster" if up == (direction == "higher") else "slower") if direction else ("higher" if up else
-                                                                                            "lower")  # fmt: skip
+        verdict = (words[0] if up == (direction == "higher") else words[1]) if direction else ("higher" if up else
+                                                                                               "lower")  # fmt: skip
     return Judgement(m, n, shown[0], shown[1], effect, rel(low), rel(high), p, verdict)
 
 

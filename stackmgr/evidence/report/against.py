@@ -17,7 +17,7 @@ from statistics import median
 
 from stackmgr.evidence.environment import environment_key, what_differs
 from stackmgr.evidence.link_state import LinkState, measured_state, quoted_results
-from stackmgr.evidence.metrics import Metric
+from stackmgr.evidence.metrics import Metric, verdict_words
 from stackmgr.evidence.records import Link
 from stackmgr.evidence.reference import reference_label
 from stackmgr.evidence.states import effective
@@ -83,7 +83,8 @@ def against(links: list[Link], series: list[str], base_runs: dict[str, list[Link
         )
         a = [m.value for k in runs for m in k.metrics if m.name == metric.name]
         b = [m.value for m in ours if m.name == metric.name]
-        verdict = judge(a, b, direction=metric.direction) if min(len(a), len(b)) >= REPEATS else None
+        verdict = judge(a, b, direction=metric.direction, words=verdict_words(metric.name, metric.unit)) \
+            if min(len(a), len(b)) >= REPEATS else None  # fmt: skip
         shown = Metric(metric.name, median(b), metric.unit, metric.direction)
         found = Against(name, shown, len(b), len(a), median(a), verdict, other_env, _others(mine[-1]))
         found.other_states = others

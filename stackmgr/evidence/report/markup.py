@@ -191,7 +191,7 @@ class Markup(ReportData):
             lo, hi = j.ci_low, j.ci_high
             ci = f" [{lo * 100:+.1f}%, {hi * 100:+.1f}%]" if lo is not None and hi is not None else ""
             effect = f"{j.effect * 100:+.1f}%" if j.effect is not None else ""
-            tone = {"faster": "good", "slower": "bad"}.get(j.verdict, "flat")
+            tone = {"faster": "good", "slower": "bad", "better": "good", "worse": "bad"}.get(j.verdict, "flat")
             said = f"{effect}{ci} {j.verdict}".strip()
         else:
             diff = m.value - found.base_median
