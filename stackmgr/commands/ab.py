@@ -7,53 +7,25 @@ metric of B against A judged by evidence/stats.judge. A leave-out A is built as 
 anything ran. Where the series has a valid baseline (evidence/reference.baseline_runs, none of these runs), each
 side's headline is judged against it too: the drift since the baseline was measured shows.
 
-The tree must be preserved first, as for `apply` and `bisect`; PATCH must be a patch of the tree's current series.
-The tree moves with `push`/`pop` (commands/navigate.py), and is put back as it was (tree id, HEAD, branch, index,
-applied state) however the runs end, as `bisect` puts it back: its state before is kept on disk while it runs
-(commands/bisect_state.py), so a killed `ab` is reported by `check` and put back by `recover`. A run that fails
-(exit not 0), is interrupted, or a signal reaching stackmgr stops it: the records so far stay (exit 3; 128+N for
-signal N)."""
+PATCH must be a patch of a tree's current series. The runs are taken as commands/alternate.py takes them (the tree
+preserved first and put back exactly however they end; a run that fails or is interrupted stops it, exit 3)."""
 
 from __future__ import annotations
 
-import sys
-
-from stackmgr.commands import bisect_state, navigate
-from stackmgr.commands.apply import preflight
-from stackmgr.commands.bisect import Signals, Stopped, run_prefix
-from stackmgr.commands.repeat import grouped, stopped_why, values_by_metric
-from stackmgr.commands.run import RunOutcome, RunRequest, run
+from stackmgr.commands import navigate
+from stackmgr.commands.alternate import State, Walk, alternate
+from stackmgr.commands.repeat import values_by_metric
+from stackmgr.commands.run import RunOutcome
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.evidence import capture
 from stackmgr.evidence.metrics import verdict_words
 from stackmgr.evidence.stats import Judgement, judge
-from stackmgr.git import refs
-from stackmgr.safety import tree_move
 from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store
 from stackmgr.store.position import Position
 
+Side = State  # A or B: what `ab` calls its two states
+
 DEFAULT_RUNS = 5
-
-
-class Side:
-    def __init__(self, label: str, patches: list[str], link: str | None) -> None:
-        self.label = label  # "A" or "B"
-        self.patches = patches  # the series' patches applied, bottom first
-        self.link = link  # the patch its runs are linked to (None: the series' base, a baseline)
-        self.outcomes: list[RunOutcome] = []
-
-    @property
-    def count(self) -> int:
-        return len(self.patches)
-
-    @property
-    def top(self) -> str | None:
-        return self.patches[-1] if self.patches else None
-
-    @property
-    def links(self) -> list[str]:
-        return [k.id for o in self.outcomes for k in o.links]
 
 
 class Judged:
@@ -114,48 +86,19 @@ def ab(store: Store, patch: str, argv: list[str], *, runs: int = DEFAULT_RUNS, m
        leave_out: bool = False) -> AB:  # fmt: skip
     if not argv:
         raise UsageProblem("no command to run", f"`stackmgr ab {patch} -- CMD ARGS…`")
-    if runs < 1:
-        raise UsageProblem(f"-n {runs}: no runs", "give the number of runs a side, e.g. -n 5")
     patch = patch[: -len(".patch")] if patch.endswith(".patch") else patch
     where = _tree_of(store, patch)
     tree = where.tree
     a, b = sides(where, patch, leave_out)
-    for note in bisect_state.settle_killed_bisects(store, tree):
-        sys.stderr.write(f"stackmgr: note: {note}\n")
-    run_in, moved = capture.where_command_runs(store, [tree], cwd)
-    snap = preflight(store, tree, where.applied.base)  # unsaved work refused here: nothing ran
-    before = bisect_state.Before(where.series, tree, snap.tree_id(), snap.head, refs.symbolic_head(snap.repo),
-                                 load_applied(store).get(tree), tree_move.real_index(snap.repo))  # fmt: skip
-    snap.release()
-    if moved:
-        sys.stderr.write(f"stackmgr: note: {moved}\n")
-    prefix = run_prefix(store, f"ab-{patch}")
-    signals = Signals()
-    lock = bisect_state.hold(store, before)
-    try:
-        for i in range(1, runs + 1):
-            for side in (a, b):
-                label = f"{side.label}{i}"
-                _go_to(store, tree, side, patch, leave_out)
-                signals.stop_if_received(label)
-                outcome = run(store, RunRequest(argv, trees=(tree,), link=side.link, name=f"{prefix}-{label}",
-                                                cwd=run_in, say_where=False, result_dirs=result_dirs,
-                                                from_json=from_json,
-                                                grouped=grouped(f"{prefix}-{side.label}", i)))  # fmt: skip
-                side.outcomes.append(outcome)
-                signals.stop_if_received(label, outcome.received)
-                why = stopped_why(outcome)
-                if why is not None:
-                    raise Stopped(why, label)
-    except Stopped as stop:
-        done = len(a.outcomes) + len(b.outcomes)
-        why = stop.why.removeprefix("it ")  # stopped_why's "it failed (exit 1)": the run named just before
-        stopped = StackmgrError(f"ab stopped: run {stop.patch} ({prefix}-{stop.patch}) {why}; the {done} "
-                                "record(s) so far stay", "the tree is back as it was; run it again")  # fmt: skip
-        stopped.exit_code = 128 + stop.signum if stop.signum else 3
-        raise stopped from None
-    finally:
-        bisect_state.give_back(store, tree, before, lock, signals.restore)
+
+    def cannot_build(side: State, exc: StackmgrError) -> StackmgrError | None:
+        if not leave_out or side.label == "B":
+            return None
+        return StackmgrError(f"ab --leave-out: the stack without {patch} cannot be built: {exc.message}",
+                             f"a patch above {patch} needs it; measure its prefix instead (`stackmgr ab {patch}`)")
+
+    walk = Walk(argv, runs, cwd, result_dirs, from_json)
+    prefix = alternate(store, tree, where.series, where.applied.base, [a, b], walk, f"ab-{patch}", cannot_build)
     result = AB(patch, tree, where.series, a, b, prefix, judged(store, a.outcomes, b.outcomes, min_effect))
     result.left_out = leave_out
     _against_baseline(store, result, min_effect)
@@ -199,18 +142,3 @@ def judged(store: Store, a: list[RunOutcome], b: list[RunOutcome], min_effect: f
     names.sort(key=lambda n: n != headline)
     return [Judged(n, in_a[n][0], judge(in_a[n][1], in_b[n][1], direction=in_a[n][0], min_effect=min_effect,
                                         words=verdict_words(n, ""))) for n in names]  # fmt: skip
-
-
-def _go_to(store: Store, tree: str, side: Side, patch: str, leave_out: bool) -> None:
-    """The tree at the side's patches (built from the base as push and pop build it, carrying what the command
-    left); with `leave_out`, a patch that does not apply without PATCH stops `ab`, saying so."""
-    if load_applied(store)[tree].names == side.patches:
-        return
-    try:
-        navigate.move_to(store, tree, side.patches, f"ab {patch} {side.label}")
-    except StackmgrError as exc:
-        if not leave_out or side.label == "B":
-            raise
-        raise StackmgrError(f"ab --leave-out: the stack without {patch} cannot be built: {exc.message}",
-                            f"a patch above {patch} needs it; measure its prefix instead (`stackmgr ab {patch}`)"
-                            ) from None
