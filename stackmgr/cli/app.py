@@ -23,6 +23,7 @@ from stackmgr.cli import run as run_body
 from stackmgr.cli import save as save_body
 from stackmgr.cli import status as status_body
 from stackmgr.cli.ab import ab_cmd
+from stackmgr.cli.ablate import ablate_cmd
 from stackmgr.cli.bisect import bisect_cmd
 from stackmgr.cli.compare import compare_cmd
 from stackmgr.cli.context import Context, json_option, options, pass_context, series_names, store_everywhere, tree_names
@@ -162,8 +163,9 @@ def demo(keep: bool) -> None:
 COMMANDS: tuple[click.Command, ...] = (
     init, trees_cmd, tree_group, status, check, save, apply_cmd, reset_cmd, recover_cmd, series_group, export_cmd,
     import_cmd, rebase_cmd, push_cmd, pop_cmd, refresh_cmd, top_cmd, rename_cmd, drop_cmd, diff_cmd, interdiff_cmd,
-    link_cmd, show_cmd, links_cmd, verify_cmd, compare_cmd, run_cmd, bisect_cmd, ab_cmd, report_cmd, lint_cmd,
-    log_cmd, undo_cmd, redo_cmd, gc_cmd, shell_init_cmd, guard_cmd, git_setup_cmd, merge_series_cmd, demo, help_cmd,
+    link_cmd, show_cmd, links_cmd, verify_cmd, compare_cmd, run_cmd, bisect_cmd, ab_cmd, ablate_cmd, report_cmd,
+    lint_cmd, log_cmd, undo_cmd, redo_cmd, gc_cmd, shell_init_cmd, guard_cmd, git_setup_cmd, merge_series_cmd, demo,
+    help_cmd,
 )  # fmt: skip
 
 for _command in COMMANDS:

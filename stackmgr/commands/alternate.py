@@ -5,7 +5,9 @@ run group `PREFIX-LABEL`, so that drift over time falls on every state alike.
 
 The tree must be preserved first, as for `apply` and `bisect`; its state before is kept on disk while the runs go
 on (commands/bisect_state.py: a killed walk is reported by `check` and put back by `recover`), and put back
-exactly (tree id, HEAD, branch, index, applied state) however they end. A run that fails (exit not 0) or is
+exactly (tree id, HEAD, branch, index, applied state) however they end. With more than two states each is built
+once before the first run, so that one that cannot be built stops the walk before anything ran (`ab`'s first
+state is its only doubtful one). A run that fails (exit not 0) or is
 interrupted, or a signal reaching stackmgr, stops the walk: the records so far stay (exit 3; 128+N for signal N).
 """
 
@@ -82,6 +84,8 @@ def alternate(store: Store, tree: str, series: str, base: str, states: list[Stat
     lock = bisect_state.hold(store, before)
     try:
         start()
+        for state in states[::-1] if len(states) > 2 else ():  # each built once first: one that cannot be built
+            _go_to(store, tree, state, what, cannot_build)      # stops the walk before anything ran
         for i in range(1, walk.rounds + 1):
             for state in states:
                 label = f"{state.label}{state.sep}{i}"
