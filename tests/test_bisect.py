@@ -171,3 +171,51 @@ def test_bisect_by_a_metric_tests_the_base_before_blaming_the_first_patch(lab: L
     assert done.returncode == 0 and found["first_bad"] == "p1" and found["base_tested"] is False, done.stderr
     text = stackmgr_process(lab.store, *args[1:], sys.executable, "-c", only_p1, str(lab.tree))
     assert "S: first bad patch: p1 (the base itself was not tested)" in text.stdout
+
+
+SPEED_BENCH = """
+import json, os, sys
+tree, seen = sys.argv[1], sys.argv[2]
+path = os.path.join(tree, 'speed.txt')
+speed = float(open(path).read()) if os.path.exists(path) else 100
+with open(seen, 'a') as f:
+    f.write(f'{speed:g}\\n')
+k = len(open(seen).read().split())
+os.makedirs(os.path.join(tree, 'out'), exist_ok=True)
+json.dump({'output_throughput': speed * (1 + 0.001 * k)}, open(os.path.join(tree, 'out', 'b.json'), 'w'))
+"""
+
+
+def test_bisect_repeat_finds_the_regression_of_a_stack_that_first_goes_up(lab: Lab, tmp_path: Path) -> None:
+    """The lab's H100 stack: bf16 +35%, then the 'optimization' that costs 90%, then two more patches. Each
+    prefix runs 4 times and fails only when significantly worse than the base (measured first): p2 is blamed,
+    the prefix above the base passes, and the tree ends as it started."""
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + 'results = ["out"]\n')
+    (lab.tree / ".git" / "info" / "exclude").write_text("out/\n")
+    for name, speed in (("bf16", "135"), ("sdpa", "10"), ("sync", "10.2"), ("skip", "9")):
+        (lab.tree / "speed.txt").write_text(speed + "\n")
+        assert lab.sm("save", name, "--series", "S", "-m", name).code == 0
+    assert lab.sm("reset").code == 0
+    script = tmp_path / "bench.py"
+    script.write_text(SPEED_BENCH)
+    done = lab.sm("--json", "bisect", "S", "--metric", "output_throughput", "--repeat", "4", "--", sys.executable,
+                  str(script), str(lab.tree), str(tmp_path / "seen"))  # fmt: skip
+    assert done.code == 0, done.err
+    found = json.loads(done.out)
+    assert found["first_bad"] == "sdpa" and found["repeat"] == 4, found
+    details = {t["top"]: (t["failed"], t["detail"]) for t in found["tested"]}
+    assert details["bf16"][0] is False and "faster" in details["bf16"][1]
+    failed, detail = details["sdpa"]
+    assert failed is True and "slower" in detail and "(n=4) vs the base 100" in detail, detail
+    assert found["base"]["detail"] == "the reference (4 runs)"
+    seen = (tmp_path / "seen").read_text().split()
+    assert seen[:4] == ["100"] * 4 and len(seen) == 4 * (1 + len(found["tested"]))
+    assert lab.worktree_id() == git_text(lab.tree, "rev-parse", "HEAD^{tree}")  # back at the base, as it started
+    compared = lab.sm("compare", found["tested"][0]["link"], "--json")  # a tested prefix's runs: a run group
+    assert compared.code == 0, compared.err
+
+
+def test_bisect_metric_alone_needs_repeats(lab: Lab) -> None:
+    done = lab.sm("bisect", "S", "--metric", "output_throughput", "--", "true")
+    assert done.code == 2 and "--repeat N" in done.err, done.err

@@ -22,7 +22,9 @@ import sys
 
 from stackmgr.commands import bisect_state, navigate
 from stackmgr.commands.apply import apply_series, plan_series, preflight
-from stackmgr.commands.run import RunRequest, run
+from stackmgr.commands.bisect_judge import NoMetric, judge_repeats, unknown_direction
+from stackmgr.commands.repeat import grouped
+from stackmgr.commands.run import RunOutcome, RunRequest, run
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence import capture
 from stackmgr.evidence.metrics import Metric
@@ -54,11 +56,16 @@ class Bisected:
 
 def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = None, metric: str | None = None,
            threshold: float | None = None, override: str | None = None, cwd: str | None = None,
-           result_dirs: tuple[str, ...] = (), from_json: tuple[str, ...] = ()) -> Bisected:  # fmt: skip
+           result_dirs: tuple[str, ...] = (), from_json: tuple[str, ...] = (), repeat: int = 1,
+           min_effect: float = 0.01) -> Bisected:  # fmt: skip
     if not argv:
         raise UsageProblem("no command to test with", f"`stackmgr bisect {series} -- CMD ARGS…`")
-    if (metric is None) != (threshold is None):
-        raise UsageProblem("--metric and --threshold go together", "give both, or neither (CMD's exit code decides)")
+    if threshold is not None and metric is None:
+        raise UsageProblem("--threshold needs --metric M", "give both, or neither (CMD's exit code decides)")
+    if metric is not None and threshold is None and repeat < 2:
+        raise UsageProblem("--metric alone judges each prefix against the base, which needs repeats",
+                           "add --repeat N (5 or more), or give --threshold X")  # fmt: skip
+    against_base = metric is not None and threshold is None  # significantly worse than the base (bisect_judge)
     plans = plan_series(store, series, tree, ())
     if len(plans) != 1:
         raise UsageProblem(f"series {series} has patches of several trees ({', '.join(p.tree for p in plans)})",
@@ -78,21 +85,38 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
     prefix = run_prefix(store, f"bisect-{series}")
     signals = Signals()
 
-    def test(k: int) -> Tested:
-        """The prefix of k patches run and judged; k = 0, the base, is recorded as a baseline of the series."""
-        said = names[k - 1] if k else "the base"
+    base_runs: list[RunOutcome] = []
+
+    def measure(k: int) -> list[RunOutcome]:
+        """The prefix of k patches run `repeat` times; k = 0, the base, is recorded as a baseline of the series."""
+        said, label = (names[k - 1], str(k)) if k else ("the base", "base")
         _go_to(store, plan.tree, names, k)
-        signals.stop_if_received(said)
-        outcome = run(store, RunRequest(argv, trees=(plan.tree,), link=names[k - 1] if k else None,
-                                        name=f"{prefix}-{k if k else 'base'}", cwd=where, say_where=False,
-                                        result_dirs=result_dirs, from_json=from_json))  # fmt: skip
-        signals.stop_if_received(said, outcome.received)
-        why = test_says_nothing(outcome.exit_code)
-        if why is not None:
-            raise Stopped(why, said)
-        failed, detail = _judge(outcome.exit_code, outcome.links[0].metrics if outcome.links else [], metric,
-                                threshold)  # fmt: skip
-        return Tested(k, names[k - 1] if k else "", failed, outcome.links[0].id if outcome.links else "", detail)
+        outcomes = []
+        for i in range(1, repeat + 1):
+            signals.stop_if_received(said)
+            outcome = run(store, RunRequest(argv, trees=(plan.tree,), link=names[k - 1] if k else None,
+                                            name=f"{prefix}-{label}" + (f".{i}" if repeat > 1 else ""), cwd=where,
+                                            say_where=False, result_dirs=result_dirs, from_json=from_json,
+                                            grouped=grouped(f"{prefix}-{label}", i) if repeat > 1 else None))
+            signals.stop_if_received(said, outcome.received)
+            why = test_says_nothing(outcome.exit_code)
+            if why is not None:
+                raise Stopped(why, said)
+            outcomes.append(outcome)
+        return outcomes
+
+    def test(k: int) -> Tested:
+        """The prefix of k patches measured and judged."""
+        outcomes = measure(k)
+        if repeat == 1:
+            outcome = outcomes[0]
+            failed, detail = _judge(outcome.exit_code, outcome.links[0].metrics if outcome.links else [], metric,
+                                    threshold)  # fmt: skip
+            link = outcome.links[0].id if outcome.links else ""
+        else:
+            failed, detail = judge_repeats(outcomes, metric, threshold, base_runs, min_effect)
+            link = f"{prefix}-{k if k else 'base'}"  # the run group: `stackmgr compare` takes it
+        return Tested(k, names[k - 1] if k else "", failed, link, detail)
 
     def test_prefix(k: int) -> bool:
         tested.append(test(k))
@@ -102,6 +126,8 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
     try:
         # A do-not-revive lane stops it here; what the tree holds on top is in `before`, put back at the end.
         apply_series(store, series, only_tree=plan.tree, override=override, keep_on_top=False)
+        if against_base:  # the reference every prefix is judged against, measured first
+            base_runs[:] = measure(0)
         if not test_prefix(len(names)):
             return Bisected(None, tested, False)
         good, bad = 0, len(names)
@@ -112,7 +138,9 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
             else:
                 good = mid
         base: Tested | None = None
-        if bad == 1:  # blamed on the first patch: does the base itself pass?
+        if against_base:  # the base is the reference: it passes by definition
+            base = Tested(0, "", False, f"{prefix}-base", f"the reference ({repeat} runs)")
+        elif bad == 1:  # blamed on the first patch: does the base itself pass?
             try:
                 base = test(0)
             except NoMetric:  # the base wrote no metric M: it says nothing either way
@@ -186,10 +214,6 @@ def run_prefix(store: Store, what: str) -> str:
     return prefix
 
 
-class NoMetric(StackmgrError):
-    """The test wrote no metric M: a prefix's test says nothing (the bisect stops), the base's is left out."""
-
-
 class Stopped(Exception):
     """A test that says nothing of the patch (`test_says_nothing`), or a signal that reached stackmgr (`signum`)."""
 
@@ -207,9 +231,7 @@ def _judge(code: int, metrics: list[Metric], metric: str | None, threshold: floa
         raise NoMetric(f"the command wrote no metric {metric} (exit {code})",
                             "check --metric, and that its results land in a --result-dir or declared results")
     if found.direction not in ("higher", "lower"):
-        raise UsageProblem(f"--threshold: which way {metric} is better is not known, so 'worse than "
-                           f"{threshold:g}' means nothing", f"declare it in stackmgr.toml: [metrics.{metric}] "
-                           'direction = "higher" (or "lower")')  # fmt: skip
+        raise unknown_direction(metric, f"--threshold {threshold:g}")
     value, lower = found.value, found.direction == "lower"  # one run judged, not a median: the line says so
     failed = value > threshold if lower else value < threshold
     op = (">" if failed else "<=") if lower else ("<" if failed else ">=")

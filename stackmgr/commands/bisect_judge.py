@@ -1,0 +1,61 @@
+"""How `bisect --repeat N` judges a tested prefix from its N runs (a single run is judged in bisect.py, `_judge`):
+
+- by exit code (no --metric): the prefix fails when any of its runs failed (a flaky failure is a failure);
+- with `--metric M --threshold X`: the median of M over its valid runs, worse than X by M's direction;
+- with `--metric M` alone: the prefix against the series' base, measured first N times, by evidence/stats.judge:
+  it fails only when it is significantly worse (`slower`/`worse`: p < 0.05, the interval excluding 0, the effect
+  past --min-effect), never on one noisy pair, so a stack that goes up and down before the regression is
+  bisected right as long as every prefix from the regression on stays worse than the base.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+
+from stackmgr.commands.repeat import values_by_metric
+from stackmgr.commands.run import RunOutcome
+from stackmgr.errors import StackmgrError, UsageProblem
+from stackmgr.evidence.metrics import verdict_words
+from stackmgr.evidence.stats import judge
+
+
+class NoMetric(StackmgrError):
+    """The test wrote no metric M: a prefix's test says nothing (the bisect stops), the base's is left out."""
+
+
+def unknown_direction(metric: str, what: str) -> UsageProblem:
+    return UsageProblem(f"{what}: which way {metric} is better is not known, so 'worse' means nothing",
+                        f'declare it in stackmgr.toml: [metrics.{metric}] direction = "higher" (or "lower")')
+
+
+def judge_repeats(outcomes: list[RunOutcome], metric: str | None, threshold: float | None,
+                  base: list[RunOutcome] | None, min_effect: float = 0.01) -> tuple[bool, str]:  # fmt: skip
+    """(failed, what decided it in words) for one prefix's runs; `base`: the base's runs, when judged against it."""
+    n = len(outcomes)
+    if metric is None:
+        codes = [o.exit_code for o in outcomes if o.exit_code != 0]
+        return bool(codes), f"exit {codes[0]} in {len(codes)} of {n} runs" if codes else f"exit 0 ({n} runs)"
+    found = values_by_metric(outcomes).get(metric)
+    if not found:
+        raise NoMetric(f"no valid run of the {n} wrote metric {metric}",
+                       "check --metric, and that its results land in a --result-dir or declared results")
+    direction, values = found
+    if direction not in ("higher", "lower"):
+        raise unknown_direction(metric, "--metric")
+    if threshold is not None:
+        value, lower = median(values), direction == "lower"
+        failed_t = value > threshold if lower else value < threshold
+        op = (">" if failed_t else "<=") if lower else ("<" if failed_t else ">=")
+        return failed_t, f"{metric} median {value:g} (n={len(values)}) {op} {threshold:g}"
+    theirs = values_by_metric(base or []).get(metric)
+    if not theirs:
+        raise NoMetric(f"no valid run of the base wrote metric {metric}: nothing to judge against",
+                       "check --metric, or give --threshold X")  # fmt: skip
+    j = judge(theirs[1], values, direction=direction, min_effect=min_effect, words=verdict_words(metric, ""))
+    failed = j.verdict in ("slower", "worse")
+    effect = f" {j.effect * 100:+.1f}%" if j.effect is not None else ""
+    ci = f" [{j.ci_low * 100:+.1f}%, {j.ci_high * 100:+.1f}%]" if j.ci_low is not None and j.ci_high is not None \
+        else ""  # fmt: skip
+    p = f" p={j.p:.2g}" if j.p is not None and j.verdict != "too few runs" else ""
+    return failed, (f"{metric} {j.median_b:g} (n={j.n_b}) vs the base {j.median_a:g} (n={j.n_a}):{effect}{ci}{p} "
+                    f"{j.verdict}")  # fmt: skip
