@@ -219,3 +219,30 @@ def test_bisect_repeat_finds_the_regression_of_a_stack_that_first_goes_up(lab: L
 def test_bisect_metric_alone_needs_repeats(lab: Lab) -> None:
     done = lab.sm("bisect", "S", "--metric", "output_throughput", "--", "true")
     assert done.code == 2 and "--repeat N" in done.err, done.err
+
+
+def test_bisect_regression_blames_the_step_down_even_when_the_stack_ends_above_the_base(lab: Lab,
+                                                                                        tmp_path: Path) -> None:
+    """As on the H100: bf16 +83%, then manual attention -37% (still above the fp32 base), then a sync -9%. Against
+    the base nothing fails; against the prefix below, manual-attn is the first step down."""
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + 'results = ["out"]\n')
+    (lab.tree / ".git" / "info" / "exclude").write_text("out/\n")
+    for name, speed in (("bf16", "183"), ("manual", "115"), ("sync", "105")):
+        (lab.tree / "speed.txt").write_text(speed + "\n")
+        assert lab.sm("save", name, "--series", "S", "-m", name).code == 0
+    assert lab.sm("reset").code == 0
+    script = tmp_path / "bench.py"
+    script.write_text(SPEED_BENCH)
+    argv = ("--", sys.executable, str(script), str(lab.tree), str(tmp_path / "seen"))
+    against_base = json.loads(lab.sm("--json", "bisect", "S", "--metric", "output_throughput", "--repeat", "4",
+                                     *argv).out)  # fmt: skip
+    assert against_base["first_bad"] is None  # 105 is not worse than 100
+    done = lab.sm("--json", "bisect", "S", "--metric", "output_throughput", "--repeat", "4", "--regression", *argv)
+    assert done.code == 0, done.err
+    found = json.loads(done.out)
+    assert found["first_bad"] == "manual", found
+    assert [t["failed"] for t in found["tested"]] == [False, True, True]
+    assert "vs the prefix below 18" in found["tested"][1]["detail"] and "slower" in found["tested"][1]["detail"]
+    refused = lab.sm("bisect", "S", "--regression", *argv)
+    assert refused.code == 2 and "--metric M and --repeat N" in refused.err

@@ -21,5 +21,6 @@ sm save sync -m "per-layer sync (instrumentation)"
 cd tree
 sm ablate S -n 5 --result-dir results -- python3 decode.py --out results
 sm bisect S --metric output_throughput --repeat 4 --result-dir results -- python3 decode.py --out results || true
+sm bisect S --metric output_throughput --repeat 4 --regression --result-dir results -- python3 decode.py --out results || true
 sm status
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv

@@ -16,6 +16,9 @@ from stackmgr.store.config import open_store
 @click.option("--repeat", "repeat", type=click.IntRange(min=1), default=1, metavar="N",
               help="Run each tested prefix N times; --metric M alone then fails a prefix significantly worse than "
                    "the base (measured first, N times).")  # fmt: skip
+@click.option("--regression", is_flag=True,
+              help="With --metric M and --repeat N: blame the first patch significantly worse than the prefix below "
+                   "it (every prefix measured, as ablate measures them).")  # fmt: skip
 @click.option("--min-effect", "min_effect", type=click.FloatRange(min=0, max=1e6), default=1.0, show_default=True,
               metavar="PCT", help="With --repeat and --metric alone: the smallest change (percent) that fails.")
 @click.option("--override", metavar="WHY", help="Bisect a series holding a do-not-revive lane; WHY is recorded.")
@@ -24,25 +27,26 @@ from stackmgr.store.config import open_store
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_context
 def bisect_cmd(ctx: Context, series: str, tree: str | None, metric: str | None, threshold: float | None,
-               repeat: int, min_effect: float, override: str | None, cwd: str | None, result_dirs: tuple[str, ...],
-               from_json: tuple[str, ...], command: tuple[str, ...]) -> None:  # fmt: skip
+               repeat: int, regression: bool, min_effect: float, override: str | None, cwd: str | None,
+               result_dirs: tuple[str, ...], from_json: tuple[str, ...], command: tuple[str, ...]) -> None:  # fmt: skip
     """Find the first patch of SERIES whose prefix makes CMD (after `--`) fail: its exit code is not 0, or --metric M
     is worse than --threshold X. With --repeat N each tested prefix runs N times: by exit code any failed run fails
     it; with a threshold the median is judged; with --metric M alone the base is measured first and a prefix fails
     when it is significantly worse than the base, as `compare` judges (never on one noisy pair: a stack that goes up
-    before it goes down is bisected right). Each tested prefix is captured as `stackmgr run` captures a run; the
-    tree is put back as it was at the end, and after a kill by `stackmgr recover`. CMD runs in the tree (in the
-    directory you stand in when that is inside it; else at its top, said on stderr), or in --cwd DIR. A test that
-    exits 125 or is ended by a signal (a timeout: 128+N) judges nothing: the bisect stops, no patch blamed (exit 3;
-    128+N when stackmgr itself got signal N). When the first patch is blamed the base is tested too, and recorded as
-    the series' baseline. Exit 0 when a first bad patch is found, 1 when none fails."""
+    before it goes down is bisected right); with --regression every prefix is measured and the first patch
+    significantly worse than the prefix below it is blamed. Each tested prefix is captured as `stackmgr run`
+    captures a run; the tree is put back as it was at the end, and after a kill by `stackmgr recover`. CMD runs in
+    the tree (in the directory you stand in when that is inside it; else at its top, said on stderr), or in --cwd
+    DIR. A test that exits 125 or is ended by a signal (a timeout: 128+N) judges nothing: the bisect stops, no patch
+    blamed (exit 3; 128+N when stackmgr itself got signal N). When the first patch is blamed the base is tested too,
+    and recorded as the series' baseline. Exit 0 when a first bad patch is found, 1 when none fails."""
     from stackmgr import output
     from stackmgr.commands.bisect import bisect
 
     argv = list(command[1:] if command[:1] == ("--",) else command)
     found = bisect(open_store(ctx.store), series, argv, tree=tree, metric=metric, threshold=threshold,
                    override=override, cwd=cwd, result_dirs=result_dirs, from_json=from_json, repeat=repeat,
-                   min_effect=min_effect / 100)  # fmt: skip
+                   min_effect=min_effect / 100, regression=regression)  # fmt: skip
     if ctx.json:
         output.emit_json({"schema": 1, "series": series, "repeat": repeat, "first_bad": found.first_bad,
                           "base_fails": found.base_fails,

@@ -57,9 +57,17 @@ class Bisected:
 def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = None, metric: str | None = None,
            threshold: float | None = None, override: str | None = None, cwd: str | None = None,
            result_dirs: tuple[str, ...] = (), from_json: tuple[str, ...] = (), repeat: int = 1,
-           min_effect: float = 0.01) -> Bisected:  # fmt: skip
+           min_effect: float = 0.01, regression: bool = False) -> Bisected:  # fmt: skip
     if not argv:
         raise UsageProblem("no command to test with", f"`stackmgr bisect {series} -- CMD ARGS…`")
+    if regression:
+        if metric is None or threshold is not None or repeat < 2:
+            raise UsageProblem("--regression judges each prefix against the one below by a metric, with repeats",
+                               "give --metric M and --repeat N (5 or more), no --threshold")  # fmt: skip
+        from stackmgr.commands.bisect_judge import regression as by_steps
+
+        return by_steps(store, series, argv, metric=metric, repeat=repeat, min_effect=min_effect, tree=tree,
+                        cwd=cwd, result_dirs=result_dirs, from_json=from_json, override=override)  # fmt: skip
     if threshold is not None and metric is None:
         raise UsageProblem("--threshold needs --metric M", "give both, or neither (CMD's exit code decides)")
     if metric is not None and threshold is None and repeat < 2:

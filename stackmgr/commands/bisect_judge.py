@@ -5,18 +5,25 @@
 - with `--metric M` alone: the prefix against the series' base, measured first N times, by evidence/stats.judge:
   it fails only when it is significantly worse (`slower`/`worse`: p < 0.05, the interval excluding 0, the effect
   past --min-effect), never on one noisy pair, so a stack that goes up and down before the regression is
-  bisected right as long as every prefix from the regression on stays worse than the base.
+  bisected right as long as every prefix from the regression on stays worse than the base;
+- with `--regression` (`regression`): each prefix against the one below, every prefix measured (no halving can
+  answer a question that is not monotone), the first significantly worse step blamed.
 """
 
 from __future__ import annotations
 
 from statistics import median
+from typing import TYPE_CHECKING, Any
 
 from stackmgr.commands.repeat import values_by_metric
 from stackmgr.commands.run import RunOutcome
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence.metrics import verdict_words
-from stackmgr.evidence.stats import judge
+from stackmgr.evidence.stats import Judgement, judge
+
+if TYPE_CHECKING:
+    from stackmgr.commands.bisect import Bisected
+    from stackmgr.store.config import Store
 
 
 class NoMetric(StackmgrError):
@@ -52,10 +59,31 @@ def judge_repeats(outcomes: list[RunOutcome], metric: str | None, threshold: flo
         raise NoMetric(f"no valid run of the base wrote metric {metric}: nothing to judge against",
                        "check --metric, or give --threshold X")  # fmt: skip
     j = judge(theirs[1], values, direction=direction, min_effect=min_effect, words=verdict_words(metric, ""))
-    failed = j.verdict in ("slower", "worse")
+    return j.verdict in ("slower", "worse"), said(j, metric, "the base")
+
+
+def said(j: Judgement, metric: str, against: str) -> str:
+    """`output_throughput 10 (n=5) vs the base 100 (n=5): -90.0% [-90.5%, -89.6%] p=0.0079 slower`."""
     effect = f" {j.effect * 100:+.1f}%" if j.effect is not None else ""
     ci = f" [{j.ci_low * 100:+.1f}%, {j.ci_high * 100:+.1f}%]" if j.ci_low is not None and j.ci_high is not None \
         else ""  # fmt: skip
     p = f" p={j.p:.2g}" if j.p is not None and j.verdict != "too few runs" else ""
-    return failed, (f"{metric} {j.median_b:g} (n={j.n_b}) vs the base {j.median_a:g} (n={j.n_a}):{effect}{ci}{p} "
-                    f"{j.verdict}")  # fmt: skip
+    return f"{metric} {j.median_b:g} (n={j.n_b}) vs {against} {j.median_a:g} (n={j.n_a}):{effect}{ci}{p} {j.verdict}"
+
+
+def regression(store: Store, series: str, argv: list[str], *, metric: str, repeat: int, min_effect: float,
+               **where: Any) -> Bisected:
+    """`bisect --regression`: the first patch whose prefix is significantly worse than the prefix below it. That
+    is no monotone question (a stack may go up, down, up), so no prefix can be skipped: every prefix is measured
+    `repeat` times, in turn, as `ablate` measures them, and each step judged; the first worse step is blamed."""
+    from stackmgr.commands.ablate import ablate
+    from stackmgr.commands.bisect import Bisected, Tested
+
+    done = ablate(store, series, argv, runs=repeat, metric=metric, min_effect=min_effect, **where)
+    tested = [Tested(k, step.patch, bool(step.judged and step.judged.verdict in ("slower", "worse")),
+                     f"{done.prefix}-{k}", said(step.judged, metric, "the prefix below") if step.judged else
+                     "no valid runs to judge") for k, step in enumerate(done.steps, 1)]  # fmt: skip
+    found = Bisected(next((t.patch for t in tested if t.failed), None), tested, False)
+    found.base = Tested(0, "", False, f"{done.prefix}-0", f"the reference of the first patch ({repeat} runs)")
+    found.base_tested = True
+    return found
