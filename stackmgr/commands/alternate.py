@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 from stackmgr.commands import bisect_state, navigate
 from stackmgr.commands.apply import preflight
-from stackmgr.commands.bisect import Signals, Stopped, run_prefix
 from stackmgr.commands.repeat import grouped, stopped_why
 from stackmgr.commands.run import RunOutcome, RunRequest, run
 from stackmgr.errors import StackmgrError, UsageProblem
@@ -27,6 +26,56 @@ from stackmgr.git import refs
 from stackmgr.safety import tree_move
 from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store
+
+
+class Signals:
+    """SIGINT, SIGTERM and SIGHUP reaching stackmgr during a bisect only set a flag (each step then stops the
+    bisect, which puts the tree back, and exits 128+N); restored when the bisect ends."""
+
+    def __init__(self) -> None:
+        import signal
+
+        self.seen: list[int] = []
+        wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        self.previous = {s: signal.signal(s, lambda signum, _frame: self.seen.append(signum)) for s in wanted}
+
+    def stop_if_received(self, patch: str, received: str = "") -> None:
+        import signal
+
+        signum = self.seen[0] if self.seen else (signal.Signals[received].value if received else 0)
+        if signum:
+            raise Stopped(f"was interrupted: stackmgr got {signal.Signals(signum).name}", patch, signum)
+
+    def restore(self) -> None:
+        import signal
+
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
+def run_prefix(store: Store, what: str) -> str:
+    """`WHAT-<UTC yyyymmddThhmmss>` (`bisect-SERIES`, `ab-PATCH`): the names of this walk's runs are `PREFIX-K`,
+    never an earlier walk's (one in the same second gets `-2`, `-3`…)."""
+    import time
+
+    from stackmgr.evidence.reading import load_briefs
+
+    stamp = f"{what}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+    names = [k.run_name for k in load_briefs(store) if k.run_name]  # a label may hold dashes: without-my-patch.1
+    prefix, n = stamp, 1
+    while any(name.startswith(prefix + "-") for name in names):
+        n += 1
+        prefix = f"{stamp}-{n}"
+    return prefix
+
+
+class Stopped(Exception):
+    """A test that says nothing of the patch (`test_says_nothing`), or a signal that reached stackmgr (`signum`)."""
+
+    def __init__(self, why: str, patch: str, signum: int = 0) -> None:
+        self.why = why
+        self.patch = patch
+        self.signum = signum
 
 
 class State:

@@ -21,8 +21,9 @@ from __future__ import annotations
 import sys
 
 from stackmgr.commands import bisect_state, navigate
+from stackmgr.commands.alternate import Signals, Stopped, run_prefix
 from stackmgr.commands.apply import apply_series, plan_series, preflight
-from stackmgr.commands.bisect_judge import NoMetric, judge_repeats, unknown_direction
+from stackmgr.commands.bisect_judge import Bisected, NoMetric, Tested, judge_repeats, unknown_direction
 from stackmgr.commands.repeat import grouped
 from stackmgr.commands.run import RunOutcome, RunRequest, run
 from stackmgr.errors import StackmgrError, UsageProblem
@@ -32,26 +33,6 @@ from stackmgr.git import refs
 from stackmgr.safety import tree_move
 from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store
-
-
-class Tested:
-    def __init__(self, count: int, patch: str, failed: bool, link: str, detail: str) -> None:
-        self.count = count  # patches applied
-        self.patch = patch  # the top one
-        self.failed = failed
-        self.link = link
-        self.detail = detail  # exit code, or the metric's value
-
-
-class Bisected:
-    def __init__(self, first_bad: str | None, tested: list[Tested], base_fails: bool, *, base_tested: bool = False,
-                 blamed_first: bool = False) -> None:  # fmt: skip
-        self.first_bad = first_bad  # None: the whole series passes
-        self.tested = tested
-        self.base_fails = base_fails
-        self.base_tested = base_tested  # the base was run (when the first patch is blamed) and judged
-        self.blamed_first = blamed_first
-        self.base: Tested | None = None  # that run, recorded as a baseline of the series
 
 
 def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = None, metric: str | None = None,
@@ -179,56 +160,6 @@ def test_says_nothing(exit_code: int) -> str | None:
              "limit?)", signal.SIGHUP: "was interrupted (SIGHUP)", signal.SIGKILL: "was killed (SIGKILL: out of "
              "memory, a timeout?)"}  # fmt: skip
     return next((why for s, why in named.items() if exit_code == 128 + s), None)
-
-
-class Signals:
-    """SIGINT, SIGTERM and SIGHUP reaching stackmgr during a bisect only set a flag (each step then stops the
-    bisect, which puts the tree back, and exits 128+N); restored when the bisect ends."""
-
-    def __init__(self) -> None:
-        import signal
-
-        self.seen: list[int] = []
-        wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-        self.previous = {s: signal.signal(s, lambda signum, _frame: self.seen.append(signum)) for s in wanted}
-
-    def stop_if_received(self, patch: str, received: str = "") -> None:
-        import signal
-
-        signum = self.seen[0] if self.seen else (signal.Signals[received].value if received else 0)
-        if signum:
-            raise Stopped(f"was interrupted: stackmgr got {signal.Signals(signum).name}", patch, signum)
-
-    def restore(self) -> None:
-        import signal
-
-        for s, handler in self.previous.items():
-            signal.signal(s, handler)
-
-
-def run_prefix(store: Store, what: str) -> str:
-    """`WHAT-<UTC yyyymmddThhmmss>` (`bisect-SERIES`, `ab-PATCH`): the names of this walk's runs are `PREFIX-K`,
-    never an earlier walk's (one in the same second gets `-2`, `-3`…)."""
-    import time
-
-    from stackmgr.evidence.reading import load_briefs
-
-    stamp = f"{what}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
-    taken = {k.run_name.rsplit("-", 1)[0] for k in load_briefs(store) if k.run_name}
-    prefix, n = stamp, 1
-    while prefix in taken:
-        n += 1
-        prefix = f"{stamp}-{n}"
-    return prefix
-
-
-class Stopped(Exception):
-    """A test that says nothing of the patch (`test_says_nothing`), or a signal that reached stackmgr (`signum`)."""
-
-    def __init__(self, why: str, patch: str, signum: int = 0) -> None:
-        self.why = why
-        self.patch = patch
-        self.signum = signum
 
 
 def _judge(code: int, metrics: list[Metric], metric: str | None, threshold: float | None) -> tuple[bool, str]:

@@ -22,8 +22,27 @@ from stackmgr.evidence.metrics import verdict_words
 from stackmgr.evidence.stats import Judgement, judge
 
 if TYPE_CHECKING:
-    from stackmgr.commands.bisect import Bisected
     from stackmgr.store.config import Store
+
+
+class Tested:
+    def __init__(self, count: int, patch: str, failed: bool, link: str, detail: str) -> None:
+        self.count = count  # patches applied
+        self.patch = patch  # the top one
+        self.failed = failed
+        self.link = link
+        self.detail = detail  # exit code, or the metric's value
+
+
+class Bisected:
+    def __init__(self, first_bad: str | None, tested: list[Tested], base_fails: bool, *, base_tested: bool = False,
+                 blamed_first: bool = False) -> None:  # fmt: skip
+        self.first_bad = first_bad  # None: the whole series passes
+        self.tested = tested
+        self.base_fails = base_fails
+        self.base_tested = base_tested  # the base was run (when the first patch is blamed) and judged
+        self.blamed_first = blamed_first
+        self.base: Tested | None = None  # that run, recorded as a baseline of the series
 
 
 class NoMetric(StackmgrError):
@@ -77,8 +96,6 @@ def regression(store: Store, series: str, argv: list[str], *, metric: str, repea
     is no monotone question (a stack may go up, down, up), so no prefix can be skipped: every prefix is measured
     `repeat` times, in turn, as `ablate` measures them, and each step judged; the first worse step is blamed."""
     from stackmgr.commands.ablate import ablate
-    from stackmgr.commands.bisect import Bisected, Tested
-
     done = ablate(store, series, argv, runs=repeat, metric=metric, min_effect=min_effect, **where)
     tested = [Tested(k, step.patch, bool(step.judged and step.judged.verdict in ("slower", "worse")),
                      f"{done.prefix}-{k}", said(step.judged, metric, "the prefix below") if step.judged else
