@@ -85,3 +85,19 @@ def test_ablate_refuses_unsaved_work_and_a_series_that_is_not_there(lab: Lab, tm
     (lab.tree / "wip.txt").unlink()
     missing = lab.sm("ablate", "nope", "--", *leave_out_bench(tmp_path, lab))
     assert missing.code == 2 and "nope" in missing.err
+
+
+def test_a_state_whose_runs_fail_a_gate_is_left_unjudged_the_others_judged(lab: Lab, tmp_path: Path) -> None:
+    """The top patch breaks a quality gate (its state's runs are all invalid): the other steps are judged, its
+    step says why it is not, as compare leaves invalid runs out."""
+    three_patches_the_middle_one_fast(lab)
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + '\n[gates.notes]\nlog_regex = "BROKEN"\nmust = "not-match"\n')
+    bench = leave_out_bench(tmp_path, lab)
+    script = Path(bench[1])  # the bench says BROKEN in its log where p3's notes.txt is
+    script.write_text(script.read_text() + "if os.path.exists(os.path.join(tree, 'notes.txt')):\n    print('BROKEN')\n")
+    done = lab.sm("ablate", "S", "-n", "4", "--json", "--", *bench)
+    assert done.code == 0, done.err
+    steps = {s["patch"]: s for s in json.loads(done.out)["steps"]}
+    assert steps["p2"]["verdict"] == "faster"
+    assert steps["p3"]["verdict"] is None and "INVALID (gate notes: fail)" in steps["p3"]["why"], steps["p3"]

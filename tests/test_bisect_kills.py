@@ -209,7 +209,7 @@ def test_status_after_a_killed_ab_leave_out_names_the_interruption_not_an_edited
     assert not (lab.tree / "fast.txt").exists()  # A: the stack without p2
     shown = lab.sm("status")
     said = shown.out + shown.err
-    assert "a bisect or ab was interrupted here; `stackmgr recover` puts the tree back as it was" in said, said
+    assert "a bisect, ab or ablate was interrupted here; `stackmgr recover` puts the tree back as it was" in said, said
     assert "edited since" not in said and "stackmgr push" not in said, said
     assert json.loads(lab.sm("status", "--json").out)["trees"][0]["applied"]["interrupted"] is True
     assert lab.sm("recover").code == 0 and lab.worktree_id() == before

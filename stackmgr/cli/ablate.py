@@ -66,8 +66,8 @@ def waterfall(done: Ablation) -> list[str]:
     head = [f"{done.series} on tree {done.tree}: {mode}; {len(done.states)} states × {runs} runs, runs "
             f"{done.prefix}-…"]
     if done.metric is None:
-        return [*head, "  no metric every state has in a valid run: nothing to judge (name where CMD writes its "
-                       "results: --result-dir DIR or --from-json FILE)"]  # fmt: skip
+        return [*head, "  no valid run wrote a metric: nothing to judge (runs that failed a gate are left out; "
+                       "else name where CMD writes its results: --result-dir DIR or --from-json FILE)"]  # fmt: skip
     largest = max((abs(s.judged.effect) for s in done.steps if s.judged and s.judged.effect is not None), default=0)
     width = max(len(s.patch) for s in done.steps) + 2
     first = done.states[0]
@@ -96,7 +96,7 @@ def _value(value: float | None) -> str:
 def _judged(step: Step) -> str:
     j = step.judged
     if j is None:
-        return "no valid runs to judge"
+        return f"not judged ({step.why})"
     text = f"{j.effect * 100:+.1f}%" if j.effect is not None else ""
     if j.ci_low is not None and j.ci_high is not None:
         text += f" [{j.ci_low * 100:+.1f}%, {j.ci_high * 100:+.1f}%]"
@@ -124,7 +124,8 @@ def _json(done: Ablation) -> dict[str, Any]:
         j = s.judged
         return {"patch": s.patch, "below": s.below.label, "state": s.state.label,
                 **({"n_a": j.n_a, "n_b": j.n_b, "median_a": j.median_a, "median_b": j.median_b, "effect": j.effect,
-                    "ci": [j.ci_low, j.ci_high], "p": j.p, "verdict": j.verdict} if j else {"verdict": None})}
+                    "ci": [j.ci_low, j.ci_high], "p": j.p, "verdict": j.verdict} if j else
+                   {"verdict": None, "why": s.why})}
     return {"schema": 1, "series": done.series, "tree": done.tree, "leave_one_out": done.leave_one_out,
             "runs": done.prefix, "metric": done.metric, "direction": done.direction,
             "states": [state(s) for s in done.states], "steps": [step(s) for s in done.steps]}  # fmt: skip

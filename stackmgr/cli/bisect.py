@@ -66,7 +66,8 @@ def bisect_cmd(ctx: Context, series: str, tree: str | None, metric: str | None, 
                 f"{'FAILS' if b.failed else 'passes'} ({b.detail})"  # fmt: skip
             output.out(f"  {'0 patches':>11}, the base: {said}; {b.link} (baseline)")
         if found.first_bad is None:
-            output.out(f"{series}: every patch passes (the whole series was tested)")
+            output.out(f"{series}: every patch passes (the whole series was tested; a regression a later patch undoes "
+                       "stays hidden: `bisect --regression` or `stackmgr ablate` measure every prefix)")
         elif found.base_fails:
             output.out(f"{series}: the base already fails, before {found.first_bad}: no patch of it is to blame")
         else:

@@ -23,10 +23,11 @@ from stackmgr.store.config import Store
 
 
 class Step:
-    """A patch's contribution: `judged` its state against the state below it (or without it)."""
+    """A patch's contribution: `judged` its state against the state below it (or without it); None with `why` when
+    a side has no valid run with the metric (`INVALID (gate quality: fail)`: as compare, never judged)."""
 
-    def __init__(self, patch: str, below: State, state: State, judged: Judgement | None) -> None:
-        self.patch, self.below, self.state, self.judged = patch, below, state, judged
+    def __init__(self, patch: str, below: State, state: State, judged: Judgement | None, why: str = "") -> None:
+        self.patch, self.below, self.state, self.judged, self.why = patch, below, state, judged, why
 
 
 class Ablation:
@@ -88,17 +89,20 @@ def _states(names: list[str], leave_one_out: bool) -> list[State]:
 
 
 def _metric(store: Store, states: list[State], asked: str | None) -> tuple[str | None, str]:
-    """The metric judged: --metric, else the configured headline, else the first every state has."""
-    found = [values_by_metric(s.outcomes) for s in states]
-    common = [n for n in found[0] if all(n in f for f in found[1:])] if found else []
+    """The metric judged: --metric, else the configured headline, else the first a valid run wrote (a state whose
+    runs are all invalid, a gate failed, is left unjudged, never the whole ablation)."""
+    found: dict[str, str] = {}
+    for state in states:
+        for metric, (direction, _values) in values_by_metric(state.outcomes).items():
+            found.setdefault(metric, direction)
     if asked is not None:
-        if asked not in common:
-            raise StackmgrError(f"--metric {asked}: not every state's valid runs wrote it; the runs stay recorded",
-                                f"the metrics they share: {', '.join(common) or 'none'}")  # fmt: skip
-        return asked, found[0][asked][0]
+        if asked not in found:
+            raise StackmgrError(f"--metric {asked}: no valid run wrote it; the runs stay recorded",
+                                f"the metrics they wrote: {', '.join(found) or 'none'}")  # fmt: skip
+        return asked, found[asked]
     headline = store.headline()
-    name = headline if headline in common else next(iter(common), None)
-    return name, found[0][name][0] if name else ""
+    chosen = headline if headline is not None and headline in found else next(iter(found), None)
+    return chosen, found[chosen] if chosen else ""
 
 
 def _steps(names: list[str], states: list[State], leave_one_out: bool, metric: str | None,
@@ -106,10 +110,17 @@ def _steps(names: list[str], states: list[State], leave_one_out: bool, metric: s
     """Each patch's contribution: its prefix against the one below, or the whole stack against it left out."""
     pairs = ([(n, states[k], states[k + 1]) for k, n in enumerate(names)] if not leave_one_out else
              [(n, states[k + 1], states[0]) for k, n in enumerate(names)])  # fmt: skip
+    from stackmgr.commands.repeat import left_out_line
+
     steps = []
     for patch, below, state in pairs:
         a, b = (values_by_metric(s.outcomes).get(metric or "") for s in (below, state))
-        judged = judge(a[1], b[1], direction=a[0], min_effect=min_effect, words=verdict_words(metric or "", "")) \
-            if a and b else None  # fmt: skip
-        steps.append(Step(patch, below, state, judged))
+        if a and b:
+            words = verdict_words(metric or "", "")
+            steps.append(Step(patch, below, state, judge(a[1], b[1], direction=a[0], min_effect=min_effect,
+                                                         words=words)))  # fmt: skip
+            continue
+        lacking = below if not a else state
+        why = left_out_line(lacking.outcomes) or f"no run wrote {metric}"
+        steps.append(Step(patch, below, state, None, f"state {lacking.label}: {why}"))
     return steps

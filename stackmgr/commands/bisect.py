@@ -42,18 +42,19 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
     if not argv:
         raise UsageProblem("no command to test with", f"`stackmgr bisect {series} -- CMD ARGS…`")
     if regression:
-        if metric is None or threshold is not None or repeat < 2:
+        if metric is None or threshold is not None or repeat < 4:
             raise UsageProblem("--regression judges each prefix against the one below by a metric, with repeats",
-                               "give --metric M and --repeat N (5 or more), no --threshold")  # fmt: skip
+                               "give --metric M and --repeat N (4 at least: the fewest the rank test can decide on), "
+                               "no --threshold")  # fmt: skip
         from stackmgr.commands.bisect_judge import regression as by_steps
 
         return by_steps(store, series, argv, metric=metric, repeat=repeat, min_effect=min_effect, tree=tree,
                         cwd=cwd, result_dirs=result_dirs, from_json=from_json, override=override)  # fmt: skip
     if threshold is not None and metric is None:
         raise UsageProblem("--threshold needs --metric M", "give both, or neither (CMD's exit code decides)")
-    if metric is not None and threshold is None and repeat < 2:
+    if metric is not None and threshold is None and repeat < 4:
         raise UsageProblem("--metric alone judges each prefix against the base, which needs repeats",
-                           "add --repeat N (5 or more), or give --threshold X")  # fmt: skip
+                           "add --repeat N (4 at least: the fewest the rank test can decide on), or give --threshold X")
     against_base = metric is not None and threshold is None  # significantly worse than the base (bisect_judge)
     plans = plan_series(store, series, tree, ())
     if len(plans) != 1:

@@ -94,13 +94,13 @@ def killed_trees(store: Store) -> list[str]:
 
 
 def refuse_if_killed(store: Store, tree: str, verb: str) -> None:
-    """A move of a tree a killed bisect or ab left at a prefix is refused: `recover` would later put back the state
-    before that walk over the move (one listdir when none was killed)."""
+    """A move of a tree a killed bisect, ab or ablate left partway is refused: `recover` would later put back the
+    state before that walk over the move (one listdir when none was killed)."""
     if tree in _stated(store) and tree in killed_trees(store):
         from stackmgr.errors import StackmgrError
 
-        raise StackmgrError(f"{verb} refused, nothing changed: a bisect or ab of tree {tree} was interrupted and left "
-                            "it as one of its runs had it", "`stackmgr recover` puts it back as it was first")
+        raise StackmgrError(f"{verb} refused, nothing changed: a bisect, ab or ablate of tree {tree} was interrupted "
+                            "and left it as one of its runs had it", "`stackmgr recover` puts it back as it was first")
 
 
 def killed_message(store: Store) -> str | None:
@@ -110,7 +110,7 @@ def killed_message(store: Store) -> str | None:
     dead = killed_trees(store)
     if not dead:
         return None
-    return (f"a bisect or ab of tree {', '.join(dead)} was interrupted and left it as one of its runs had it; "
+    return (f"a bisect, ab or ablate of tree {', '.join(dead)} was interrupted and left it as one of its runs had it; "
             "`stackmgr recover` puts it back as it was before it")  # fmt: skip
 
 
@@ -141,8 +141,8 @@ def settle_killed_bisects(store: Store, only: str | None = None) -> list[str]:
             continue
         before = _load(store, tree)
         if before is None or before.tree != tree or tree not in store.trees:
-            notes.append(f"the state a killed bisect or ab of tree {tree} left in .stackmgr/bisect/ is damaged; "
-                         "remove it, and check the tree with `stackmgr status`")  # fmt: skip
+            notes.append(f"the state a killed bisect, ab or ablate of tree {tree} left in .stackmgr/bisect/ is "
+                         "damaged; remove it, and check the tree with `stackmgr status`")  # fmt: skip
             continue
         try:
             lock = _running(store, tree, wait_seconds=0)
@@ -155,7 +155,7 @@ def settle_killed_bisects(store: Store, only: str | None = None) -> list[str]:
         as_before = (now.as_dict() if now else None) == (before.applied.as_dict() if before.applied else None)
         if not as_before and (now is None or now.series != before.series):  # moved since by another command
             release(store, tree, lock)
-            notes.append(f"a bisect or ab of series {before.series} was interrupted, and tree {tree} was moved "
+            notes.append(f"a bisect, ab or ablate of series {before.series} was interrupted, and tree {tree} was moved "
                          "since; it is left as it is (what was saved before it is in patches/)")  # fmt: skip
             continue
         try:
@@ -164,7 +164,7 @@ def settle_killed_bisects(store: Store, only: str | None = None) -> list[str]:
             lock.__exit__(None, None, None)
             raise
         release(store, tree, lock)
-        notes.append(f"a bisect or ab of series {before.series} was interrupted: tree {tree} is back as it was "
+        notes.append(f"a bisect, ab or ablate of series {before.series} was interrupted: tree {tree} is back as it was "
                      "before it")
     return notes
 

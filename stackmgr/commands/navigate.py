@@ -82,7 +82,7 @@ def position(store: Store, tree: str, in_order: bool = True) -> Position:
 
 
 def _movable(store: Store, tree: str, verb: str) -> str:
-    """The tree, unless a killed bisect or ab left it at a prefix (`recover` would undo the move later)."""
+    """The tree, unless a killed bisect, ab or ablate left it at a prefix (`recover` would undo the move later)."""
     from stackmgr.commands.bisect_state import refuse_if_killed
 
     refuse_if_killed(store, tree, verb)

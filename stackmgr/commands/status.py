@@ -155,7 +155,7 @@ def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
             drift = ["(the series' result is no longer in the repository)"]
     from stackmgr.commands.bisect_state import killed_trees
 
-    walked = snap.tree in killed_trees(store)  # a killed bisect or ab's step: not an edit; recover, not push
+    walked = snap.tree in killed_trees(store)  # a killed bisect, ab or ablate's step: not an edit; recover, not push
     edited = _series_edits(store, where) if applied.series and not walked else []
     measured = {"link": applied.link, "patch": applied.link_patch or None, "residue": applied.residue or None,
                 "residue_kept": residue is not None, "tree": applied.residue_tree,
@@ -163,8 +163,8 @@ def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
     return {"series": applied.series, "base": applied.base, "patches": where.stack, "in_series": len(where.in_series),
             "top": where.top, "total": where.total, "series_patches": where.names, "in_order": where.in_order,
             "not_in_series": where.not_in_series, "renamed": where.renamed, "position": where.summary(),
-            "to_do": "a bisect or ab was interrupted here; `stackmgr recover` puts the tree back as it was" if walked
-            else None if where.in_order or not applied.series or applied.link else where.what_to_do(),
+            "to_do": "a bisect, ab or ablate was interrupted here; `stackmgr recover` puts the tree back as it was"
+            if walked else None if where.in_order or not applied.series or applied.link else where.what_to_do(),
             "result_tree": applied.result_tree, "matches": not drift and not edited, "drift": drift,
             "series_edited": edited, "measured": measured, "interrupted": walked}  # fmt: skip
 
