@@ -2,16 +2,8 @@
 # On a GPU machine (the device tool): which patch of a stack did it. Series S = bf16 (decode in bfloat16),
 # manual-attn (softmax(QK^T)V by hand: the hidden regression), sync (per-layer torch.cuda.synchronize(),
 # instrumentation). `ablate` measures every prefix 5 times in turn; `bisect --repeat 4 --metric` judges each
-# tested prefix against the base, measured first.
-set -euo pipefail
-repo=$(pwd); out=${OUT:-/tmp/out}; mkdir -p "$out"
-export GIT_AUTHOR_NAME=lab GIT_AUTHOR_EMAIL=lab@example.com GIT_COMMITTER_NAME=lab GIT_COMMITTER_EMAIL=lab@example.com
-sm() { echo "\$ stackmgr $*" >&2; python3 -m stackmgr "$@"; }
-w=$(mktemp -d); cd "$w"
-git init -q -b main tree && cp "$repo/bench/gpu/decode.py" tree/ && printf 'results/\n' > tree/.gitignore
-git -C tree add -A && git -C tree commit -qm base
-python3 -m stackmgr init store >/dev/null && export STACKMGR_STORE=$w/store
-python3 -m stackmgr tree add t "$w/tree" >/dev/null
+# tested prefix against the base, measured first; `--regression` each against the prefix below.
+. bench/gpu/lab.sh  # a scratch tree `t` holding decode.py, its store, `sm`
 sed -i 's/^DTYPE = "float32"/DTYPE = "bfloat16"/' tree/decode.py
 sm save bf16 --series S -m "decode in bf16"
 sed -i 's/^ATTENTION = "sdpa"/ATTENTION = "manual"/' tree/decode.py

@@ -5,15 +5,7 @@
 # (softmax(QK^T)V by hand), skip-odd (odd layers skipped: fast and wrong). Runs: 5 at the base (the baseline of S),
 # 5 at each prefix; then status/links/show/compare/promotion/report, and `ab manual-attn --leave-out` (the whole
 # stack with and without manual-attn).
-set -euo pipefail
-repo=$(pwd); out=${OUT:-/tmp/out}; mkdir -p "$out"
-export GIT_AUTHOR_NAME=lab GIT_AUTHOR_EMAIL=lab@example.com GIT_COMMITTER_NAME=lab GIT_COMMITTER_EMAIL=lab@example.com
-sm() { echo "\$ stackmgr $*" >&2; python3 -m stackmgr "$@"; }
-w=$(mktemp -d); cd "$w"
-git init -q -b main tree && cp "$repo/bench/gpu/decode.py" tree/ && printf 'results/\n' > tree/.gitignore
-git -C tree add -A && git -C tree commit -qm base
-python3 -m stackmgr init store >/dev/null && export STACKMGR_STORE=$w/store
-python3 -m stackmgr tree add t "$w/tree" >/dev/null
+. bench/gpu/lab.sh  # a scratch tree `t` holding decode.py, its store, `sm`
 cat >> store/stackmgr.toml <<'TOML'
 
 [metrics.quality_cosine]
