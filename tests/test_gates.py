@@ -230,3 +230,18 @@ def test_bisect_by_a_threshold_on_a_metric_of_unknown_direction_is_refused_with_
     assert done.code == 2, done
     assert "which way quality_cosine is better is not known" in done.err
     assert '[metrics.quality_cosine] direction = "higher"' in done.err
+
+
+def test_a_malformed_metric_direction_from_a_pull_stops_run_but_no_reader(
+        lab: Lab, bench: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A teammate pushes `[metrics.quality_cosine] direction = "up"`: `run` refuses before the command runs and
+    says what is wrong; `links`, `show` and `compare` still read the records (by their own directions)."""
+    record = bench_run(lab, bench, tmp_path, "one", monkeypatch)
+    configure(lab, '\n[metrics.quality_cosine]\ndirection = "up"\n')
+    marker = tmp_path / "ran"
+    done = lab.sm("run", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')")
+    one_line_error(done, 3)
+    assert "[metrics.quality_cosine] direction must be" in done.err and not marker.exists()
+    for view in (("links",), ("show", "fix"), ("compare", record["id"])):
+        shown = lab.sm(*view)
+        assert shown.code == 0, (view, shown.err)

@@ -96,6 +96,18 @@ def direction_of(store: Store | None, metric: Metric) -> str:
     return directed(metric, directions(store))
 
 
+def configured_directions(store: Store) -> dict[str, str]:
+    """`[metrics.NAME] direction` of the config (store/lab_config.py), for a reader of many records; {} when the
+    config's `[metrics]` is malformed (a teammate's pull): records are then read by their own directions, and
+    `run`, which reads the config, says what is wrong."""
+    from stackmgr.store.lab_config import directions
+
+    try:
+        return directions(store)
+    except StackmgrError:
+        return {}
+
+
 def directed(metric: Metric, configured: dict[str, str]) -> str:
     """`direction_of` with the config's directions already read (`store/lab_config.directions`): a reader of many
     records reads them once."""

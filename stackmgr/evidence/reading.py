@@ -28,11 +28,10 @@ from typing import Any
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence.compare import run_config
-from stackmgr.evidence.metrics import Gate, Metric, directed
+from stackmgr.evidence.metrics import Gate, Metric, configured_directions, directed
 from stackmgr.evidence.records import Artifact, Link, StackEntry, WrittenOnce, edited, measured_versions, read_record
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_cache, write_cache
-from stackmgr.store.lab_config import directions
 
 _ID = re.compile(r"lnk-[0-9a-f]{12}")
 FULL_VERSION = 7
@@ -241,7 +240,7 @@ class Records:
         self.brief_dirs: dict[str, Any] = {}
         self.changed: set[str] = set()
         self.brief_changed: set[str] = set()
-        self.directions = directions(store)  # `[metrics.NAME] direction`: each record's metrics are read by it
+        self.directions = configured_directions(store)  # each record's metrics are read by them
 
     def directory(self, directory: str, name: str) -> list[Link]:
         """Every record of one patch's directory, whole, in file-name order."""
