@@ -175,6 +175,17 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
+def effect_bar(effect: float | None, verdict: str, largest: float, width: int = 24) -> str:
+    """A judged effect as a compact bar, its length `width` for the `largest` effect shown beside it: `+` for a
+    change for the better (`faster`, `better`), `-` for the worse, `~` direction unknown, `·` no verdict."""
+    if effect is None or not largest:
+        return ""
+    size = max(1, round(abs(effect) / largest * width))
+    if verdict in ("no significant change", "too few runs"):
+        return "·" * size
+    return ("+" if verdict in ("faster", "better") else "-" if verdict in ("slower", "worse") else "~") * size
+
+
 def quantity(value: float, unit: str = "") -> str:
     """A metric's value as every view writes it: six significant digits, the unit after a space (`1874.2 tok/s`)."""
     return f"{value:.6g} {show_text(unit)}" if unit else f"{value:.6g}"

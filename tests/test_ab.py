@@ -89,6 +89,7 @@ def test_ab_says_each_metric_of_b_against_a_in_one_line(lab: Lab, tmp_path: Path
     lines = done.out.splitlines()
     assert lines[0].startswith("p2 on tree vllm (S): A = 1 patch, top p1, B = 2 patches, top p2; runs ab-p2-")
     assert lines[1].startswith("  output_throughput: A 100.1 → B 110.22 (n=1+1)  +10.1%") and "too few runs" in lines[1]
+    assert lines[1].endswith("too few runs  " + "·" * 16), lines[1]  # a bar, no verdict: dots
     assert (tmp_path / "seen").read_text().split() == ["100", "110"]
 
 

@@ -101,3 +101,13 @@ def test_a_state_whose_runs_fail_a_gate_is_left_unjudged_the_others_judged(lab: 
     steps = {s["patch"]: s for s in json.loads(done.out)["steps"]}
     assert steps["p2"]["verdict"] == "faster"
     assert steps["p3"]["verdict"] is None and "INVALID (gate notes: fail)" in steps["p3"]["why"], steps["p3"]
+
+
+def test_effect_bars_scale_to_the_largest_effect_and_say_the_verdict() -> None:
+    from stackmgr.output import effect_bar
+
+    assert effect_bar(0.20, "faster", 0.20, 10) == "+" * 10
+    assert effect_bar(-0.10, "slower", 0.20, 10) == "-" * 5
+    assert effect_bar(0.001, "no significant change", 0.20, 10) == "·"
+    assert effect_bar(0.05, "higher", 0.20, 8) == "~~"
+    assert effect_bar(None, "too few runs", 0.2) == "" and effect_bar(0.1, "faster", 0.0) == ""

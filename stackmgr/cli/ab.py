@@ -62,8 +62,11 @@ def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, leave_out: bo
         output.out("  no metric both sides have: nothing to judge (the runs recorded no metrics? name where CMD "
                    "writes its results: --result-dir DIR or --from-json FILE, or declare the tree's results "
                    "directories)")
-    for j in done.judged:
-        output.out(f"  {j.name}: {_line(j)}")
+    largest = max((abs(j.judgement.effect) for j in done.judged if j.judgement.effect is not None), default=0.0)
+    width = max((len(j.name) for j in done.judged), default=0)
+    for j in done.judged:  # the largest effect a whole bar (output.effect_bar)
+        bar = output.effect_bar(j.judgement.effect, j.judgement.verdict, largest, 16)
+        output.out(f"  {j.name + ':':<{width + 1}} {_line(j)}" + (f"  {bar}" if bar else ""))
     for side in (done.a, done.b):  # judged without them, as compare judges
         if left := left_out_line(side.outcomes):
             output.out(f"  {side.label}: {left}")

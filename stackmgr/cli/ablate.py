@@ -106,13 +106,10 @@ def _judged(step: Step) -> str:
 
 
 def _bar(step: Step, largest: float) -> str:
+    from stackmgr.output import effect_bar
+
     j = step.judged
-    if j is None or j.effect is None or not largest:
-        return ""
-    size = max(1, round(abs(j.effect) / largest * BAR))
-    if j.verdict in ("no significant change", "too few runs"):
-        return "·" * size
-    return ("+" if j.verdict in ("faster", "better") else "-" if j.verdict in ("slower", "worse") else "~") * size
+    return effect_bar(j.effect, j.verdict, largest, BAR) if j is not None else ""
 
 
 def _json(done: Ablation) -> dict[str, Any]:
