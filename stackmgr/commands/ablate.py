@@ -14,7 +14,7 @@ its top patch; a leave-one-out state's to the patch left out, measured without i
 
 from __future__ import annotations
 
-from stackmgr.commands.alternate import State, Walk, alternate
+from stackmgr.commands.alternate import State, Walk, alternate, one_tree_plan
 from stackmgr.commands.repeat import values_by_metric
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.evidence.metrics import verdict_words
@@ -49,16 +49,10 @@ def ablate(store: Store, series: str, argv: list[str], *, runs: int = 5, leave_o
            result_dirs: tuple[str, ...] = (), from_json: tuple[str, ...] = (), override: str | None = None,
            ) -> Ablation:  # fmt: skip
     from stackmgr.commands.apply import apply_series
-    from stackmgr.store.plan import plan_series
-
     if not argv:
         raise UsageProblem("no command to run", f"`stackmgr ablate {series} -- CMD ARGS…`")
     walk = Walk(argv, runs, cwd, result_dirs, from_json)
-    plans = plan_series(store, series, tree, ())
-    if len(plans) != 1:
-        raise UsageProblem(f"series {series} has patches of several trees ({', '.join(p.tree for p in plans)})",
-                           "ablate one: -t TREE")  # fmt: skip
-    plan = plans[0]
+    plan = one_tree_plan(store, series, tree, "ablate")
     names = [p.name for p in plan.patches]
     if not names:
         raise UsageProblem(f"series {series} has no patches of tree {plan.tree}", "nothing to ablate")

@@ -27,6 +27,10 @@ from stackmgr.safety import tree_move
 from stackmgr.store.applied import load_applied
 from stackmgr.store.config import Store
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from stackmgr.store.plan import TreePlan
+
 
 class Signals:
     """SIGINT, SIGTERM and SIGHUP reaching stackmgr during a bisect only set a flag (each step then stops the
@@ -76,6 +80,18 @@ class Stopped(Exception):
         self.why = why
         self.patch = patch
         self.signum = signum
+
+
+def one_tree_plan(store: Store, series: str, tree: str | None, verb: str) -> TreePlan:
+    """The series' plan for the one tree a walk (`bisect`, `ablate`) measures: refused when it has patches of
+    several trees and none is named."""
+    from stackmgr.store.plan import plan_series
+
+    plans = plan_series(store, series, tree, ())
+    if len(plans) != 1:
+        raise UsageProblem(f"series {series} has patches of several trees ({', '.join(p.tree for p in plans)})",
+                           f"{verb} one: -t TREE")  # fmt: skip
+    return plans[0]
 
 
 class State:

@@ -21,8 +21,8 @@ from __future__ import annotations
 import sys
 
 from stackmgr.commands import bisect_state, navigate
-from stackmgr.commands.alternate import Signals, Stopped, run_prefix
-from stackmgr.commands.apply import apply_series, plan_series, preflight
+from stackmgr.commands.alternate import Signals, Stopped, one_tree_plan, run_prefix
+from stackmgr.commands.apply import apply_series, preflight
 from stackmgr.commands.bisect_judge import Bisected, NoMetric, Tested, judge_repeats, unknown_direction
 from stackmgr.commands.repeat import grouped
 from stackmgr.commands.run import RunOutcome, RunRequest, run
@@ -56,11 +56,7 @@ def bisect(store: Store, series: str, argv: list[str], *, tree: str | None = Non
         raise UsageProblem("--metric alone judges each prefix against the base, which needs repeats",
                            "add --repeat N (4 at least: the fewest the rank test can decide on), or give --threshold X")
     against_base = metric is not None and threshold is None  # significantly worse than the base (bisect_judge)
-    plans = plan_series(store, series, tree, ())
-    if len(plans) != 1:
-        raise UsageProblem(f"series {series} has patches of several trees ({', '.join(p.tree for p in plans)})",
-                           "bisect one: -t TREE")  # fmt: skip
-    plan = plans[0]
+    plan = one_tree_plan(store, series, tree, "bisect")
     names = [p.name for p in plan.patches]
     for note in bisect_state.settle_killed_bisects(store, plan.tree):  # a killed bisect's tree first goes back
         sys.stderr.write(f"stackmgr: note: {note}\n")
