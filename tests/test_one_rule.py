@@ -123,7 +123,7 @@ def test_series_membership_is_read_by_the_series_module_only() -> None:
 def test_a_runs_taint_is_judged_by_the_link_state_rule() -> None:
     """Reading `tainted` to decide whether a result counts happens in evidence/link_state.py (through the
     record's `tainted`); the record's own modules define the field, `run` writes it."""
-    allowed = {"evidence/link_state.py", "evidence/records.py", "evidence/reading.py", "commands/run.py",
+    allowed = {"evidence/link_state.py", "evidence/records.py", "evidence/rows.py", "commands/run.py",
                "cli/run.py", "commands/bisect.py", "commands/bisect_state.py", "evidence/capture.py"}  # fmt: skip
     found = []
     for path, tree in _modules():

@@ -33,6 +33,8 @@ def _value(value: float) -> str:
               "superseded"]), help="Default: experimental; with --amends, the amended record's.")  # fmt: skip
 @click.option("--lesson", default="", help="What was learned (kept with rejected lanes).")
 @click.option("--do-not-revive", is_flag=True, help="Warn loudly whenever this change comes back.")
+@click.option("--label", default="", metavar="TEXT",
+              help='What the ARTIFACTS given are, in the lab\'s words: "detailed chronological notes".')
 @click.option("--amends", default="", metavar="LINK", shell_complete=ref_names,
               help="This record corrects an earlier one.")  # fmt: skip
 @click.option("--baseline", default="", metavar="LINK", shell_complete=ref_names,
@@ -41,15 +43,20 @@ def _value(value: float) -> str:
 @pass_context
 def link_cmd(ctx: Context, patch: str, artifacts: tuple[str, ...], metric_specs: tuple[str, ...],
              from_json: tuple[str, ...], gate_specs: tuple[str, ...], verdict: str | None, lesson: str,
-             do_not_revive: bool, amends: str, baseline: str) -> None:  # fmt: skip
+             do_not_revive: bool, amends: str, baseline: str, label: str) -> None:  # fmt: skip
     """Record which ARTIFACTS (logs, notes, benchmark JSON) justify or refute PATCH."""
     from stackmgr.evidence.linking import create_link
     from stackmgr.store.names import patch_name
 
+    if label and (not artifacts or len(label) > 200 or not label.isprintable()):
+        from stackmgr.errors import UsageProblem
+
+        raise UsageProblem("--label names the ARTIFACTS given: printable text of at most 200 characters",
+                           'e.g. `stackmgr link P notes.md --label "detailed chronological notes"`')  # fmt: skip
     store = open_store(ctx.store)
     link = create_link(store, patch_name(patch), list(artifacts), metric_specs=list(metric_specs),
                        gate_specs=list(gate_specs), from_json=list(from_json), verdict=verdict, lesson=lesson,
-                       do_not_revive=do_not_revive, amends=amends, baseline=baseline)  # fmt: skip
+                       do_not_revive=do_not_revive, amends=amends, baseline=baseline, label=label)  # fmt: skip
     rel = os.path.relpath(link.file, store.root)
     if ctx.json:
         output.emit_json({"schema": 1, "id": link.id, "file": rel, "patch": link.patch})
@@ -204,15 +211,15 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
     titles = ["DATE", "LINK", "PATCH", "TREE", *columns, "GATES", "VERDICT", "STATE"]
     rows = [_link_row(link, state, columns, table) for link, state in table.rows]
     widths = [max(len(cell) for cell in column) for column in zip(titles, *rows, strict=True)]
-    if rows:
-        output.out(indent + _cells(titles, widths))
+    lines = [indent + _cells(titles, widths)] if rows else []
     for (link, _state), row in zip(table.rows, rows, strict=True):
         if grouped and (config := table.config(link)) != header:
-            if header is not None:
-                output.out()
-            output.out(config_line(config))
+            lines += [""] if header is not None else []
+            lines.append(config_line(config))
             header = config
-        output.out(indent + _cells(row, widths))
+        lines.append(indent + _cells(row, widths))
+    if lines:
+        output.out("\n".join(lines))  # written at once: thousands of rows
     for check in checks:
         output.out(one_line(check.line))
     if table.hidden:

@@ -19,8 +19,9 @@ from stackmgr.evidence.compare import CONFIG_KEYS, result_config, run_config
 from stackmgr.evidence.environment import summary
 from stackmgr.evidence.link_state import interruption, link_mark, link_state
 from stackmgr.evidence.metrics import Metric, lead
-from stackmgr.evidence.reading import Brief, find_links, load_briefs, load_links
+from stackmgr.evidence.reading import find_links, load_briefs, load_links
 from stackmgr.evidence.records import Link
+from stackmgr.evidence.rows import Brief
 from stackmgr.evidence.states import Evidence
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
@@ -229,6 +230,7 @@ class LinkTable:
 
             raise unknown_tree(tree, [*store.trees, *store.unplaced], "see `stackmgr trees`")
         self.amended_by = replaced = amended_by(links)
+        ev.hashes.first_hashing(a.path for link in links for a in link.artifacts)  # a fresh clone's: at once
         self.hidden = 0  # amended records that passed the filters, left out
         wanted = set(SeriesFile.load(store, series).patch_names()) if series else None
         rows: list[tuple[Listed, str]] = []

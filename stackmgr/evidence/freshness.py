@@ -12,7 +12,7 @@ from stackmgr.evidence.versions import current_name, version_file
 from stackmgr.git.repo import patch_id
 
 if TYPE_CHECKING:
-    from stackmgr.evidence.reading import Brief
+    from stackmgr.evidence.rows import Brief
     from stackmgr.evidence.states import Evidence
 
 FRESHNESS = ("fresh", "equivalent", "stale")  # best first

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 from stackmgr.evidence.gates import gate_failure
 from stackmgr.evidence.metrics import Gate
-from stackmgr.evidence.reading import Brief
 from stackmgr.evidence.records import Link
+from stackmgr.evidence.rows import Brief
 
 if TYPE_CHECKING:
     from stackmgr.evidence.states import Evidence

@@ -37,6 +37,7 @@ def stack_now(store: Store, tree: str, index: PatchIndex) -> list[StackEntry]:
 def create_link(
     store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
     from_json: list[str], verdict: str | None, lesson: str, do_not_revive: bool, amends: str, baseline: str,
+    label: str = "",
 ) -> Link:  # fmt: skip
     """`verdict` None: none given (an amendment keeps the amended record's: states.amended_verdict)."""
     from stackmgr.journal.operation import operation
@@ -46,12 +47,13 @@ def create_link(
     with operation(store, f"link {patch}"):
         return _create_link(store, patch, artifacts, metric_specs=metric_specs, gate_specs=gate_specs,
                             from_json=from_json, verdict=verdict, lesson=lesson, do_not_revive=do_not_revive,
-                            amends=amends, baseline=baseline)  # fmt: skip
+                            amends=amends, baseline=baseline, label=label)  # fmt: skip
 
 
 def _create_link(
     store: Store, patch: str, artifacts: list[str], *, metric_specs: list[str], gate_specs: list[str],
     from_json: list[str], verdict: str | None, lesson: str, do_not_revive: bool, amends: str, baseline: str,
+    label: str = "",
 ) -> Link:  # fmt: skip
     evidence = Evidence.gather(store)
     rec = evidence.index.record(patch + ".patch")
@@ -99,8 +101,8 @@ def _create_link(
         digest = sha256_hex(data)
         # Outside the store: recorded as the copy that travels with the store (kept once the link is sure), the
         # path it had kept as information.
-        artifact = Artifact(kept_artifacts.path_of(digest), digest, len(data), origin=recorded) \
-            if os.path.isabs(recorded) else Artifact(recorded, digest, len(data))  # fmt: skip
+        artifact = Artifact(kept_artifacts.path_of(digest), digest, len(data), origin=recorded, label=label) \
+            if os.path.isabs(recorded) else Artifact(recorded, digest, len(data), label=label)  # fmt: skip
         if all((a.path, a.sha256) != (artifact.path, artifact.sha256) for a in found):
             found.append(artifact)
             new.append(artifact)

@@ -23,61 +23,19 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.evidence.compare import run_config
-from stackmgr.evidence.metrics import Gate, Metric, configured_directions, directed
-from stackmgr.evidence.records import Artifact, Link, StackEntry, WrittenOnce, edited, measured_versions, read_record
+from stackmgr.evidence.metrics import Metric, configured_directions, directed
+from stackmgr.evidence.records import Link, WrittenOnce, edited, read_record
+from stackmgr.evidence.rows import Brief, brief_from_row, brief_row, from_row, to_row
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_cache, write_cache
 
 _ID = re.compile(r"lnk-[0-9a-f]{12}")
-FULL_VERSION = 7
-BRIEF_VERSION = 5
-
-
-@dataclass(slots=True)
-class Brief:
-    """A record as `links` lists it and states judge it: everything but its stack (of which the measured patch
-    versions and whether it measured its patch are kept), its run table (name, taint, exit code and the run
-    configuration kept) and its metrics' sources."""
-
-    id: str
-    created: str
-    author: str
-    patch: str
-    tree: str
-    sha256: str
-    patch_id: str
-    artifacts: list[Artifact]
-    gates: list[Gate]
-    metric_rows: tuple[tuple[str, float, str, str], ...]  # (name, value, unit, direction)
-    verdict: str
-    lesson: str
-    do_not_revive: bool
-    amends: str
-    baseline: str
-    run_name: str
-    tainted: bool
-    exit_code: int | None
-    config: tuple[tuple[str, str], ...]  # evidence.compare.run_config, in CONFIG_KEYS order
-    file: str
-    edited: bool  # changed after it was written
-    measured: tuple[tuple[str, str], ...] = ()  # records.measured_versions: what freshness is judged by
-    measures_patch: bool = True  # records.measured_patch, as Link.measures_patch
-    baseline_series: str = ""  # as Link.baseline_series
-
-    @property
-    def metrics(self) -> list[Metric]:
-        return [Metric(*row) for row in self.metric_rows]
-
-    def metric(self, name: str) -> Metric | None:
-        return next((Metric(*row) for row in self.metric_rows if row[0] == name), None)
-
-    def has_metric(self, name: str) -> bool:
-        return any(row[0] == name for row in self.metric_rows)
+FULL_VERSION = 8
+BRIEF_VERSION = 6
+FIRST_READING_IN_WORKERS = 2000  # records to parse, at the least, before worker processes share them
 
 
 @contextmanager
@@ -120,6 +78,7 @@ def load_briefs(store: Store, unreadable: list[str] | None = None) -> list[Brief
     out and what is wrong with it added there (else it is a StackmgrError naming it)."""
     parsed = Records(store, unreadable)
     names = _patch_dirs(store)
+    parsed.first_reading(names)
     briefs: list[Brief] = []
     with _quiet_collector():
         for name in names:
@@ -252,10 +211,10 @@ class Records:
         hit = self.dirs[name]
         rows, links, changed = [], [], hit is None or hit[0] != sig
         for filename, path, stat, row in _files(directory, sig, hit):
-            link = _from_row(row, path) if row is not None else self.read(path, name, filename)
+            link = from_row(row, path) if row is not None else self.read(path, name, filename)
             changed = changed or row is None
             links.append(link)
-            rows.append((filename, stat, row if row is not None else _to_row(link)))
+            rows.append((filename, stat, row if row is not None else to_row(link)))
         if changed or len(rows) != len(hit[1]):
             self.dirs[name] = (sig, rows)
             self.changed.add(name)
@@ -275,12 +234,12 @@ class Records:
         hit = self.brief_dirs[name]
         found = list(_files(directory, sig, hit))
         if hit is not None and hit[0] == sig and len(found) == len(hit[1]) and all(r is not None for *_, r in found):
-            return [self._directed(_brief_from_row(row, path)) for _, path, _, row in found]
+            return [self._directed(brief_from_row(row, path)) for _, path, _, row in found]
         rows, briefs, complete = [], [], True
         for filename, path, stat, row in found:
             if row is None:
                 try:
-                    row = _brief_row(self.read(path, name, filename), self.store)
+                    row = brief_row(self.read(path, name, filename), self.store)
                 except StackmgrError as exc:
                     if self.unreadable is None:
                         raise
@@ -288,16 +247,49 @@ class Records:
                     complete = False  # not kept: the next reader must find it again
                     continue
             rows.append((filename, stat, row))
-            briefs.append(self._directed(_brief_from_row(row, path)))
+            briefs.append(self._directed(brief_from_row(row, path)))
         if complete:
             self.brief_dirs[name] = (sig, rows)
             self.brief_changed.add(name)
         return briefs
 
+    def first_reading(self, names: list[str]) -> None:
+        """Make the briefs of the directories no brief was kept of (a fresh clone: every one) in worker
+        processes, when there are thousands of records to parse (store/workers.py). A directory holding a record
+        that cannot be read is left to `briefs`, which says so."""
+        todo = []
+        for name in names:
+            directory = os.path.join(self.store.links_dir, name)
+            if name not in self.brief_dirs:
+                self.brief_dirs[name] = _cached(os.path.join(self.brief_root, f"{name}.marshal"), BRIEF_VERSION)
+            if self.brief_dirs[name] is None and (sig := _signature(directory)) is not None:
+                todo.append((name, directory, sig, sorted(f for f in os.listdir(directory) if f.endswith(".toml"))))
+        if sum(len(files) for *_, files in todo) < FIRST_READING_IN_WORKERS:
+            return
+        from stackmgr.store.workers import fork_map
+
+        todo.sort(key=lambda job: -len(job[3]))  # the largest first: the workers end together
+
+        def rows_of(i: int) -> tuple[str, Any, list[Any] | None]:
+            name, directory, sig, files = todo[i]
+            rows = []
+            for filename, path, stat, _ in _files(directory, sig, (sig, [(f, None, None) for f in files])):
+                try:
+                    rows.append((filename, stat, brief_row(self.read(path, name, filename), self.store)))
+                except StackmgrError:
+                    return name, sig, None
+            return name, sig, rows
+
+        for name, sig, rows in fork_map(rows_of, len(todo)):
+            if rows is not None:
+                self.brief_dirs[name] = (sig, rows)
+                self.brief_changed.add(name)
+
     def _directed(self, brief: Brief) -> Brief:
         """The brief with each metric's direction as every view judges it (evidence/metrics.direction_of)."""
-        brief.metric_rows = tuple((n, v, u, directed(Metric(n, v, u, d), self.directions))
-                                  for n, v, u, d in brief.metric_rows)  # fmt: skip
+        if self.directions and any(row[0] in self.directions for row in brief.metric_rows):
+            brief.metric_rows = tuple((n, v, u, directed(Metric(n, v, u, d), self.directions))
+                                      for n, v, u, d in brief.metric_rows)  # fmt: skip
         return brief
 
     def read(self, path: str, name: str, filename: str) -> Link:
@@ -360,39 +352,3 @@ def _files(directory: str, sig: tuple[int, int], hit: Any) -> Iterator[tuple[str
         stat = (fst.st_size, fst.st_mtime_ns, fst.st_ctime_ns, fst.st_ino)
         cached = known.get(filename)
         yield filename, path, stat, (cached[1] if cached is not None and cached[0] == stat else None)
-
-
-def _to_row(k: Link) -> tuple[Any, ...]:
-    return (k.id, k.created, k.author, k.patch, k.tree, k.sha256, k.patch_id,
-            tuple((s.tree, s.base, tuple(s.patches), s.series, s.residue, s.snapshot, tuple(s.present),
-                   s.residue_patch) for s in k.stack),
-            tuple((a.path, a.sha256, a.size, a.anchor, a.origin) for a in k.artifacts),
-            tuple((m.name, m.value, m.unit, m.direction, tuple(m.source.items())) for m in k.metrics),
-            tuple((g.name, g.status, g.detail) for g in k.gates),
-            k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline, k.run, k.edited)  # fmt: skip
-
-
-def _from_row(r: tuple[Any, ...], path: str) -> Link:
-    return Link(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
-                [StackEntry(s[0], s[1], [tuple(p) for p in s[2]], s[3], s[4], s[5], [tuple(p) for p in s[6]], s[7])
-                 for s in r[7]],
-                [Artifact(*a) for a in r[8]], [Metric(m[0], m[1], m[2], m[3], dict(m[4])) for m in r[9]],
-                [Gate(*g) for g in r[10]], r[11], r[12], r[13], r[14], r[15], r[16], path, r[17])  # fmt: skip
-
-
-def _brief_row(k: Link, store: Store) -> tuple[Any, ...]:
-    exit_code = k.run.get("exit_code")
-    config = tuple(run_config(store, k).items())
-    return (k.id, k.created, k.author, k.patch, k.tree, k.sha256, k.patch_id,
-            tuple((a.path, a.sha256, a.size, a.anchor, a.origin) for a in k.artifacts),
-            tuple((g.name, g.status, g.detail) for g in k.gates),
-            tuple((m.name, m.value, m.unit, m.direction) for m in k.metrics),
-            k.verdict, k.lesson, k.do_not_revive, k.amends, k.baseline, str(k.run.get("name", "")),
-            bool(k.run.get("tainted", False)), exit_code if isinstance(exit_code, int) else None, config,
-            k.edited, tuple(measured_versions(k.stack)), k.measures_patch, k.baseline_series)  # fmt: skip
-
-
-def _brief_from_row(r: tuple[Any, ...], path: str) -> Brief:
-    return Brief(r[0], r[1], r[2], r[3], r[4], r[5], r[6], [Artifact(*a) for a in r[7]], [Gate(*g) for g in r[8]],
-                 r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16], r[17], r[18], path, r[19],
-                 r[20], r[21], r[22])  # fmt: skip

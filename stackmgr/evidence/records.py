@@ -34,6 +34,7 @@ class Artifact:
     size: int
     anchor: str = ""
     origin: str = ""  # where it was when linked, for a file copied in from outside the store (information only)
+    label: str = ""  # what it is, in the lab's words (`link --label`): "detailed chronological notes"
 
 
 @dataclass
@@ -131,7 +132,7 @@ def render(link: Link) -> bytes:
                                  "present": present}, array=True)  # fmt: skip
     for a in link.artifacts:
         text += _table("artifact", {"path": a.path, "sha256": a.sha256, "size": a.size, "anchor": a.anchor,
-                                    "origin": a.origin}, True)  # fmt: skip
+                                    "origin": a.origin, "label": a.label}, True)  # fmt: skip
     if link.run:
         text += _table("run", link.run)
     for m in link.metrics:
@@ -198,7 +199,17 @@ def id_holds(link: Link, written: str) -> bool:
 def edited(link: Link, written: str, data: bytes, first_seen: str | None) -> bool:
     """Whether a record changed after it was written: its bytes differ from when this clone first saw them
     (`WrittenOnce`), or, first seen now, its content no longer gives its id."""
-    return sha256_hex(data) != first_seen if first_seen is not None else not id_holds(link, written)
+    if first_seen is not None:
+        return sha256_hex(data) != first_seen
+    return not (_bytes_give_id(link.id, data) or id_holds(link, written))
+
+
+def _bytes_give_id(ident: str, data: bytes) -> bool:
+    """Whether `data` without its id line hashes to `ident`: the bytes `render` gave `new_id`, so the record is as
+    written (a fresh clone's first reading checks every record, here without rendering it again)."""
+    line = f'\nid = "{ident}"\n'.encode()
+    at = data.find(line)
+    return at >= 0 and "lnk-" + sha256_hex(data[:at] + data[at + len(line) - 1 :])[:12] == ident
 
 
 class WrittenOnce:
@@ -270,7 +281,7 @@ def read_record(path: str) -> tuple[Link, str, bytes]:
     bytes."""
     try:
         data = _record_bytes(path)
-        doc = load_toml(data, _shown(path))
+        doc = load_toml(data, _shown(path), lambda d: d.get("run"))
         if doc.get("schema") != SCHEMA:
             raise ValueError(f"schema is {doc.get('schema')!r}")
         patch, verdict = doc["patch"], doc.get("verdict", {})
@@ -287,7 +298,7 @@ def read_record(path: str) -> tuple[Link, str, bytes]:
                               [(p["name"], p["sha256"]) for p in s.get("present", [])],
                               str(s.get("residue_patch", ""))) for s in doc.get("stack", [])],
             artifacts=[Artifact(a["path"], str(a["sha256"]), int(a["size"]), str(a.get("anchor", "")),
-                                str(a.get("origin", ""))) for a in doc.get("artifact", [])],
+                                str(a.get("origin", "")), str(a.get("label", ""))) for a in doc.get("artifact", [])],
             metrics=[Metric(m["name"], float(m["value"]), m.get("unit", ""), m.get("direction", ""),
                             dict(m.get("source", {}))) for m in doc.get("metric", [])],
             gates=[Gate(g["name"], g["status"], g.get("detail", "")) for g in doc.get("gate", [])],
@@ -322,8 +333,10 @@ def parse_record(path: str) -> dict[str, Any]:
 
 def _in_store(path: str) -> tuple[str, str]:
     """(store root, store-relative path) of a record's file, `ROOT/links/PATCH/FILE`."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(path))) or os.curdir
-    return root, os.path.relpath(path, root).replace(os.sep, "/")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(path)))
+    if not root:
+        return os.curdir, path.replace(os.sep, "/")
+    return root, path[len(root) :].lstrip(os.sep).replace(os.sep, "/")
 
 
 def _shown(path: str) -> str:
@@ -356,13 +369,13 @@ def _trustworthy(path: str, patch: str, doc: dict[str, Any]) -> None:
     paths = [("artifact path", a.get("path", "")) for a in doc.get("artifact", [])]
     for m in doc.get("metric", []):
         source = m.get("source", {})
-        if not isinstance(source, dict) or not all(isinstance(v, str) for v in source.values()):
+        if not isinstance(source, dict) or set(map(type, source.values())) - {str}:
             raise ValueError(f"metric {str(m.get('name'))[:40]!r} has a source that is not a table of strings")
         paths.append(("metric source", source.get("artifact", "")))
     for what, named in paths:
         if not isinstance(named, str):
             raise ValueError(f"{what} {str(named)[:40]!r} is not a string")
-        if ".." in named.replace("\\", "/").split("/"):
+        if ".." in named and ".." in named.replace("\\", "/").split("/"):
             raise ValueError(f"{what} {named!r} climbs with '..'")
     for entry in doc.get("stack", []):
         residue = str(entry.get("residue_patch", ""))

@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
 
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.evidence import artifacts as kept_artifacts
 from stackmgr.evidence import metrics
-from stackmgr.evidence.reading import Brief, load_links
+from stackmgr.evidence.artifact_hashes import ArtifactHashes
+from stackmgr.evidence.reading import load_links
 from stackmgr.evidence.records import Link
+from stackmgr.evidence.rows import Brief
 from stackmgr.git.repo import patch_id
 from stackmgr.safety.preserved import PatchIndex
 from stackmgr.store.config import Store
@@ -59,65 +60,6 @@ def resolve_artifact(store: Store, raw: str) -> tuple[str, str]:
     if os.path.commonpath([root, real]) == root:
         return os.path.relpath(real, root), full  # measured from the real paths: a symlinked store is the same store
     return full, full
-
-
-class ArtifactHashes:
-    """sha256 of artifact files, cached by stat data in .stackmgr/cache (always safe to delete). An artifact is a
-    file in the store, opened without leaving it (store/inside.py) and hashed a block at a time: a record naming
-    an absolute path (an original outside path is information only), or a path through a symbolic link, or
-    something that is not a regular file (a FIFO, /dev/zero) has no hash, and `why` says so."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.path = os.path.join(store.state_dir, "cache", "artifacts.marshal")
-        cached = read_cache(self.path)
-        self.cache: dict[str, list[object]] = cached if isinstance(cached, dict) else {}
-        self.seen: dict[str, tuple[str | None, str]] = {}
-        self.dirty = False
-
-    def sha256(self, recorded: str) -> str | None:
-        """The file's sha256 now, or None when it is gone, outside the store or not a regular file (asked once
-        per command: many links share an artifact)."""
-        return self._look(recorded)[0]
-
-    def why(self, recorded: str) -> str:
-        """Why `sha256` is None, in a few words ("is missing", "is outside the store: never read", …)."""
-        return self._look(recorded)[1] or "is missing"
-
-    def open(self, recorded: str) -> BinaryIO:
-        """The artifact opened for reading, inside the store only (OutsideStore, OSError otherwise)."""
-        return kept_artifacts.open_kept(self.store.root, recorded)
-
-    def _look(self, recorded: str) -> tuple[str | None, str]:
-        if recorded not in self.seen:
-            self.seen[recorded] = self._sha256(recorded)
-        return self.seen[recorded]
-
-    def _sha256(self, recorded: str) -> tuple[str | None, str]:
-        outside = kept_artifacts.outside(recorded)
-        if outside:
-            return None, outside
-        try:
-            f = self.open(recorded)
-        except OutsideStore:
-            return None, kept_artifacts.refusal(self.store.root, recorded)
-        except OSError:
-            return None, "is missing"
-        with f:
-            st = os.fstat(f.fileno())
-            hit = self.cache.get(recorded)
-            if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns and hit[2] == st.st_ctime_ns \
-                    and hit[3] == st.st_ino:  # fmt: skip
-                return str(hit[4]), ""
-            digest = kept_artifacts.hash_file(f)[0]
-        self.cache[recorded] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest]
-        self.dirty = True
-        return digest, ""
-
-    def save(self) -> None:
-        if self.dirty:
-            write_cache(self.path, self.cache)
-            self.dirty = False
 
 
 class PatchIds:
@@ -230,8 +172,12 @@ def amended_verdict(amended: Link | None, verdict: str | None, lesson: str, do_n
     if amended is None:
         return verdict or "experimental", lesson, do_not_revive, baseline
     kept_flag = amended.do_not_revive and verdict in (None, amended.verdict)
-    return (verdict or amended.verdict, lesson or amended.lesson, do_not_revive or kept_flag,
-            baseline or amended.baseline)
+    return (
+        verdict or amended.verdict,
+        lesson or amended.lesson,
+        do_not_revive or kept_flag,
+        baseline or amended.baseline,
+    )
 
 
 def patch_status(links: list[L], states: dict[str, str]) -> str:

@@ -9,15 +9,18 @@ brackets: a key of more than MAX_DEPTH parts is refused before parsing too (toml
 them), and a parsed document with enough dots is walked (headers and keys add up). A RecursionError the counts
 missed is turned into the same error.
 
-Plain functions; tomllib, json and re are imported when first used: `check` loads the store's config on its
-start-up path.
+TOML is parsed by rtoml (tomllib where it is missing). Plain functions; the parsers, json and re are imported
+when first used: `check` loads the store's config on its start-up path.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stackmgr.errors import StackmgrError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 MAX_DEPTH = 64  # arrays, tables and objects within one another; stackmgr's own files nest a few
 
@@ -60,6 +63,15 @@ def _bracket_depth(cut: bytes) -> int:
     return max(accumulate(map(_STEP.__getitem__, cut.translate(None, _NOT_BRACKETS))), default=0)
 
 
+def _dots_on_one_line(data: bytes) -> bool:
+    """Whether a line of `data` holds MAX_DEPTH dots: a dotted key or table header lies on one line (TOML allows
+    no line break inside either), so a document without such a line has no key too long (what a record with many
+    numbers and paths needs checked, without cutting its strings)."""
+    from itertools import repeat
+
+    return max(map(bytes.count, data.split(b"\n"), repeat(b".")), default=0) >= MAX_DEPTH
+
+
 def _dotted_too_long(cut: bytes) -> bool:
     """Whether a dotted key (`a.b.c = 1`, `[a.b.c]`) of `cut` (TOML without strings and comments) has more than
     MAX_DEPTH parts: its parts and the blanks around its dots are dropped, anything else splits, and such a key
@@ -67,25 +79,55 @@ def _dotted_too_long(cut: bytes) -> bool:
     return b"." * MAX_DEPTH in cut.translate(_DOTS_ONLY, _KEY_PARTS)
 
 
-def load_toml(data: bytes, name: str) -> dict[str, Any]:
+def load_toml(data: bytes, name: str, kept: Callable[[dict[str, Any]], object] | None = None) -> dict[str, Any]:
     """The TOML document `data` (from the file `name`, as the message names it). Raises StackmgrError naming
-    the file when it nests deeper than MAX_DEPTH; UnicodeDecodeError and tomllib.TOMLDecodeError as they are."""
+    the file when it nests deeper than MAX_DEPTH; UnicodeDecodeError and tomllib.TOMLDecodeError as they are.
+    `kept`: the part of the document its reader keeps as it is (a link record's run table: every other field is
+    read as a string, number or flat table), which alone is walked for dotted keys' nesting after rtoml, itself
+    bounded, parsed it (a record's sixty metric tables would take longer to walk than to parse)."""
+    parse, bounded = _parser()
     brackets = data.count(b"[") + data.count(b"{") > MAX_DEPTH
     dots = data.count(b".") >= MAX_DEPTH
-    if brackets or dots:
+    if not bounded and (brackets or (dots and _dots_on_one_line(data))):
         cut = _cut(data, _TOML_SKIPPED)
         if (brackets and _bracket_depth(cut) > MAX_DEPTH) or (dots and _dotted_too_long(cut)):
             raise _too_deep(name)
-    import tomllib
-
     text = data.decode("utf-8")
     try:
-        doc = tomllib.loads(text)
+        doc: dict[str, Any] = parse(text)
     except RecursionError:
         raise _too_deep(name) from None
-    if text.count(".") > MAX_DEPTH and _nesting(doc) > MAX_DEPTH:  # dotted keys nest tables without brackets
+    walked = kept(doc) if kept is not None and bounded else doc
+    if (brackets or dots) and _nesting(walked) > MAX_DEPTH:  # dotted keys nest tables without brackets too
         raise _too_deep(name)
     return doc
+
+
+def _parser() -> tuple[Any, bool]:
+    """rtoml's `loads` (a TOML 1.0 parser in Rust, over ten times tomllib's speed: a fresh clone's first `links`
+    parses every record; it bounds its own recursion, a little deeper than MAX_DEPTH, and takes linear time in a
+    dotted key), its errors raised as tomllib's; else tomllib's, which needs the nesting counted first. And
+    whether the parser bounds itself."""
+    found = _compiled.get(b"toml")
+    if found is None:
+        import tomllib
+
+        try:
+            import rtoml
+        except ImportError:
+            found = _compiled[b"toml"] = (tomllib.loads, False)
+            return found
+
+        def parse(text: str) -> Any:
+            try:
+                return rtoml.loads(text)
+            except rtoml.TomlParsingError as exc:
+                if "recurs" in str(exc):  # "cannot recurse further", "recursion limit"
+                    raise RecursionError from None
+                raise tomllib.TOMLDecodeError(str(exc)) from None
+
+        found = _compiled[b"toml"] = (parse, True)
+    return found
 
 
 def load_json(data: bytes, name: str) -> Any:
@@ -106,12 +148,11 @@ def _nesting(doc: object) -> int:
     deepest, todo = 0, [(doc, 0)]  # the document itself is no level: `a = [1]` nests 1, as its brackets say
     while todo:
         node, level = todo.pop()
-        deepest = max(deepest, level)
-        if level <= MAX_DEPTH:
-            if isinstance(node, dict):
-                todo += [(v, level + 1) for v in node.values() if isinstance(v, (dict, list))]
-            elif isinstance(node, list):
-                todo += [(v, level + 1) for v in node if isinstance(v, (dict, list))]
+        if level > deepest:
+            deepest = level
+        if level <= MAX_DEPTH and (type(node) is dict or type(node) is list):  # as parsers give them
+            todo += [(v, level + 1) for v in (node.values() if type(node) is dict else node)
+                     if type(v) is dict or type(v) is list]  # fmt: skip
     return deepest
 
 
