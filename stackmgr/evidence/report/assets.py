@@ -193,4 +193,11 @@ padding:.2rem 1rem .7rem;margin:0 0 1rem}
 .lane h2{margin:.7rem 0 .2rem}
 .grave{border-top:1px solid var(--soft);padding:.5rem 0 .1rem}
 .gm{font-size:.9em;margin:.2rem 0}
+figure.picture{margin:.6rem 0 1rem}figure.picture svg{max-width:100%;height:auto;background:#fff;color:#1f2328;
+border:1px solid var(--line);border-radius:8px}
+figure.picture figcaption{color:var(--muted);font-size:.85em;max-width:880px}
+section.headline{background:var(--panel);border:1px solid var(--line);border-radius:10px;padding:.2rem 1rem .4rem;
+margin:0 0 1rem}section.headline h2{margin:.6rem 0 .3rem}
+details.more summary{font-size:.9em}
+@media print{figure.picture svg{border:0}details.more{display:block}}
 """

@@ -1,17 +1,18 @@
 """`index.html`: every series with its patches in order (tree, status, best fresh metric and that run's gates,
-link states), then the patches in no series."""
+link states) and its waterfall (report/figures.py), then the patches in no series."""
 
 from __future__ import annotations
 
 from statistics import median
 
 from stackmgr.evidence.metrics import lead
-from stackmgr.evidence.report.markup import STATE_MARK, Markup, e
+from stackmgr.evidence.report.figures import Figures
+from stackmgr.evidence.report.markup import STATE_MARK, e
 from stackmgr.evidence.report.model import PatchInfo
 from stackmgr.output import plural, quantity
 
 
-class IndexPage(Markup):
+class IndexPage(Figures):
     def patch_row(self, here: str, info: PatchInfo | None, name: str, position: str, guards: list[str]) -> str:
         chips = "".join(f' <span class="guard">#{e(g)}</span>' for g in guards)
         if info is None:
@@ -88,6 +89,7 @@ class IndexPage(Markup):
                 body.append(f'<p class="baseline">baseline {e(base.id)}{e(said)}</p>')
             rows = [self.patch_row(here, self.patches.get(n), n, str(i), g) for i, (n, g) in enumerate(s.entries, 1)]
             body.append(self.patch_table(rows) if rows else '<p class="muted">empty</p>')
+            body.append(self.series_waterfall(s))  # its latest ablate walk, else each patch against the baseline
             body.append("</section>")
         loose = [p for p in self.patches.values() if not p.series]
         loose.sort(key=lambda p: (p.tree, p.name))

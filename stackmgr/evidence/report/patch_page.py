@@ -1,13 +1,17 @@
-"""`patches/<name>.html`: header, description, diffstat, the diff, and beside it the evidence timeline of links."""
+"""`patches/<name>.html`: header; the headline metric, its verdict against the series' baseline and its picture
+across the patch's runs (report/figures.py); description, diffstat, the diff, and beside it the evidence timeline
+of links, each leading with the headline, the other metrics folded."""
 
 from __future__ import annotations
 
 import re
 from urllib.parse import quote
 
+from stackmgr.evidence.metrics import Metric
 from stackmgr.evidence.records import Link
 from stackmgr.evidence.report.diff import diff_row, parse_diff
-from stackmgr.evidence.report.markup import Markup, artifact_name, e, num, run_said, size_label, when
+from stackmgr.evidence.report.figures import Figures
+from stackmgr.evidence.report.markup import artifact_name, e, num, run_said, size_label, when
 from stackmgr.evidence.report.model import PatchInfo
 from stackmgr.store.patchfile import diff_part
 
@@ -15,7 +19,7 @@ ARROWS = {"higher": "↑", "lower": "↓"}  # which way a metric is better; "?" 
 DIFF_ROWS = 20000  # per patch page; the rest is in the raw copy
 
 
-class PatchPage(Markup):
+class PatchPage(Figures):
     def patch_page(self, info: PatchInfo) -> str:
         here = info.page
         up = "../" * here.count("/")
@@ -42,8 +46,11 @@ class PatchPage(Markup):
         if info.subject:
             head.append(f'<p class="lead">{e(info.subject)}</p>')
         head.append(f'<dl class="facts">{dl}</dl>')
-        if vs := self.against(info):  # against its series' baseline runs (report/against.py)
-            head.append(f'<p class="against">{vs}</p>')
+        vs = self.against(info)  # against its series' baseline runs (report/against.py)
+        picture = self.patch_picture(info)  # its headline metric across its results (report/figures.py)
+        if vs or picture:
+            head.append('<section class="headline"><h2>Headline</h2>'
+                        + (f'<p class="against">{vs}</p>' if vs else "") + picture + "</section>")  # fmt: skip
         if info.error:
             head.append(f'<p class="error">{e(info.error)}</p>')
         if info.body:
@@ -58,6 +65,28 @@ class PatchPage(Markup):
         body = "".join(head) + f'<div class="split"><section class="diffcol">{left}</section>' \
             f'<aside class="evidence">{right}</aside></div>'  # fmt: skip
         return self.frame(here, info.name, "", body)
+
+    def metric_row(self, link: Link, m: Metric) -> str:
+        return (
+            f'<tr><td class="mono">{e(m.name)}</td><td class="num"><b>{e(num(m.value))}</b></td>'
+            f"<td>{e(m.unit)}</td><td>{self.delta(link, m.name, m.value, m.direction)}</td>"
+            f'<td class="muted" title="which way is better (? unknown)">{ARROWS.get(m.direction, "?")}</td></tr>'
+        )
+
+    def more_metrics(self, link: Link, rest: list[Metric]) -> str:
+        """The link's other metrics folded in a <details>; those equal to its baseline's value are named once, not
+        listed as `+0.0% (+0)`."""
+        if not rest:
+            return ""
+        same = [m for m in rest if (found := self.baseline_of(link, m.name)) is not None and found[1] == m.value]
+        shown = [m for m in rest if m not in same]
+        rows = "".join(self.metric_row(link, m) for m in shown)
+        unchanged = (f'<p class="muted">unchanged from the baseline: {e(", ".join(m.name for m in same))}</p>'
+                     if same else "")  # fmt: skip
+        what = f"{len(shown)} more metric{'s' if len(shown) != 1 else ''}"
+        what += f", {len(same)} unchanged" if same else ""
+        table = f'<table class="metrics">{rows}</table>' if rows else ""
+        return f'<details class="more"><summary>{what}</summary>{table}{unchanged}</details>'
 
     def overrides_html(self, info: PatchInfo) -> str:
         """The do-not-revive lanes this patch brought back anyway: why, who, when, with which command."""
@@ -139,16 +168,12 @@ class PatchPage(Markup):
                          "</p>")  # fmt: skip
         if link.metrics:
             base = self.by_id.get(link.baseline)
-            rows = "".join(
-                f'<tr><td class="mono">{e(m.name)}</td><td class="num"><b>{e(num(m.value))}</b></td>'
-                f"<td>{e(m.unit)}</td><td>{self.delta(link, m.name, m.value, m.direction)}</td>"
-                f'<td class="muted" title="which way is better (? unknown)">{ARROWS.get(m.direction, "?")}</td></tr>'
-                for m in self.lead_metrics(link.metrics)
-            )
+            first, *rest = self.lead_metrics(link.metrics)
             unlike = self.unlike_baseline(link)
             said = f" <small>another run configuration: {e(unlike)}</small>" if unlike else ""
             cap = f"<caption>Δ vs {self.link_ref(here, base)}{said}</caption>" if base is not None else ""
-            parts.append(f'<table class="metrics">{cap}{rows}</table>')
+            parts.append(f'<table class="metrics lead">{cap}{self.metric_row(link, first)}</table>')
+            parts.append(self.more_metrics(link, rest))
         elif link.baseline and link.baseline not in self.by_id:
             parts.append(f'<p class="note bad">baseline {e(link.baseline)} not found</p>')
         if link.gates:
