@@ -48,6 +48,8 @@ def _expected(lab: Lab, ids: dict[str, str], probe: str, bench: str, probe_state
     rejected, promoted, opened = (_when(lab, patch, ids[role]) for patch, role in roles)
     quoted = probe_state == "fresh"  # a broken result's numbers are never quoted as the patch's latest
     numbers, evidence = ("`mean_ttft_ms` 41.2 ms", probe) if quoted else ("—", " ")
+    valid = f"1 valid result, the latest `{ids['open']}`." if quoted else \
+        f"**No valid result yet**: `{ids['open']}`: broken: an artifact changed or is missing (\\`stackmgr verify\\`)."
     return f"""# Lessons
 
 What the lab's measurements taught: the lanes that failed and why, the patches worth remembering, and the \
@@ -94,6 +96,23 @@ Artifacts: {probe}
 | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 | `replay-fix` | `vllm` | replay fix | inconclusive | {numbers} | — |   | {opened} · Jane Doe · \
 `{ids["open"]}` ({probe_state}) | {evidence} |
+
+### `replay-fix`
+
+**inconclusive** · {opened} · Jane Doe · `{ids["open"]}` ({probe_state})
+
+*No lesson recorded.*
+
+{valid}
+
+## The trees when this page was written
+
+What `stackmgr status` said of this machine's registered trees: the results above are the store's; a tree holds \
+whatever is checked out in it now.
+
+- `vllm`: replay: 2 of 2 applied, top replay-probe; clean; not a promoted set: `replay-fix` (inconclusive), \
+`replay-probe` (rejected, do not revive)
+- `vllm-xpu-kernels`: kernels: 1 of 1 applied, top gemm-tile; clean; a promoted set
 """
 
 
@@ -121,12 +140,13 @@ def test_lessons_page_reads_back_as_the_records_say(ev: Lab, lessons: dict[str, 
         "#failed-paths", "#patches-worth-remembering", "#open-experiments", "results/probe.log",
         "results/bench.json", "results/probe.log"], "lessons.md at the store's top: links relative to it"  # fmt: skip
     emphasis = [t.type for t in inline if t.type in ("em_open", "strong_open")]
-    assert emphasis == ["strong_open"], "only the verdict is bold"
+    assert emphasis == ["strong_open", "strong_open", "em_open"], "only the verdicts are bold, no lesson is said"
     quote = tokens.index(next(t for t in tokens if t.type == "blockquote_open"))
     lesson = [c.content for c in tokens[quote + 2].children or [] if c.type == "text"]
     assert lesson == HOSTILE_LESSON.split("\n")
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
-    assert headings == ["Lessons", "Failed paths", "`replay-probe`", "Patches worth remembering", "Open experiments"]
+    assert headings == ["Lessons", "Failed paths", "`replay-probe`", "Patches worth remembering", "Open experiments",
+                        "`replay-fix`", "The trees when this page was written"]  # fmt: skip
     rows = [[tokens[j + 1].content for j in range(i, len(tokens)) if tokens[j].type in ("td_open", "th_open")
              and j < next(k for k in range(i, len(tokens)) if tokens[k].type == "tr_close")] for i, t in
             enumerate(tokens) if t.type == "tr_open"]  # fmt: skip
@@ -157,9 +177,9 @@ def test_lessons_page_outside_the_store_names_artifacts_and_is_the_same_bytes_ag
 
 def test_lessons_page_of_a_store_with_no_verdicts_says_so(ev: Lab) -> None:
     page = _lessons(ev, "lessons.md")
-    assert page.endswith("## Failed paths\n\nNothing rejected yet.\n\n## Patches worth remembering\n\n"
-                         "Nothing promoted yet.\n\n## Open experiments\n\n"
-                         "No experiment is waiting for a verdict.\n")  # fmt: skip
+    assert ("## Failed paths\n\nNothing rejected yet.\n\n## Patches worth remembering\n\n"
+            "Nothing promoted yet.\n\n## Open experiments\n\n"
+            "No experiment is waiting for a verdict.\n\n## The trees when this page was written\n") in page  # fmt: skip
     assert "- [Failed paths](#failed-paths): 0\n" in page
 
 

@@ -53,8 +53,8 @@ def test_the_lessons_page_judges_each_open_patch_against_the_series_baseline_as_
     page = tmp_path / "lessons.md"
     assert measured.sm("report", "--markdown", str(page)).code == 0
     (row,) = [line for line in page.read_text().splitlines() if line.startswith("| `probe`")]
-    assert (r"`output_throughput` 110.35 tok/s (n=4): +10.1% \[+8.5%, +11.7%\] faster, vs baseline of S (4 runs)"
-            in row), row  # fmt: skip
+    assert (r"`output_throughput` 110.35 tok/s (n=4): +10.1% \[+8.5%, +11.7%\] faster, "
+            "vs the baseline of S (run base3, 4 runs, median 100.2 tok/s)" in row), row  # fmt: skip
     assert "| vs the series' baseline |" in page.read_text()
 
 
@@ -66,7 +66,8 @@ def test_the_lessons_page_gives_a_single_pair_no_verdict(
     page = tmp_path / "lessons.md"
     assert lab.sm("report", "--markdown", str(page)).code == 0
     (row,) = [line for line in page.read_text().splitlines() if line.startswith("| `probe`")]
-    assert "`output_throughput` 150 tok/s +50.0%, 1 vs 1 run(s), no verdict, vs baseline of S (1 run)" in row, row
+    assert ("`output_throughput` 150 tok/s +50.0%, 1 vs 1 run(s), no verdict, "
+            "vs the baseline of S (run base, 1 run, median 100 tok/s)" in row), row
     for word in ("faster", "better", "slower", "no significant change"):
         assert word not in row
 

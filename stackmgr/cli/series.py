@@ -78,11 +78,13 @@ def show(ctx: Context, name: str, verbose: bool) -> None:
     store = open_store(ctx.store)
     rows = patch_rows(store, name)
     if ctx.json:
-        output.emit_json({"schema": 1, "series": name, "patches": rows})
+        output.emit_json({"schema": 1, "series": name, "description": _description(store, name), "patches": rows})
         refuse_conflicted_rows(store, rows)
         return
     where = "".join(f", {p.tally()} in {output.show_text(p.tree)}" for p in applied_in(store).get(name, []))
     output.out(f"series {name}: {len(rows)} patch{'es' if len(rows) != 1 else ''}{where}")
+    for line in _description(store, name).splitlines():
+        output.out(f"  {output.show_text(line)}".rstrip())
     for row in rows:
         mark = ">" if row["top"] else "+" if row["applied"] else "-"
         if not row["exists"]:
@@ -95,6 +97,12 @@ def show(ctx: Context, name: str, verbose: bool) -> None:
     if rows:
         output.out(LEGEND)
     refuse_conflicted_rows(store, rows)
+
+
+def _description(store: Any, name: str) -> str:
+    from stackmgr.store.series import SeriesFile
+
+    return SeriesFile.load(store, name).description
 
 
 def _evidence(row: dict[str, Any]) -> str:
@@ -114,13 +122,28 @@ def _evidence(row: dict[str, Any]) -> str:
 
 @series_group.command("new")
 @click.argument("name")
+@click.option("-m", "--message", "description", default="", metavar="TEXT",
+              help="The series' description: the topic its patches share (see `series describe`).")  # fmt: skip
 @pass_context
-def new(ctx: Context, name: str) -> None:
+def new(ctx: Context, name: str, description: str) -> None:
     """Create an empty series."""
     from stackmgr.commands.series import new_series
 
-    new_series(open_store(ctx.store), name)
+    new_series(open_store(ctx.store), name, description)
     output.out(f"created series {name}")
+
+
+@series_group.command("describe")
+@click.argument("name", shell_complete=series_names)
+@click.option("-m", "--message", "description", required=True, metavar="TEXT", help='The description; "" removes it.')
+@pass_context
+def describe(ctx: Context, name: str, description: str) -> None:
+    """Say what a series is about: the topic its patches share, kept as the series file's leading `## ` comment
+    lines (quilt and MQ ignore them), shown by `series NAME` and heading its lanes on the lessons page."""
+    from stackmgr.commands.series import describe_series
+
+    describe_series(open_store(ctx.store), name, description)
+    output.out(f"described series {name}" if description.strip() else f"removed the description of series {name}")
 
 
 @series_group.command("add")

@@ -114,12 +114,30 @@ def refuse_conflicted_rows(store: Store, rows: list[dict[str, Any]]) -> None:
             refuse_conflicted(data, f"patches/{row['file']}")
 
 
-def new_series(store: Store, name: str) -> None:
+def new_series(store: Store, name: str, description: str = "") -> None:
     """Create an empty series; refuse a name already taken (even by a file that does not parse)."""
+    _check_description(description)
     with operation(store, f"series new {name}"):
         if os.path.lexists(series_path(store, name)):  # checked before parsing: a broken file exists too
             raise UsageProblem(f"series {name} already exists", f"see `stackmgr series {name}`")
-        SeriesFile.load_or_new(store, name).write()
+        series = SeriesFile.load_or_new(store, name)
+        series.describe(description)
+        series.write()
+
+
+def describe_series(store: Store, name: str, description: str) -> None:
+    """Replace the series' description (its leading `## ` lines; "" removes it), every other line kept."""
+    _check_description(description)
+    with operation(store, f"series describe {name}"):
+        series = SeriesFile.load(store, name)
+        series.describe(description)
+        series.write()
+
+
+def _check_description(text: str) -> None:
+    if len(text) > 2000 or any((ord(c) < 32 and c not in "\n\t") or ord(c) == 127 for c in text):
+        raise UsageProblem("a series description is text of at most 2000 characters, without control characters",
+                           "e.g. `stackmgr series describe S -m \"what these patches are for\"`")  # fmt: skip
 
 
 def add_patches(

@@ -30,7 +30,7 @@ from stackmgr.evidence.records import Link
 from stackmgr.evidence.states import Evidence, effective
 from stackmgr.store.config import Store
 from stackmgr.store.series import SeriesFile
-from stackmgr.store.targets_config import Target, targets
+from stackmgr.store.targets_config import Target, all_targets, targets
 
 
 class TargetCheck:
@@ -42,9 +42,11 @@ class TargetCheck:
         self.series = series
         self.target = target
         self.problem = problem  # the target cannot be read, or the series cannot: said instead of an answer
+        self.base_unit = ""
         self.best = best
         self.past = past or []
         self.runs = 0  # the runs whose median `best` is (repeats of one measured state and configuration)
+        self.base = ""  # a relative bound's baseline, in words: `baseline of S (run group base, 5 runs, median …)`
 
     @property
     def met(self) -> bool:
@@ -55,6 +57,8 @@ class TargetCheck:
         if self.target is None or self.problem:
             return self.problem if self.target is None else f"target {self.series}: {self.target.text}: {self.problem}"
         head = f"target {self.series}: {self.target.text}"
+        if self.target.relative is not None:
+            head += f" (= {output.quantity(self.target.threshold, self.base_unit)}; the {self.base})"
         if self.best is not None and self.met:
             return f"{head} reached: {_result(*self.best, self.runs)}"
         none = f"no valid result has {self.target.metric}"
@@ -69,28 +73,66 @@ class TargetCheck:
     def to_json(self) -> dict[str, Any]:
         return {"series": self.series, "target": self.target.text if self.target else None, "met": self.met,
                 "best": self.best[0].id if self.best else None, "value": self.best[1].value if self.best else None,
-                "runs": self.runs,
+                "runs": self.runs, "note": self.target.note if self.target else "",
+                "baseline": self.base or None,
                 "not_valid": [k.id for k, _ in self.past], "line": self.line}  # fmt: skip
 
 
 def check_target(store: Store, series: str, evidence: Evidence | None = None) -> TargetCheck | None:
-    """Whether `series` meets its target, and which result comes closest; None when it has no target."""
-    target = targets(store).get(series)
-    if target is None:
-        return None
-    if isinstance(target, StackmgrError):
-        return TargetCheck(series, None, f"{target.message} ({target.hint})" if target.hint else target.message)
+    """Whether `series` meets its (first) target, and which result comes closest; None when it has no target."""
+    found = check_targets(store, series, evidence)
+    return found[0] if found else None
+
+
+def check_targets(store: Store, series: str, evidence: Evidence | None = None) -> list[TargetCheck]:
+    """Each bound of `series` (`[targets]`, in the order written) and how its results stand against it."""
+    bounds = all_targets(store).get(series) or []
+    if not bounds:
+        return []
+    problem, names, found = "", [], []
+    ev = evidence
     try:
         names = SeriesFile.load(store, series).patch_names()
     except StackmgrError as exc:
-        return TargetCheck(series, target, exc.message)
-    try:
-        ev = evidence or Evidence.gather(store)
-        parsed = reader(store)
-        found = effective([k for name in names for k in load_links(store, name, parsed)])
-        parsed.save()
-    except StackmgrError as exc:  # a damaged record from a pull: said here, never stopping `status`
-        return TargetCheck(series, target, f"cannot be judged: {exc.message}")
+        problem = exc.message
+    if not problem:
+        try:
+            ev = evidence or Evidence.gather(store)
+            parsed = reader(store)
+            found = effective([k for name in names for k in load_links(store, name, parsed)])
+            parsed.save()
+        except StackmgrError as exc:  # a damaged record from a pull: said here, never stopping `status`
+            problem = f"cannot be judged: {exc.message}"
+    out = []
+    for target in bounds:
+        if isinstance(target, StackmgrError):
+            out.append(_unreadable(series, target))
+        elif problem or ev is None:
+            out.append(TargetCheck(series, target, problem))
+        else:
+            out.append(_check(store, series, target, names, found, ev))
+    return out
+
+
+def _unreadable(series: str, target: StackmgrError) -> TargetCheck:
+    return TargetCheck(series, None, f"{target.message} ({target.hint})" if target.hint else target.message)
+
+
+def _check(store: Store, series: str, target: Target, names: list[str], found: list[Link], ev: Evidence,
+           ) -> TargetCheck:  # fmt: skip
+    base = ""
+    if target.relative is not None:  # against the series' baseline runs (evidence/reference.py), by their median
+        from stackmgr.evidence.reference import baseline_runs
+
+        runs = baseline_runs(store, series, ev)
+        values = [m for k in runs for m in k.metrics if m.name == target.metric]
+        if not values:
+            return TargetCheck(series, target, f"no valid baseline of {series} has {target.metric}")
+        from statistics import median
+
+        target = Target(series, target.text, target.metric, target.op, target.at(median(m.value for m in values)),
+                        target.relative, target.note)  # fmt: skip
+        base = baseline_words(series, runs, values[-1].name)
     valid: dict[object, list[tuple[Link, Metric]]] = {}  # repeats of one measurement (same state and config)
     past: list[tuple[Link, str]] = []
     for k in sorted(found, key=lambda k: (k.created, k.id)):
@@ -106,7 +148,25 @@ def check_target(store: Store, series: str, evidence: Evidence | None = None) ->
     best = (max if target.higher else min)(medians, key=lambda km: km[1].value, default=None)
     check = TargetCheck(series, target, best=best[:2] if best else None, past=past)
     check.runs = best[2] if best else 0
+    check.base = base
+    if base:
+        check.base_unit = next((m.unit for k in found for m in k.metrics if m.name == target.metric and m.unit), "")
     return check
+
+
+def baseline_words(series: str, runs: list[Link], metric: str) -> str:
+    """A series' baseline by its run group and role, never by link ids alone: `baseline of S (run group base,
+    5 runs, median 11158 tok/s)`; `(run base-1, …)` for one run; the median of `metric` over its runs."""
+    from statistics import median
+
+    values = [m for k in runs for m in k.metrics if m.name == metric]
+    group = next((str(k.run.get("group") or "") for k in reversed(runs) if k.run.get("group")), "")
+    name = next((str(k.run.get("name") or "") for k in reversed(runs) if k.run.get("name")), "")
+    said = [f"run group {output.show_text(group)}" if group else f"run {output.show_text(name)}" if name else
+            f"link {runs[-1].id}" if runs else "", output.plural(len(runs), "run")]  # fmt: skip
+    if values:
+        said.append(f"median {output.quantity(median(m.value for m in values), values[-1].unit)}")
+    return f"baseline of {series} ({', '.join(p for p in said if p)})"
 
 
 def _median_of(runs: list[tuple[Link, Metric]]) -> tuple[Link, Metric, int]:
@@ -126,7 +186,7 @@ def targets_of(store: Store, series: Iterable[str] | None = None, evidence: Evid
         return []
     wanted = sorted(set(declared) & set(series)) if series is not None else sorted(declared)
     ev = evidence or (Evidence.gather(store) if wanted else None)
-    return [c for s in wanted if (c := check_target(store, s, ev)) is not None]
+    return [c for s in wanted for c in check_targets(store, s, ev)]
 
 
 def patch_targets(store: Store, patch: str, evidence: Evidence) -> list[TargetCheck]:

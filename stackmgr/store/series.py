@@ -281,6 +281,30 @@ class SeriesFile:
                     kept.append(words[0])
         return kept
 
+    @property
+    def description(self) -> str:
+        """The series' topic: its leading `## ` comment lines, before the first entry (docs/FORMATS.md#series-file;
+        quilt and MQ read them as comments), without the `## `; "" for none."""
+        return "\n".join(ln.text[3:] if ln.text.startswith("## ") else "" for ln in self._described())
+
+    def describe(self, text: str) -> None:
+        """Replace the description (`""` removes it): one `## ` line per line of `text`, at the file's top."""
+        said = [ln.rstrip(_BLANKS) for ln in text.replace("\r\n", "\n").split("\n")]
+        while said and not said[-1]:
+            said.pop()
+        for line in self._described():
+            self.lines.remove(line)
+        ending = self._newline()
+        self.lines[:0] = [Line(f"## {ln}" if ln else "##", ending) for ln in said]
+
+    def _described(self) -> list[Line]:
+        found = []
+        for line in self.lines:
+            if line.entry is not None or not (line.text.startswith("## ") or line.text == "##"):
+                break
+            found.append(line)
+        return found
+
     def move(self, patch: str, position: int) -> None:
         """Move the entry to number `position` (0-based, clamped), keeping its line as written."""
         index = self._find(patch)

@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import os
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stackmgr.evidence.compare import short
 from stackmgr.evidence.link_state import quoted_results
 from stackmgr.evidence.metrics import Gate, Metric
 from stackmgr.evidence.records import Artifact, Link
+from stackmgr.evidence.reference import reference_label
 from stackmgr.evidence.report import commonmark as md
-from stackmgr.evidence.report.markup import Markup, artifact_name, num, percent, run_command, run_name, when
+from stackmgr.evidence.report.lab_page import LabSections, LiveTree
+from stackmgr.evidence.report.markup import artifact_name, num, percent, run_command, run_name, when
 from stackmgr.evidence.report.model import PatchInfo
 from stackmgr.evidence.states import effective
+from stackmgr.evidence.targets import baseline_words
 
 OPEN_VERDICTS = ("experimental", "inconclusive")
 INLINE_METRICS = 3  # numbers per open experiment in its table row
@@ -46,12 +49,14 @@ class LessonCounts:
     open: int
 
 
-class LessonsPage(Markup):
+class LessonsPage(LabSections):
     _link_dir: str | None = None
 
-    def lessons_markdown(self, link_dir: str | None) -> tuple[str, LessonCounts]:
+    def lessons_markdown(self, link_dir: str | None, title: str = "Lessons", trees: list[LiveTree] | None = None,
+                         ) -> tuple[str, LessonCounts]:  # fmt: skip
         """The page, and how many lanes each part holds. `link_dir`: the real directory artifact links are
-        relative to (FILE's, when it is inside the store), or None to name artifacts without links."""
+        relative to (FILE's, when it is inside the store), or None to name artifacts without links; `trees`: the
+        registered trees as `status` saw them (report/lab_page.py), for the page's last section."""
         self._link_dir = link_dir
         lanes: dict[str, list[Link]] = {}
         for grave in self.graves():
@@ -59,14 +64,20 @@ class LessonsPage(Markup):
         failed = sorted(sorted(lanes), key=lambda n: max(k.created for k in lanes[n]), reverse=True)
         remembered = [info for info in self.patches.values() if info.status == "promoted"]
         open_ = [info for info in self.patches.values() if self._is_open(info)]
-        out = ["# Lessons", "",
+        targets = self.targets_section()
+        topics = self.topics_section(failed, [i.name for i in remembered], [i.name for i in open_])
+        heading = md.line(title) or "Lessons"
+        heading = heading[:-1] + "\\#" if heading.endswith("#") else heading  # never a closing sequence
+        out = [f"# {heading}", "",
                "What the lab's measurements taught: the lanes that failed and why, the patches worth remembering, "
                "and the experiments still without a verdict. Written by `stackmgr report --markdown` from the "
                "store's link records: change those (`stackmgr link`), not this page.", "",
+               *([f"- [Targets](#targets): {len(self.target_checks)}"] if targets else []),
+               *(["- [Topics](#topics)"] if topics else []),
                f"- [Failed paths](#failed-paths): {len(failed)}",
                f"- [Patches worth remembering](#patches-worth-remembering): {len(remembered)}",
                f"- [Open experiments](#open-experiments): {len(open_)}", "",
-               "## Failed paths", ""]  # fmt: skip
+               *targets, *topics, "## Failed paths", ""]  # fmt: skip
         if not failed:
             out += ["Nothing rejected yet.", ""]
         for name in failed:
@@ -74,7 +85,9 @@ class LessonsPage(Markup):
         out += ["## Patches worth remembering", ""]
         out += self._remembered(remembered) if remembered else ["Nothing promoted yet.", ""]
         out += ["## Open experiments", ""]
-        out += self._open(open_) if open_ else ["No experiment is waiting for a verdict.", ""]
+        out += [*self._open(open_), *self.open_lanes(open_)] if open_ else \
+            ["No experiment is waiting for a verdict.", ""]  # fmt: skip
+        out += [*self.baselines_section(), *self.trees_section(trees)]
         return "\n".join(out).rstrip("\n") + "\n", LessonCounts(len(failed), len(remembered), len(open_))
 
     def _is_open(self, info: PatchInfo) -> bool:
@@ -112,7 +125,11 @@ class LessonsPage(Markup):
 
     def _metric_table(self, link: Link) -> list[str]:
         compared = bool(self.by_id.get(link.baseline))
-        head = ["metric", "value"] + ([f"vs baseline {md.code(link.baseline, cell=True)}"] if compared else [])
+        base = self.by_id.get(link.baseline)
+        named = base.run.get("name") if base is not None else None  # a baseline by its run, not its id alone
+        said = f"run {md.code(named, cell=True)}" if isinstance(named, str) and named else \
+            md.code(link.baseline, cell=True)  # fmt: skip
+        head = ["metric", "value"] + ([f"vs baseline {said}"] if compared else [])
         rows = []
         for m in self.lead_metrics(link.metrics):
             row = [md.code(m.name, cell=True), self._value(m)]
@@ -208,7 +225,11 @@ class LessonsPage(Markup):
                 j.ci_high is not None else ""  # fmt: skip
             effect = f"{j.effect * 100:+.1f}%" if j.effect is not None else ""
             said = f"(n={found.runs}): {effect}{ci} {j.verdict}".strip()
-        return f"{md.code(m.name, cell=True)} {self._value(m)} {md.text(said)}, vs {md.text(found.label)}"
+        label = found.label.replace(
+            reference_label(found.series, found.base_runs),  # by its run group, not a count
+            "the " + baseline_words(found.series, self.baseline_runs[found.series], m.name),
+        )
+        return f"{md.code(m.name, cell=True)} {self._value(m)} {md.text(said)}, vs {md.text(label)}"
 
     def _gates(self, gates: list[Gate]) -> str:
         return ", ".join(f"{md.code(g.name, cell=True)} {md.text(g.status + (f' ({g.detail})' if g.detail else ''))}"
@@ -226,6 +247,8 @@ class LessonsPage(Markup):
             note = " (missing)"
         elif info is not None and info.current != a.sha256:
             note = " (changed since linked)"
+        if a.label:  # what it is, in the lab's words (`link --label`), then its file
+            return f"{md.text(a.label[:200])}: " + self._artifact(replace(a, label=""), cell)  # bounded: a pull's
         href = self._artifact_href(a.path)
         if a.origin and a.path.startswith("artifacts/sha256/"):  # kept by content: named by what it was
             label = artifact_name(a)

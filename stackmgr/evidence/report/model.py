@@ -107,7 +107,9 @@ class ReportData:
         from stackmgr.evidence.baselines import latest_baseline
         from stackmgr.evidence.targets import targets_of
 
-        self.targets = {c.series: c.line for c in targets_of(store, None, self.ev)}  # evidence/targets.py
+        self.target_checks = targets_of(store, None, self.ev)  # evidence/targets.py: every bound, series order
+        self.targets = {c.series: "; ".join(k.line for k in self.target_checks if k.series == c.series)
+                        for c in self.target_checks}  # fmt: skip
         self.baselines = {s.name: b for s in self.series if (b := latest_baseline(store, s.name, self.ev))}
         from stackmgr.evidence.reference import baseline_runs
 

@@ -38,6 +38,7 @@ from stackmgr.errors import StackmgrError
 from stackmgr.evidence.report.artifact_page import ArtifactPage
 from stackmgr.evidence.report.graveyard_page import GraveyardPage
 from stackmgr.evidence.report.index_page import IndexPage
+from stackmgr.evidence.report.lab_page import LiveTree
 from stackmgr.evidence.report.lessons_page import LessonCounts, LessonsPage
 from stackmgr.evidence.report.model import Site
 from stackmgr.evidence.report.patch_page import PatchPage
@@ -204,13 +205,14 @@ class Written:
     links: int
 
 
-def write_report(store: Store, out_dir: str | None, markdown: str | None = None) -> Written:
+def write_report(store: Store, out_dir: str | None, markdown: str | None = None, title: str = "Lessons",
+                 trees: list[LiveTree] | None = None) -> Written:  # fmt: skip
     """Check both targets, gather the store once and build in memory, then write the site and the lessons page."""
     target = check_target(store, out_dir) if out_dir is not None else None
     page = check_markdown_target(store, markdown) if markdown is not None else None
     report = Report(store)
     site = report.build() if target is not None else None
-    lessons = report.lessons_markdown(page[1]) if page is not None else None
+    lessons = report.lessons_markdown(page[1], title, trees) if page is not None else None
     if target is not None and site is not None:
         write_site(target, site)
     if page is not None and lessons is not None:
