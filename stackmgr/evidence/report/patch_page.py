@@ -17,6 +17,8 @@ from stackmgr.store.patchfile import diff_part
 
 ARROWS = {"higher": "↑", "lower": "↓"}  # which way a metric is better; "?" unknown
 DIFF_ROWS = 20000  # per patch page; the rest is in the raw copy
+CARDS = 50  # newest links shown whole on a patch page; older ones one line each
+OLDER_ROWS = 1000  # of those, at most; `show PATCH` lists the rest
 
 
 class PatchPage(Figures):
@@ -58,7 +60,8 @@ class PatchPage(Figures):
         if info.data is None:
             head.append('<p class="error">The patch file is gone: its links are kept and shown here.</p>')
         left = self.diff_html(info) if info.data is not None else '<p class="muted">no diff to show</p>'
-        cards = [self.link_card(here, link) for link in reversed(info.links)]
+        newest = list(reversed(info.links))
+        cards = [self.link_card(here, link) for link in newest[:CARDS]] + self.older_rows(here, newest[CARDS:])
         right = (f'<h2>Evidence <small>{len(info.links)} link{"s" if len(info.links) != 1 else ""}</small></h2>'
                  + ("".join(cards) or '<p class="muted">No links yet: <code>stackmgr link PATCH ARTIFACT…</code>'
                     "</p>") + self.overrides_html(info))  # fmt: skip
@@ -155,6 +158,25 @@ class PatchPage(Figures):
                 if any(pattern.search(text) for text in texts if path in text):
                     found.setdefault(path, []).append(link.id)
         return found
+
+    def older_rows(self, here: str, older: list[Link]) -> list[str]:
+        """The links past the newest CARDS, one row each (the anchor other pages link to kept), the newest
+        OLDER_ROWS of them: a patch of thousands of runs keeps a page of bounded size."""
+        if not older:
+            return []
+        rows = []
+        for link in older[:OLDER_ROWS]:
+            lead = self.lead_metrics(link.metrics)[:1]
+            metric = self.metric_inline(link, lead[0]) if lead else ""
+            rows.append(f'<tr id="{e(link.id)}"><td class="nowrap">{e(when(link.created))}</td>'
+                        f'<td><span class="mono">{e(link.id)}</span></td><td>{metric}</td>'
+                        f"<td>{self.gate_chips(link)}</td><td>{self.badge_status(link.verdict, link.do_not_revive)}"
+                        f"</td><td>{self.badge_link(link)}</td></tr>")  # fmt: skip
+        left = len(older) - len(rows)
+        rest = (f'<p class="muted">{left} older link{"s" if left != 1 else ""} not shown: '
+                f"<code>stackmgr show {e(older[0].patch)}</code> lists every one</p>" if left else "")  # fmt: skip
+        return [f'<details class="older"><summary>{len(older)} older link{"s" if len(older) != 1 else ""}, one '
+                f'line each</summary><table class="list"><tbody>{"".join(rows)}</tbody></table>{rest}</details>']
 
     def link_card(self, here: str, link: Link) -> str:
         state = self.states[link.id]

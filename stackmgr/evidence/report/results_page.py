@@ -1,15 +1,17 @@
-"""`results.html`: every link and every artifact, in one table each."""
+"""`results.html`: the newest links and their artifacts (RESULTS_ROWS of each), in one table each."""
 
 from __future__ import annotations
 
 from stackmgr.evidence.report.markup import Markup, artifact_name, e, run_said, size_label, when
+
+RESULTS_ROWS = 1000  # links, and artifacts, listed: the page of a store of any size stays readable
 
 
 class ResultsPage(Markup):
     def results_page(self) -> str:
         here = "results.html"
         rows = []
-        for link in reversed(self.links):
+        for link in list(reversed(self.links))[:RESULTS_ROWS]:
             metrics = "".join(f'<div class="metric">{self.metric_inline(link, m)}</div>'
                               for m in self.lead_metrics(link.metrics)[:3])  # fmt: skip
             more = f' <span class="muted">+{len(link.metrics) - 3}</span>' if len(link.metrics) > 3 else ""
@@ -26,8 +28,13 @@ class ResultsPage(Markup):
         body = [f'<h1>Results</h1><h2 id="links">Links <small>{len(self.links)}</small></h2>']
         body.append(f'<div class="scroll"><table class="list"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
                     "</tbody></table></div>" if rows else '<p class="muted">No links yet.</p>')  # fmt: skip
+        if len(self.links) > len(rows):
+            body.append(f'<p class="muted">The newest {len(rows)} links; the {len(self.links) - len(rows)} older '
+                        "ones are on their patches' pages (<code>stackmgr links</code> lists every one).</p>")
         arows = []
-        for art in sorted(self.artifacts.values(), key=lambda a: a.path):
+        newest = sorted(self.artifacts.values(), key=lambda a: max((c[0].created for c in a.cites), default=""),
+                        reverse=True)[:RESULTS_ROWS]  # fmt: skip
+        for art in sorted(newest, key=lambda a: a.path):
             recorded = {a.sha256 for _l, a in art.cites}
             ok = ('<span class="bad">missing</span>' if art.current is None else
                   '<span class="ok">verifies</span>' if art.current in recorded else
@@ -44,4 +51,7 @@ class ResultsPage(Markup):
         heads = "".join(f"<th>{h}</th>" for h in ("file", "written by", "kept as", "links", "now", "size"))
         body.append(f'<div class="scroll"><table class="list"><thead><tr>{heads}</tr></thead><tbody>{"".join(arows)}'
                     "</tbody></table></div>" if arows else '<p class="muted">No artifacts yet.</p>')  # fmt: skip
+        if len(self.artifacts) > len(arows):
+            body.append(f'<p class="muted">The {len(arows)} artifacts of the newest links; the '
+                        f"{len(self.artifacts) - len(arows)} others are on their links' cards.</p>")
         return self.frame(here, "Results", "results", "".join(body))
