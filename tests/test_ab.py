@@ -228,6 +228,7 @@ def test_runs_that_fail_a_gate_are_recorded_said_and_left_out_of_the_judgement(l
     config.write_text(config.read_text() + '\n[gates.cap]\nmetric = "output_throughput"\nmax = 105\n')
     done = lab.sm("ab", "p2", "-n", "2", "--", *bench(tmp_path, lab))
     assert done.code == 0, done.err
+    assert done.err.startswith("stackmgr: warning: with -n 2, no step can be judged (the rank test needs 4 runs")
     assert "  B: 2 runs not valid, left out: INVALID (gate cap: fail)" in done.out.splitlines(), done.out
     assert "  no metric both sides have in a valid run: nothing to judge" in done.out.splitlines(), done.out
     found = json.loads(lab.sm("ab", "p2", "-n", "1", "--json", "--", *bench(tmp_path, lab)).out)
@@ -242,3 +243,24 @@ def test_run_repeat_leaves_invalid_runs_out_of_its_median_and_says_so(lab: Lab, 
     assert done.code == 0, done.err
     assert "2 runs not valid, left out: INVALID (gate cap: fail)" in done.err and "median" not in done.err, done.err
     assert done.err.count("is not valid: gate cap fail (output_throughput 110.") == 2, done.err  # each run says it
+
+
+def test_show_and_compare_fold_a_run_group_into_one_block_and_one_name(lab: Lab, tmp_path: Path) -> None:
+    """A hundred runs of one `ab` or `run --repeat` stay readable: `show` gives their group in a few lines (median
+    and range of each metric), `compare` names the group with its count instead of every link id."""
+    two_patches_the_second_faster(lab)
+    done = lab.sm("--json", "run", "--repeat", "3", "--name", "g", "--", *bench(tmp_path, lab))
+    assert done.code == 0, done.err
+    ids = [k["id"] for k in json.loads(lab.sm("show", "p2", "--json").out)["links"]]
+    assert len(ids) == 3
+    shown = lab.sm("show", "p2")
+    assert shown.code == 0, shown.err
+    block = shown.out.split("links (3):\n")[1].splitlines()
+    assert block[0].endswith(f"run group g: 3 runs ({ids[0]} … {ids[-1]}) · experimental · fresh"), block[0]
+    assert block[1].split() == ["output_throughput", "110.22", "tok/s", "↑", "median", "of", "3", "(110.11", "–",
+                                "110.33)"]  # fmt: skip
+    assert block[2] == "      6 artifacts (sha ok) · each run: `show --json`"
+    assert not any(i in shown.out for i in ids[1:-1])  # every run: `show --json`
+    compared = lab.sm("compare", "p2", "--no-baseline")
+    assert compared.code == 0, compared.err
+    assert "  p2 (reference): run group g (3 runs)" in compared.out.splitlines(), compared.out

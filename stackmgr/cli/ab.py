@@ -42,6 +42,9 @@ def ab_cmd(ctx: Context, patch: str, runs: int, min_effect: float, leave_out: bo
     from stackmgr.store.config import open_store
 
     argv = list(command[1:] if command[:1] == ("--",) else command)
+    if runs < 4:  # said before the first run, not after all of them
+        output.err(f"stackmgr: warning: with -n {runs}, no step can be judged (the rank test needs 4 runs a side at "
+                   "the least): the runs are recorded and their medians shown")  # fmt: skip
     done = ab(open_store(ctx.store), patch, argv, runs=runs, min_effect=min_effect / 100, cwd=cwd,
               result_dirs=result_dirs, from_json=from_json, leave_out=leave_out)
     if ctx.json:

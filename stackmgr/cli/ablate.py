@@ -48,6 +48,9 @@ def ablate_cmd(ctx: Context, series: str, runs: int, leave_one_out: bool, metric
     from stackmgr.store.config import open_store
 
     argv = list(command[1:] if command[:1] == ("--",) else command)
+    if runs < 4:  # said before the first run, not after all of them
+        output.err(f"stackmgr: warning: with -n {runs}, no step can be judged (the rank test needs 4 runs a side at "
+                   "the least): the runs are recorded and their medians shown")  # fmt: skip
     done = ablate(open_store(ctx.store), series, argv, runs=runs, leave_one_out=leave_one_out, metric=metric,
                   min_effect=min_effect / 100, tree=tree, cwd=cwd, result_dirs=result_dirs, from_json=from_json,
                   override=override)  # fmt: skip

@@ -13,6 +13,7 @@ from stackmgr.store.config import open_store
 
 if TYPE_CHECKING:
     from stackmgr.commands.compare import Cell, Group
+    from stackmgr.evidence.records import Link
 
 
 VERDICT_TONE = {"faster": "green", "slower": "red", "better": "green", "worse": "red"}
@@ -36,6 +37,25 @@ def _cell(cell: Cell | None) -> tuple[str, str]:
     return "  ".join(p.strip() for p in [*parts, j.verdict] if p.strip()), j.verdict
 
 
+SHOWN_IDS = 6  # link ids of a column listed; the rest counted (a column of 100 runs stays one short line)
+
+
+def links_said(links: list[Link]) -> str:
+    """The links of a column: their run groups with how many of each (`run group ab-p-…-B (50 runs)`), then
+    the ids of the links in no group, SHOWN_IDS at most."""
+    groups: dict[str, int] = {}
+    single = []
+    for link in links:
+        if isinstance(group := link.run.get("group"), str) and group:
+            groups[group] = groups.get(group, 0) + 1
+        else:
+            single.append(link.id)
+    said = [f"run group {one_line(g)} ({n} run{'s' if n != 1 else ''})" for g, n in groups.items()]
+    said += [one_line(i) for i in single[:SHOWN_IDS]]
+    more = f" and {len(single) - SHOWN_IDS} more" if len(single) > SHOWN_IDS else ""
+    return ", ".join(said) + more
+
+
 def group_lines(group: Group) -> list[str]:
     """The header naming the configuration, which links each result is, the runs left out (failed or tainted:
     never averaged in) and one line per metric."""
@@ -43,7 +63,7 @@ def group_lines(group: Group) -> list[str]:
     lines += [f"  measured in another environment than the first group: {'; '.join(group.environment_differs)} "
               "(`--across-env` ranks them together)"] if group.environment_differs else []  # fmt: skip
     lines += [f"  {one_line(r.title)}{' (reference)' if i == group.reference else ''}: "
-              + ", ".join(one_line(link.id) for link in r.links) + (f"  {one_line(r.mark)}" if r.mark else "")
+              + links_said(r.links) + (f"  {one_line(r.mark)}" if r.mark else "")
               for i, r in enumerate(group.results)]  # fmt: skip
     if group.left_out:
         lines.append("  left out: " + ", ".join(f"{one_line(link.id)} of {one_line(link.patch)} ({one_line(why)})"

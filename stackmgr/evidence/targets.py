@@ -26,7 +26,7 @@ from stackmgr.evidence.compare import run_config
 from stackmgr.evidence.link_state import link_state, measured_state
 from stackmgr.evidence.metrics import Metric
 from stackmgr.evidence.reading import load_links, reader
-from stackmgr.evidence.records import Link
+from stackmgr.evidence.records import Link, measured_versions
 from stackmgr.evidence.states import Evidence, effective
 from stackmgr.store.config import Store
 from stackmgr.store.series import SeriesFile
@@ -47,6 +47,7 @@ class TargetCheck:
         self.past = past or []
         self.runs = 0  # the runs whose median `best` is (repeats of one measured state and configuration)
         self.base = ""  # a relative bound's baseline, in words: `baseline of S (run group base, 5 runs, median …)`
+        self.part = ""  # `, with 1 of 4 patches of S (top fast)`: the best result measured part of the series
 
     @property
     def met(self) -> bool:
@@ -60,9 +61,9 @@ class TargetCheck:
         if self.target.relative is not None:
             head += f" (= {output.quantity(self.target.threshold, self.base_unit)}; the {self.base})"
         if self.best is not None and self.met:
-            return f"{head} reached: {_result(*self.best, self.runs)}"
+            return f"{head} reached: {_result(*self.best, self.runs)}{self.part}"
         none = f"no valid result has {self.target.metric}"
-        said = f"best valid {_result(*self.best, self.runs)}" if self.best else none
+        said = f"best valid {_result(*self.best, self.runs)}{self.part}" if self.best else none
         if self.past:
             why = "; ".join(dict.fromkeys(w for _, w in self.past))
             side = "above" if self.target.higher else "below"
@@ -148,6 +149,11 @@ def _check(store: Store, series: str, target: Target, names: list[str], found: l
     best = (max if target.higher else min)(medians, key=lambda km: km[1].value, default=None)
     check = TargetCheck(series, target, best=best[:2] if best else None, past=past)
     check.runs = best[2] if best else 0
+    if best:  # a prefix's result counts for the series, and says so: the whole stack may be far from it
+        held = [n for n, _ in measured_versions(best[0].stack) if n in names]
+        if len(held) < len(names):
+            check.part = f", with {len(held)} of {output.plural(len(names), 'patch', 'patches')} of {series}" + \
+                (f" (top {held[-1]})" if held else "")  # fmt: skip
     check.base = base
     if base:
         check.base_unit = next((m.unit for k in found for m in k.metrics if m.name == target.metric and m.unit), "")
@@ -160,10 +166,22 @@ def baseline_words(series: str, runs: list[Link], metric: str) -> str:
     from statistics import median
 
     values = [m for k in runs for m in k.metrics if m.name == metric]
-    group = next((str(k.run.get("group") or "") for k in reversed(runs) if k.run.get("group")), "")
-    name = next((str(k.run.get("name") or "") for k in reversed(runs) if k.run.get("name")), "")
-    said = [f"run group {output.show_text(group)}" if group else f"run {output.show_text(name)}" if name else
-            f"link {runs[-1].id}" if runs else "", output.plural(len(runs), "run")]  # fmt: skip
+    groups: dict[str, int] = {}  # each run group among the runs, the latest first, and the runs of none
+    single: list[str] = []
+    for k in reversed(runs):
+        if group := str(k.run.get("group") or ""):
+            groups[group] = groups.get(group, 0) + 1
+        else:
+            single.append(str(k.run.get("name") or "") or k.id)
+    parts = [f"run group {output.show_text(g)}" + (f" ({n})" if len(groups) + bool(single) > 1 else "")
+             for g, n in list(groups.items())[:3]]  # fmt: skip
+    if len(groups) > 3:
+        parts.append(f"{len(groups) - 3} more run groups")
+    if single:
+        names = ", ".join(output.show_text(n) for n in single[:3]) + (f" and {len(single) - 3} more" if
+                                                                        len(single) > 3 else "")  # fmt: skip
+        parts.append(f"run{'s' if len(single) > 1 else ''} {names}")
+    said = [", ".join(parts), output.plural(len(runs), "run")]
     if values:
         said.append(f"median {output.quantity(median(m.value for m in values), values[-1].unit)}")
     return f"baseline of {series} ({', '.join(p for p in said if p)})"

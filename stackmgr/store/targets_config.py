@@ -81,13 +81,14 @@ def parse_target(series: str, text: object, note: str = "") -> Target:
 
 def series_targets(series: str, raw: object) -> list[Target | StackmgrError]:
     """The bounds of one `[targets]` entry: a string, a list of them, or a table with `target` and `note`."""
-    note = ""
+    note, stray = "", []
     if isinstance(raw, dict):
-        unknown = sorted(set(raw) - {"target", "note"})
-        if unknown or "target" not in raw:
-            said = f"unknown key {str(unknown[0])[:40]!r}" if unknown else "no `target`"
-            return [StackmgrError(f"target {series}: [targets.{series}] has {said}",
+        if "target" not in raw:
+            return [StackmgrError(f"target {series}: [targets.{series}] has no `target`",
                                   'give target = "METRIC OP NUMBER" and, optionally, note = "why"')]  # fmt: skip
+        stray = [StackmgrError(f"target {series}: [targets.{series}] has unknown key {str(key)[:40]!r} (its "
+                               "bounds are judged all the same)", 'only target = "…" and note = "…" are read')
+                 for key in sorted(set(raw) - {"target", "note"}, key=str)[:1]]  # fmt: skip
         said_note: object = raw.get("note", "")
         raw = raw["target"]
         if not isinstance(said_note, str) or len(said_note) > MAX_NOTE:
@@ -103,7 +104,7 @@ def series_targets(series: str, raw: object) -> list[Target | StackmgrError]:
             found.append(parse_target(series, text, note))
         except StackmgrError as exc:
             found.append(exc)
-    return found
+    return found + stray  # a typo is said, after the bounds it switches none of off
 
 
 def all_targets(store: Store) -> dict[str, list[Target | StackmgrError]]:

@@ -14,6 +14,13 @@ _EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 # An ordered list item's number; `#`, `>`, `+`, `=`, `-` at a line's start (a heading, a quote, a list item, a rule,
 # a setext underline) are escaped in `_escape_line`.
 _ORDERED = re.compile(r"\d{1,9}(?=[.)])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(page: str) -> str:
+    """The page with every control character but a newline or tab written as `\\xNN`: a record's ESC
+    sequences would act on a terminal that shows the file (`cat`), as CommonMark shows them as text."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", page)
 
 
 def text(value: str) -> str:

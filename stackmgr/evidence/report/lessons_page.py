@@ -88,7 +88,8 @@ class LessonsPage(LabSections):
         out += [*self._open(open_), *self.open_lanes(open_)] if open_ else \
             ["No experiment is waiting for a verdict.", ""]  # fmt: skip
         out += [*self.baselines_section(), *self.trees_section(trees)]
-        return "\n".join(out).rstrip("\n") + "\n", LessonCounts(len(failed), len(remembered), len(open_))
+        page = md.visible("\n".join(out).rstrip("\n") + "\n")
+        return page, LessonCounts(len(failed), len(remembered), len(open_))
 
     def _is_open(self, info: PatchInfo) -> bool:
         current = effective(info.links)
