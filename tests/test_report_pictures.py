@@ -126,6 +126,16 @@ def test_the_index_draws_the_series_waterfall_from_its_ablate_walk(lab: Lab, tmp
     page = pages["patches/p2.html"]
     head = page[page.index('<section class="headline">') :]
     assert head.index("faster") < head.index("<svg") < head.index('class="card')
+    # which patch did it: p2's own step in the walk, p3's none
+    assert re.search(r'<p class="against">ablate walk ablate-S-\d{8}T\d{6}: output_throughput \+\d+\.\d% '
+                     r"\[\+\d+\.\d%, \+\d+\.\d%\] faster than the prefix below \(n=4\+4\)</p>", head), head[:600]
+    p3 = pages["patches/p3.html"]
+    assert re.search(r"ablate walk ablate-S-\d{8}T\d{6}: output_throughput [+-]\d+\.\d% \[[^]]*\] no significant "
+                     r"change than the prefix below \(n=4\+4\)", p3)  # fmt: skip
+    lessons = tmp_path / "lessons.md"
+    assert lab.sm("report", "--markdown", str(lessons)).code == 0
+    lane = lessons.read_text().split("### `p2`")[-1]  # an open lane: its runs are drafts, experimental
+    assert "What it did, measured:" in lane and "faster than the prefix below (n=4+4)" in lane, lane
     (picture,) = svgs(page)
     lines = titles(picture)
     assert "target >= 115: 115 tok/s" in lines

@@ -19,7 +19,7 @@ from stackmgr.errors import StackmgrError
 from stackmgr.evidence.link_state import quoted_results
 from stackmgr.evidence.records import Artifact, Link
 from stackmgr.evidence.report import commonmark as md
-from stackmgr.evidence.report.markup import Markup
+from stackmgr.evidence.report.attribution import Attribution
 from stackmgr.evidence.report.model import PatchInfo
 from stackmgr.evidence.states import effective
 from stackmgr.evidence.targets import TargetCheck, baseline_words
@@ -50,7 +50,7 @@ def run_words(link: Link) -> str:
     return f"{said} ({md.code(link.id)})" if said else md.code(link.id)
 
 
-class LabSections(Markup):
+class LabSections(Attribution):
     """The lab page's own sections, rendered from the gathered data (report/model.py)."""
 
     def _signed(self, link: Link, cell: bool = False) -> str:  # the lessons page's (report/lessons_page.py)
@@ -134,6 +134,11 @@ class LabSections(Markup):
         verdict = current[-1].verdict if current else "unlinked"
         return verdict + (", do not revive" if info.dnr else "")
 
+    def blamed(self, info: PatchInfo) -> list[str]:
+        """What the patch itself did, measured (report/attribution.py), one line each."""
+        found = [f"- {md.text(b.words)}" for b in self.blames(info)]
+        return ["What it did, measured:", "", *found, ""] if found else []
+
     # --- open lanes -------------------------------------------------------------------------------------------
 
     def open_lanes(self, infos: list[PatchInfo]) -> list[str]:
@@ -147,6 +152,7 @@ class LabSections(Markup):
                 out += [f"> {line}".rstrip() for line in md.paragraph_lines(latest.lesson)] + [""]
             else:
                 out += ["*No lesson recorded.*", ""]
+            out += self.blamed(info)
             measured = [k for k in current if k.metrics]
             valid = quoted_results(current, self.judged)
             if valid:

@@ -104,6 +104,7 @@ class LessonsPage(LabSections):
         out = [f"### {md.code(info.name)}", "", " · ".join(facts), ""]
         if info.subject:
             out += [md.line(info.subject), ""]
+        out += self.blamed(info)
         for link in graves:
             verdict = link.verdict + (", do not revive" if link.do_not_revive else "")
             out += [f"**{md.text(verdict)}** · {self._signed(link)}", ""]

@@ -9,8 +9,8 @@ from urllib.parse import quote
 
 from stackmgr.evidence.metrics import Metric
 from stackmgr.evidence.records import Link
+from stackmgr.evidence.report.attribution import Attribution
 from stackmgr.evidence.report.diff import diff_row, parse_diff
-from stackmgr.evidence.report.figures import Figures
 from stackmgr.evidence.report.markup import artifact_name, e, num, run_said, size_label, when
 from stackmgr.evidence.report.model import PatchInfo
 from stackmgr.store.patchfile import diff_part
@@ -21,7 +21,7 @@ CARDS = 50  # newest links shown whole on a patch page; older ones one line each
 OLDER_ROWS = 1000  # of those, at most; `show PATCH` lists the rest
 
 
-class PatchPage(Figures):
+class PatchPage(Attribution):
     def patch_page(self, info: PatchInfo) -> str:
         here = info.page
         up = "../" * here.count("/")
@@ -49,10 +49,11 @@ class PatchPage(Figures):
             head.append(f'<p class="lead">{e(info.subject)}</p>')
         head.append(f'<dl class="facts">{dl}</dl>')
         vs = self.against(info)  # against its series' baseline runs (report/against.py)
+        blamed = "".join(f'<p class="against">{e(b.words)}</p>' for b in self.blames(info))  # its own step
         picture = self.patch_picture(info)  # its headline metric across its results (report/figures.py)
-        if vs or picture:
+        if vs or blamed or picture:
             head.append('<section class="headline"><h2>Headline</h2>'
-                        + (f'<p class="against">{vs}</p>' if vs else "") + picture + "</section>")  # fmt: skip
+                        + (f'<p class="against">{vs}</p>' if vs else "") + blamed + picture + "</section>")  # fmt: skip
         if info.error:
             head.append(f'<p class="error">{e(info.error)}</p>')
         if info.body:
