@@ -89,7 +89,8 @@ def test_a_hundred_runs_stay_readable_and_a_far_line_is_an_edge_mark() -> None:
     assert radii == {"1.5"}
     ticks = [float(t.text or "0") for t in root.iter(SVG + "text") if t.get("class") == "tick"]
     assert ticks and max(ticks) < 1000, "the axis is the runs', not stretched to the baseline"
-    assert "↑ baseline 9500" in [t.text for t in root.iter(SVG + "text")]
+    assert "↑ baseline 9500 (9500)" in [t.text for t in root.iter(SVG + "text")]
+    assert not [ln for ln in root.iter(SVG + "line") if ln.get("stroke-dasharray") == "6 4"], "no line across"
 
 
 def test_nice_ticks_are_round_and_cover_the_range() -> None:

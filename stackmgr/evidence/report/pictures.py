@@ -147,7 +147,7 @@ def waterfall_svg(title: str, unit: str, base_label: str, base: float, steps: li
     steps = [s for s in steps if math.isfinite(s.start) and math.isfinite(s.end)]
     lines = [ln for ln in lines or [] if math.isfinite(ln.value)]
     row, left, width, right = 28, 170, 1060, 420
-    top = 24 if lines else 8
+    top = 24 + 13 * (len(lines) - 1) if lines else 8  # a row for each line's label: close lines stack them
     height = top + row * (len(steps) + 1) + 40
     values = [base] + [v for s in steps for v in (s.start, s.end, s.low, s.high) if v is not None and math.isfinite(v)]
     f = axis(values + [ln.value for ln in lines], left, width - right, zero=True)
@@ -184,12 +184,15 @@ def waterfall_svg(title: str, unit: str, base_label: str, base: float, steps: li
                        f'V{c + 5:.1f}" stroke="#1f2328" stroke-width="1.5" fill="none" class="whisker"/>')  # fmt: skip
         level_y = y + row - 5
     out.append(f'<line x1="{zero:.1f}" x2="{zero:.1f}" y1="{top}" y2="{height - 32}" stroke="#656d76"/>')
+    placed: list[float] = []
     for ln in lines:
         x = f.at(ln.value)
+        row = sum(1 for p in placed if abs(p - x) < 150)  # labels of lines close together one above the other
+        placed.append(x)
         dash = ' stroke-dasharray="6 4"' if ln.dashed else ""
         out.append(f"<g><title>{e(ln.label)}: {e(num(ln.value))} {e(unit)}</title>"
                    f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top - 4}" y2="{height - 32}" stroke="{ln.color}" '
-                   f'stroke-width="1.5"{dash}/>' + _text(x, top - 8, _clip(ln.label, 30), "middle", "line",
+                   f'stroke-width="1.5"{dash}/>' + _text(x, top - 8 - 13 * row, _clip(ln.label, 30), "middle", "line",
                                                           f' fill="{ln.color}"') + "</g>")  # fmt: skip
     return _svg(width, height, title, out)
 
@@ -264,12 +267,12 @@ def runs_svg(title: str, unit: str, groups: list[RunGroup], lines: list[Line]) -
         y = min(max(f.at(ln.value), top), height - bottom)
         ty = max([y + 4, *(p + 13 for p in placed if p + 13 > y + 4)])
         placed.append(ty)
-        label = ln.label if ln in near else f"{'↑' if ln.value > f.hi else '↓'} {ln.label}"
+        label = ln.label if ln in near else f"{'↑' if ln.value > f.hi else '↓'} {ln.label} ({short_num(ln.value)})"
         dash = ' stroke-dasharray="6 4"' if ln.dashed else ""
-        out.append(f"<g><title>{e(ln.label)}: {e(num(ln.value))} {e(unit)}</title>"
-                   f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="{ln.color}" '
-                   f'stroke-width="1.5"{dash}/>'
-                   + _text(width - right + 6, ty, _clip(label, 30), "start", "line", f' fill="{ln.color}"')
+        across = (f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="{ln.color}" '
+                  f'stroke-width="1.5"{dash}/>' if ln in near else "")  # a far line: its label at the edge only
+        out.append(f"<g><title>{e(ln.label)}: {e(num(ln.value))} {e(unit)}</title>{across}"
+                   + _text(width - right + 6, ty, _clip(label, 34), "start", "line", f' fill="{ln.color}"')
                    + "</g>")  # fmt: skip
     out.append(_text(left, height - 8, "runs in time order, grouped by patch version", "start", "axis"))
     return _svg(width, height, title, out)
