@@ -239,6 +239,9 @@ def test_markup_in_a_note_a_description_and_a_label_is_shown_as_text(lab: Lab, t
     text = page(lab, "--title", "# <h1>Title</h1> #")
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text)  # `cat` of the page acts on nothing
     assert "\\x1b\\]0;pwned\\x07 and \\x1b\\[31mred" in text
+    assert lab.sm("report", "-o", str(tmp_path / "site")).code == 0  # the HTML index shows the topic too, as text
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert '<div class="desc topic">' in index and "&lt;b&gt;bold&lt;/b&gt; | [x](y)\n# not a heading" in index
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
     inline = [c for t in tokens if t.type == "inline" for c in (t.children or [])]
     assert not [t for t in tokens + inline if t.type.startswith("html")]

@@ -76,6 +76,8 @@ class IndexPage(Figures):
                         f' <small>{meta}</small></h2>')  # fmt: skip
             if s.error:
                 body.append(f'<p class="error">{e(s.error)}</p>')
+            if s.description:  # its topic, as the lessons page's Topics say it
+                body.append(f'<div class="desc topic">{e(s.description[:4000])}</div>')
             if s.name in self.targets:  # does the series meet its target (evidence/targets.py)
                 body.append(f'<p class="target">{e(self.targets[s.name])}</p>')
             if (base := self.baselines.get(s.name)) is not None:  # its latest valid baseline (evidence/baselines.py)

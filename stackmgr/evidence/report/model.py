@@ -73,6 +73,7 @@ class SeriesInfo:
     name: str
     entries: list[tuple[str, list[str]]] = field(default_factory=list)  # (patch name, guards)
     error: str = ""
+    description: str = ""  # its topic (`series describe`), the file's leading `## ` lines
 
 
 @dataclass
@@ -121,7 +122,9 @@ class ReportData:
         for name in list_series(self.store):
             info = SeriesInfo(name)
             try:
-                info.entries = [(entry.name, entry.guards) for entry in SeriesFile.load(self.store, name).entries]
+                found = SeriesFile.load(self.store, name)
+                info.entries = [(entry.name, entry.guards) for entry in found.entries]
+                info.description = found.description
             except StackmgrError as exc:
                 info.error = str(exc)
             out.append(info)
