@@ -264,3 +264,6 @@ def test_show_and_compare_fold_a_run_group_into_one_block_and_one_name(lab: Lab,
     compared = lab.sm("compare", "p2", "--no-baseline")
     assert compared.code == 0, compared.err
     assert "  p2 (reference): run group g (3 runs)" in compared.out.splitlines(), compared.out
+    listed = lab.sm("links").out.splitlines()  # a RUN column: which run wrote each record
+    assert listed[0].split()[:5] == ["DATE", "LINK", "PATCH", "TREE", "RUN"]
+    assert [line.split()[4] for line in listed[1:4]] == ["g-1", "g-2", "g-3"], listed

@@ -261,8 +261,9 @@ def links_cmd(ctx: Context, tree: str | None, series: str | None, verdict: str |
     grouped, header = sort_by == "metric", None
     indent = "  " if grouped else ""
     columns = metric_columns(table.rows, metric, table.headline)
-    titles = ["DATE", "LINK", "PATCH", "TREE", *columns, "GATES", "VERDICT", "STATE"]
-    rows = [_link_row(link, state, columns, table) for link, state in table.rows]
+    named = any(_run_name(link) for link, _ in table.rows)  # a RUN column tells an ab's A runs from its B runs
+    titles = ["DATE", "LINK", "PATCH", "TREE", *(["RUN"] if named else []), *columns, "GATES", "VERDICT", "STATE"]
+    rows = [_link_row(link, state, columns, table, named) for link, state in table.rows]
     widths = [max(len(cell) for cell in column) for column in zip(titles, *rows, strict=True)]
     lines = [indent + _cells(titles, widths)] if rows else []
     for (link, _state), row in zip(table.rows, rows, strict=True):
@@ -298,7 +299,13 @@ def metric_columns(rows: list[tuple[Any, str]], metric: str | None, headline: st
     return names if len(names) <= MAX_METRIC_COLUMNS else [*names[: MAX_METRIC_COLUMNS - 1], "other"]
 
 
-def _link_row(link: Any, state: str, columns: list[str], table: Any) -> list[str]:
+def _run_name(link: Any) -> str:
+    """The run a listed record was written by (`run --name`, an ab's `ab-P-…-A3`), "" for none."""
+    name = link.run_name if hasattr(link, "run_name") else link.run.get("name", "")
+    return name if isinstance(name, str) else ""
+
+
+def _link_row(link: Any, state: str, columns: list[str], table: Any, named: bool = False) -> list[str]:
     """The cells of a link's `links` row: `—` where it has nothing to say."""
     from stackmgr.commands.links import metric_of, shown_metric
     from stackmgr.evidence.link_state import link_mark
@@ -315,6 +322,7 @@ def _link_row(link: Any, state: str, columns: list[str], table: Any) -> list[str
     taint = f" {marked}" if (marked := link_mark(link)) else ""  # evidence/link_state.py
     replaced = f" amended by {one_line(table.amended_by[link.id])}" if link.id in table.amended_by else ""
     first = [one_line(x) for x in (link.created[:10], link.id, link.patch, link.tree)]
+    first += [one_line(_run_name(link) or "—")] if named else []
     return [*first, *values, gates, one_line(link.verdict), f"{state}{taint}{replaced}"]
 
 
