@@ -267,3 +267,15 @@ def test_show_and_compare_fold_a_run_group_into_one_block_and_one_name(lab: Lab,
     listed = lab.sm("links").out.splitlines()  # a RUN column: which run wrote each record
     assert listed[0].split()[:5] == ["DATE", "LINK", "PATCH", "TREE", "RUN"]
     assert [line.split()[4] for line in listed[1:4]] == ["g-1", "g-2", "g-3"], listed
+
+
+def test_show_counts_only_a_groups_valid_runs_in_its_median_and_says_which_are_left_out(lab: Lab,
+                                                                                       tmp_path: Path) -> None:
+    """As compare and `run --repeat` judge them: a run that failed a gate is in the group's count, not its median."""
+    two_patches_the_second_faster(lab)
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + '\n[gates.cap]\nmetric = "output_throughput"\nmax = 110.2\n')
+    assert lab.sm("run", "--repeat", "3", "--name", "g", "--", *bench(tmp_path, lab)).code == 0  # 110.11, .22, .33
+    block = lab.sm("show", "p2").out.split("links (3):\n")[1].splitlines()
+    assert "run group g: 3 runs" in block[0] and block[0].endswith("2 left out: invalid: gate cap: fail"), block[0]
+    assert block[1].split()[:7] == ["output_throughput", "110.11", "tok/s", "↑", "median", "of", "1"], block[1]

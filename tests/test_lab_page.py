@@ -140,10 +140,12 @@ def test_the_lab_page_carries_targets_topic_open_lessons_notes_baselines_and_the
         "them: a run that passed, every gate it records passed, untainted, its evidence whole.\n\n"
         f"### `spec`\n\n> {NOTE}\n\n"
         f"- `output_throughput > 150`: **not reached**: the best valid result is 130 tok/s, run `draft-1` "
-        f"(`{spec['draft']}`); above it but not valid: run `dflash-1` (`{spec['dflash']}`): exit 1\n"
+        f"(`{spec['draft']}`), with 1 of 2 patches of spec (top draft); above it but not valid: run `dflash-1` "
+        f"(`{spec['dflash']}`): exit 1\n"
         "- `output_throughput >= baseline +20%` (that is 120 tok/s, from the baseline of spec (run group "
         "non-spec-baseline, 3 runs, median 100 tok/s)): **reached**: by 130 tok/s, run `draft-1` "
-        f"(`{spec['draft']}`); above it but not valid: run `dflash-1` (`{spec['dflash']}`): exit 1\n\n"
+        f"(`{spec['draft']}`), with 1 of 2 patches of spec (top draft); above it but not valid: run `dflash-1` "
+        f"(`{spec['dflash']}`): exit 1\n\n"
     )
     assert section(text, "Topics") == (
         "## Topics\n\nSeries whose patches share a topic (`stackmgr series describe`), in series order.\n\n"

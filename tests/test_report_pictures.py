@@ -132,7 +132,7 @@ def test_the_index_draws_the_series_waterfall_from_its_ablate_walk(lab: Lab, tmp
                      r"\[\+\d+\.\d%, \+\d+\.\d%\] faster than the prefix below \(n=4\+4\)</p>", head), head[:600]
     p3 = pages["patches/p3.html"]
     assert re.search(r"ablate walk ablate-S-\d{8}T\d{6}: output_throughput [+-]\d+\.\d% \[[^]]*\] no significant "
-                     r"change than the prefix below \(n=4\+4\)", p3)  # fmt: skip
+                     r"change against the prefix below \(n=4\+4\)", p3)  # fmt: skip
     lessons = tmp_path / "lessons.md"
     assert lab.sm("report", "--markdown", str(lessons)).code == 0
     lane = lessons.read_text().split("### `p2`")[-1]  # an open lane: its runs are drafts, experimental

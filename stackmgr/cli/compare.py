@@ -41,19 +41,18 @@ SHOWN_IDS = 6  # link ids of a column listed; the rest counted (a column of 100 
 
 
 def links_said(links: list[Link]) -> str:
-    """The links of a column: their run groups with how many of each (`run group ab-p-…-B (50 runs)`), then
-    the ids of the links in no group, SHOWN_IDS at most."""
-    groups: dict[str, int] = {}
-    single = []
+    """The links of a column: its run groups with how many of each (`run group ab-p-…-B (50 runs)`), then the
+    other links by run name where they have one (`run single1`), else id; SHOWN_IDS of those at most."""
+    groups: dict[str, list[Link]] = {}
     for link in links:
-        if isinstance(group := link.run.get("group"), str) and group:
-            groups[group] = groups.get(group, 0) + 1
-        else:
-            single.append(link.id)
-    said = [f"run group {one_line(g)} ({n} run{'s' if n != 1 else ''})" for g, n in groups.items()]
-    said += [one_line(i) for i in single[:SHOWN_IDS]]
-    more = f" and {len(single) - SHOWN_IDS} more" if len(single) > SHOWN_IDS else ""
-    return ", ".join(said) + more
+        group = link.run.get("group")
+        groups.setdefault(group if isinstance(group, str) and group else "", []).append(link)
+    said = [f"run group {one_line(g)} ({len(runs)} runs)" for g, runs in groups.items() if g and len(runs) > 1]
+    single = [k for g, runs in groups.items() if not g or len(runs) == 1 for k in runs]
+    names = [f"run {one_line(name)}" if isinstance(name := k.run.get("name"), str) and name else one_line(k.id)
+             for k in single]  # fmt: skip
+    more = f" and {len(names) - SHOWN_IDS} more" if len(names) > SHOWN_IDS else ""
+    return ", ".join(said + names[:SHOWN_IDS]) + more
 
 
 def group_lines(group: Group) -> list[str]:

@@ -113,22 +113,23 @@ FOLD_GROUP = 3  # runs of one run group, at the least, that `show` folds into on
 
 
 def _run_groups(links: list[Any], amended_by: dict[str, str]) -> dict[str, list[Any]]:
-    """link id -> the runs of its run group `show` folds together: plain runs (no lesson, amending nothing,
-    amended by none) of a group of FOLD_GROUP or more."""
+    """link id -> the current records of its run group (an amendment stands for the draft it completes), for the
+    groups of FOLD_GROUP or more that `show` folds into one block."""
     groups: dict[str, list[Any]] = {}
     for link in links:
         group = link.run.get("group")
-        if isinstance(group, str) and group and not link.lesson and not link.amends and link.id not in amended_by:
+        if isinstance(group, str) and group and link.id not in amended_by:
             groups.setdefault(group, []).append(link)
     return {k.id: runs for runs in groups.values() if len(runs) >= FOLD_GROUP for k in runs}
 
 
 def _group_block(view: Any, runs: list[Any]) -> list[str]:
-    """A run group in a few lines: its runs, verdicts, states and marks counted, each metric's median and
-    range (`show --json` has every run)."""
+    """A run group in a few lines: its runs, verdicts and states counted, those left out said (failed, invalid,
+    tainted, broken: as compare leaves them out) apart from baseline runs (measured without the patch), and each
+    metric's median and range over the runs that count (`show --json` has every run)."""
     from statistics import median
 
-    from stackmgr.evidence.link_state import link_mark
+    from stackmgr.evidence.link_state import link_mark, link_state
 
     def counted(words: list[str]) -> str:
         found: dict[str, int] = {}
@@ -137,18 +138,25 @@ def _group_block(view: Any, runs: list[Any]) -> list[str]:
         return ", ".join(w if n == len(words) else f"{n} {w}" for w, n in found.items())
 
     first, last = runs[0], runs[-1]
-    marks = [m for k in runs if (m := link_mark(k))]
+    states = {k.id: link_state(view.ev, k) for k in runs}
+    counting = [k for k in runs if states[k.id].usable]
+    out = [f"{states[k.id].left_out_why()}" for k in runs if not states[k.id].usable]
     head = (f"  {one_line(first.created[:10])} run group {one_line(str(first.run['group']))}: {len(runs)} runs "
             f"({one_line(first.id)} … {one_line(last.id)}) · {counted([k.verdict for k in runs])} · "
             f"{counted([view.states[k.id] for k in runs])}")  # fmt: skip
-    if marks:
-        head += " · " + output.paint(f"{len(marks)} not valid: {one_line(counted(marks))}", "red")
+    if baselines := [k for k in counting if not k.measures_patch]:
+        head += f" · {output.plural(len(baselines), 'baseline run')} ({one_line(link_mark(baselines[0]))})"
+    if out:
+        head += " · " + output.paint(f"{len(out)} left out: {one_line(counted(out))}", "red")
     lines = [one_line(head)]
-    for m in first.metrics:
-        values = [x.value for k in runs for x in k.metrics if x.name == m.name]
-        lines.append(f"      {one_line(m.name)}  {_value(median(values))} {one_line(m.unit)}  "
-                     f"{ARROW.get(m.direction, '?')}  median of {len(values)} ({_value(min(values))} – "
-                     f"{_value(max(values))})")  # fmt: skip
+    for m in first.metrics if counting else []:
+        values = [x.value for k in counting for x in k.metrics if x.name == m.name]
+        if values:
+            lines.append(f"      {one_line(m.name)}  {_value(median(values))} {one_line(m.unit)}  "
+                         f"{ARROW.get(m.direction, '?')}  median of {len(values)} ({_value(min(values))} – "
+                         f"{_value(max(values))})")  # fmt: skip
+    if not counting:
+        lines.append("      no run of it counts: no median")
     arts = [a for k in runs for a in k.artifacts]
     bad = sum(1 for a in arts if not view.artifact_ok(a.path, a.sha256))
     said = f", {bad} CHANGED OR MISSING" if bad else " (sha ok)"
@@ -185,11 +193,12 @@ def show_cmd(ctx: Context, patch: str) -> None:
     output.out(f"links ({len(links)}):" if links else "no links yet (`stackmgr link PATCH ARTIFACT…`)")
     folded = _run_groups(links, view.amended_by)
     for link in links:
-        if (group := folded.get(link.id)) is not None:  # a run group's plain runs: one block, where the first ran
+        if (group := folded.get(link.id)) is not None:  # a run group: one block, where its first run ran
             if group[0] is link:
                 for line in _group_block(view, group):
                     output.out(line)
-            continue
+            if not link.lesson and not link.amends:  # a verdict's record is shown too: its lesson, what it amends
+                continue
         if link.id in view.amended_by:  # a draft completed, a result corrected: the record that replaces it says all
             output.out(output.paint(f"  {one_line(link.created[:10])} {one_line(link.id)}  amended by "
                                     f"{one_line(view.amended_by[link.id])}", "dim"))  # fmt: skip

@@ -31,7 +31,9 @@ class Blame:
     def words(self) -> str:
         """`ablate walk ablate-S-…: output_throughput -39.9% [-41.0%, -38.8%] slower than the prefix below
         (n=5+5)`."""
-        against = "than the prefix below" if self.how.startswith("ablate") else "than without it"
+        compared = self.judged.verdict in ("faster", "slower", "better", "worse", "higher", "lower")
+        against = ("than" if compared else "against") + (" the prefix below" if self.how.startswith("ablate") else
+                                                           " without it")  # fmt: skip
         return (f"{self.how}: {self.metric} {judged_words(self.judged)} {against} "
                 f"(n={self.judged.n_a}+{self.judged.n_b})")  # fmt: skip
 

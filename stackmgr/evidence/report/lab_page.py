@@ -90,7 +90,7 @@ class LabSections(Attribution):
             link, m = c.best
             of = f", the median of {c.runs} runs" if c.runs > 1 else ""
             said += (f": {'by' if c.met else 'the best valid result is'} {md.text(self._quantity(m.value, m.unit))}"
-                     f"{of}, {run_words(link)}")  # fmt: skip
+                     f"{of}, {run_words(link)}{md.text(c.part)}")  # fmt: skip  # a prefix's result says so
         else:
             said += f": no valid result has {md.code(c.target.metric)}"
         if c.past:

@@ -161,7 +161,8 @@ class LessonsPage(LabSections):
                          evidence])  # fmt: skip
         head = ["patch", "tree", "what", "best result", "vs baseline", "vs the series' baseline", "gates",
                 "promoted", "evidence"]  # fmt: skip
-        return [*md.table(head, rows), ""]
+        blamed = [f"- {md.code(info.name)}: {md.text(b.words)}" for info in infos for b in self.blames(info)]
+        return [*md.table(head, rows), "", *(["What each did, measured:", "", *blamed, ""] if blamed else [])]
 
     # --- open experiments -------------------------------------------------------------------------------------
 
