@@ -130,6 +130,7 @@ def test_apply_dry_run_and_guards(lab: Lab) -> None:
     assert (lab.tree / "xpu.txt").read_text() == "xpu only\n"
 
 
+@pytest.mark.slow  # seconds: run by `pytest -m slow` (CI runs it)
 def test_the_demo_ends_with_two_equal_tree_ids(capsys: pytest.CaptureFixture[str]) -> None:
     from stackmgr.commands.demo import run_demo
 

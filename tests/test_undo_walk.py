@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Lab, git_text, one_line_error
 from tests.conftest import stackmgr_process as stackmgr
 from tests.reliability.conftest import REBUILDABLE, changed_paths, fingerprint
@@ -262,6 +264,7 @@ def test_undo_n_is_all_or_nothing_when_a_later_step_is_refused(lab: Lab) -> None
     assert not (lab.store / "patches" / "b.patch").exists()
 
 
+@pytest.mark.slow  # seconds: run by `pytest -m slow` (CI runs it)
 def test_a_killed_redo_is_rolled_back_and_redo_still_works(tmp_path: Path) -> None:
     """`reset` of saved work, `undo` (the dirty tree back), then `redo` killed at each of its journal steps:
     `recover` rolls it back (the tree stays dirty, by tree id) or, killed after it completed, keeps it (clean);
