@@ -246,3 +246,22 @@ def test_bisect_regression_blames_the_step_down_even_when_the_stack_ends_above_t
     assert "vs the prefix below 18" in found["tested"][1]["detail"] and "slower" in found["tested"][1]["detail"]
     refused = lab.sm("bisect", "S", "--regression", *argv)
     assert refused.code == 2 and "--metric M and --repeat N" in refused.err
+
+
+def test_bisect_regression_with_no_step_down_says_what_more_runs_could_change(lab: Lab, tmp_path: Path) -> None:
+    """Every step up: nothing is blamed (exit 1), and the line points at --repeat, not at --regression itself."""
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + 'results = ["out"]\n')
+    (lab.tree / ".git" / "info" / "exclude").write_text("out/\n")
+    for name, speed in (("p1", "110"), ("p2", "120"), ("p3", "130")):
+        (lab.tree / "speed.txt").write_text(speed + "\n")
+        assert lab.sm("save", name, "--series", "U", "-m", name).code == 0
+    assert lab.sm("reset").code == 0
+    script = tmp_path / "bench.py"
+    script.write_text(SPEED_BENCH)
+    done = lab.sm("bisect", "U", "--metric", "output_throughput", "--repeat", "4", "--regression", "--",
+                  sys.executable, str(script), str(lab.tree), str(tmp_path / "seen"))  # fmt: skip
+    assert done.code == 1, done.err
+    assert done.out.splitlines()[-1] == ("U: no step is significantly worse than the prefix below with 4 runs each; "
+                                         "one measured worse without significance (above) may still be a regression: "
+                                         "a larger --repeat narrows the intervals")  # fmt: skip

@@ -65,7 +65,11 @@ def bisect_cmd(ctx: Context, series: str, tree: str | None, metric: str | None, 
             said = b.detail if b.detail.startswith("the reference") else \
                 f"{'FAILS' if b.failed else 'passes'} ({b.detail})"  # fmt: skip
             output.out(f"  {'0 patches':>11}, the base: {said}; {b.link} (baseline)")
-        if found.first_bad is None:
+        if found.first_bad is None and regression:
+            output.out(f"{series}: no step is significantly worse than the prefix below with {repeat} runs each; one "
+                       "measured worse without significance (above) may still be a regression: a larger --repeat "
+                       "narrows the intervals")  # fmt: skip
+        elif found.first_bad is None:
             output.out(f"{series}: every patch passes (the whole series was tested; a regression a later patch undoes "
                        "stays hidden: `bisect --regression` or `stackmgr ablate` measure every prefix)")
         elif found.base_fails:
