@@ -279,3 +279,12 @@ def test_show_counts_only_a_groups_valid_runs_in_its_median_and_says_which_are_l
     block = lab.sm("show", "p2").out.split("links (3):\n")[1].splitlines()
     assert "run group g: 3 runs" in block[0] and block[0].endswith("2 left out: invalid: gate cap: fail"), block[0]
     assert block[1].split()[:7] == ["output_throughput", "110.11", "tok/s", "↑", "median", "of", "1"], block[1]
+
+
+def test_the_reports_best_result_of_a_run_group_is_its_median_not_its_luckiest_run(lab: Lab, tmp_path: Path) -> None:
+    two_patches_the_second_faster(lab)
+    assert lab.sm("run", "--repeat", "3", "--name", "g", "--", *bench(tmp_path, lab)).code == 0  # 110.11, .22, .33
+    assert lab.sm("report", "-o", str(tmp_path / "site")).code == 0
+    index = (tmp_path / "site" / "index.html").read_text()
+    row = index[index.index('href="patches/p2.html"') :]
+    assert "110.22" in row[:3000] and "110.33" not in row[:3000], row[:3000]

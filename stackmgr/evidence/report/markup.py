@@ -6,10 +6,11 @@ from __future__ import annotations
 import html
 import posixpath
 import time
+from statistics import median
 from urllib.parse import quote
 
 from stackmgr.evidence.compare import run_config, short
-from stackmgr.evidence.link_state import quoted_results
+from stackmgr.evidence.link_state import measured_state, quoted_results
 from stackmgr.evidence.metrics import Metric, change
 from stackmgr.evidence.records import Artifact, Link
 from stackmgr.evidence.report.assets import CSS, content_security_policy
@@ -223,7 +224,9 @@ class Markup(ReportData):
         """The best value (the newest, for a metric whose direction is unknown) of the headline metric among links
         whose evidence holds (fresh or equivalent) that measured the patch (no failed or tainted run, no baseline)
         and have that metric (else the first metric of the newest such link), measured with the run configuration of
-        the newest of them (results of other configurations are never ranked against it): that link and metric."""
+        the newest of them (results of other configurations are never ranked against it): that link and metric.
+        The runs of a run group (`run --repeat`, `ab`, `ablate`) on one measured state count as one result, their
+        median (as targets count repeats): one lucky run of twenty is never the best."""
         good = quoted_results(effective(info.links), self.judged)  # evidence/link_state.py: the lessons page's too
         configured = self.store.headline()
         good = [k for k in good if any(m.name == configured for m in k.metrics)] or good  # never two metrics ranked
@@ -233,15 +236,21 @@ class Markup(ReportData):
         good = [k for k in good if self.config_of(k) == wanted]
         has = any(m.name == configured for k in good for m in k.metrics)
         name = configured if configured is not None and has else good[-1].metrics[0].name
-        best: tuple[Link, Metric] | None = None
+        repeats: dict[object, list[tuple[Link, Metric]]] = {}  # a run group's runs count as one, by their median
         for link in good:
+            group = link.run.get("group")
+            key = (measured_state(link), group) if isinstance(group, str) and group else link.id
             for m in link.metrics:
-                if m.name != name:
-                    continue
-                top = best[1].value if best else None
-                if top is None or m.direction not in ("higher", "lower") or (
-                        m.value < top if m.direction == "lower" else m.value > top):  # unknown: the newest
-                    best = (link, m)
+                if m.name == name:
+                    repeats.setdefault(key, []).append((link, m))
+        best: tuple[Link, Metric] | None = None
+        for runs in repeats.values():
+            link, m = runs[-1]
+            m = Metric(m.name, median(x.value for _, x in runs), m.unit, m.direction) if len(runs) > 1 else m
+            top = best[1].value if best else None
+            if top is None or m.direction not in ("higher", "lower") or (
+                    m.value < top if m.direction == "lower" else m.value > top):  # unknown: the newest
+                best = (link, m)
         return best
 
     def config_of(self, link: Link) -> dict[str, str]:
