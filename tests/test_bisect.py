@@ -221,20 +221,26 @@ def test_bisect_metric_alone_needs_repeats(lab: Lab) -> None:
     assert done.code == 2 and "--repeat N" in done.err, done.err
 
 
+def speed_series(lab: Lab, tmp_path: Path, series: str, speeds: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """Series `series` of patches each setting speed.txt (SPEED_BENCH's throughput), the tree reset; the argv
+    (`-- CMD…`) of the bench."""
+    config = lab.store / "stackmgr.toml"
+    config.write_text(config.read_text() + 'results = ["out"]\n')
+    (lab.tree / ".git" / "info" / "exclude").write_text("out/\n")
+    for name, speed in speeds:
+        (lab.tree / "speed.txt").write_text(speed + "\n")
+        assert lab.sm("save", name, "--series", series, "-m", name).code == 0
+    assert lab.sm("reset").code == 0
+    script = tmp_path / "bench.py"
+    script.write_text(SPEED_BENCH)
+    return ("--", sys.executable, str(script), str(lab.tree), str(tmp_path / "seen"))
+
+
 def test_bisect_regression_blames_the_step_down_even_when_the_stack_ends_above_the_base(lab: Lab,
                                                                                         tmp_path: Path) -> None:
     """As on the H100: bf16 +83%, then manual attention -37% (still above the fp32 base), then a sync -9%. Against
     the base nothing fails; against the prefix below, manual-attn is the first step down."""
-    config = lab.store / "stackmgr.toml"
-    config.write_text(config.read_text() + 'results = ["out"]\n')
-    (lab.tree / ".git" / "info" / "exclude").write_text("out/\n")
-    for name, speed in (("bf16", "183"), ("manual", "115"), ("sync", "105")):
-        (lab.tree / "speed.txt").write_text(speed + "\n")
-        assert lab.sm("save", name, "--series", "S", "-m", name).code == 0
-    assert lab.sm("reset").code == 0
-    script = tmp_path / "bench.py"
-    script.write_text(SPEED_BENCH)
-    argv = ("--", sys.executable, str(script), str(lab.tree), str(tmp_path / "seen"))
+    argv = speed_series(lab, tmp_path, "S", (("bf16", "183"), ("manual", "115"), ("sync", "105")))
     against_base = json.loads(lab.sm("--json", "bisect", "S", "--metric", "output_throughput", "--repeat", "4",
                                      *argv).out)  # fmt: skip
     assert against_base["first_bad"] is None  # 105 is not worse than 100
@@ -250,17 +256,8 @@ def test_bisect_regression_blames_the_step_down_even_when_the_stack_ends_above_t
 
 def test_bisect_regression_with_no_step_down_says_what_more_runs_could_change(lab: Lab, tmp_path: Path) -> None:
     """Every step up: nothing is blamed (exit 1), and the line points at --repeat, not at --regression itself."""
-    config = lab.store / "stackmgr.toml"
-    config.write_text(config.read_text() + 'results = ["out"]\n')
-    (lab.tree / ".git" / "info" / "exclude").write_text("out/\n")
-    for name, speed in (("p1", "110"), ("p2", "120"), ("p3", "130")):
-        (lab.tree / "speed.txt").write_text(speed + "\n")
-        assert lab.sm("save", name, "--series", "U", "-m", name).code == 0
-    assert lab.sm("reset").code == 0
-    script = tmp_path / "bench.py"
-    script.write_text(SPEED_BENCH)
-    done = lab.sm("bisect", "U", "--metric", "output_throughput", "--repeat", "4", "--regression", "--",
-                  sys.executable, str(script), str(lab.tree), str(tmp_path / "seen"))  # fmt: skip
+    argv = speed_series(lab, tmp_path, "U", (("p1", "110"), ("p2", "120"), ("p3", "130")))
+    done = lab.sm("bisect", "U", "--metric", "output_throughput", "--repeat", "4", "--regression", *argv)
     assert done.code == 1, done.err
     assert done.out.splitlines()[-1] == ("U: no step is significantly worse than the prefix below with 4 runs each; "
                                          "one measured worse without significance (above) may still be a regression: "
