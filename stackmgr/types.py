@@ -60,6 +60,10 @@ class Change(tuple[bytes, str, str, str, str]):
         return "modified"
 
 
+# A submodule's own uncommitted work: not the superproject's diff, so never saved (its pointer is), never touched.
+SUBMODULE_INSIDE = "uncommitted changes inside this submodule: commit them there to save its pointer"
+
+
 class Unprotected:
     """A file stackmgr leaves alone: not saved, never deleted (docs/ARCHITECTURE.md#invariants, 3)."""
 
@@ -67,7 +71,7 @@ class Unprotected:
 
     def __init__(self, path: bytes, reason: str, size: int) -> None:
         self.path = path
-        self.reason = reason  # "large" | "special" | "nested repository" | "gone"
+        self.reason = reason  # "large" | "special" | "nested repository" | SUBMODULE_INSIDE | "gone"
         self.size = size
 
     def __repr__(self) -> str:

@@ -16,7 +16,7 @@ from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none
 from stackmgr.store.names import inside, refuse_link_above
-from stackmgr.types import GITLINK_MODE, Change, show_path
+from stackmgr.types import Change
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -279,10 +279,6 @@ class Workspace:
     def _prepare(self, item: Incoming, base: str, start: str, result: str, stat_and_diff: bytes, label: str,
                  report: ImportReport) -> Ready | None:  # fmt: skip
         """The patch file `item` becomes (not yet verified or written), or None with its refusal reported."""
-        moved = _submodules_moved(stat_and_diff, item.source)
-        if moved:  # what `apply` would refuse, refused here with its words
-            report.refused.append(Refused(item.source, f"moves submodule {moved}: stackmgr does not move submodules"))
-            return None
         if not stat_and_diff:
             report.refused.append(Refused(item.source, f"changes nothing on {label} (already applied there?)"))
             return None
@@ -375,13 +371,3 @@ class Ready:
                  ) -> None:  # fmt: skip
         self.item, self.base, self.label, self.target, self.data, self.new = item, base, label, target, data, new
         self.result = result
-
-
-def _submodules_moved(stat_and_diff: bytes, source: str) -> str:
-    """The first submodule (gitlink) the normalised diff changes, shown; "" when none."""
-    if b" 160000" not in stat_and_diff:  # no gitlink mode anywhere: nothing to parse
-        return ""
-    for image in patchfile.post_images(patchfile.diff_part(b"\n" + stat_and_diff), source):
-        if GITLINK_MODE in (image.mode, image.old_mode):
-            return show_path(image.path)
-    return ""

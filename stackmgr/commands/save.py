@@ -16,7 +16,7 @@ from stackmgr.store.applied import applied_result
 from stackmgr.store.config import Store
 from stackmgr.store.fs import discard, read_or_none, sha256_hex, write_temp
 from stackmgr.store.names import VERSIONS, inside, patch_name, refuse_link_above, refuse_linked_dirs
-from stackmgr.types import GITLINK_MODE, Change, show_path
+from stackmgr.types import Change, show_path
 
 TYPE_CHECKING = False  # mypy treats this as true; at run time `typing` and friends stay unimported (start-up)
 if TYPE_CHECKING:
@@ -175,7 +175,6 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
                 changes, beside = changes_beside_applied(store, tree, snap, changes)
             if not changes:
                 refuse_nothing_new(tree, stack, name)
-            _refuse_gitlinks(tree, changes)
             paths = [c.path for c in changes] if req.paths or left_out or beside else []
             data, expected = _build(store, tree, snap, diff_from, base, paths, name, req)
             output.tick()
@@ -225,25 +224,6 @@ def _refuse_unsafe_state(snap: Snapshot) -> None:
     if snap.unmerged:
         raise StackmgrError(f"tree {snap.tree} has unmerged paths ({show_path(snap.unmerged[0])})",
                             "resolve them and `git add` them first")  # fmt: skip
-
-
-def _refuse_gitlinks(tree: str, changes: list[Change]) -> None:
-    """A submodule's pointer (a gitlink, mode 160000) is a commit of another repository: a patch can record it,
-    but neither `git apply` nor `read-tree -m -u` ever moves the submodule's checkout, so a reset or an apply
-    would silently leave it where it is. It stays unpreserved (check fails, reset asks for --force, which keeps
-    the submodule's commits where they are)."""
-    links = [c.path for c in changes if GITLINK_MODE in (c.old_mode, c.new_mode)]
-    if links:
-        from stackmgr.errors import listed
-
-        shown = show_path(links[0]) if len(links) == 1 else f"{len(links)} submodules"
-        raise StackmgrError(
-            f"tree {tree}: {'submodule ' if len(links) == 1 else ''}{shown} point{'s' if len(links) == 1 else ''} to "
-            "another commit than HEAD records; stackmgr does not save submodule commits",
-            "commit the new pointer in git, or put it back with `git submodule update`; "
-            "to save the other changes, name their paths",
-            listed([show_path(p) for p in links]) if len(links) > 1 else None,
-        )
 
 
 def _build(

@@ -204,6 +204,11 @@ class TempIndex:
             raise WorkingTreeMoved(f"untracked or ignored files in the way ({plural(len(in_way), 'path')})",
                                    listed([show_path(p) for p in in_way]))  # fmt: skip
         room_for_switch(self.repo, changes, self.path)
+        gitlinks = [c for c in changes if GITLINK_MODE in (c.old_mode, c.new_mode)]
+        if gitlinks:  # their checkouts move with their pointers (git/submodules.py): refused here, or moved below
+            from stackmgr.git.submodules import move_checkouts, refuse_unmovable
+
+            refuse_unmovable(self.repo, gitlinks)
         # Never into submodules (submodule.recurse): not stackmgr's. Over 100 files: a writer per core (1.4x on 2).
         switch = ["-c", "checkout.workers=0", "read-tree", "--no-recurse-submodules", "-m", "-u", revision(old),
                   revision(new)]  # fmt: skip
@@ -215,6 +220,8 @@ class TempIndex:
                                 "overwrote was checked as preserved first") from None  # fmt: skip
         if rc != 0:
             raise WorkingTreeMoved(_refusal(err))
+        if gitlinks:
+            move_checkouts(self.repo, gitlinks, "the tree's submodule moved with its pointer")
 
     def hidden_paths(self, changes: list[Change]) -> list[bytes]:
         """Paths a move along `changes` (from what this index holds) would record without writing them. With

@@ -31,7 +31,6 @@ class Assessment:
         out = [(c.path, c.kind) for c in self.unpreserved]
         out += [(p, STAGED_DIFFERS) for p in snap.staged_differs]
         out += [(p, "unmerged") for p in snap.unmerged]
-        out += [(p, "submodule has uncommitted changes inside") for p in snap.dirty_submodules]
         out += [(p, "LF line endings a checkout would turn to CRLF (core.autocrlf=true): save cannot keep these "
                     "bytes; set core.autocrlf=input or write CRLF") for p in snap.eol_unstable]  # fmt: skip
         if snap.local_commits:

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
     from stackmgr.store.plan import PatchRef
 
-GITLINK = "160000"
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.M)
 # A hunk header with a number of ten digits or more: only a patch with one needs its headers read one by one.
 _LONG_NUMBER = re.compile(rb"\n@@ -(?:[0-9,]*[0-9]{10}|[0-9,]+ \+[0-9,]*[0-9]{10})")
@@ -55,9 +54,6 @@ def claims(patches: list[PatchRef], repo: Repo, store_root: str,
         if each is not None:
             each.append(images)
         for im in images:
-            if GITLINK in (im.mode, im.old_mode):
-                raise StackmgrError(f"patch {p.name} moves submodule {show_path(im.path)}: stackmgr does not move "
-                                    "submodules; nothing was changed", "move the submodule with git")  # fmt: skip
             if store_prefix is not None and (im.path + b"/").startswith(store_prefix):
                 raise StackmgrError(f"patch {p.name} writes {show_path(im.path)}, inside the store's own state; "
                                     "nothing was changed", "remove that file from the patch")  # fmt: skip

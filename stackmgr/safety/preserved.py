@@ -20,7 +20,7 @@ from stackmgr.safety.assessment import Assessment, conflicted_patches, file_name
 from stackmgr.safety.residue import count_residue
 from stackmgr.store.fs import read_cache, read_or_none, sha256_hex, write_cache
 from stackmgr.store.names import VERSIONS, patch_stat, refuse_linked_dirs, valid_name
-from stackmgr.types import GITLINK_MODE, show_path
+from stackmgr.types import show_path
 
 TYPE_CHECKING = False  # mypy treats this as true; `typing` stays out of `check`'s start-up
 if TYPE_CHECKING:
@@ -296,14 +296,12 @@ def object_store(repo: Repo) -> list[object]:
 
 
 def _match(idx: PatchIndex, snap: Snapshot) -> Assessment:
-    """A gitlink change (a submodule's pointer, mode 160000) is never preserved, even when a (hand-made) patch
-    records it: applying that patch moves the pointer in the index, never the submodule's checkout."""
+    """Each change preserved by the patches that end its path with its mode and content (for a submodule's
+    pointer, mode 160000, its commit: every switch moves the submodule's checkout with it, git/submodules.py)."""
     table = idx.entries_by_path(snap.tree)
     result = Assessment()
     for change in snap.changes:
-        gitlink = GITLINK_MODE in (change.old_mode, change.new_mode)
-        found = [] if gitlink else owners(table.get(change.path, ()), change.new_mode, change.new_blob,
-                                          change.old_blob)  # fmt: skip
+        found = owners(table.get(change.path, ()), change.new_mode, change.new_blob, change.old_blob)
         if found:
             result.preserved[change.path] = sorted({shown_name(e[2]) for e in found})
         else:

@@ -60,7 +60,6 @@ def count_residue(store: Store, snap: Snapshot, result: Assessment) -> Assessmen
     if not result.unpreserved:
         return result
     from stackmgr.store.applied import applied_residue
-    from stackmgr.types import GITLINK_MODE
 
     found = applied_residue(store, snap.tree)
     if found is None:
@@ -71,8 +70,7 @@ def count_residue(store: Store, snap: Snapshot, result: Assessment) -> Assessmen
     owner = f"residue of {found[2]}"
     left = []
     for change in result.unpreserved:
-        if GITLINK_MODE not in (change.old_mode, change.new_mode) and holds(entries, change.path, change.new_mode,
-                                                                          change.new_blob):  # fmt: skip
+        if holds(entries, change.path, change.new_mode, change.new_blob):
             result.preserved[change.path] = [owner]
         else:
             left.append(change)

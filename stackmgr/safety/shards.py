@@ -26,7 +26,6 @@ from binascii import crc32
 from stackmgr.safety.assessment import Assessment, conflicted_patches, owners, shown_name
 from stackmgr.store.fs import read_cache, write_cache
 from stackmgr.store.names import VERSIONS
-from stackmgr.types import GITLINK_MODE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -120,9 +119,8 @@ def quick_assess(store: Store, snap: Snapshot, objects: object) -> Assessment | 
             if not (isinstance(shard, dict) and shard.get("generation") == meta["generation"]):
                 return None
             loaded[n] = shard["entries"]
-        gitlink = GITLINK_MODE in (change.old_mode, change.new_mode)
-        found = [] if gitlink else owners(loaded[n].get((snap.tree, change.path), ()), change.new_mode,
-                                           change.new_blob, change.old_blob)  # fmt: skip
+        found = owners(loaded[n].get((snap.tree, change.path), ()), change.new_mode, change.new_blob,
+                       change.old_blob)  # fmt: skip
         owned = [(e[2], e[3]) for e in found]
         for filename, sig in owned:
             if filename not in owners_seen:

@@ -20,7 +20,7 @@ from stackmgr.git.tempindex import TempIndex
 from stackmgr.safety.eol import AutoCrlf, eol_unstable
 from stackmgr.safety.outputs import Held, held_paths
 from stackmgr.store.fs import locked, read_cache, write_cache
-from stackmgr.types import EMPTY_BLOB, Change, CommitId, TreeId, Unprotected
+from stackmgr.types import EMPTY_BLOB, SUBMODULE_INSIDE, Change, CommitId, TreeId, Unprotected
 
 
 class Snapshot:
@@ -281,6 +281,7 @@ def _reconcile(
         changes = st.changes
     snap = Snapshot(tree, repo, CommitId(st.head), changes, unprotected)
     snap.dirty_submodules = st.dirty_submodules
+    unprotected.extend(Unprotected(p, SUBMODULE_INSIDE, 0) for p in st.dirty_submodules)
     _compare_staged(snap, staged)
     return snap
 

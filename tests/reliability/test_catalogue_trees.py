@@ -132,39 +132,32 @@ def _gitlink_patch(lab: Lab, name: str, series: str) -> None:
 
 
 @pytest.mark.catalogue(25)
-def test_row25_a_moved_submodule_is_unpreserved_and_save_refuses_it(lab: Lab, tmp_path: Path) -> None:
-    """Row 25: a submodule moved to another commit is a change (mode 160000) that check reports; save refuses to
-    write it (no apply or reset could move the submodule back), in one line naming it; `save NAME PATH` of the
-    other changes still works, and the submodule stays unpreserved."""
-    sub, _old = _with_submodule(lab, tmp_path)
-    _bump(sub)
+def test_row25_a_moved_submodule_is_a_change_save_keeps_and_check_then_passes(lab: Lab, tmp_path: Path) -> None:
+    """Row 25: a submodule moved to another commit is a change (mode 160000) that check reports; save records the
+    pointer (`Subproject commit`), alone or with other changes, and the change is then preserved."""
+    sub, old = _with_submodule(lab, tmp_path)
+    new = _bump(sub)
     check = lab.sm("check", "-v")
     assert check.code == 1 and check.out.splitlines() == ["vllm: sub (submodule)"]
-    needles = ("submodule sub", "stackmgr does not save submodule commits", "commit the new pointer in git",
-               "git submodule update")  # fmt: skip
-    _refused(lab, ("save", "bump", "-m", "bump sub"), 3, *needles)
-    _refused(lab, ("save", "bump", "-t", "vllm", "--series", "s", "-m", "bump sub"), 3, *needles)
-    _refused(lab, ("save", "bump", "-m", "bump sub", "sub"), 3, *needles)
     (lab.tree / "README").write_text("plain edit\n")
-    _refused(lab, ("save", "both", "-m", "both"), 3, *needles)
-    assert lab.sm("save", "readme", "-m", "readme", "README").code == 0
-    assert _diff_headers(_patch(lab, "readme")) == [b"a/README b/README"]
-    check = lab.sm("check", "-v")
-    assert check.code == 1 and check.out.splitlines() == ["vllm: sub (submodule)"]
+    assert lab.sm("save", "both", "-m", "both").code == 0
+    assert _diff_headers(_patch(lab, "both")) == [b"a/README b/README", b"a/sub b/sub"]
+    assert f"-Subproject commit {old}\n+Subproject commit {new}\n".encode() in _patch(lab, "both")
+    assert lab.sm("check").code == 0
 
 
 @pytest.mark.catalogue(25)
-def test_row25_a_hand_made_patch_never_preserves_a_gitlink_change(lab: Lab, tmp_path: Path) -> None:
-    """Row 25: a patch recording the submodule's new pointer (written by hand) does not make the change
-    preserved: applying it would move the pointer in the index, never the submodule's checkout."""
-    sub, _old = _with_submodule(lab, tmp_path)
-    _bump(sub)
+def test_row25_a_hand_made_patch_of_the_pointer_preserves_it_and_apply_moves_the_checkout(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """Row 25: a patch recording the submodule's new pointer (written by hand) preserves the change; reset moves
+    the submodule back and apply moves it forward, its checkout with its pointer."""
+    sub, old = _with_submodule(lab, tmp_path)
+    new = _bump(sub)
     _gitlink_patch(lab, "bump", "s")
-    check = lab.sm("check", "-v")
-    assert check.code == 1 and check.out.splitlines() == ["vllm: sub (submodule)"]
-    _refused(lab, ("reset",), 1, "sub (submodule)")
-    status = json.loads(lab.sm("--json", "status").out)["trees"][0]
-    assert [(c["path"], c["preserved_by"]) for c in status["changes"]] == [("sub", [])]
+    assert lab.sm("check").code == 0
+    assert lab.sm("reset").code == 0 and _head(sub) == old and _status(lab.tree) == b""
+    assert lab.sm("apply", "s").code == 0 and _head(sub) == new
 
 
 @pytest.mark.catalogue(25)
@@ -172,89 +165,82 @@ def test_row25_a_hand_made_patch_never_preserves_a_gitlink_change(lab: Lab, tmp_
 def test_row25_reset_refuses_a_moved_submodule_and_force_keeps_its_commits(
     lab: Lab, tmp_path: Path, recurse: bool
 ) -> None:
-    """Row 25: reset refuses while the submodule's new pointer is unpreserved; --force resets the rest and loses
-    nothing: the submodule keeps its checkout and its commits (even with submodule.recurse set), and check still
-    reports the moved pointer."""
+    """Row 25: reset refuses while the submodule's new pointer is unpreserved; --force moves it back with the rest
+    and loses nothing: its commits stay on its branch (even with submodule.recurse set), and `recover` brings
+    the pointer and the checkout back."""
     sub, old = _with_submodule(lab, tmp_path)
     new = _bump(sub)
     if recurse:
         git(lab.tree, "config", "submodule.recurse", "true")
     (lab.tree / "README").write_text("unsaved top-level edit\n")
-    inner = tree_files(sub)
     head = _head(lab.tree)
     _refused(lab, ("reset",), 1, "sub (submodule)", "README (modified)")
     forced = lab.sm("reset", "--force")
     assert forced.code == 0, forced.err
     assert "stackmgr recover " in forced.err
-    assert _head(sub) == new and tree_files(sub) == inner, "the submodule's checkout is never moved"
+    assert _head(sub) == old and (sub / "s.txt").read_text() == "s\n"
     assert git_text(sub, "log", "-1", "--format=%H", "main") == new, "its commits stay on its branch"
     assert (lab.tree / "README").read_text() == "hello\n"
     assert _head(lab.tree) == head and git_text(lab.tree, "rev-parse", ":sub") == old
-    check = lab.sm("check", "-v")
-    assert check.code == 1 and check.out.splitlines() == ["vllm: sub (submodule)"]
-
-
-@pytest.mark.catalogue(25)
-def test_row25_apply_of_a_gitlink_change_is_refused(lab: Lab, tmp_path: Path) -> None:
-    """Row 25: `apply` of a series whose patch moves a submodule (hand-made: save refuses to write one) cannot
-    move the submodule's checkout, so it refuses (exit 3, one line naming it), and nothing changes."""
-    sub, old = _with_submodule(lab, tmp_path)
-    _bump(sub)
-    _gitlink_patch(lab, "bump", "s")
-    git(sub, "checkout", "-q", old)  # the tree is back at its base: clean, nothing to lose
-    assert lab.sm("check").code == 0 and _status(lab.tree) == b""
-    _refused(lab, ("apply", "s"), 3, "sub", "submodule")
-    assert _head(sub) == old
+    assert lab.sm("check").code == 0
+    recovered = lab.sm("recover", forced.err.split("stackmgr recover ")[1].split()[0].strip("`'"))
+    assert recovered.code == 0, recovered.err
+    assert _head(sub) == new and (lab.tree / "README").read_text() == "unsaved top-level edit\n"
 
 
 @pytest.mark.catalogue(26)
 @pytest.mark.parametrize("inside", ["modified", "untracked"])
-def test_row26_dirty_content_inside_a_submodule_is_unpreserved_and_refused(
+def test_row26_dirty_content_inside_a_submodule_is_unprotected_and_never_touched(
     lab: Lab, tmp_path: Path, inside: str
 ) -> None:
-    """Row 26: edits inside a submodule are not in the superproject's diff: check says no, reset and apply
-    refuse, save has nothing it could write; nothing is touched."""
+    """Row 26: edits inside a submodule are not in the superproject's diff: they are listed as unprotected (never
+    saved, never deleted); reset and apply that leave the pointer where it is go ahead around them, and save has
+    nothing it could write."""
+    sub, _ = _with_submodule(lab, tmp_path)
     (lab.tree / "README").write_text("saved edit\n")
     assert lab.sm("save", "readme", "--series", "s", "-m", "readme").code == 0
     assert lab.sm("reset").code == 0
-    sub, _ = _with_submodule(lab, tmp_path)
     if inside == "modified":
         (sub / "s.txt").write_text("edited inside the submodule\n")
     else:
         (sub / "notes.txt").write_text("new file inside the submodule\n")
-    check = lab.sm("check", "-v")
-    assert check.code == 1 and "vllm: sub (submodule has uncommitted changes inside)" in check.out
-    _refused(lab, ("reset",), 1, "sub (submodule has uncommitted changes inside)")
-    _refused(lab, ("apply", "s"), 1, "sub (submodule has uncommitted changes inside)")
+    inner = tree_files(sub)
+    assert lab.sm("check").code == 0
+    assert "unprotected: sub (uncommitted changes inside this submodule" in lab.sm("status").out
     _refused(lab, ("save", "inside", "-t", "vllm", "-m", "m"), 3)
-    assert lab.sm("check").code == 1, "still unpreserved"
+    assert lab.sm("apply", "s").code == 0 and (lab.tree / "README").read_text() == "saved edit\n"
+    assert lab.sm("reset").code == 0 and (lab.tree / "README").read_text() == "hello\n"
+    assert tree_files(sub) == inner, "the submodule's own work is untouched"
 
 
 @pytest.mark.catalogue(26)
 def test_row26_saving_the_other_changes_does_not_absorb_a_dirty_submodule(lab: Lab, tmp_path: Path) -> None:
-    """Row 26: with a dirty submodule and a plain edit, save writes the plain edit and check still says no."""
+    """Row 26: with a dirty submodule and a plain edit, save writes the plain edit only."""
     sub, _ = _with_submodule(lab, tmp_path)
     (sub / "s.txt").write_text("edited inside\n")
     (lab.tree / "README").write_text("plain edit\n")
     assert lab.sm("save", "readme", "-m", "readme").code == 0
     assert _diff_headers(_patch(lab, "readme")) == [b"a/README b/README"]
-    check = lab.sm("check", "-v")
-    assert check.code == 1 and check.out.strip() == "vllm: sub (submodule has uncommitted changes inside)"
+    assert lab.sm("check").code == 0 and (sub / "s.txt").read_text() == "edited inside\n"
 
 
 @pytest.mark.catalogue(26)
-def test_row26_reset_force_never_touches_the_content_inside_a_submodule(lab: Lab, tmp_path: Path) -> None:
-    """Row 26: a forced reset cannot store a submodule's inner edits, so it must leave them where they are."""
+def test_row26_a_move_of_a_dirty_submodule_is_refused_and_force_never_touches_its_content(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """Row 26: a reset that would move a submodule with uncommitted work inside is refused, forced or not: its
+    work cannot be stored, so it must stay where it is."""
     sub, _ = _with_submodule(lab, tmp_path)
+    _bump(sub)
     (sub / "s.txt").write_text("edited inside\n")
     (sub / "notes.txt").write_text("new inside\n")
     (lab.tree / "README").write_text("unsaved top-level edit\n")
     inner = tree_files(sub)
     forced = lab.sm("reset", "--force")
-    assert forced.code == 0, forced.err
-    assert "stackmgr recover " in forced.err
+    assert forced.code == 3, forced
+    assert "submodule sub has uncommitted changes inside" in forced.err
     assert tree_files(sub) == inner, "the submodule's own work is untouched"
-    assert (lab.tree / "README").read_text() == "hello\n"
+    assert (lab.tree / "README").read_text() == "unsaved top-level edit\n"
 
 
 # --- 29-35: contents and names ----------------------------------------------------------------------------------

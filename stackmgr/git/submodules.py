@@ -1,0 +1,100 @@
+"""A submodule's checkout moved with its pointer (a gitlink, mode 160000), as `git submodule update` moves it.
+
+`read-tree -u` and `git apply` move only the pointer in the superproject's index; the submodule's working tree stays
+at the commit it had, so the tree would not be the state a patch, a reset or a recovery promised. Every switch of
+a tree (`TempIndex.switch`) therefore moves each initialized submodule whose pointer it changes: detached at the
+new commit, by a two-way `read-tree -m -u` in the submodule (which refuses per file, never overwrites). Before the
+superproject's first file changes, a move that could not be completed is refused: a submodule with uncommitted
+changes inside (its own work: never touched), a commit its repository does not have, a checked-out submodule the
+move would remove, one it would add (git clones submodules; stackmgr does not), one not initialized here (an
+empty directory: its pointer alone would leave nothing in the tree to show it). A commit the submodule leaves that no ref of its repository reaches is kept under
+`refs/stackmgr/kept/` there first, so the pointer a patch records never names a commit git could collect.
+"""
+
+from __future__ import annotations
+
+import os
+
+from stackmgr.errors import StackmgrError
+from stackmgr.git.runner import run, run_rc
+from stackmgr.types import GITLINK_MODE, Change, show_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from stackmgr.git.repo import Repo
+
+
+def _checkout(repo: Repo, path: bytes) -> str | None:
+    """The submodule's directory when it is initialized here (a `.git` inside it), inside the tree; else None."""
+    where = os.path.join(repo.top, os.fsdecode(path))
+    top = os.path.realpath(repo.top)
+    inside = os.path.realpath(where) == os.path.join(top, os.fsdecode(path))
+    if not inside or not os.path.lexists(os.path.join(where, ".git")):
+        return None  # not checked out here (or behind a symlink: never followed out of the tree)
+    return where
+
+
+def _gitlinks(changes: Sequence[Change]) -> list[Change]:
+    return [c for c in changes if GITLINK_MODE in (c.old_mode, c.new_mode)]
+
+
+def _head(where: str) -> str:
+    return run(where, ["rev-parse", "--verify", "-q", "HEAD"], ok=(0, 1)).strip().decode()
+
+
+def refuse_unmovable(repo: Repo, changes: Sequence[Change]) -> None:
+    """Raise StackmgrError, with nothing changed, when a switch along `changes` could not move a submodule's
+    checkout with its pointer."""
+    for c in _gitlinks(changes):
+        where, p = _checkout(repo, c.path), show_path(c.path)
+        if c.old_mode != GITLINK_MODE:  # a new submodule: git clones it, stackmgr does not
+            raise StackmgrError(
+                f"the move adds submodule {p}, which stackmgr cannot clone; nothing changed",
+                f"add it with git (`git submodule add URL {p}`), or leave it out of the patch",
+            )
+        if c.new_mode != GITLINK_MODE:
+            if where is None:
+                continue  # not checked out here: its empty directory goes, as `git checkout` removes it
+            raise StackmgrError(f"the move removes submodule {p}, which is checked out here; nothing changed",
+                                f"`git submodule deinit -f {p}` first (its commits stay in .git/modules), "
+                                "then retry")  # fmt: skip
+        if where is None:
+            raise StackmgrError(
+                f"submodule {p} is not checked out here, so its checkout cannot move with its pointer; nothing changed",
+                f"`git submodule update --init {p}`, then retry",
+            )
+        rc, out, _ = run_rc(where, ["status", "--porcelain", "--untracked-files=no", "--ignore-submodules=none"])
+        if rc != 0 or out:
+            raise StackmgrError(f"submodule {p} has uncommitted changes inside, and the move would check out "
+                                "another commit there; nothing changed",
+                                f"commit or stash them in {p} (stackmgr saves only its pointer), "
+                                "then retry")  # fmt: skip
+        rc, _, _ = run_rc(where, ["cat-file", "-e", f"{c.new_blob}^{{commit}}"])
+        if rc != 0:
+            raise StackmgrError(f"submodule {p}: commit {c.new_blob[:12]} is not in its repository; nothing changed",
+                                f"fetch it (`git -C {p} fetch`, or `git submodule update --init {p}` at a "
+                                "commit that has it), then retry")  # fmt: skip
+
+
+def move_checkouts(repo: Repo, changes: Sequence[Change], reason: str) -> None:
+    """After the superproject switched along `changes`: each initialized submodule whose pointer moved is checked
+    out, detached, at its new commit (refused per file by git if anything there would be overwritten)."""
+    for c in _gitlinks(changes):
+        where = _checkout(repo, c.path)
+        if where is None or c.new_mode != GITLINK_MODE or c.old_mode != GITLINK_MODE:
+            continue
+        head = _head(where)
+        if head == c.new_blob:
+            continue  # already there (a put-back of a move that stopped before this one)
+        if head and not run(where, ["for-each-ref", "--count=1", "--format=x", "--contains", head]).strip():
+            run(where, ["update-ref", "-m", f"stackmgr: {reason}", f"refs/stackmgr/kept/{head}", head])
+        rc, _, err = run_rc(where, ["read-tree", "--no-recurse-submodules", "-m", "-u", head or c.old_blob,
+                                    c.new_blob])  # fmt: skip
+        if rc != 0:
+            said = (err.decode(errors="replace").strip().splitlines() or ["it failed"])[-1]
+            raise StackmgrError(f"submodule {show_path(c.path)}: git refused to check out {c.new_blob[:12]} there "
+                                f"({said})",
+                                "move or remove what is in the way inside it, then retry")  # fmt: skip
+        run(where, ["update-ref", "--no-deref", "-m", f"stackmgr: {reason}", "HEAD", c.new_blob])

@@ -1,0 +1,200 @@
+"""A submodule's pointer (a gitlink, mode 160000) is a change like any other: saved, checked, applied, reset,
+rebased, rebuilt by `apply --link` and recovered, the submodule's checkout moving with it, as `git submodule
+update` moves it. The submodule's own uncommitted work is never saved and never touched: unprotected."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import Lab, git, git_text, link_id, make_repo, one_line_error, recovery_id, tree_files
+
+
+def _head(repo: Path) -> str:
+    return git_text(repo, "rev-parse", "HEAD")
+
+
+def _with_submodule(lab: Lab, tmp_path: Path) -> tuple[Path, str, str]:
+    """The tree with submodule `third_party/oneDNN` committed at its first commit; the submodule's repository
+    has a second commit (the upgrade). Returns the submodule's directory, the old and the new commit."""
+    origin = make_repo(tmp_path / "oneDNN", {"version.txt": "3.4\n"})
+    old = _head(origin)
+    (origin / "version.txt").write_text("3.5\n")
+    git(origin, "commit", "-qam", "v3.5")
+    new = _head(origin)
+    git(lab.tree, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(origin), "third_party/oneDNN")
+    sub = lab.tree / "third_party" / "oneDNN"
+    git(sub, "checkout", "-q", old)
+    git(lab.tree, "add", "third_party/oneDNN")
+    git(lab.tree, "commit", "-qm", "oneDNN as a submodule")
+    return sub, old, new
+
+
+def _upgrade(sub: Path, new: str) -> None:
+    git(sub, "checkout", "-q", new)
+
+
+def test_an_upgraded_submodule_is_saved_reset_and_applied_back_with_its_checkout(lab: Lab, tmp_path: Path) -> None:
+    sub, old, new = _with_submodule(lab, tmp_path)
+    _upgrade(sub, new)
+    (lab.tree / "README").write_text("built against oneDNN 3.5\n")
+    assert lab.sm("check").code == 1
+    upgraded = lab.worktree_id()
+    saved = lab.sm("save", "onednn-3.5", "--series", "upgrade", "-m", "upgrade oneDNN")
+    assert saved.code == 0, saved.err
+    patch = (lab.store / "patches" / "onednn-3.5.patch").read_bytes()
+    assert f"-Subproject commit {old}\n+Subproject commit {new}\n".encode() in patch
+    assert b"index " + f"{old}..{new} 160000".encode() in patch
+    assert lab.sm("check").code == 0, "the pointer is preserved: the patch ends the path at that commit"
+
+    reset = lab.sm("reset")
+    assert reset.code == 0, reset.err
+    assert _head(sub) == old, "reset moves the submodule's checkout back with its pointer"
+    assert (sub / "version.txt").read_text() == "3.4\n"
+    assert git(lab.tree, "status", "--porcelain") == b""
+
+    applied = lab.sm("apply", "upgrade")
+    assert applied.code == 0, applied.err
+    assert _head(sub) == new and (sub / "version.txt").read_text() == "3.5\n"
+    assert lab.worktree_id() == upgraded
+    assert git_text(lab.tree, "rev-parse", ":third_party/oneDNN") == old, "unstaged, as every applied change is"
+    assert git(lab.tree, "status", "--porcelain") == b" M README\n M third_party/oneDNN\n"
+    assert lab.sm("check").code == 0
+
+
+def test_git_am_takes_the_saved_submodule_bump_as_stackmgr_applies_it(lab: Lab, tmp_path: Path) -> None:
+    sub, _old, new = _with_submodule(lab, tmp_path)
+    _upgrade(sub, new)
+    assert lab.sm("save", "bump", "--series", "s", "-m", "bump oneDNN").code == 0
+    assert lab.sm("reset").code == 0
+    mirror = tmp_path / "mirror"
+    git(tmp_path, "clone", "-q", str(lab.tree), str(mirror))
+    git(mirror, "am", "-q", str(lab.store / "patches" / "bump.patch"))
+    assert git_text(mirror, "rev-parse", "HEAD:third_party/oneDNN") == new
+    assert lab.sm("apply", "s").code == 0
+    assert lab.worktree_id() == git_text(mirror, "rev-parse", "HEAD^{tree}")
+
+
+def test_a_submodule_not_initialized_here_is_refused_with_the_command_that_initializes_it(
+    lab: Lab, tmp_path: Path
+) -> None:
+    sub, _old, new = _with_submodule(lab, tmp_path)
+    _upgrade(sub, new)
+    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
+    assert lab.sm("reset").code == 0
+    git(lab.tree, "submodule", "deinit", "-q", "-f", "third_party/oneDNN")
+    assert list(sub.iterdir()) == []
+    applied = lab.sm("apply", "s")
+    one_line_error(applied, 3)
+    assert "submodule third_party/oneDNN is not checked out here" in applied.err
+    assert "git submodule update --init third_party/oneDNN" in applied.err
+    assert list(sub.iterdir()) == [] and git(lab.tree, "status", "--porcelain") == b""
+    git(lab.tree, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "third_party/oneDNN")
+    applied = lab.sm("apply", "s")
+    assert applied.code == 0, applied.err
+    assert _head(sub) == new and lab.sm("check").code == 0
+
+
+def test_apply_refuses_to_move_a_submodule_with_uncommitted_work_inside_and_changes_nothing(
+    lab: Lab, tmp_path: Path
+) -> None:
+    sub, old, new = _with_submodule(lab, tmp_path)
+    _upgrade(sub, new)
+    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
+    assert lab.sm("reset").code == 0
+    (sub / "version.txt").write_text("3.4 with a local experiment\n")
+    before = tree_files(lab.tree), git(lab.tree, "status", "--porcelain")
+    applied = lab.sm("apply", "s")
+    one_line_error(applied, 3)
+    assert "submodule third_party/oneDNN has uncommitted changes inside" in applied.err
+    assert "commit or stash them in third_party/oneDNN" in applied.err
+    assert (tree_files(lab.tree), git(lab.tree, "status", "--porcelain")) == before
+    assert _head(sub) == old and git_text(lab.tree, "rev-parse", ":third_party/oneDNN") == old
+
+
+def test_apply_refuses_a_submodule_commit_its_repository_lacks(lab: Lab, tmp_path: Path) -> None:
+    sub, old, new = _with_submodule(lab, tmp_path)
+    _upgrade(sub, new)
+    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
+    assert lab.sm("reset").code == 0
+    for ref in git_text(sub, "for-each-ref", "--contains", new, "--format=%(refname)").split():
+        git(sub, "update-ref", "-d", ref)  # as if this clone never fetched the upgrade
+    git(sub, "reflog", "expire", "--expire=now", "--all")
+    git(sub, "gc", "-q", "--prune=now")
+    applied = lab.sm("apply", "s")
+    one_line_error(applied, 3)
+    assert f"submodule third_party/oneDNN: commit {new[:12]} is not in its repository" in applied.err
+    assert "git -C third_party/oneDNN fetch" in applied.err
+    assert _head(sub) == old and git(lab.tree, "status", "--porcelain") == b""
+
+
+def test_the_submodules_own_uncommitted_work_is_unprotected_never_saved_never_touched(lab: Lab, tmp_path: Path) -> None:
+    sub, _old, _new = _with_submodule(lab, tmp_path)
+    (sub / "version.txt").write_text("an experiment inside oneDNN\n")
+    (sub / "notes.txt").write_text("untracked inside\n")
+    (lab.tree / "README").write_text("plain edit\n")
+    status = json.loads(lab.sm("--json", "status").out)["trees"][0]
+    assert [(u["path"], u["reason"]) for u in status["unprotected"]] == [
+        ("third_party/oneDNN", "uncommitted changes inside this submodule: commit them there to save its pointer")
+    ]
+    text = lab.sm("status").out
+    assert "unprotected: third_party/oneDNN (uncommitted changes inside this submodule" in text
+    assert lab.sm("save", "readme", "-m", "readme").code == 0
+    assert lab.sm("check").code == 0
+    inside = tree_files(sub)
+    assert lab.sm("reset").code == 0
+    assert tree_files(sub) == inside, "a reset that leaves the pointer never touches the submodule's work"
+    assert (lab.tree / "README").read_text() == "hello\n"
+
+
+def test_a_forced_reset_of_an_unsaved_upgrade_is_recovered_with_the_submodules_checkout(
+    lab: Lab, tmp_path: Path
+) -> None:
+    sub, old, new = _with_submodule(lab, tmp_path)
+    git(sub, "checkout", "-q", "--detach", new)
+    git(sub, "commit", "-q", "--allow-empty", "-m", "a local fix on no branch")
+    local = _head(sub)
+    upgraded = lab.worktree_id()
+    assert lab.sm("reset").code == 1
+    forced = lab.sm("reset", "--force")
+    assert forced.code == 0, forced.err
+    assert _head(sub) == old
+    assert git_text(sub, "rev-parse", f"refs/stackmgr/kept/{local}") == local, "the local commit stays reachable"
+    recovered = lab.sm("recover", recovery_id(forced.err))
+    assert recovered.code == 0, recovered.err
+    assert _head(sub) == local and lab.worktree_id() == upgraded
+
+
+def test_apply_link_rebuilds_the_measured_submodule_commit(lab: Lab, tmp_path: Path) -> None:
+    sub, old, new = _with_submodule(lab, tmp_path)
+    _upgrade(sub, new)
+    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
+    measured = lab.worktree_id()
+    result = tmp_path / "bench.log"
+    result.write_text("Output token throughput (tok/s): 107.77\n")
+    link = link_id(lab, "bump", str(result))
+    assert lab.sm("reset").code == 0 and _head(sub) == old
+    rebuilt = lab.sm("apply", "--link", link)
+    assert rebuilt.code == 0, rebuilt.err
+    assert _head(sub) == new and lab.worktree_id() == measured
+
+
+def test_rebase_carries_a_submodule_bump_onto_a_new_upstream(lab: Lab, tmp_path: Path) -> None:
+    sub, _old, new = _with_submodule(lab, tmp_path)
+    base = _head(lab.tree)
+    _upgrade(sub, new)
+    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
+    assert lab.sm("reset").code == 0
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    git(lab.tree, "commit", "-qam", "upstream moves on")
+    onto = _head(lab.tree)
+    git(lab.tree, "checkout", "-q", base)
+    rebased = lab.sm("rebase", "s", "--onto", onto)
+    assert rebased.code == 0, rebased.err
+    assert lab.sm("apply", "s").code == 0
+    assert _head(lab.tree) == onto and _head(sub) == new
+    mirror = tmp_path / "mirror"
+    git(tmp_path, "clone", "-q", str(lab.tree), str(mirror))
+    git(mirror, "checkout", "-q", onto)
+    git(mirror, "update-index", "--cacheinfo", f"160000,{new},third_party/oneDNN")
+    assert lab.worktree_id() == git_text(mirror, "write-tree")
