@@ -233,6 +233,10 @@ def render_status(report: TreeReport) -> set[str]:
         if a.get("measured"):
             head = _measured_head(a, head)
         edited = [show_text(e) for e in a.get("series_edited") or []]
+        if a.get("head_moved") and a["series"]:
+            out("  " + paint(f"note: HEAD moved off the series' base {a['base'][:12]} since it was applied (a `git "
+                             "switch` or a commit?): save refuses until HEAD is back (`git switch --detach "
+                             f"{a['base'][:12]}`)", "yellow"))  # fmt: skip
         if a["drift"]:
             shown = ", ".join(a["drift"][:5]) + (" …" if len(a["drift"]) > 5 else "")
             verb = "differs" if len(a["drift"]) == 1 else "differ"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import Lab, commit, git, git_text, head_name, link_id, porcelain
 
 
@@ -204,3 +206,56 @@ def test_apply_link_says_it_detached_head_too(lab: Lab) -> None:
     assert rebuilt.code == 0, rebuilt.err
     assert f"stackmgr: vllm: HEAD detached at {main[:12]} (was on branch main); `stackmgr reset` returns to main" \
         in rebuilt.err.splitlines(), rebuilt.err  # fmt: skip
+
+
+def test_save_after_a_git_switch_off_the_series_base_refuses_to_take_in_the_branchs_commits(lab: Lab) -> None:
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    assert lab.sm("save", "mine", "--series", "s", "-m", "mine").code == 0
+    assert lab.sm("reset").code == 0
+    base = git_text(lab.tree, "rev-parse", "HEAD")
+    upstream = commit(lab.tree, {"README": "upstream line\n"}, "upstream commit on main")
+    assert lab.sm("apply", "s").code == 0
+    git(lab.tree, "switch", "-q", "main")  # the guard lets a switch through: the edits come along
+    assert git_text(lab.tree, "rev-parse", "HEAD") == upstream
+    status = lab.sm("status")
+    assert f"note: HEAD moved off the series' base {base[:12]} since it was applied" in status.out
+    (lab.tree / "notes.txt").write_text("more of mine\n")
+    saved = lab.sm("save", "more", "-m", "more")
+    assert saved.code == 3 and f"HEAD of tree vllm moved off series s's base {base[:12]}" in saved.err
+    assert f"`git switch --detach {base[:12]}`" in saved.err
+    assert not (lab.store / "patches" / "more.patch").exists()
+    git(lab.tree, "switch", "-q", "--detach", base)
+    saved = lab.sm("save", "more", "-m", "more")
+    assert saved.code == 0, saved.err
+    assert b"upstream line" not in (lab.store / "patches" / "more.patch").read_bytes()
+
+
+def test_a_first_save_on_a_machine_without_a_git_identity_signs_with_login_and_host(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for who in ("AUTHOR", "COMMITTER"):
+        monkeypatch.delenv(f"GIT_{who}_NAME", raising=False)
+        monkeypatch.delenv(f"GIT_{who}_EMAIL", raising=False)
+    monkeypatch.setenv("EMAIL", "")
+    git(lab.tree, "config", "user.useConfigOnly", "true")  # git itself refuses to guess here
+    (lab.tree / "README").write_text("first edit\n")
+    saved = lab.sm("save", "first", "-m", "first")
+    assert saved.code == 0, saved.err
+    assert "note: git does not know who you are; signed as " in saved.err
+    assert 'git config --global user.name "Your Name"' in saved.err
+    header = (lab.store / "patches" / "first.patch").read_bytes().split(b"\n")[1]
+    assert header.startswith(b"From: ") and b"@" in header
+    assert lab.sm("check").code == 0
+
+
+def test_reset_after_a_git_switch_to_a_branch_stays_on_that_branch(lab: Lab) -> None:
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
+    assert lab.sm("save", "mine", "--series", "s", "-m", "mine").code == 0
+    assert lab.sm("reset").code == 0
+    upstream = commit(lab.tree, {"README": "upstream line\n"}, "upstream commit on main")
+    assert lab.sm("apply", "s").code == 0 and head_name(lab.tree) == "HEAD"
+    git(lab.tree, "switch", "-q", "main")
+    back = lab.sm("reset")
+    assert back.code == 0, back.err
+    assert head_name(lab.tree) == "main" and git_text(lab.tree, "rev-parse", "HEAD") == upstream
+    assert porcelain(lab.tree) == b"" and (lab.tree / "README").read_text() == "upstream line\n"

@@ -533,7 +533,7 @@ def test_series_rm_deletes_the_list_keeps_the_patches_and_undo_brings_it_back(la
     assert (lab.store / "series" / "S").read_bytes() == kept
     assert lab.sm("reset").code == 0  # S stays current, none applied
     said = lab.sm("series", "rm", "S")
-    assert said.code == 0 and said.out == "series S deleted (1 patch listed; their files stay)\n", said
+    assert said.code == 0 and said.out == "series S deleted (1 patch listed; its file stays)\n", said
     assert not (lab.store / "series" / "S").exists() and (lab.store / "patches" / "p1.patch").is_file()
     assert json.loads(lab.sm("--json", "status").out)["trees"][0]["applied"] is None, "the tree forgot it"
     assert lab.sm("undo").code == 0 and (lab.store / "series" / "S").read_bytes() == kept

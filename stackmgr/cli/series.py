@@ -193,4 +193,5 @@ def rm(ctx: Context, name: str) -> None:
     from stackmgr.commands.series import delete_series
 
     listed = delete_series(open_store(ctx.store), name)
-    output.out(f"series {name} deleted ({listed} patch{'es' if listed != 1 else ''} listed; their files stay)")
+    kept = "its file stays" if listed == 1 else "their files stay"
+    output.out(f"series {name} deleted ({listed} patch{'es' if listed != 1 else ''} listed; {kept})")

@@ -87,7 +87,7 @@ def _target_and_blockers(
     applied = load_applied(store).get(config.name)
     if to is not None:
         target = snap.repo.resolve_commit(to)
-    elif applied is not None and snap.repo.has_commit(applied.base):
+    elif applied is not None and snap.repo.has_commit(applied.base) and not _switched_to_a_branch(snap, applied.base):
         target = CommitId(applied.base)
     else:
         target = snap.head
@@ -98,6 +98,12 @@ def _target_and_blockers(
             blockers.append((b"HEAD", f"{len(orphans)} commit(s) no ref would reach after the move, "
                                       f"{orphans[0][:12]}: keep with `git branch NAME`"))  # fmt: skip
     return target, blockers
+
+
+def _switched_to_a_branch(snap: Snapshot, base: str) -> bool:
+    """HEAD left the applied base for a branch since (`git switch main`): the reset stays on that branch, at
+    HEAD, as `git reset --hard` does, never detaching the user from it."""
+    return snap.head != base and refs.symbolic_head(snap.repo) is not None
 
 
 def _refusal(refused: list[_Planned]) -> str:

@@ -172,8 +172,10 @@ def stack_for(
         raise UsageProblem(f"series {series_name} is not the series applied to tree {tree}",
                            f"`stackmgr apply {series_name}` first, or save without --series")  # fmt: skip
     where.refuse_out_of_order("save --series")
+    refuse_head_off_base(tree, snap.head, applied.base, series_name)
     if where.stack != names and (not where.stack or patch != where.top):
-        raise UsageProblem(f"only {where.count} of the {len(names)} patches of series {series_name} are "
+        verb = "is" if where.count == 1 else "are"
+        raise UsageProblem(f"only {where.count} of the {len(names)} patches of series {series_name} {verb} "
                            f"applied to tree {tree}", f"`stackmgr push -a` (or `stackmgr apply {series_name}`) "
                            "first; `stackmgr refresh` rewrites the top one")  # fmt: skip
     pending: list[str] = []
@@ -193,6 +195,16 @@ def stack_for(
     if not snap.repo.has_object(applied.result_tree):
         raise UsageProblem(f"the state series {series_name} left in tree {tree} is gone", f"apply {series_name} again")
     return Stack(series, tree, applied.result_tree, applied.base, list(applied.patches), guards=applied.guards)
+
+
+def refuse_head_off_base(tree: str, head: str, base: str, series: str) -> None:
+    """HEAD moved off the base the series was applied on (a `git switch`, a commit): the tree is that commit plus
+    the patches, so a patch saved on the series would take in every commit between the base and HEAD."""
+    if head != base:
+        raise StackmgrError(f"HEAD of tree {tree} moved off series {series}'s base {base[:12]} since it was applied "
+                            f"(now {head[:12]}: a `git switch` or a commit?); a patch saved now would take in what "
+                            "git has between them", f"`git switch --detach {base[:12]}` (your edits come along), "
+                            f"then save; or carry the series: `stackmgr rebase {series} --onto {head[:12]}`")
 
 
 def stack_of_save(

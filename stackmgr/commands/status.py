@@ -166,7 +166,8 @@ def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
             "to_do": "a bisect, ab or ablate was interrupted here; `stackmgr recover` puts the tree back as it was"
             if walked else None if where.in_order or not applied.series or applied.link else where.what_to_do(),
             "result_tree": applied.result_tree, "matches": not drift and not edited, "drift": drift,
-            "series_edited": edited, "measured": measured, "interrupted": walked}  # fmt: skip
+            "series_edited": edited, "measured": measured, "interrupted": walked,
+            "head_moved": snap.head != applied.base}  # fmt: skip
 
 
 def _series_edits(store: Store, where: Position) -> list[str]:

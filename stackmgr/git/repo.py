@@ -218,11 +218,31 @@ def author_ident(proc: Process) -> tuple[str, str, int, str]:
     GIT_AUTHOR_* and all."""
     out, _ = proc.communicate()
     if proc.wait() != 0:
-        raise StackmgrError("git does not know who you are", "set it with `git config --global user.name/user.email`")
+        return _stand_in_ident()
     ident = out.decode("utf-8", "replace").strip()
     name_email, stamp, tz = ident.rsplit(" ", 2)
     name, _, email = name_email.partition(" <")
     return name, email.rstrip(">"), int(stamp), tz
+
+
+def _stand_in_ident() -> tuple[str, str, int, str]:
+    """No git identity on this machine (a fresh container): the patch is signed with the login and host names, as
+    git itself would sign it where it can guess an email, and the user is told how to sign as themselves."""
+    import getpass
+    import socket
+    import time
+
+    from stackmgr import output
+
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = "stackmgr"
+    email = f"{name}@{socket.gethostname() or 'localhost'}"
+    output.err(output.show_text(f"stackmgr: note: git does not know who you are; signed as {name} <{email}>: "
+                                'set yours with `git config --global user.name "Your Name"` and '
+                                "`git config --global user.email you@example.com`"))  # fmt: skip
+    return name, email, int(time.time()), time.strftime("%z")
 
 
 def patch_paths_answer(proc: Process) -> set[bytes]:
