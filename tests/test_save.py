@@ -184,7 +184,7 @@ def test_round_trip_failure_leaves_nothing(lab: Lab, monkeypatch: pytest.MonkeyP
     from stackmgr.git.tempindex import TempIndex
 
     (lab.tree / "README").write_text("edited\n")
-    monkeypatch.setattr(TempIndex, "apply", lambda *a, **k: (False, "error: simulated corruption"))
+    monkeypatch.setattr(TempIndex, "apply_bytes", lambda *a, **k: (False, "error: simulated corruption"))
     result = lab.sm("save", "broken", "-m", "x")
     assert result.code == 3 and "does not apply" in result.err
     assert sorted(p.name for p in (lab.store / "patches").iterdir()) == []
@@ -439,3 +439,52 @@ def test_a_big_patch_is_verified_a_part_at_a_time_with_the_same_verdict(lab: Lab
     assert whole is not None and in_parts == whole
     assert changed is not None and changed != whole
     assert failed is None and why
+
+
+def test_the_round_trip_is_applied_part_by_part_while_git_writes_the_diff(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A diff of many files is applied in parts as git writes it (each part cut where a file's section starts);
+    the patch is the same bytes, and a part that fails to apply leaves nothing written."""
+    from stackmgr.git import scratch
+    from stackmgr.git.tempindex import TempIndex
+
+    for n in range(12):
+        (lab.tree / f"f{n:02d}.txt").write_text(f"file {n}\n" * 40)
+    (lab.tree / "README").write_text("edited\n")
+    assert lab.sm("save", "whole", "-m", "many files").code == 0
+    whole = (lab.store / "patches" / "whole.patch").read_bytes()
+    assert lab.sm("drop", "whole").code == 0
+    monkeypatch.setattr(scratch, "STREAM_PART", 200)
+    parts: list[bytes] = []
+    real = TempIndex.apply_bytes
+
+    def counted(self: TempIndex, patch: bytes) -> tuple[bool, str]:
+        parts.append(patch)
+        return real(self, patch)
+
+    monkeypatch.setattr(TempIndex, "apply_bytes", counted)
+    assert lab.sm("save", "whole", "-m", "many files").code == 0
+    assert (lab.store / "patches" / "whole.patch").read_bytes() == whole
+    assert len(parts) >= 2 and all(p.count(b"\ndiff --git ") + p.startswith(b"diff --git ") >= 1 for p in parts)
+    assert whole.endswith(b"".join(parts))
+    assert lab.sm("drop", "whole").code == 0
+
+    def second_fails(self: TempIndex, patch: bytes) -> tuple[bool, str]:
+        parts.append(patch)
+        return (False, "error: simulated") if len(parts) == 2 else real(self, patch)
+
+    parts.clear()
+    monkeypatch.setattr(TempIndex, "apply_bytes", second_fails)
+    result = lab.sm("save", "whole", "-m", "many files")
+    assert result.code == 3 and "does not apply to its base (error: simulated)" in result.err
+    assert not (lab.store / "patches" / "whole.patch").exists()
+
+
+def test_a_header_git_apply_would_read_as_a_patch_is_verified_from_the_written_file() -> None:
+    from stackmgr.commands.save import Streamed
+
+    diff = b" a | 1 +\n\ndiff --git a/a b/a\n"
+    assert Streamed(diff, {}, "").speaks_for(b"From x\nSubject: s\n\nbody\n---\n" + diff)
+    assert not Streamed(diff, {}, "").speaks_for(b"From x\n\n--- a/a\n+++ b/a\n---\n" + diff)
+    assert not Streamed(diff, {}, "").speaks_for(b"From x\n---\n" + diff + b"trailer\n")

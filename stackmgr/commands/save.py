@@ -176,11 +176,11 @@ def save(store: Store, req: SaveRequest) -> SaveResult:
             if not changes:
                 refuse_nothing_new(tree, stack, name)
             paths = [c.path for c in changes] if req.paths or left_out or beside else []
-            data, expected = _build(store, tree, snap, diff_from, base, paths, name, req)
+            data, expected, applied = _build(store, tree, snap, diff_from, base, paths, name, req)
             output.tick()
             _refuse_conflict_markers(data, req.allow_conflict_markers)
             revival = _refuse_revival(store, stack, name, data, req) if stack is not None else []
-            outcome, post_images = _write_verified(store, snap, target, data, expected, req.update)
+            outcome, post_images = _write_verified(store, snap, target, data, expected, applied, req.update)
             shared = share_again(store, tree)  # a tree a pulled `tree rm` dropped: named again with its patch
             output.tick()
             op.note_tree(tree, snap.known_tree_id(), snap.head)
@@ -235,13 +235,19 @@ def _build(
     paths: list[bytes],
     name: str,
     req: SaveRequest,
-) -> tuple[bytes, list[Change]]:
-    """The patch bytes (diff from `diff_from`, a commit or tree, to the snapshot; `base` recorded) and the raw
-    changes it must reproduce."""
+) -> tuple[bytes, list[Change], Streamed]:
+    """The patch bytes (diff from `diff_from`, a commit or tree, to the snapshot; `base` recorded), the raw
+    changes it must reproduce, and what its diff made of their base files, applied while git wrote it."""
     # The raw diff (what verification expects) and the author are asked for while the patch is computed.
     raw_proc, ident_proc = snap.index.start_diff_raw(diff_from, paths), snap.repo.start_author_ident()
-    stat_and_diff = snap.index.format_diff(diff_from, paths)
-    expected = read_changes(raw_proc)
+    diff_proc = snap.index.start_format_diff(diff_from, paths)
+    try:
+        expected = read_changes(raw_proc)
+    except BaseException:
+        diff_proc.communicate()
+        raise
+    before = [(c.old_mode, c.old_blob, c.path) for c in expected if c.old_mode != "000000"]
+    stat_and_diff, result, failure = scratch.apply_while_diffing(snap.repo, before, diff_proc)
     author, email, stamp, tz = author_ident(ident_proc)
     if not stat_and_diff:
         raise StackmgrError(f"tree {tree} has no changes to save on top of {diff_from[:12]}", "edit something first")
@@ -260,7 +266,21 @@ def _build(
     data = patchfile.render(tree=tree, base=base, subject=subject, body=body, name=author, email=email,
                             date=date, stat_and_diff=stat_and_diff, original=original,
                             original_name=original_name)  # fmt: skip
-    return data, expected
+    return data, expected, Streamed(stat_and_diff, result, failure)
+
+
+class Streamed:
+    """What the diff's own bytes made of the base files (`apply_while_diffing`): the round trip of the written
+    patch, when the header in front of them holds nothing `git apply` would read as a patch."""
+
+    def __init__(self, diff: bytes, result: dict[bytes, tuple[str, str]] | None, failure: str) -> None:
+        self.diff, self.result, self.failure = diff, result, failure
+
+    def speaks_for(self, data: bytes) -> bool:
+        if not data.endswith(self.diff):
+            return False
+        header = b"\n" + data[: len(data) - len(self.diff)]
+        return not any(start in header for start in (b"\ndiff ", b"\n--- ", b"\n+++ ", b"\n@@ ", b"\nGIT binary"))
 
 
 def _existing_header(existing: bytes) -> patchfile.PatchHeader | None:
@@ -296,7 +316,7 @@ def _refuse_conflict_markers(data: bytes, allowed: bool) -> None:
 
 
 def _write_verified(
-    store: Store, snap: Snapshot, target: str, data: bytes, expected: list[Change], update: bool
+    store: Store, snap: Snapshot, target: str, data: bytes, expected: list[Change], applied: Streamed, update: bool
 ) -> tuple[str, list[Change] | None]:
     """Publish the patch only once its bytes, applied to the base, reproduce the snapshot for the saved paths.
 
@@ -308,9 +328,12 @@ def _write_verified(
     if existing is not None and not update:
         raise StackmgrError(f"patch {os.path.basename(target)} already exists",
                             "pass --update to replace it, or pick another name")  # fmt: skip
+    if applied.speaks_for(data):  # the diff's bytes were applied as git wrote them: the round trip, done
+        _judge_round_trip(applied.result, applied.failure, expected)
     tmp = write_temp(target, data, root=store.root)
     try:
-        _verify_round_trip(snap, tmp, expected)
+        if not applied.speaks_for(data):
+            _verify_round_trip(snap, tmp, expected)
         if existing is not None:
             keep_previous(store, os.path.basename(target), existing)
         store.publish(tmp, target)
@@ -324,6 +347,11 @@ def _verify_round_trip(snap: Snapshot, patch_path: str, expected: list[Change]) 
     each file must come out exactly as in the snapshot (mode and blob), and nothing else may appear."""
     before = [(c.old_mode, c.old_blob, c.path) for c in expected if c.old_mode != "000000"]
     result, failure = scratch.apply_to_entries(snap.repo, before, patch_path)
+    _judge_round_trip(result, failure, expected)
+
+
+def _judge_round_trip(result: dict[bytes, tuple[str, str]] | None, failure: str, expected: list[Change]) -> None:
+    """Each file must come out of the patch exactly as in the snapshot (mode and blob), and nothing else appear."""
     if result is None:
         raise StackmgrError(f"the written patch does not apply to its base ({failure})",
                             "nothing was saved; please report this")  # fmt: skip

@@ -10,6 +10,10 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # `signal` would import enum
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 _CHUNK = 1 << 16
 _PIPE_SAFE = 1 << 14  # what `send` may write at once: well inside Linux's (64 KiB) and macOS's (16 KiB) pipes
 
@@ -39,12 +43,13 @@ class Process:
                 os.close(fd)
         self._out, self._err, self._in = out_r, err_r, in_w
         self.returncode: int | None = None
+        self.stderr = b""
 
     def communicate(self, data: bytes | None = None) -> tuple[bytes, bytes]:
         """Feed `data`, collect all output, reap the child. A second call returns nothing more."""
-        if self._out < 0:
+        if self._out < 0:  # called again, or after `stream`: its stderr
             self.wait()
-            return b"", b""
+            return b"", self.stderr
         import select  # an extension module (a shared object to load): after the spawn, while git works
 
         chunks: dict[int, list[bytes]] = {self._out: [], self._err: []}
@@ -80,6 +85,31 @@ class Process:
         self._out = self._err = -1
         self.wait()
         return out, err
+
+    def stream(self) -> Iterator[bytes]:
+        """stdout a block at a time, as the child writes it (stderr gathered meanwhile into `self.stderr`), then
+        reaps it: `wait()` gives its exit code. A consumer that stops early must still call `communicate()`."""
+        import select
+
+        poller = select.poll()
+        open_fds = {self._out, self._err}
+        for fd in open_fds:
+            poller.register(fd, select.POLLIN)
+        errors: list[bytes] = []
+        while open_fds:
+            for fd, _event in poller.poll():
+                block = os.read(fd, _CHUNK)
+                if not block:
+                    poller.unregister(fd)
+                    os.close(fd)
+                    open_fds.discard(fd)
+                elif fd == self._out:
+                    yield block
+                else:
+                    errors.append(block)
+        self._out = self._err = -1
+        self.stderr = b"".join(errors)
+        self.wait()
 
     def send(self, data: bytes) -> None:
         """Give the child all of its (small) input now and close its stdin, so it works while another child is

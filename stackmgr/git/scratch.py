@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.git.checked import patch_file_for_git
+from stackmgr.git.runner import finish
 from stackmgr.git.tempindex import TempIndex
 from stackmgr.types import TreeId
 
@@ -14,6 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
+    from stackmgr.git.process import Process
     from stackmgr.git.repo import Repo
 
 
@@ -68,6 +70,60 @@ def file_sections(patch_path: str, size: int) -> Iterator[bytes]:
                 buf = buf[cut + 1 :]
         if buf:
             yield buf
+
+
+STREAM_PART = 1 << 20  # bytes of a diff per `git apply` while git is still writing the diff
+
+
+def apply_while_diffing(
+    repo: Repo, before: Sequence[tuple[str, str, bytes]], diff: Process
+) -> tuple[bytes, dict[bytes, tuple[str, str]] | None, str]:
+    """What `diff` (a started `git diff -p`) writes, applied as it comes, so git applies while git diffs: each
+    part, cut where a file's section starts, goes in order to a `git apply --cached` on a thread, to a scratch
+    index holding only `before` (mode, blob, path: the files at their base). Returns (the diff's bytes, what the
+    index then holds, "") or (the bytes, None, git's complaint)."""
+    import queue
+    import threading
+
+    parts: queue.Queue[bytes | None] = queue.Queue()
+    failure: list[str] = []
+    chunks: list[bytes] = []
+    with TempIndex.scratch(repo, "verify") as index:
+        index.set_entries({path: (mode, blob) for mode, blob, path in before})
+
+        def applier() -> None:
+            while (part := parts.get()) is not None:
+                if not failure:
+                    ok, err = index.apply_bytes(part)
+                    if not ok:
+                        failure.append(err.splitlines()[0] if err else "does not apply")
+
+        worker = threading.Thread(target=applier, name="stackmgr-verify", daemon=True)
+        worker.start()
+        try:
+            pending: list[bytes] = []
+            size = 0
+            for block in diff.stream():
+                chunks.append(block)
+                pending.append(block)
+                size += len(block)
+                if size >= STREAM_PART:
+                    buf = b"".join(pending)
+                    first, cut = buf.find(b"\ndiff --git "), buf.rfind(b"\ndiff --git ")
+                    if first >= 0 and cut > first:
+                        parts.put(buf[: cut + 1])
+                        buf = buf[cut + 1 :]
+                    pending, size = [buf], len(buf)
+            if size:
+                parts.put(b"".join(pending))
+        finally:
+            parts.put(None)
+            worker.join()
+            finish(diff)  # the diff's own failure (git's error, a full disk) raised as any git call's
+        data = b"".join(chunks)
+        if failure:
+            return data, None, failure[0]
+        return data, (index.entries() if data else {}), ""
 
 
 def tree_from_patches(repo: Repo, base: str, patch_files: Sequence[str], together: bool = False) -> tuple[

@@ -283,9 +283,12 @@ class TempIndex:
     def format_diff(self, base: str, paths: Sequence[bytes] = ()) -> bytes:
         """What `git format-patch` puts below `---` (diffstat, summary, a blank line, then the binary-safe,
         full-index patch), from commit `base` to this index; empty when nothing differs."""
+        return finish(self.start_format_diff(base, paths))[1]
+
+    def start_format_diff(self, base: str, paths: Sequence[bytes] = ()) -> Process:
         args = ["diff-index", "--cached", "-r", "-p", "--stat=72", "--summary", *DIFF_FLAGS, revision(base),
                 *pathspec(paths)]  # fmt: skip
-        return run(self.repo.top, args, index=self.path)
+        return start(self.repo.top, args, index=self.path)
 
     def start_diff_raw(self, base: str, paths: Sequence[bytes] = ()) -> Process:
         args = ["diff-index", "--cached", "-r", "-z", "--raw", "--no-renames", "--full-index", revision(base),
