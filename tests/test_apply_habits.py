@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import Lab, commit, git, git_text, head_name, link_id, porcelain
+from tests.conftest import Lab, commit, git, git_text, head_name, link_id, porcelain, recovery_id
 
 
 def _two_series(lab: Lab) -> str:
@@ -246,6 +246,11 @@ def test_a_first_save_on_a_machine_without_a_git_identity_signs_with_login_and_h
     header = (lab.store / "patches" / "first.patch").read_bytes().split(b"\n")[1]
     assert header.startswith(b"From: ") and b"@" in header
     assert lab.sm("check").code == 0
+    (lab.tree / "README").write_text("unsaved\n")  # a forced reset commits a recovery snapshot: no identity needed
+    forced = lab.sm("reset", "--force")
+    assert forced.code == 0, forced.err
+    assert lab.sm("recover", recovery_id(forced.err)).code == 0
+    assert (lab.tree / "README").read_text() == "unsaved\n"
 
 
 def test_reset_after_a_git_switch_to_a_branch_stays_on_that_branch(lab: Lab) -> None:

@@ -92,10 +92,36 @@ def start(
     extra_env: dict[str, str] | None = None,
 ) -> Process:  # fmt: skip
     """Start git without waiting, so independent git calls of one command overlap."""
+    if args and args[0] == "commit-tree":  # stackmgr's own commits (recovery, anchors, rebase) need an identity
+        extra_env = {**_stand_in_identity(top), **(extra_env or {})}
     try:
         return Process(_argv(top, args, bool(index)), {**_env(index), **(extra_env or {})}, stdin=stdin)
     except FileNotFoundError:
         raise StackmgrError("git is not installed or not on PATH", "install git") from None
+
+
+_identities: dict[str, dict[str, str]] = {}
+
+
+def _stand_in_identity(top: str) -> dict[str, str]:
+    """Where git knows no committer (a fresh machine: no user.email, no domain to guess one from), stackmgr's own
+    commits are made as the login at this host instead of failing: asked once per repository and process."""
+    if top not in _identities:
+        code, _ = finish(Process(_argv(top, ["var", "GIT_COMMITTER_IDENT"]), _env(None)), ok=(0, 128, 1))
+        if code == 0:
+            _identities[top] = {}
+        else:
+            import getpass
+            import socket
+
+            try:
+                login = getpass.getuser()
+            except (KeyError, OSError):
+                login = "stackmgr"
+            email = f"{login}@{socket.gethostname() or 'localhost'}"
+            _identities[top] = {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+                                for what, value in (("NAME", login), ("EMAIL", email))}  # fmt: skip
+    return _identities[top]
 
 
 def meanwhile_run(proc: Process, meanwhile: Callable[[], object] | None) -> None:
