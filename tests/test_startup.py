@@ -30,7 +30,8 @@ ALLOWED = {
     "check (all preserved)": CORE | {"binascii"},  # binascii: sha256 hex digests of patch files
     "check (unpreserved work)": CORE | {"binascii"},
     "status": CORE | {"binascii"} | RE | JSON,  # the series applied and in progress; the patches named
-    "save": CORE | {"binascii"} | RE | JSON,  # save --series records the series applied to the tree
+    # save --series records the series applied to the tree; the round trip applied on a thread as git diffs
+    "save": CORE | {"binascii", "threading"} | RE | JSON,
     # results built on a thread while the trees are checked; the series hashed on another, by OpenSSL's hashlib
     "apply": CORE | {"binascii", "threading", "hashlib"} | RE | JSON,
     "guard (git status)": {"gc"},

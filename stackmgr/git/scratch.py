@@ -82,17 +82,28 @@ def apply_while_diffing(
     part, cut where a file's section starts, goes in order to a `git apply --cached` on a thread, to a scratch
     index holding only `before` (mode, blob, path: the files at their base). Returns (the diff's bytes, what the
     index then holds, "") or (the bytes, None, git's complaint)."""
-    import queue
     import threading
 
-    parts: queue.Queue[bytes | None] = queue.Queue()
+    parts: list[bytes | None] = []  # handed to the thread under `ready`; None: the diff has ended
+    ready = threading.Condition()
     failure: list[str] = []
+
+    def put(part: bytes | None) -> None:
+        with ready:
+            parts.append(part)
+            ready.notify()
+
+    def get() -> bytes | None:
+        with ready:
+            ready.wait_for(lambda: bool(parts))
+            return parts.pop(0)
+
     chunks: list[bytes] = []
     with TempIndex.scratch(repo, "verify") as index:
         index.set_entries({path: (mode, blob) for mode, blob, path in before})
 
         def applier() -> None:
-            while (part := parts.get()) is not None:
+            while (part := get()) is not None:
                 if not failure:
                     ok, err = index.apply_bytes(part)
                     if not ok:
@@ -111,13 +122,13 @@ def apply_while_diffing(
                     buf = b"".join(pending)
                     first, cut = buf.find(b"\ndiff --git "), buf.rfind(b"\ndiff --git ")
                     if first >= 0 and cut > first:
-                        parts.put(buf[: cut + 1])
+                        put(buf[: cut + 1])
                         buf = buf[cut + 1 :]
                     pending, size = [buf], len(buf)
             if size:
-                parts.put(b"".join(pending))
+                put(b"".join(pending))
         finally:
-            parts.put(None)
+            put(None)
             worker.join()
             finish(diff)  # the diff's own failure (git's error, a full disk) raised as any git call's
         data = b"".join(chunks)
