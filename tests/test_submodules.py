@@ -198,3 +198,54 @@ def test_rebase_carries_a_submodule_bump_onto_a_new_upstream(lab: Lab, tmp_path:
     git(mirror, "checkout", "-q", onto)
     git(mirror, "update-index", "--cacheinfo", f"160000,{new},third_party/oneDNN")
     assert lab.worktree_id() == git_text(mirror, "write-tree")
+
+
+def test_an_untracked_file_in_the_way_inside_the_submodule_refuses_before_anything_changes(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """The submodule's own move is tried as a dry run first: a file in its way stops pop and a forced reset before
+    the superproject's first file changes, and the user's unsaved edit stays."""
+    sub, old, _new = _with_submodule(lab, tmp_path)
+    git(sub, "rm", "-q", "version.txt")
+    git(sub, "commit", "-qm", "3.5 drops version.txt")
+    (lab.tree / "README").write_text("saved edit\n")
+    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
+    (sub / "version.txt").write_text("the user's own file, in the way of 3.4's\n")
+    (lab.tree / "src" / "model.py").write_text("def f():\n    return 'unsaved'\n")
+    before = tree_files(lab.tree)
+    for args in (("reset", "--force"), ("pop", "--merge")):
+        refused = lab.sm(*args)
+        assert refused.code == 3, refused
+        assert "git would refuse to check out" in refused.err and "version.txt" in refused.err
+        assert tree_files(lab.tree) == before and _head(sub) != old
+    assert lab.sm("recover").out.count("\n") <= 1
+
+
+def test_a_half_moved_submodule_left_by_a_kill_is_finished_by_the_next_move(lab: Lab, tmp_path: Path) -> None:
+    """A kill between the submodule's files and its HEAD leaves its index and files at one end of the move and HEAD
+    at the other: the next move takes it for stackmgr's own half move (not the user's work) and completes it."""
+    sub, old, new = _with_submodule(lab, tmp_path)
+    _upgrade(sub, new)
+    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
+    git(sub, "read-tree", "-m", "-u", f"{new}^{{tree}}", old)  # files back at 3.4, HEAD still at 3.5
+    assert (sub / "version.txt").read_text() == "3.4\n" and _head(sub) == new
+    reset = lab.sm("reset")
+    assert reset.code == 0, reset.err
+    assert _head(sub) == old and git(sub, "status", "--porcelain") == b""
+    assert git(lab.tree, "status", "--porcelain") == b""
+
+
+def test_a_series_that_removes_a_submodule_not_checked_out_here_can_be_reset(lab: Lab, tmp_path: Path) -> None:
+    """Where nothing is checked out, the pointer comes and goes with its empty directory, as git checkout does."""
+    sub, _old, _new = _with_submodule(lab, tmp_path)
+    git(lab.tree, "submodule", "deinit", "-q", "-f", "third_party/oneDNN")
+    git(lab.tree, "rm", "-q", "--cached", "third_party/oneDNN")
+    sub.rmdir()
+    assert lab.sm("save", "drop-onednn", "--series", "s", "-m", "drop oneDNN").code == 0
+    reset = lab.sm("reset")
+    assert reset.code == 0, reset.err
+    assert git(lab.tree, "status", "--porcelain") == b"" and sub.is_dir() and list(sub.iterdir()) == []
+    applied = lab.sm("apply", "s")
+    assert applied.code == 0, applied.err
+    assert not sub.exists()
+    assert lab.sm("reset").code == 0 and sub.is_dir()

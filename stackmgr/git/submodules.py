@@ -1,14 +1,15 @@
 """A submodule's checkout moved with its pointer (a gitlink, mode 160000), as `git submodule update` moves it.
 
 `read-tree -u` and `git apply` move only the pointer in the superproject's index; the submodule's working tree stays
-at the commit it had, so the tree would not be the state a patch, a reset or a recovery promised. Every switch of
-a tree (`TempIndex.switch`) therefore moves each initialized submodule whose pointer it changes: detached at the
-new commit, by a two-way `read-tree -m -u` in the submodule (which refuses per file, never overwrites). Before the
+at the commit it had, so the tree would not be the state a patch, a reset or a recovery promised. Every switch of a
+tree (`TempIndex.switch`) therefore moves each initialized submodule whose pointer it changes: detached at the new
+commit, by a two-way `read-tree -m -u` in the submodule (which refuses per file, never overwrites). Before the
 superproject's first file changes, a move that could not be completed is refused: a submodule with uncommitted
 changes inside (its own work: never touched), a commit its repository does not have, a checked-out submodule the
-move would remove, one it would add (git clones submodules; stackmgr does not), one not initialized here (an
-empty directory: its pointer alone would leave nothing in the tree to show it). A commit the submodule leaves that no ref of its repository reaches is kept under
-`refs/stackmgr/kept/` there first, so the pointer a patch records never names a commit git could collect.
+move would remove or add while it is checked out (git clones and deinits submodules; stackmgr does not), one not
+initialized here whose pointer moves (an empty directory: its pointer alone would not move what the user sees). A
+commit the submodule leaves that no ref of its repository reaches is kept under `refs/stackmgr/kept/` there first,
+so the pointer a patch records never names a commit git could collect.
 """
 
 from __future__ import annotations
@@ -44,20 +45,36 @@ def _head(where: str) -> str:
     return run(where, ["rev-parse", "--verify", "-q", "HEAD"], ok=(0, 1)).strip().decode()
 
 
+def _tree(where: str, commit: str) -> str:
+    return run(where, ["rev-parse", "--verify", "-q", f"{commit}^{{tree}}"], ok=(0, 1)).strip().decode()
+
+
+def _moving_from(where: str, c: Change) -> str | None:
+    """The tree the submodule's checkout holds, to move from: its HEAD's when clean, or, after a move this code
+    made was killed between writing the files and HEAD, the old or new commit's tree its index and files hold
+    (the move is then finished or undone, never taken for the user's work). None: work of the user's inside."""
+    if run_rc(where, ["diff-files", "--quiet", "--ignore-submodules=none"])[0] != 0:
+        return None  # unstaged edits (or an unreadable index)
+    rc, out, _ = run_rc(where, ["write-tree"])  # refuses while anything is unmerged
+    if rc != 0:
+        return None
+    held, head = out.strip().decode(), _head(where)
+    if head and held == _tree(where, head):
+        return held
+    ends = {_tree(where, c.old_blob), _tree(where, c.new_blob)} - {""}
+    return held if head in (c.old_blob, c.new_blob) and held in ends else None
+
+
 def refuse_unmovable(repo: Repo, changes: Sequence[Change]) -> None:
     """Raise StackmgrError, with nothing changed, when a switch along `changes` could not move a submodule's
-    checkout with its pointer."""
+    checkout with its pointer: everything the move inside it needs is asked first, as a dry run."""
     for c in _gitlinks(changes):
         where, p = _checkout(repo, c.path), show_path(c.path)
-        if c.old_mode != GITLINK_MODE:  # a new submodule: git clones it, stackmgr does not
-            raise StackmgrError(
-                f"the move adds submodule {p}, which stackmgr cannot clone; nothing changed",
-                f"add it with git (`git submodule add URL {p}`), or leave it out of the patch",
-            )
-        if c.new_mode != GITLINK_MODE:
+        if c.old_mode != GITLINK_MODE or c.new_mode != GITLINK_MODE:
             if where is None:
-                continue  # not checked out here: its empty directory goes, as `git checkout` removes it
-            raise StackmgrError(f"the move removes submodule {p}, which is checked out here; nothing changed",
+                continue  # not checked out here: its empty directory comes or goes, as `git checkout` does it
+            verb = "adds" if c.old_mode != GITLINK_MODE else "removes"
+            raise StackmgrError(f"the move {verb} submodule {p}, which is checked out here; nothing changed",
                                 f"`git submodule deinit -f {p}` first (its commits stay in .git/modules), "
                                 "then retry")  # fmt: skip
         if where is None:
@@ -65,17 +82,40 @@ def refuse_unmovable(repo: Repo, changes: Sequence[Change]) -> None:
                 f"submodule {p} is not checked out here, so its checkout cannot move with its pointer; nothing changed",
                 f"`git submodule update --init {p}`, then retry",
             )
-        rc, out, _ = run_rc(where, ["status", "--porcelain", "--untracked-files=no", "--ignore-submodules=none"])
-        if rc != 0 or out:
+        held = _moving_from(where, c)
+        if held is None:
             raise StackmgrError(f"submodule {p} has uncommitted changes inside, and the move would check out "
                                 "another commit there; nothing changed",
                                 f"commit or stash them in {p} (stackmgr saves only its pointer), "
                                 "then retry")  # fmt: skip
-        rc, _, _ = run_rc(where, ["cat-file", "-e", f"{c.new_blob}^{{commit}}"])
-        if rc != 0:
+        if run_rc(where, ["cat-file", "-e", f"{c.new_blob}^{{commit}}"])[0] != 0:
             raise StackmgrError(f"submodule {p}: commit {c.new_blob[:12]} is not in its repository; nothing changed",
                                 f"fetch it (`git -C {p} fetch`, or `git submodule update --init {p}` at a "
                                 "commit that has it), then retry")  # fmt: skip
+        rc, _, err = run_rc(where, ["read-tree", "--no-recurse-submodules", "-m", "-u", "-n", held, c.new_blob])
+        if rc != 0:
+            raise StackmgrError(f"submodule {p}: git would refuse to check out {c.new_blob[:12]} there "
+                                f"({_said(err)}); nothing changed",
+                                f"move or remove what is in the way inside {p}, then retry")  # fmt: skip
+
+
+def follow_pointers(repo: Repo, index: str, trees: tuple[str, str], gitlinks: Sequence[Change]) -> None:
+    """After the superproject's switch from `trees[0]` to `trees[1]` (in `index`): each submodule's checkout
+    moved with its pointer. Should one refuse after all (something appeared inside it since the dry run), the
+    submodules moved so far and the superproject's files are switched back before the error goes on."""
+    try:
+        move_checkouts(repo, gitlinks, "the tree's submodule moved with its pointer")
+    except BaseException:
+        old, new = trees
+        switch = ["-c", "checkout.workers=0", "read-tree", "--no-recurse-submodules", "-m", "-u", new, old]
+        run_rc(repo.top, switch, index=index)
+        back = [Change(c.path, c.new_mode, c.old_mode, c.new_blob, c.old_blob) for c in gitlinks]
+        move_checkouts(repo, back, "put back: the move stopped")
+        raise
+
+
+def _said(err: bytes) -> str:
+    return (err.decode(errors="replace").strip().splitlines() or ["it failed"])[-1]
 
 
 def move_checkouts(repo: Repo, changes: Sequence[Change], reason: str) -> None:
@@ -85,16 +125,18 @@ def move_checkouts(repo: Repo, changes: Sequence[Change], reason: str) -> None:
         where = _checkout(repo, c.path)
         if where is None or c.new_mode != GITLINK_MODE or c.old_mode != GITLINK_MODE:
             continue
-        head = _head(where)
-        if head == c.new_blob:
+        head, held = _head(where), _moving_from(where, c)
+        if head == c.new_blob and held == _tree(where, c.new_blob):
             continue  # already there (a put-back of a move that stopped before this one)
+        if held is None:
+            raise StackmgrError(f"submodule {show_path(c.path)} changed inside while it was being moved",
+                                "`stackmgr status`, then commit or stash what is there")  # fmt: skip
         if head and not run(where, ["for-each-ref", "--count=1", "--format=x", "--contains", head]).strip():
             run(where, ["update-ref", "-m", f"stackmgr: {reason}", f"refs/stackmgr/kept/{head}", head])
-        rc, _, err = run_rc(where, ["read-tree", "--no-recurse-submodules", "-m", "-u", head or c.old_blob,
-                                    c.new_blob])  # fmt: skip
+        rc, _, err = run_rc(where, ["read-tree", "--no-recurse-submodules", "-m", "-u", held, c.new_blob])
         if rc != 0:
-            said = (err.decode(errors="replace").strip().splitlines() or ["it failed"])[-1]
-            raise StackmgrError(f"submodule {show_path(c.path)}: git refused to check out {c.new_blob[:12]} there "
-                                f"({said})",
-                                "move or remove what is in the way inside it, then retry")  # fmt: skip
+            raise StackmgrError(
+                f"submodule {show_path(c.path)}: git refused to check out {c.new_blob[:12]} there ({_said(err)})",
+                "move or remove what is in the way inside it, then retry",
+            )
         run(where, ["update-ref", "--no-deref", "-m", f"stackmgr: {reason}", "HEAD", c.new_blob])

@@ -206,7 +206,7 @@ class TempIndex:
         room_for_switch(self.repo, changes, self.path)
         gitlinks = [c for c in changes if GITLINK_MODE in (c.old_mode, c.new_mode)]
         if gitlinks:  # their checkouts move with their pointers (git/submodules.py): refused here, or moved below
-            from stackmgr.git.submodules import move_checkouts, refuse_unmovable
+            from stackmgr.git.submodules import follow_pointers, refuse_unmovable
 
             refuse_unmovable(self.repo, gitlinks)
         # Never into submodules (submodule.recurse): not stackmgr's. Over 100 files: a writer per core (1.4x on 2).
@@ -221,7 +221,7 @@ class TempIndex:
         if rc != 0:
             raise WorkingTreeMoved(_refusal(err))
         if gitlinks:
-            move_checkouts(self.repo, gitlinks, "the tree's submodule moved with its pointer")
+            follow_pointers(self.repo, self.path, (old, new), gitlinks)
 
     def hidden_paths(self, changes: list[Change]) -> list[bytes]:
         """Paths a move along `changes` (from what this index holds) would record without writing them. With
