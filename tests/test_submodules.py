@@ -249,3 +249,44 @@ def test_a_series_that_removes_a_submodule_not_checked_out_here_can_be_reset(lab
     assert applied.code == 0, applied.err
     assert not sub.exists()
     assert lab.sm("reset").code == 0 and sub.is_dir()
+
+
+KILL_AT_SUBMODULE_HEAD = """#!/bin/sh
+case " $* " in
+  *" update-ref --no-deref "*) kill -9 0 ;;
+esac
+exec '{git}' "$@"
+"""
+
+
+def test_a_kill_between_the_submodules_files_and_its_head_is_put_back_by_recover(lab: Lab, tmp_path: Path) -> None:
+    """stackmgr (and its git) SIGKILLed after the submodule's files moved and before its HEAD did: `recover` puts
+    the superproject back and the submodule's files back at its HEAD, with no work of the user's taken for it."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    sub, old, new = _with_submodule(lab, tmp_path)
+    _upgrade(sub, new)
+    (lab.tree / "README").write_text("saved edit\n")
+    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
+    assert lab.sm("reset").code == 0
+    base = lab.worktree_id()
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    wrapper.write_text(KILL_AT_SUBMODULE_HEAD.format(git=shutil.which("git")))
+    wrapper.chmod(0o755)
+    env = {**os.environ, "PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}
+    killed = subprocess.run([sys.executable, "-m", "stackmgr", "--store", str(lab.store), "apply", "s"],
+                            capture_output=True, env=env, start_new_session=True)  # fmt: skip
+    assert killed.returncode == -9
+    assert (sub / "version.txt").read_text() == "3.5\n" and _head(sub) == old, "killed half way"
+    assert lab.sm("check").code == 1
+    recovered = lab.sm("recover")
+    assert recovered.code == 0, recovered.err
+    assert _head(sub) == old and git(sub, "status", "--porcelain") == b""
+    assert lab.worktree_id() == base and lab.sm("check").code == 0
+    applied = lab.sm("apply", "s")
+    assert applied.code == 0, applied.err
+    assert _head(sub) == new and (lab.tree / "README").read_text() == "saved edit\n"

@@ -114,6 +114,19 @@ def follow_pointers(repo: Repo, index: str, trees: tuple[str, str], gitlinks: Se
         raise
 
 
+def settle(repo: Repo, changes: Sequence[Change]) -> None:
+    """After a kill: each submodule a move along `changes` was moving, whose index and files hold one end of that
+    move while HEAD holds the other (killed between the two), is put back at its HEAD's commit, the pointer the
+    superproject's snapshot then reads. Anything else inside it is left as it is."""
+    for c in _gitlinks(changes):
+        where = _checkout(repo, c.path)
+        if where is None or c.old_mode != GITLINK_MODE or c.new_mode != GITLINK_MODE:
+            continue
+        head, held = _head(where), _moving_from(where, c)
+        if head and held is not None and held != _tree(where, head):
+            run_rc(where, ["read-tree", "--no-recurse-submodules", "-m", "-u", held, head])
+
+
 def _said(err: bytes) -> str:
     return (err.decode(errors="replace").strip().splitlines() or ["it failed"])[-1]
 

@@ -217,6 +217,9 @@ def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, a
     drop_dead_ref_locks(repo.git_dir)  # a killed update of this operation's anchors
     if move.state == "planned":  # killed before git changed anything: the index.lock was all it left
         return []
+    from stackmgr.git.submodules import settle
+
+    settle(repo, read_changes(start_tree_diff(repo, move.before, move.target)))  # a submodule killed mid-move
     blocked = StackmgrError if after_only else LeftAsIs
     reason = f"stackmgr: back to before {record.command}"
     saved = read_or_none(os.path.join(directory, "index", move.tree)) if move.index == "saved" else None
