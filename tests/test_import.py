@@ -457,7 +457,6 @@ ABSOLUTE = b"--- /etc/passwd\n+++ /etc/passwd\n@@ -1 +1 @@\n-root:x:0:0\n+me:x:0
 KERNEL = b"--- a/csrc/gemm.cpp\n+++ b/csrc/gemm.cpp\n@@ -1 +1 @@\n-int tile = 64;\n+int tile = 128;\n"
 BAD = {  # file name: (how to make its bytes, what the refusal says)
     "notes.txt": (_fixed(b"Meeting notes\n\n- try the bigger tile\n- ask about the --- option\n"), "not a patch"),
-    "empty.patch": (_fixed(b""), "not a patch"),
     "truncated.patch": (lambda shop, tmp: _two_file_mail(shop, tmp).split(b"-x8 = 8")[0], "truncated"),
     "short-mail.patch": (lambda shop, tmp: _two_file_mail(shop, tmp).split(b"diff --git a/src")[0], "lists 2 files"),
     "cut-after-header.patch": (lambda shop, tmp: _two_file_mail(shop, tmp).split(b"--- a/src")[0],

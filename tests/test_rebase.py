@@ -679,9 +679,12 @@ def test_abort_after_a_rebase_killed_while_writing_puts_the_patches_back(lab: La
     before = {p.name: p.read_bytes() for p in (lab.store / "patches").glob("*.patch")}
     trace = tmp_path / "steps"
     killed = stackmgr(lab.store, "rebase", "S", "--onto", "upstream", STACKMGR_TRACE_STEPS=str(trace),
-                      STACKMGR_CRASH_AT="rebase:3")  # fmt: skip
+                      STACKMGR_CRASH_AT="rebase:4")  # fmt: skip
     assert killed.returncode == -9, killed.stderr
-    assert trace.read_text().splitlines()[1] == "rebase:2:write patches/p1.patch"  # p1 rewritten, p2 not yet
+    steps = [line.split(":", 2)[2] for line in trace.read_text().splitlines()]
+    assert steps[:2] == [f"write patches/.versions/p{n}/" + steps[n - 1].split("/")[-1] for n in (1, 2)]
+    assert steps[2:] == ["write patches/p1.patch", "write patches/p2.patch"]  # the old versions kept; both patch
+    # files recorded by the journal in one go before the first is replaced (killed there)
     lint = lab.sm("lint")
     assert lint.code == 1 and "interrupted" in lint.out, lint.out
     aborted = lab.sm("rebase", "S", "--abort")

@@ -14,12 +14,14 @@ from harness.cases import Result, Side
 from harness.fetch import Cache, DebianSource, extract
 from harness.sh import Env, FieldError, clone_at, commit_all, new_repo, worktree_id
 
-# 2..63 patches each, small downloads; DEP-3 headers, git format-patch mails (patch, cpio; openssh's and rsync's
-# whole series, gbp pq style), plain diff -u, patches that create files (cowsay, dash, patch, xz-utils) and delete
-# one (cowsay), series with comments (screen) and with patches in subdirectories (rsync), patches to files the
-# tarball's own .gitignore names (rsync's aclocal.m4).
+# 1..63 patches each, small downloads (< 15 MB); DEP-3 headers, git format-patch mails (patch, cpio; openssh's
+# and rsync's whole series, gbp pq style), plain diff -u, patches that create files (cowsay, dash, patch, xz-utils)
+# and delete one (cowsay), series with comments (screen) and with patches in subdirectories (rsync), patches to files
+# the tarball's own .gitignore names (rsync's aclocal.m4), an empty patch (procps' ps_checks), security fixes of
+# stable updates (sudo, wget, tar), a creation hunk without /dev/null against a file upstream has already (zsh's
+# completion-dscverify.diff: field/known.toml).
 PACKAGES = ("bc", "bzip2", "cowsay", "cpio", "dash", "gzip", "less", "nano", "patch", "screen", "xz-utils", "grep",
-            "openssh", "rsync")
+            "openssh", "rsync", "zsh", "tar", "coreutils", "procps", "sudo", "wget")  # fmt: skip
 SERIES = "debian"
 MAIL = re.compile(rb"From [0-9a-f]{40} ")  # the first line of a git format-patch mail
 
@@ -148,19 +150,26 @@ def mbox_round_trip(env: Env, u: Unpacked, store: Path, work: Path, nothing: boo
 
 def mails_from_quilt(env: Env, u: Unpacked, work: Path) -> tuple[list[Path], int]:
     """The series as commits (one `quilt push` and one commit per patch, its DEP-3 subject as the message),
-    then `git format-patch`: the mails a maintainer would send. Stops at the first patch quilt refuses."""
+    then `git format-patch`: the mails a maintainer would send. Stops at the first patch quilt refuses. A patch
+    that changes nothing (procps' empty ps_checks) is an empty commit, whose mail git 2.39 writes as a 0-byte file
+    (newer git: a mail without a diff), as in a branch with an empty "Initial plan" commit."""
     tree = clone_at(env, u.repo, work / "commits", u.base)
     pc = work / "commits.pc"
     for name in series_names(u.patches):
         if env.quilt(tree, u.patches, pc, "push", "-q").code != 0:
             break
         env.must(["git", "add", "-A", "-f"], tree)
-        if env.run(["git", "diff", "--cached", "--quiet"], tree).code == 0:
-            continue  # nothing changed: format-patch would make an empty mail git am refuses
-        env.must(["git", "commit", "-q", "--no-verify", "-m", subject_of(u.patches / name, name)], tree)
+        env.must(["git", "commit", "-q", "--no-verify", "--allow-empty", "-m", subject_of(u.patches / name, name)],
+                 tree)  # fmt: skip
     out = work / "mails"
     env.must(["git", "format-patch", "-q", "--no-signature", "-o", str(out), f"{u.base}..HEAD"], tree)
     return sorted(out.glob("*.patch")), len(series_names(u.patches))
+
+
+def git_am_takes(mails: list[Path]) -> list[Path]:
+    """The mails `git am` is given: an empty commit's (no diff) is left out, as `git am --skip` leaves it (git
+    2.39's `git am` stops at it: "empty mbox", or "No valid patches in input" even with --empty=drop)."""
+    return [m for m in mails if b"\ndiff --git " in m.read_bytes()]
 
 
 def subject_of(patch: Path, name: str) -> str:
@@ -177,7 +186,7 @@ def am_case(env: Env, u: Unpacked, work: Path, case: str, own: list[Path] | None
     if not mails:
         raise FieldError(f"{u.source.package}: no mails from the quilt series")
     am_tree = clone_at(env, u.repo, work / "am", u.base)
-    done = env.run(["git", "am", "-q", "--keep-cr", *map(str, mails)], am_tree)
+    done = env.run(["git", "am", "-q", "--keep-cr", *map(str, git_am_takes(mails))], am_tree)
     am = Side("git am", None, last_line(done.text)) if done.code != 0 else Side("git am", worktree_id(env, am_tree))
     if done.code != 0:
         env.run(["git", "am", "--abort"], am_tree)

@@ -1,6 +1,10 @@
 """Real histories with upstream movement: consecutive PyPI releases of small pure-Python projects, one commit per
 release; a stack of real changes (one release's diff, split per file) carried from an older release to a newer
-one by `stackmgr rebase S --onto REV` and by `git rebase` of the same commits."""
+one by `stackmgr rebase S --onto REV` and by `git rebase` of the same commits. Kinds beside drift and moved: every
+commit already upstream (git drops them all; the empty series applies to `onto`), an empty commit ("Initial plan")
+in the middle of the stack, and a file's two releases' changes carried as two commits onto the later release
+("twice": git conflicts where upstream changed the lines again, and is resolved the upstream way, as
+`stg rebase --merged` finds it merged)."""
 
 from __future__ import annotations
 
@@ -40,7 +44,9 @@ class Plan:
     """Carry the changes `changes` (old → new release) as a stack made at release `at`, onto release `onto`."""
 
     kind: str  # upstream: every patch is in `onto`; drift: later changes over moved context; partial: some in;
-    # moved: what `onto` changed in the files it also moved, made at their old paths
+    # moved: what `onto` changed in the files it also moved, made at their old paths; empty: drift with an empty
+    # commit in the middle; twice: changes[0]→+1 then +1→changes[1] per file, onto changes[1], git's conflicts
+    # resolved the upstream way
     changes: tuple[int, int]
     at: int
     onto: int
@@ -50,7 +56,9 @@ def plans(n: int) -> list[Plan]:
     out = [Plan("upstream", (i, i + 1), i, i + 1) for i in range(n - 1)]
     for i in range(n - 2):
         out += [Plan("drift", (i + 1, i + 2), i, i + 1), Plan("partial", (i, i + 2), i, i + 1)]
-    return out + [Plan("moved", (i, i + 1), i, i + 1) for i in range(n - 1)]  # last: bench indexes the others
+    out += [Plan("moved", (i, i + 1), i, i + 1) for i in range(n - 1)]
+    out += [Plan("empty", (i + 1, i + 2), i, i + 1) for i in range(n - 2)]
+    return out + [Plan("twice", (i, i + 2), i, i + 2) for i in range(n - 2)]  # last: bench indexes the others
 
 
 def renamed(env: Env, repo: Path, old: str, new: str) -> dict[str, str]:
@@ -101,8 +109,10 @@ def per_file_patches(env: Env, repo: Path, old: str, new: str) -> list[tuple[str
     return out
 
 
-def make_stack(env: Env, upstream: Path, at: str, patches: list[tuple[str, bytes]], where: Path) -> list[str]:
-    """Branch `stack` at `at`: one commit per file patch that applies there (in order); the files carried."""
+def make_stack(env: Env, upstream: Path, at: str, patches: list[tuple[str, bytes]], where: Path,
+               empty_after: int | None = None) -> list[str]:  # fmt: skip
+    """Branch `stack` at `at`: one commit per file patch that applies there (in order); the files carried. With
+    `empty_after`, an empty commit "Initial plan" after that many (as a coding agent's branch starts)."""
     clone_at(env, upstream, where, at)
     env.must(["git", "checkout", "-q", "-b", "stack"], where)
     carried: list[str] = []
@@ -113,19 +123,37 @@ def make_stack(env: Env, upstream: Path, at: str, patches: list[tuple[str, bytes
             continue
         env.must(["git", "commit", "-q", "--no-verify", "-m", f"carry {name}"], where)
         carried.append(name)
+        if len(carried) == empty_after:
+            env.must(["git", "commit", "-q", "--no-verify", "--allow-empty", "-m", "Initial plan"], where)
     return carried
 
 
-def git_rebase(env: Env, repo: Path, at: str, onto: str, carried: list[str]) -> tuple[Side, dict[str, str]]:
+def git_rebase(env: Env, repo: Path, at: str, onto: str, carried: list[str],
+               upstream_way: bool = False) -> tuple[Side, dict[str, str]]:  # fmt: skip
+    """`git rebase --onto`; a conflict stops it (the side fails there), or with `upstream_way` is resolved by
+    taking upstream's version of each conflicted file (`--ours` in a rebase) and `git rebase --continue`."""
     done = env.run(["git", "rebase", "-q", "--onto", onto, at, "stack"], repo)
+    resolved: list[str] = []  # the commits git stopped at
+    while upstream_way and done.code != 0 and len(resolved) <= len(carried):
+        conflicted = env.git(repo, "diff", "--name-only", "-z", "--diff-filter=U").split("\0")
+        if not any(conflicted):
+            break
+        resolved.append(env.git(repo, "log", "-1", "--format=%s", "REBASE_HEAD").removeprefix("carry "))
+        env.must(["git", "checkout", "--ours", "--", *filter(None, conflicted)], repo)
+        env.must(["git", "add", "--", *filter(None, conflicted)], repo)
+        done = env.run(["git", "-c", "core.editor=true", "rebase", "--continue"], repo)
     if done.code != 0:
         stopped = env.run(["git", "log", "-1", "--format=%s", "REBASE_HEAD"], repo).out.decode().strip()
         env.run(["git", "rebase", "--abort"], repo)
         name = stopped.removeprefix("carry ")
         return Side("git rebase", None, f"conflict at {name}", stop=name), {}
     kept = set(env.git(repo, "log", "--format=%s", f"{onto}..HEAD").splitlines())
-    fate = {name: "kept" if f"carry {name}" in kept else "dropped" for name in carried}
-    return Side("git rebase", env.git(repo, "rev-parse", "HEAD^{tree}")), fate
+    after = " after a conflict, resolved the upstream way"
+    fate = {name: ("kept" if f"carry {name}" in kept else "dropped") + (after if name in resolved else "")
+            for name in carried}  # fmt: skip
+    n = len(resolved)
+    note = f"{n} conflict{'s' if n != 1 else ''} resolved the upstream way" if n else ""
+    return Side("git rebase", env.git(repo, "rev-parse", "HEAD^{tree}"), note), fate
 
 
 def stackmgr_rebase(env: Env, upstream: Path, mails: list[Path], at: str, onto: str, project: str,
@@ -134,9 +162,19 @@ def stackmgr_rebase(env: Env, upstream: Path, mails: list[Path], at: str, onto: 
     tree = clone_at(env, upstream, where / "tree", at)
     store = new_store(env, where, project, tree)
     imported = env.sm(store, "import", "--json", "--series", SERIES, "--base", at, *map(str, mails))
+    notes = []
+    empty = [m for m in mails if not m.stat().st_size]  # `git format-patch` of an empty commit: a 0-byte file
+    if imported.code != 0 and empty:  # an import that refuses it: the series built without it, and said
+        notes.append(f"import refused the empty commit's 0-byte mail ({last_line(imported.text)}); without it")
+        shutil.rmtree(store, ignore_errors=True)
+        store = new_store(env, where, project, tree)
+        kept = [str(m) for m in mails if m.stat().st_size]
+        imported = env.sm(store, "import", "--json", "--series", SERIES, "--base", at, *kept)
     if imported.code != 0:
         return Side("stackmgr", None, f"import exit {imported.code}: {last_line(imported.text)}"), {}
     names = [item["name"] for item in json.loads(imported.out)["imported"]]
+    if len(names) != len(carried):
+        return Side("stackmgr", None, f"import gave {len(names)} patches for {len(carried)} commits"), {}
     file_of = dict(zip(names, carried, strict=True))
     done = env.sm(store, "rebase", SERIES, "--onto", onto, "--json")
     try:
@@ -144,13 +182,12 @@ def stackmgr_rebase(env: Env, upstream: Path, mails: list[Path], at: str, onto: 
     except ValueError:
         return Side("stackmgr", None, f"rebase exit {done.code}: {last_line(done.text)}"), {}
     outcomes = {file_of[p["name"]]: p["outcome"] or "-" for p in state["patches"]}
+    outcomes.update({f"note {n}": note for n, note in enumerate(notes, start=1)})
     if done.code != 0:
         stuck = [p["name"] for p in state["patches"] if not p["outcome"]]
         env.sm(store, "rebase", SERIES, "--abort")
         name = file_of.get(stuck[0]) if stuck else None
         return Side("stackmgr", None, f"conflict at {name}" if name else last_line(done.text), stop=name), outcomes
-    if all(o == "already upstream" for o in outcomes.values()):
-        return Side("stackmgr", env.git(tree, "rev-parse", f"{onto}^{{tree}}")), outcomes
     applied = env.sm(store, "apply", SERIES)
     if applied.code != 0:
         return Side("stackmgr", None, f"apply exit {applied.code}: {last_line(applied.text)}"), outcomes
@@ -180,25 +217,36 @@ def rebase_case(env: Env, project: Project, upstream: Path, commits: list[str], 
         case += f", without {len(left_out)} conflicting"
     if plan.kind == "moved":  # git rebase follows a rename; does stackmgr carry the change, or refuse?
         patches = moved_back(env, upstream, commits[old], commits[new])
+    elif plan.kind == "twice":  # the files both releases changed: the first change of each, then its second
+        first = dict(per_file_patches(env, upstream, commits[old], commits[old + 1]))
+        second = dict(per_file_patches(env, upstream, commits[old + 1], commits[new]))
+        both = [name for name in first if name in second][: MAX_PATCHES // 2]
+        patches = [(name, first[name]) for name in both] + [(f"{name} again", second[name]) for name in both]
     else:
         patches = [p for p in per_file_patches(env, upstream, commits[old], commits[new]) if p[0] not in left_out]
     shutil.rmtree(work, ignore_errors=True)
     git_repo = work / "git"
-    carried = make_stack(env, upstream, commits[plan.at], patches, git_repo)
-    if not carried:
+    carried = make_stack(env, upstream, commits[plan.at], patches, git_repo,
+                         empty_after=1 if plan.kind == "empty" else None)  # fmt: skip
+    if not carried or (plan.kind == "empty" and len(carried) < 2):
         return None
     out = work / "mails"
     env.must(["git", "format-patch", "-q", "--no-signature", "-o", str(out), f"{commits[plan.at]}..stack"],
              git_repo)  # fmt: skip
     mails = sorted(out.glob("*.patch"))
     at, onto = commits[plan.at], commits[plan.onto]
-    theirs, fate = git_rebase(env, git_repo, at, onto, carried)
+    theirs, fate = git_rebase(env, git_repo, at, onto, carried, upstream_way=plan.kind == "twice")
     mine, outcomes = stackmgr_rebase(env, upstream, mails, at, onto, project.name, carried, work / "sm")
     detail = []
     for name in carried:
         said, did = outcomes.get(name, "-"), fate.get(name, "-")
-        differs = did != "-" and (said == "already upstream") != (did == "dropped")
+        differs = did != "-" and (said == "already upstream") != did.startswith("dropped")
         detail.append(f"{name}: stackmgr {said}; git {did}{'  <- not as git' if differs else ''}")
+    detail += [f"stackmgr: {note}" for key, note in outcomes.items() if key.startswith("note ")]
+    detail += [f"git: {theirs.note}"] if theirs.note and not theirs.failed else []
+    if mine.stop and "after a conflict" in fate.get(mine.stop, "") and theirs.tree:  # a conflict git has too:
+        # stackmgr leaves it to the user (not provably upstream); git's upstream-way tree is one choice of many
+        theirs = Side("git rebase", None, f"conflict at {mine.stop} (upstream way: {theirs.tree[:12]})", mine.stop)
     return Result("rebase", f"{case} ({len(carried)} patches)", mine, theirs, detail)
 
 

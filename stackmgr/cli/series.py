@@ -73,18 +73,23 @@ def series_group(ctx: Context, verbose: bool) -> None:
 def show(ctx: Context, name: str, verbose: bool) -> None:
     """Show a series as `stg series` does: each patch marked + applied, > the top applied one, - not applied
     (in the tree the series is applied in), with its tree, +/-, verdict and latest headline result."""
-    from stackmgr.commands.series import applied_in, patch_rows, refuse_conflicted_rows
+    from stackmgr.commands.series import applied_in, empty_trees, patch_rows, refuse_conflicted_rows
 
     store = open_store(ctx.store)
     rows = patch_rows(store, name)
+    empty = empty_trees(store, name, rows)
     if ctx.json:
-        output.emit_json({"schema": 1, "series": name, "description": _description(store, name), "patches": rows})
+        output.emit_json({"schema": 1, "series": name, "description": _description(store, name), "patches": rows,
+                          "base": {e["tree"]: e["base"] for e in empty}, "empty": empty})  # fmt: skip
         refuse_conflicted_rows(store, rows)
         return
     where = "".join(f", {p.tally()} in {output.show_text(p.tree)}" for p in applied_in(store).get(name, []))
     output.out(f"series {name}: {len(rows)} patch{'es' if len(rows) != 1 else ''}{where}")
     for line in _description(store, name).splitlines():
         output.out(f"  {output.show_text(line)}".rstrip())
+    for e in empty:
+        output.out(f"empty: {output.show_text(e['why'])}; apply gives its base {e['base'][:12]} (tree "
+                   f"{output.show_text(e['tree'])})")  # fmt: skip
     for row in rows:
         mark = ">" if row["top"] else "+" if row["applied"] else "-"
         if not row["exists"]:

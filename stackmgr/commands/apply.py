@@ -157,6 +157,8 @@ def compute_result(plan: TreePlan, three_way: bool, store_root: str, loose: bool
     contents may differ from what they record (a patch made on an older version of one below), files and modes
     not. With the `store`, a result the patch index can compose is not applied again (apply_compose.py)."""
     repo = open_repo(plan.path)
+    if not plan.patches:  # an empty series at its recorded base (store/plan.py): that commit's tree, exactly
+        return repo.tree_of(plan.base)
     claimed: list[claims.Claims] = []
     if store is not None and not three_way and not loose:
         from stackmgr.commands.apply_compose import Composition

@@ -16,7 +16,7 @@ import os
 
 from stackmgr.commands.import_tree import SEARCH_DEPTH, ImportReport, Workspace
 from stackmgr.errors import StackmgrError, UsageProblem
-from stackmgr.incoming.read import Incoming, QuiltDir, Refused, read_inputs
+from stackmgr.incoming.read import Empty, Incoming, QuiltDir, Refused, read_inputs
 from stackmgr.journal.operation import operation
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
@@ -41,8 +41,13 @@ def import_patches(
     if not store.trees:
         raise UsageProblem("this store has no trees", "register one with `stackmgr tree add NAME PATH`")
     refuse_linked_dirs(store.root)  # nothing is written through a link a pull made (`patches -> ~/.bashrc.d`)
-    items, quilt = read_inputs(paths, store.root)
-    report.skipped = quilt.empty if quilt is not None else []
+    read, quilt = read_inputs(paths, store.root)
+    items = [i for i in read if not isinstance(i, Empty)]  # changes nothing: skipped, the stack goes on
+    report.skipped = [*(quilt.empty if quilt is not None else []), *(i for i in read if isinstance(i, Empty))]
+    if not items and report.skipped:
+        n = len(report.skipped)
+        raise StackmgrError(f"nothing to import: every patch given is empty ({n} file{'s' if n != 1 else ''})",
+                            "give the patches that change something")  # fmt: skip
     if name is not None and len(items) != 1:
         raise UsageProblem(f"--name names one patch, and {len(items)} were given", "drop --name")
     report.series = series or (quilt.suggested_series if quilt else None)
@@ -153,6 +158,7 @@ def _import_stack(
     tree = _stack_tree(store, sf, items, trees, base)
     below = _series_patches(store, sf, tree)
     with Workspace(store, tree) as ws:
+        whole = base is not None and len(items) > 1 and not below  # add_stack tries them whole at --base
         if below:
             if base is not None:
                 raise UsageProblem(f"--base does not combine with series {series}, which has patches for tree {tree}",
@@ -160,13 +166,9 @@ def _import_stack(
             commit, label = patchfile.parse_header(below[0][1], "series patch").base, f"series {series}"
             current = _rebuilt(ws, series, commit, [p for p, _ in below])
         else:
-            hit = ws.find_base(items, base)
-            if hit is None:  # not even the first patch applies anywhere: say why, as git would
-                at = f"commit {base}" if base else f"HEAD or the {SEARCH_DEPTH} commits before it"
-                why = _git_reason(ws, items[0], base)
-                report.refused.append(Refused(items[0].source, f"does not apply to tree {tree} at {at} ({why})"))
-                report.refused.extend(Refused(i.source, "not imported: an earlier patch of the stack was refused")
-                                      for i in items[1:])  # fmt: skip
+            hit = (ws.repo.resolve_commit(base), "--base") if whole and base else ws.find_base(items, base)
+            if hit is None:
+                _refuse_stack(ws, items, tree, base, report)
                 return
             commit, label = hit
             current = ws.tree_of(commit)
@@ -175,6 +177,9 @@ def _import_stack(
         refused_before = len(report.refused)
         fresh = all(i.name + ".patch" not in names for i in items)
         stacked = ws.add_stack(items, commit, current, label, report) if fresh and len(items) > 1 else None
+        if stacked is None and whole and ws.applies(current, items[:1]) == 0:  # the first alone, only now
+            _refuse_stack(ws, items, tree, base, report)
+            return
         rest = items
         if stacked is not None:  # the stack's first patches, built together
             kept, dealt, current = stacked
@@ -206,6 +211,15 @@ def _import_stack(
             for text in quilt.trailing:
                 sf.append_line(text)
         sf.write()
+
+
+def _refuse_stack(ws: Workspace, items: list[Incoming], tree: str, base: str | None, report: ImportReport) -> None:
+    """Not even the first patch applies anywhere: say why, as git would; the rest are not imported."""
+    at = f"commit {base}" if base else f"HEAD or the {SEARCH_DEPTH} commits before it"
+    why = _git_reason(ws, items[0], base)
+    report.refused.append(Refused(items[0].source, f"does not apply to tree {tree} at {at} ({why})"))
+    report.refused.extend(Refused(i.source, "not imported: an earlier patch of the stack was refused")
+                          for i in items[1:])  # fmt: skip
 
 
 def _append(sf: SeriesFile, filename: str, item: Incoming, quilt: QuiltDir | None) -> None:

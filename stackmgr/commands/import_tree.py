@@ -104,13 +104,17 @@ class Workspace:
         from stackmgr.safety.preserved import PatchIndex
 
         index = PatchIndex.load(self.store)
+        recorded = False
         for filename, data in self._written:
             images = patchfile.post_images(patchfile.diff_part(data), filename)
             mode_only = patchfile.mode_only(images)
             changes = [Change(im.path, im.old_mode, im.mode, im.old_blob or "", im.blob or "")
                        for im in images if im.mode and (im.blob is not None or im.path in mode_only)]  # fmt: skip
             if len(changes) == len(images):  # a mode-only change is recorded as such (no blob: see record_saved)
-                index.record_saved(filename, data, changes, self.repo)
+                index.record_saved(filename, data, changes, self.repo, save=False)
+                recorded = True
+        if recorded:
+            index.save()  # once for them all
 
     def file(self, item: Incoming) -> str:
         path = self.files.get(id(item))

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import TYPE_CHECKING
 
 from stackmgr.commands import rebase_state
-from stackmgr.commands.apply import plan_series
+from stackmgr.commands.rebase_empty import keep_base, move_base
 from stackmgr.commands.rebase_fast import carry_at_once
 from stackmgr.commands.rebase_merge import carry_by_merge
 from stackmgr.commands.rebase_shared import own_copies, refuse_shared
@@ -40,7 +39,9 @@ from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none, sha256_hex
 from stackmgr.store.names import refuse_link_above, refuse_linked_dirs
+from stackmgr.store.plan import plan_series
 
+TYPE_CHECKING = False  # `typing` stays out of `rebase`'s start-up
 if TYPE_CHECKING:
     from stackmgr.commands.rebase_state import State
 
@@ -85,6 +86,8 @@ def start(store: Store, series: str, onto: str, tree: str | None, exec_cmd: str 
         raise UsageProblem(f"series {series} has patches for several trees ({', '.join(p.tree for p in plans)})",
                            "rebase one tree's patches at a time with -t TREE")  # fmt: skip
     plan = plans[0]
+    if not plan.patches:  # an empty series: its base line moves (rebase_empty.py)
+        return Outcome(move_base(store, series, plan, onto), True, notes=notes)
     files = [os.path.basename(p.path) for p in plan.patches]
     copies = own_copies(store, series, files) if own_copy else {}
     if not own_copy:
@@ -196,7 +199,7 @@ def _run(store: Store, state: State) -> Outcome:
         path = os.path.join(store.patches_dir, step["file"])
         parent = step["parent"] = head
         how = "already upstream" if upstream and carried.old_patch_id(step) in upstream else _carry(wt, path, carried)
-        if how == "conflict" and _squash_merged(work, store, steps, state["position"]):
+        if _stuck(how) and _squash_merged(work, store, steps, state["position"]):
             work.go_to(parent)  # StGit's rule: the stack from here up is in upstream already (a squash merge)
             how = "already upstream"
         if (how == "conflict" or how.startswith("no merge")) and carry_by_merge(store, state, work, parent):
@@ -236,9 +239,13 @@ def _run(store: Store, state: State) -> Outcome:
     return Outcome(state, True)
 
 
+def _stuck(how: str) -> bool:
+    """Not carried by its blobs: a conflict, or no merge, except a deletion of a file upstream moved (git decides)."""
+    return how == "conflict" or (how.startswith("no merge") and not how.endswith("was moved upstream"))
+
+
 def _squash_merged(work: ScratchWorktree, store: Store, steps: list[State], position: int) -> bool:
-    """Whether the conflicting patch is merged by StGit's test: its change, and that of every patch above it that
-    is merged too, reverses on the state it was carried onto."""
+    """StGit's merged test: its change, and every merged one's above it, reverses on the state it was carried onto."""
     files = [os.path.join(store.patches_dir, s["file"]) for s in steps[position:]]
     return 0 in work.merged_from_top(steps[position]["parent"], files)
 
@@ -304,8 +311,7 @@ def _stop_line(state: State, step: State, how: str) -> str:
 
 
 def _finish(store: Store, state: State, carried: Carried, scratch: bool = True) -> None:
-    """Every patch was carried: verify the rewritten series, then write the patches and the series at once; the
-    scratch worktree (when one was made) and the state go."""
+    """Every patch carried: verify the rewritten series, write patches and series at once; the scratch goes."""
     from stackmgr.git.scratch import tree_from_patches
 
     wt, onto = state["worktree"], state["onto"]
@@ -353,22 +359,23 @@ def _write_rewritten(store: Store, state: State, rewritten: dict[str, bytes]) ->
 
     rebase_state.refuse_changed_since(store, state)
     copies = {old: new for old, new in state.get("copies", {}).items() if old in rewritten}
+    files = []  # written together: one journal entry, patches/ synced once
     for name, data in rewritten.items():
         path = refuse_link_above(store.root, os.path.join(store.patches_dir, copies.get(name, name)))
         before = read_or_none(path)
         if name in copies:  # the series' own copy; the other series keep the original
-            store.write_file(path, data)
+            files.append((path, data))
         elif before is not None and before != data:
             keep_previous(store, name, before)
-            store.write_file(path, data)
-    upstream = [s["file"] for s in state["steps"] if s["outcome"] == "already upstream"]
-    if upstream or copies:
-        sf = SeriesFile.load(store, state["series"])
-        for filename in upstream:
-            sf.comment_out(filename, f"already upstream in {state['onto'][:12]}")
-        for old, new in copies.items():
-            sf.rename(old, new)
-        sf.write()
+            files.append((path, data))
+    store.write_files(files) if files else None
+    sf = SeriesFile.load(store, state["series"])
+    for filename in [s["file"] for s in state["steps"] if s["outcome"] == "already upstream"]:
+        sf.comment_out(filename, f"already upstream in {state['onto'][:12]}")
+    for old, new in copies.items():
+        sf.rename(old, new)
+    keep_base(sf, state)  # the base of a series left empty, or a base line moved with the patches
+    sf.write()
 
 
 def _rebased_bytes(old: bytes, onto: str, stat_and_diff: bytes) -> bytes:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from stackmgr.commands.rebase_state import Carried, patch_bytes
-from stackmgr.git.layers import LayerPatch, apply_in_layers
+from stackmgr.git.layers import LayerPatch, apply_in_layers, layers_of
 from stackmgr.git.repo import open_repo, patch_ids, upstream_moves, upstream_patch_ids
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
@@ -19,6 +19,7 @@ from stackmgr.store.config import Store
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from stackmgr.commands.rebase_state import State
+    from stackmgr.store.patchfile import PostImage
 
 
 def carry_at_once(store: Store, state: State) -> Carried | None:
@@ -33,20 +34,24 @@ def carry_at_once(store: Store, state: State) -> Carried | None:
     trees: list[str] = []
 
     moved: dict[bytes, bytes] = {}
+    images = {n: patchfile.post_images(diffs[n], step["file"]) for n, step in enumerate(steps)}
+    held: dict[bytes, tuple[str, str]] = {}
 
     def meanwhile() -> None:  # while git reads upstream's history
         old_ids.extend(patch_ids(repo.top, diffs))
         trees.append(repo.tree_of(onto))
+        held.update(repo.blob_entries(onto, sorted({im.path for ims in images.values() for im in ims})))
         if any(b"\ndeleted file mode " in d for d in diffs):
             moved.update(upstream_moves(repo.top, state["old_base"], onto))
 
     upstream = upstream_patch_ids(repo.top, state["old_base"], onto, meanwhile)  # as `git cherry` sees them
     kept = [n for n in range(len(steps)) if not (upstream and old_ids[n] in upstream)]
     onto_tree = trees[0]
-    images = {n: patchfile.post_images(diffs[n], steps[n]["file"]) for n in kept}
+    deletes = {n: _moved_deletions(images, kept, n, moved) for n in kept}
+    there = _there_already(held, [n for n in kept if not deletes[n]], images, diffs, kept)
+    kept = [n for n in kept if n not in there]  # changes nothing: "already upstream", as its empty re-diff says
     built = apply_in_layers(repo, onto_tree, [
-        LayerPatch(os.path.join(store.patches_dir, steps[n]["file"]), 1, [im.path for im in images[n]],
-                   _moved_deletions(images, kept, n, moved))
+        LayerPatch(os.path.join(store.patches_dir, steps[n]["file"]), 1, [im.path for im in images[n]], deletes[n])
         for n in kept], three_way=True, skip_applied=True)  # fmt: skip
     if built is None:
         return None
@@ -72,6 +77,18 @@ def carry_at_once(store: Store, state: State) -> Carried | None:
     state["position"] = len(steps)
     return carried
 
+
+def _there_already(held: dict[bytes, tuple[str, str]], candidates: list[int], images: dict[int, list[PostImage]],
+                   diffs: list[bytes], kept: list[int]) -> set[int]:  # fmt: skip
+    """The patches whose every file `onto` already holds (`held`: path -> its mode and blob there) exactly as the
+    patch leaves it (the full blob id and mode it records; a deletion: no such path), where no patch below touches
+    those paths: carried, each would change nothing (its 3-way merge is clean and empty, its reverse applies), so
+    git is not asked patch by patch. Renames, copies and mode-only changes (no blob recorded) are left to git."""
+    layer = dict(zip(kept, layers_of([[im.path for im in images[n]] for n in kept]), strict=True))
+    sure = [n for n in candidates if layer[n] == 1 and images[n] and all(im.blob or im.mode == "000000"
+            for im in images[n]) and b"\nrename from " not in diffs[n] and b"\ncopy from " not in diffs[n]]  # fmt: skip
+    return {n for n in sure if all(held.get(im.path) == ((im.mode, im.blob) if im.mode != "000000" else None)
+                                   for im in images[n])}  # fmt: skip
 
 
 def _moved_deletions(images: dict[int, list[patchfile.PostImage]], kept: list[int], n: int,

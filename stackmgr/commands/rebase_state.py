@@ -8,9 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, TypeVar
+from contextlib import nullcontext
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.git.checked import is_object_id
@@ -22,9 +20,13 @@ from stackmgr.store.config import Store
 from stackmgr.store.fs import atomic_write, locked, read_or_none, sha256_hex
 from stackmgr.store.names import check_name, valid_name
 
-T = TypeVar("T")
-
+TYPE_CHECKING = False  # `typing` stays out of `rebase`'s start-up
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
     State = dict[str, Any]  # the JSON of .stackmgr/rebase/SERIES.json
 
 

@@ -29,6 +29,27 @@ def series_rows(store: Store) -> list[dict[str, Any]]:
     return rows
 
 
+def empty_trees(store: Store, name: str, rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The trees series NAME records a base for (its base lines, docs/FORMATS.md#series-file) and lists no patch
+    of: each with that base and why it is empty (`series S` says it; `apply S` gives the base)."""
+    series = SeriesFile.load(store, name)
+    listed = {row["tree"] for row in rows}
+    history = [ln.text for ln in series.lines if ln.entry is None and ln.text.startswith("# ")]
+    upstream = [text for text in history if text.endswith(")") and "  (already upstream in " in text]
+    found = []
+    for tree, (commit, _lineno) in series.base_lines().items():
+        if tree in listed:
+            continue
+        here = sum(text.endswith(f"(already upstream in {commit[:12]})") for text in upstream)
+        n = here or len(upstream)
+        patches = f"{n} patch{'es' if n != 1 else ''}"
+        why = (f"every patch was found upstream by `rebase --onto {commit[:12]}` ({patches})" if here else
+               f"every patch was found upstream by a rebase ({patches})" if upstream else
+               f"it lists no patch of tree {tree}")  # fmt: skip
+        found.append({"tree": tree, "base": commit, "why": why})
+    return found
+
+
 def applied_in(store: Store) -> dict[str, list[Position]]:
     """Series name -> the positions of the trees that have patches of it applied (store/position.py)."""
     from stackmgr.store.applied import load_applied

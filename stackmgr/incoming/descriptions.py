@@ -47,7 +47,7 @@ def describe(item: Incoming, head: bytes) -> str | None:
         if rest and rest[0].strip() == item.subject:
             rest.pop(0)
         item.body = "\n".join(ln.rstrip() for ln in rest).strip("\n")
-    item.author = _address(fields.get("author") or fields.get("from") or "")
+    item.author = address(fields.get("author") or fields.get("from") or "")
     item.date = _dep3_date(fields.get("last-update", ""))
     item.body = _mail_safe(item.body)
     return None
@@ -67,12 +67,72 @@ def _is_mail_header(lines: list[str]) -> bool:
 
 
 def _describe_mail(item: Incoming, head: bytes) -> str | None:
-    import email
-    import email.policy
-    from email.utils import parsedate_to_datetime
-
     raw = head[head.find(b"\n") + 1 :] if head.startswith(b"From ") else head
     headers, _, rest = raw.replace(b"\r\n", b"\n").partition(b"\n\n")
+    read = plain_mail_fields(headers) or email_fields(headers)
+    if isinstance(read, str):
+        return read
+    fields, charset, multipart = read
+    body = rest.decode(charset, "replace")
+    if multipart:  # format-patch --attach/--inline: the message is the first part
+        import email
+        import email.policy
+
+        whole = email.message_from_bytes(raw.replace(b"\r\n", b"\n"), policy=email.policy.default)
+        text = next((p for p in whole.walk() if p.get_content_type() == "text/plain"), None)
+        body = str(text.get_content()) if text is not None else ""
+    body = _inbody_headers(body, fields)
+    cut = next((m for m in re.finditer(r"(?m)^(?:---.*|diff -.*|Index: .*)$", body) if _patchbreak(m.group(0))), None)
+    body = body[: cut.start()] if cut else body  # where git am's mailinfo stops reading the message
+    body = re.sub(r"(?m)^Stackmgr-(Tree|Base):.*\n?", "", body)
+    trailers = dict(re.findall(r"^(Stackmgr-Tree|Stackmgr-Base): *(\S+) *$", rest.decode("utf-8", "replace"), re.M))
+    item.trailer_tree = trailers.get("Stackmgr-Tree")
+    item.trailer_base = trailers.get("Stackmgr-Base")
+    item.subject = _clean_subject(fields["subject"])
+    item.author = address(fields["from"])
+    item.date = mail_date(fields["date"])
+    item.body = _mail_safe(_stripspace(body))
+    return None
+
+
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_PLAIN_DATE = re.compile(r"(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), )?(\d{1,2}) (" + "|".join(_MONTHS) +
+                         r") ([1-9]\d{3}) ([01]\d|2[0-3]):([0-5]\d):([0-5]\d) ([+-])([01]\d)([0-5]\d)\Z")  # fmt: skip
+
+
+def mail_date(text: str) -> str:
+    """A mail's Date as the patch file's date (docs/FORMATS.md#patch-file); "" when unreadable (the date of an
+    earlier import of it, or the file's time, is then used). The date `git format-patch` writes is read here; any
+    other as the email package reads it."""
+    m = _PLAIN_DATE.match(text)
+    if m and m[7] + m[8] + m[9] != "-0000":  # -0000: no zone, read as local time by the email package
+        import calendar
+
+        year, month, day = int(m[3]), _MONTHS.index(m[2]) + 1, int(m[1])
+        if 1 <= day <= calendar.monthrange(year, month)[1]:
+            east = (1 if m[7] == "+" else -1) * (int(m[8]) * 3600 + int(m[9]) * 60)
+            unix = calendar.timegm((year, month, day, int(m[4]), int(m[5]), int(m[6]))) - east
+            return patchfile.rfc2822(unix, m[7] + m[8] + m[9])
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(text)
+        offset = when.utcoffset()
+        minutes = int(offset.total_seconds() // 60) if offset is not None else 0
+        tz = f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
+        return patchfile.rfc2822(int(when.timestamp()), tz)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return ""
+
+
+MailFields = tuple[dict[str, str], str, bool]  # subject/from/date (blanks folded), the body's charset, multipart
+
+
+def email_fields(headers: bytes) -> MailFields | str:
+    """A mail header block as Python's email package (policy.default) reads it; a str: why it is refused."""
+    import email
+    import email.policy
+
     msg = email.message_from_bytes(headers + b"\n\n", policy=email.policy.default)
     cte = str(msg.get("content-transfer-encoding", "")).lower()
     if cte in ("base64", "quoted-printable"):
@@ -85,30 +145,41 @@ def _describe_mail(item: Incoming, head: bytes) -> str | None:
     if charset != "utf-8" and not headers.isascii():  # raw 8-bit headers in the declared charset
         msg = email.message_from_string(headers.decode(charset, "replace") + "\n\n", policy=email.policy.default)
     fields = {key: " ".join(str(msg.get(key, "")).split()) for key in ("subject", "from", "date")}
-    body = rest.decode(charset, "replace")
-    if msg.get_content_maintype() == "multipart":  # format-patch --attach/--inline: the message is the first part
-        whole = email.message_from_bytes(raw.replace(b"\r\n", b"\n"), policy=email.policy.default)
-        text = next((p for p in whole.walk() if p.get_content_type() == "text/plain"), None)
-        body = str(text.get_content()) if text is not None else ""
-    body = _inbody_headers(body, fields)
-    cut = next((m for m in re.finditer(r"(?m)^(?:---.*|diff -.*|Index: .*)$", body) if _patchbreak(m.group(0))), None)
-    body = body[: cut.start()] if cut else body  # where git am's mailinfo stops reading the message
-    body = re.sub(r"(?m)^Stackmgr-(Tree|Base):.*\n?", "", body)
-    trailers = dict(re.findall(r"^(Stackmgr-Tree|Stackmgr-Base): *(\S+) *$", rest.decode("utf-8", "replace"), re.M))
-    item.trailer_tree = trailers.get("Stackmgr-Tree")
-    item.trailer_base = trailers.get("Stackmgr-Base")
-    item.subject = _clean_subject(fields["subject"])
-    item.author = _address(fields["from"])
-    try:
-        when = parsedate_to_datetime(fields["date"])
-        offset = when.utcoffset()
-        minutes = int(offset.total_seconds() // 60) if offset is not None else 0
-        tz = f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
-        item.date = patchfile.rfc2822(int(when.timestamp()), tz)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        item.date = ""  # unreadable: the date of an earlier import of it, or the file's time
-    item.body = _mail_safe(_stripspace(body))
-    return None
+    return fields, charset, msg.get_content_maintype() == "multipart"
+
+
+_HEADER_NAME = re.compile(r"[!-9;-~]+\Z")  # RFC 5322 field name: printable ASCII but ':'
+_PLAIN_FROM = re.compile(r"[^\"(),;:\\<>@\[\]]*<[^<>@\s\"(),;:\\]+@[^<>@\s\"(),;:\\]+>\Z")
+_PLAIN_TYPE = re.compile(r"text/plain(?:;\s*charset=\"?(utf-8|us-ascii)\"?)?\Z", re.I)
+
+
+def plain_mail_fields(headers: bytes) -> MailFields | None:
+    """What `email_fields` reads, for the header block `git format-patch` writes (ASCII, no encoded words, a
+    plain `Name <addr>` sender, a text/plain body in 7 or 8 bit), without the email package's header registry
+    (most of import's start-up); None for anything else, which `email_fields` then reads."""
+    if not headers.isascii() or b"=?" in headers:
+        return None
+    seen: dict[str, str] = {}
+    key = ""
+    for line in headers.decode("ascii").split("\n"):
+        if line[:1] in (" ", "\t"):
+            if not key:
+                return None
+            seen[key] += " " + line
+            continue
+        name, colon, value = line.partition(":")
+        if not colon or not _HEADER_NAME.match(name):
+            return None
+        key = name.lower()
+        if key in seen:  # the first of a repeated field is the one read; a second one: leave it to the email package
+            return None
+        seen[key] = value
+    fields = {k: " ".join(seen.get(k, "").split()) for k in ("subject", "from", "date")}
+    kind = _PLAIN_TYPE.match(" ".join(seen.get("content-type", "text/plain").split()))
+    if (kind is None or " ".join(seen.get("content-transfer-encoding", "8bit").split()).lower() not in ("7bit", "8bit")
+            or not _PLAIN_FROM.match(fields["from"])):  # fmt: skip
+        return None
+    return fields, (kind.group(1) or "utf-8").lower(), False
 
 
 def _inbody_headers(body: str, fields: dict[str, str]) -> str:
@@ -182,7 +253,17 @@ def _dep3(lines: list[str]) -> tuple[dict[str, str], list[str]]:
     return fields, []
 
 
-def _address(text: str) -> str:
+_PLAIN_ADDRESS = re.compile(r"([A-Za-z0-9 ._'-]*)<([A-Za-z0-9_%+=-]+(?:\.[A-Za-z0-9_%+=-]+)*"
+                            r"@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>\Z")  # fmt: skip
+
+
+def address(text: str) -> str:
+    """A From or Author field as the patch's author, "Name <email>"; "" when it names no address. A plain
+    `Name <user@host>` is read here; any other as the email package's parseaddr reads it."""
+    plain = _PLAIN_ADDRESS.match(text.strip())
+    if plain:
+        name, mail = " ".join(plain[1].split()), plain[2]
+        return f"{name or mail.split('@')[0]} <{mail}>"
     from email.utils import parseaddr
 
     name, mail = parseaddr(text)

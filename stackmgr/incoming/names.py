@@ -129,7 +129,10 @@ def failing_hunk(diff: bytes, strip: int, err: str) -> str:
         if path in names:
             for n, (start, header) in enumerate(hunks, start=1):
                 if start == line:
-                    return f"{said} (hunk {n} of {len(hunks)}, {header})"
+                    made = line == 0 and all(h.startswith("@@ -0,0 ") for _, h in hunks)  # all added: a creation
+                    more = (f"; it creates {path}, which is there already: GNU patch would put these lines above "
+                            "its own") if made else ""  # fmt: skip
+                    return f"{said} (hunk {n} of {len(hunks)}, {header}{more})"
     return said
 
 

@@ -14,6 +14,7 @@ import stat
 
 from stackmgr.errors import StackmgrError
 from stackmgr.incoming.descriptions import describe
+from stackmgr.incoming.empty import GIT_AM_EMPTY, diff_start, empty_patch
 from stackmgr.incoming.names import file_name, git_header_names, header_strip
 from stackmgr.store import patchfile
 from stackmgr.store.inside import OutsideStore, is_link_inside
@@ -21,7 +22,6 @@ from stackmgr.store.inside import OutsideStore, is_link_inside
 # A message separator of an mbox: git format-patch's magic line, or a classic `From sender date` line.
 _MBOX_FROM = re.compile(rb"^From (?:[0-9a-f]{40} Mon Sep 17 00:00:00 2001|\S+ +\w{3} \w{3} [ \d]\d .*)$", re.M)
 _HUNK = re.compile(rb"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
-_DIFF_START = re.compile(rb"^(?:diff --git |diff -|Index: |--- .*\n\+\+\+ )", re.M)
 _STAT_FILES = re.compile(rb"\n (\d+) files? changed")
 _SECTION_BODY = re.compile(rb"^(?:@@ |GIT binary patch|Binary files |old mode |new file mode |deleted file mode "
                            rb"|rename from |copy from |similarity index )", re.M)  # fmt: skip
@@ -63,6 +63,10 @@ class Refused:
     def __init__(self, source: str, reason: str) -> None:
         self.source = source
         self.reason = reason
+
+
+class Empty(Refused):
+    """A patch that changes nothing (`empty_patch`): skipped with a note, never a refusal of the stack."""
 
 
 class QuiltDir:
@@ -149,12 +153,12 @@ def read_quilt_dir(path: str) -> QuiltDir:
                 found.items.append(Refused(where, f"{words[0]} is a symbolic link (not followed)"))
             elif not os.path.isfile(target):
                 found.items.append(Refused(where, f"{words[0]} is listed but missing"))
-            elif os.path.getsize(target) == 0:  # quilt applies it as an empty patch: a comment keeps its place
-                said = "empty (quilt applies it as nothing); kept as a comment in the series"
-                found.empty.append(Refused(target, said))
-                pending.append(f"# {line.strip()}  (empty in the quilt series)")
             else:
-                read = read_file(target, strip=strip)
+                read = read_file(target, strip=strip, quilt=True)
+                if len(read) == 1 and isinstance(read[0], Empty):  # quilt applies it as nothing: a comment keeps
+                    found.empty.append(read[0])  # its place
+                    pending.append(f"# {line.strip()}  (empty in the quilt series)")
+                    continue
                 if len(read) == 1 and isinstance(read[0], Incoming):
                     read[0].quilt_name = words[0]
                 found.items.extend(read)
@@ -182,7 +186,8 @@ def _in_store_through_link(store_root: str, path: str) -> bool:
     return _linked(root, rel.replace(os.sep, "/"))
 
 
-def read_file(path: str, strip: int | None = None) -> list[Incoming | Refused]:
+def read_file(path: str, strip: int | None = None, quilt: bool = False) -> list[Incoming | Refused]:
+    """The patches of one file (an mbox holds several); an `Empty` one for a file or message that changes nothing."""
     try:
         with open(path, "rb", buffering=0) as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # /dev/zero, a FIFO: no end to read to
@@ -193,10 +198,15 @@ def read_file(path: str, strip: int | None = None) -> list[Incoming | Refused]:
         mtime = os.stat(path).st_mtime
     except OSError as exc:
         return [Refused(path, f"cannot be read ({exc.strerror})")]
+    said = empty_patch(data, quilt)
+    if said is not None:
+        return [Empty(path, said)]
     starts = [m.start() for m in _MBOX_FROM.finditer(data)] if data.startswith(b"From ") else []
     if len(starts) > 1:
         messages = [data[a:b] for a, b in zip(starts, [*starts[1:], len(data)], strict=True)]
-        results = [read_patch(f"{path} (message {n})", m, None, strip) for n, m in enumerate(messages, start=1)]
+        results = [Empty(f"{path} (message {n})", GIT_AM_EMPTY) if empty_patch(m, quilt) else
+                   read_patch(f"{path} (message {n})", m, None, strip)
+                   for n, m in enumerate(messages, start=1)]  # fmt: skip
     else:
         results = [read_patch(path, data, _stem(path), strip)]
     for r in results:
@@ -219,7 +229,7 @@ def read_patch(source: str, data: bytes, name: str | None, strip: int | None) ->
 def _read_patch(source: str, data: bytes, name: str | None, strip: int | None) -> Incoming | Refused:
     if b"\0" in data[:8192] and b"GIT binary patch" not in data:
         return Refused(source, "not a patch (a binary file)")
-    at = _diff_start(data)
+    at = diff_start(data)
     if at < 0:
         return Refused(source, "not a patch (no diff found)")
     head, diff = data[:at], data[at:]
@@ -253,11 +263,6 @@ def _moved(section: bytes) -> tuple[bytes, bytes] | None:
     old = re.search(rb"^(?:rename|copy) from (.*)$", head, re.M)
     new = re.search(rb"^(?:rename|copy) to (.*)$", head, re.M)
     return (file_name(old.group(1), False), file_name(new.group(1), False)) if old and new else None
-
-
-def _diff_start(data: bytes) -> int:
-    m = _DIFF_START.search(data)
-    return -1 if m is None else m.start()
 
 
 def _check_diff(diff: bytes) -> str | None:

@@ -153,9 +153,9 @@ class PatchIndex:
             return None, None
         return (sha256_hex(data), None) if data is not None else (None, None)
 
-    def record_saved(self, filename: str, data: bytes, changes: list[Change], repo: Repo) -> None:
+    def record_saved(self, filename: str, data: bytes, changes: list[Change], repo: Repo, save: bool = True) -> None:
         """Record a just-written, verified patch from what save already knows (no re-read, no git); `repo` is the
-        tree it was verified in."""
+        tree it was verified in. `save=False`: the caller saves once after recording several (import)."""
         from stackmgr.store import patchfile
 
         st = os.stat(os.path.join(self.store.patches_dir, filename))
@@ -172,7 +172,8 @@ class PatchIndex:
             "sig": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino],
         }  # fmt: skip
         self.dirty = True
-        self.save()
+        if save:
+            self.save()
 
     def forget_other_stores(self, tree: str, store: list[object]) -> None:
         """Drop what was verified for `tree` in another object store than `store` (see `object_store`): the patches

@@ -11,7 +11,7 @@ from stackmgr.errors import StackmgrError
 from stackmgr.store import patchfile
 from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none, sha256_hex
-from stackmgr.store.series import Entry, SeriesFile, active
+from stackmgr.store.series import Entry, SeriesError, SeriesFile, active
 from stackmgr.types import TreeId
 
 TYPE_CHECKING = False  # `collections.abc` stays out of `apply`'s start-up
@@ -47,18 +47,20 @@ class PatchRef:
 
 
 class TreePlan:
-    """The patches of one tree, in series order; the tree's base is the first patch's Stackmgr-Base."""
+    """The patches of one tree, in series order; the tree's base is the first patch's Stackmgr-Base, or, with no
+    patch of the tree, the series' base line for it (`empty_base`: the series' patches all found upstream)."""
 
-    def __init__(self, tree: str, path: str) -> None:
+    def __init__(self, tree: str, path: str, empty_base: str = "") -> None:
         self.tree = tree
         self.path = path
+        self.empty_base = empty_base
         self.patches: list[PatchRef] = []
         self.snap: Snapshot | None = None
         self.result: TreeId | None = None
 
     @property
     def base(self) -> str:
-        return self.patches[0].base
+        return self.patches[0].base if self.patches else self.empty_base
 
 
 def read_patch(store: Store, entry: Entry) -> PatchRef:
@@ -96,7 +98,29 @@ def plan_series(store: Store, name: str, only_tree: str | None, guards: tuple[st
             continue
         plan = plans.setdefault(ref.tree, TreePlan(ref.tree, store.tree(ref.tree).path))
         plan.patches.append(ref)
+    _plan_bases(store, series, only_tree, plans)
     if not plans:
         where = f" for tree {only_tree}" if only_tree else ""
         raise StackmgrError(f"series {name} has no patches to apply{where}", f"see `stackmgr series {name}`")
     return list(plans.values())
+
+
+def _plan_bases(store: Store, series: SeriesFile, only_tree: str | None, plans: dict[str, TreePlan]) -> None:
+    """The series' base lines (docs/FORMATS.md#series-file): a tree with no patch gets an empty plan at its line's
+    base; a tree with patches takes its base from them, and a line saying another base is an error at its line."""
+    rel = os.path.relpath(series.path, store.root)
+    for tree, (commit, lineno) in series.base_lines().items():
+        if only_tree not in (None, tree):
+            continue
+        if tree in plans:
+            first = plans[tree].patches[0]
+            if first.base != commit:
+                raise SeriesError(rel, lineno, f"the series' base line says tree {tree} at {commit[:12]}, but its "
+                                  f"first patch {first.name} records {first.base[:12]}",
+                                  f"delete line {lineno} (the patches give the base), or save that patch again "
+                                  f"on {commit[:12]}")  # fmt: skip
+            continue
+        if not store.knows(tree):
+            raise SeriesError(rel, lineno, f"the series' base line names tree {tree}, which this store does not know",
+                              f"register it with `stackmgr tree add {tree} PATH`")  # fmt: skip
+        plans[tree] = TreePlan(tree, store.tree(tree).path, empty_base=commit)

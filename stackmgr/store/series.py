@@ -4,13 +4,13 @@
     first-fix.patch
     kernel-tweak.patch -p1 #+xpu
 
-Parsing keeps every line as written, so edits rewrite only the entries they touch and comments survive.
+Parsing keeps every line as written, so edits rewrite only the entries they touch and comments survive. A comment
+`# stackmgr-base TREE COMMIT` records the base of a series with no patch of that tree (`base_lines`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.store.config import Store
@@ -26,92 +26,19 @@ from stackmgr.store.names import (
     refuse_link_above,
     refuse_linked_dirs,
 )
+from stackmgr.store.series_grammar import (
+    BASE_LINE,
+    BLANKS,
+    Entry,
+    Line,
+    SeriesError,
+    active,
+    is_base_line,
+    parse_base_line,
+    parse_entry,
+)
 
-_GUARD = re.compile(r"#[+-][A-Za-z0-9_.-]+")
-_BLANKS = " \t\r\f\v"  # quilt and MQ split on ASCII blanks only; a no-break space is part of a name
-
-
-class Entry:
-    """One patch line of a series (plain class: `apply` starts without dataclasses/inspect)."""
-
-    __slots__ = ("comment", "guards", "lineno", "patch", "strip")
-
-    def __init__(self, patch: str, lineno: int, guards: list[str] | None = None, strip: bool = False,
-                 comment: str = "") -> None:  # fmt: skip
-        self.patch = patch  # file name relative to patches/, e.g. "fix.patch"
-        self.lineno = lineno
-        self.guards = guards if guards is not None else []  # "+xpu" / "-xpu"
-        self.strip = strip  # an explicit -p1 was written
-        self.comment = comment  # a trailing "# ..." kept as written
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Entry) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
-
-    def __repr__(self) -> str:
-        return f"Entry({self.patch!r}, {self.lineno}, {self.guards!r}, {self.strip!r}, {self.comment!r})"
-
-    @property
-    def name(self) -> str:
-        return self.patch[: -len(".patch")] if self.patch.endswith(".patch") else self.patch
-
-    def render(self) -> str:
-        parts = [self.patch] + (["-p1"] if self.strip else []) + ["#" + g for g in self.guards]
-        return " ".join(parts + ([self.comment] if self.comment else []))
-
-
-def active(entry: Entry, guards: tuple[str, ...] | list[str]) -> bool:
-    """MQ's guard rule: a negative guard that is active skips the patch; positive guards need one active."""
-    if any(g[1:] in guards for g in entry.guards if g.startswith("-")):
-        return False
-    positive = [g[1:] for g in entry.guards if g.startswith("+")]
-    return not positive or any(g in guards for g in positive)
-
-
-class Line:
-    __slots__ = ("ending", "entry", "text")
-
-    def __init__(self, text: str, ending: str, entry: Entry | None = None) -> None:
-        self.text = text  # without its line ending
-        self.ending = ending
-        self.entry = entry
-
-
-class SeriesError(StackmgrError):
-    def __init__(self, path: str, lineno: int, message: str, hint: str | None = None) -> None:
-        super().__init__(f"{path}:{lineno}: {message}", hint or "edit the series file to fix it")
-
-
-def parse_entry(path: str, lineno: int, text: str) -> Entry | None:
-    stripped = text.strip(_BLANKS)
-    if not stripped:
-        return None
-    if text.startswith("#"):
-        return None
-    if stripped.startswith("#"):
-        raise SeriesError(path, lineno, "comment not in column 0", "move the '#' to the start of the line")
-    words = re.split(f"[{_BLANKS}]+", stripped)
-    entry = Entry(words[0], lineno)
-    try:
-        check_name("patch", entry.patch)
-    except UsageProblem as exc:
-        raise SeriesError(path, lineno, exc.message) from None
-    for n, word in enumerate(words[1:], start=1):
-        if word == "-p1":
-            entry.strip = True
-        elif _GUARD.fullmatch(word):
-            entry.guards.append(word[1:])
-        elif word.startswith(("#+", "#-")):
-            raise SeriesError(path, lineno, f"bad guard '{word}'", "guards look like #+name or #-name")
-        elif word.startswith("#"):
-            entry.comment = " ".join(words[n:])
-            break
-        elif word.startswith("-p"):
-            raise SeriesError(path, lineno, f"'{word}' is not supported",
-                              "patches are stored for -p1; drop the option")  # fmt: skip
-        else:
-            raise SeriesError(path, lineno, f"unexpected '{word}' after the patch name",
-                              "one patch name per line, then optional -p1 and #+guard / #-guard")  # fmt: skip
-    return entry
+__all__ = ["Entry", "Line", "SeriesError", "active", "parse_entry"]  # (re-exported: read through this module)
 
 
 class SeriesFile:
@@ -149,6 +76,7 @@ class SeriesFile:
         text = data.decode("utf-8", "surrogateescape")
         lines = []
         seen: dict[str, int] = {}
+        bases: dict[str, int] = {}
         # Only "\n" ends a line, as for quilt and editors (str.splitlines also splits on \f, \x85, \u2028).
         raws = text.split("\n")
         ended = len(raws) - 1  # lines with a "\n"; the text after the last one is a final unterminated line
@@ -157,6 +85,12 @@ class SeriesFile:
             if ending and body.endswith("\r"):
                 body, ending = body[:-1], "\r\n"
             entry = parse_entry(rel, lineno, body)
+            if entry is None and is_base_line(body):
+                tree, _commit = parse_base_line(rel, lineno, body)
+                if tree in bases:
+                    raise SeriesError(rel, lineno, f"a second base line for tree {tree} (first on line {bases[tree]})",
+                                      "delete one of the two lines")  # fmt: skip
+                bases[tree] = lineno
             if entry is not None:
                 if entry.patch in seen:
                     first = seen[entry.patch]
@@ -169,6 +103,28 @@ class SeriesFile:
     @property
     def entries(self) -> list[Entry]:
         return [ln.entry for ln in self.lines if ln.entry is not None]
+
+    def base_lines(self) -> dict[str, tuple[str, int]]:
+        """tree -> (commit, line number) of each `# stackmgr-base TREE COMMIT` line: the base a series with no
+        patch of that tree applies to (docs/FORMATS.md#series-file). Read checked every line."""
+        rel = os.path.relpath(self.path, self.store.root)
+        found = {}
+        for lineno, line in enumerate(self.lines, start=1):
+            if line.entry is None and is_base_line(line.text):
+                tree, commit = parse_base_line(rel, lineno, line.text)
+                found[tree] = (commit, lineno)
+        return found
+
+    def set_base(self, tree: str, commit: str) -> None:
+        """Record `commit` as the base of the series' `tree`: its base line rewritten in place, else one more at
+        the end (a later save appends below it)."""
+        line_text = f"{BASE_LINE} {tree} {commit}"
+        parse_base_line(os.path.relpath(self.path, self.store.root), len(self.lines) + 1, line_text)
+        for line in self.lines:
+            if line.entry is None and is_base_line(line.text) and line.text.split(" ")[2] == tree:
+                line.text = line_text
+                return
+        self._place(Line(line_text, self._newline()), len(self.entries) + 1)
 
     def patch_names(self) -> list[str]:
         return [e.name for e in self.entries]
@@ -205,8 +161,10 @@ class SeriesFile:
         from stackmgr.store.suggest import did_you_mean
 
         listed = [entry.name for entry in self.entries]
-        raise UsageProblem(f"'{patch}' is not in series {self.name}",
-                           did_you_mean(patch_name(patch), listed, f"see `stackmgr series {self.name}`"))
+        raise UsageProblem(
+            f"'{patch}' is not in series {self.name}",
+            did_you_mean(patch_name(patch), listed, f"see `stackmgr series {self.name}`"),
+        )
 
     def append(self, filename: str) -> None:
         self.insert(filename, len(self.entries))
@@ -261,7 +219,7 @@ class SeriesFile:
         found = False
         for line in self.lines:
             if line.entry is not None and line.entry.patch == old:
-                lead = len(line.text) - len(line.text.lstrip(_BLANKS))  # the grammar allows leading blanks
+                lead = len(line.text) - len(line.text.lstrip(BLANKS))  # the grammar allows leading blanks
                 assert line.text[lead:].startswith(old)
                 line.entry.patch, line.text = new, line.text[:lead] + new + line.text[lead + len(old) :]
                 found = True
@@ -289,7 +247,7 @@ class SeriesFile:
 
     def describe(self, text: str) -> None:
         """Replace the description (`""` removes it): one `## ` line per line of `text`, at the file's top."""
-        said = [ln.rstrip(_BLANKS) for ln in text.replace("\r\n", "\n").split("\n")]
+        said = [ln.rstrip(BLANKS) for ln in text.replace("\r\n", "\n").split("\n")]
         while said and not said[-1]:
             said.pop()
         for line in self._described():
@@ -347,8 +305,9 @@ def no_series(store: Store, name: str) -> UsageProblem:
     """The refusal of a series name no series file answers (exit 2), with the closest names (store/suggest.py)."""
     from stackmgr.store.suggest import did_you_mean
 
-    return UsageProblem(f"no series named '{name}'",
-                        did_you_mean(name, series_names(store), "list them with `stackmgr series`"))
+    return UsageProblem(
+        f"no series named '{name}'", did_you_mean(name, series_names(store), "list them with `stackmgr series`")
+    )
 
 
 def series_names(store: Store) -> list[str]:
