@@ -8,6 +8,8 @@
              + `stackmgr apply` vs `git am`
     rebase   consecutive PyPI releases of small projects as commits, a release's real changes carried as a
              stack of per-file patches: `stackmgr rebase S --onto REV` vs `git rebase` of the same commits
+    submodule  one project's releases carrying another's as a submodule; a branch that bumps it and changes a
+             file: import + apply vs `git am`, rebase + apply vs `git rebase` (upstream bumped it too, or not)
 
 A case agrees when both sides build the same working-tree id (or both refuse). A disagreement listed in
 field/known.toml (with its reason) is reported but excused; any other makes the run exit 1 (2: a case could not
@@ -28,12 +30,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import debian, history
+from harness import debian, history, submodules
 from harness.cases import Result, exit_code, known_reason, load_known, render, summary
 from harness.fetch import Cache, default_cache
 from harness.sh import Env, FieldError
 
-SUITES = ("debian", "export", "am", "rebase")
+SUITES = ("debian", "export", "am", "rebase", "submodule")
 KNOWN = Path(__file__).resolve().parent / "known.toml"
 RAM_TEMP = "/dev/shm"
 
@@ -80,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             jobs += [(p, debian.run_package) for p in debian.PACKAGES]
         if not args.skip_rebase:
             jobs += [(p.name, history.run_project) for p in history.PROJECTS]
+            jobs += [(pair[0] + "+" + pair[1], submodules.run_pair) for pair in submodules.PAIRS]
         for name, job in jobs:
             if args.only and name not in args.only:
                 continue

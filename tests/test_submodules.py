@@ -290,3 +290,37 @@ def test_a_kill_between_the_submodules_files_and_its_head_is_put_back_by_recover
     applied = lab.sm("apply", "s")
     assert applied.code == 0, applied.err
     assert _head(sub) == new and (lab.tree / "README").read_text() == "saved edit\n"
+
+
+def test_rebase_onto_an_upstream_that_bumped_the_submodule_further_keeps_the_newer_as_git_rebase_does(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """Both moved the pointer, upstream past the patch's commit: git's merge keeps the commit that contains the
+    other (merge-ort's submodule rule), so `git rebase` carries the rest; stackmgr's rebase does the same."""
+    sub, old, new = _with_submodule(lab, tmp_path)
+    base = _head(lab.tree)
+    _upgrade(sub, new)
+    (lab.tree / "README").write_text("built against 3.5\n")
+    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
+    assert lab.sm("reset").code == 0
+    origin = tmp_path / "oneDNN"
+    (origin / "version.txt").write_text("3.6\n")
+    git(origin, "commit", "-qam", "v3.6")
+    newer = _head(origin)
+    git(sub, "fetch", "-q", "origin")
+    git(sub, "checkout", "-q", newer)
+    git(lab.tree, "add", "third_party/oneDNN")
+    git(lab.tree, "commit", "-qm", "upstream takes oneDNN 3.6")
+    onto = _head(lab.tree)
+    git(lab.tree, "checkout", "-q", base)
+    git(sub, "checkout", "-q", old)
+    rebased = lab.sm("rebase", "s", "--onto", onto)
+    assert rebased.code == 0, rebased.err
+    assert lab.sm("apply", "s").code == 0
+    assert _head(sub) == newer and (lab.tree / "README").read_text() == "built against 3.5\n"
+    mirror = tmp_path / "mirror"
+    git(tmp_path, "clone", "-q", str(lab.tree), str(mirror))
+    git(mirror, "checkout", "-q", onto)
+    (mirror / "README").write_text("built against 3.5\n")
+    git(mirror, "add", "README")
+    assert lab.worktree_id() == git_text(mirror, "write-tree")

@@ -29,6 +29,10 @@ def carry_by_merge(store: Store, state: State, work: ScratchWorktree, parent: st
     work.go_to(parent)  # the attempt by the blobs, undone
     if work.merge_change(before, after) is not None:
         return True
+    work.merge_change(before, after, keep_conflict=True)  # submodule pointers both moved: git's own resolution
+    if work.fast_forward_submodules(state["top"]):
+        return True
+    work.go_to(parent)
     work.apply_3way(files[position])  # its conflict back in the worktree, for the user to resolve
     if not work.has_unmerged():  # the blobs gave no conflict to resolve (a file upstream moved): git's merge's
         work.go_to(parent)

@@ -127,6 +127,24 @@ def settle(repo: Repo, changes: Sequence[Change]) -> None:
             run_rc(where, ["read-tree", "--no-recurse-submodules", "-m", "-u", held, head])
 
 
+def fast_forward(top: str, path: bytes, base: str | None, ours: str | None, theirs: str | None) -> str | None:
+    """The pointer git's merge gives a submodule both sides moved (merge-ort's rule): the side that contains the
+    other, when both descend from the base; None (a conflict) where they diverged, a side deleted it, or the
+    submodule is not checked out in `top` to ask."""
+    where = os.path.join(top, os.fsdecode(path))
+    if not (base and ours and theirs) or not os.path.lexists(os.path.join(where, ".git")):
+        return None
+
+    def contains(later: str, earlier: str) -> bool:
+        return run_rc(where, ["merge-base", "--is-ancestor", earlier, later])[0] == 0
+
+    if not (contains(ours, base) and contains(theirs, base)):
+        return None
+    if contains(ours, theirs):
+        return ours
+    return theirs if contains(theirs, ours) else None
+
+
 def _said(err: bytes) -> str:
     return (err.decode(errors="replace").strip().splitlines() or ["it failed"])[-1]
 

@@ -9,7 +9,8 @@ import shutil
 
 from stackmgr.git.checked import patch_file_for_git, revision
 from stackmgr.git.leftovers import drop_stale_lock
-from stackmgr.git.runner import DIFF_FLAGS, finish, run, run_rc, start
+from stackmgr.git.runner import DIFF_FLAGS, finish, run, run_rc, start, zsplit
+from stackmgr.types import GITLINK_MODE
 
 _BOT = {"GIT_COMMITTER_NAME": "stackmgr", "GIT_COMMITTER_EMAIL": "stackmgr@localhost"}
 
@@ -166,6 +167,26 @@ class ScratchWorktree:
 
     def has_unmerged(self) -> bool:
         return bool(run(self.path, ["ls-files", "-u"]).strip())
+
+    def fast_forward_submodules(self, top: str) -> bool:
+        """Where the only conflicts are submodule pointers both sides moved, each resolved as git's merge resolves
+        it (`submodules.fast_forward`, asked of the submodule checked out in the user's tree `top`). True when
+        every conflict was resolved so."""
+        from stackmgr.git.submodules import fast_forward
+
+        stages: dict[bytes, dict[str, str]] = {}
+        for rec in zsplit(run(self.path, ["ls-files", "-u", "-z"])):
+            meta, path = rec.split(b"\t", 1)
+            mode, oid, stage = meta.decode().split(" ")
+            if mode != GITLINK_MODE:
+                return False
+            stages.setdefault(path, {})[stage] = oid
+        picks = {path: fast_forward(top, path, s.get("1"), s.get("2"), s.get("3")) for path, s in stages.items()}
+        if not picks or None in picks.values():
+            return False
+        info = b"".join(f"{GITLINK_MODE} {oid}\t".encode() + path + b"\0" for path, oid in picks.items() if oid)
+        run(self.path, ["update-index", "-z", "--index-info"], stdin=info)
+        return True
 
     def unmerged_names(self) -> list[str]:
         return run(self.path, ["diff", "--name-only", "--diff-filter=U"]).decode().split()
