@@ -485,6 +485,6 @@ def test_a_header_git_apply_would_read_as_a_patch_is_verified_from_the_written_f
     from stackmgr.commands.save import Streamed
 
     diff = b" a | 1 +\n\ndiff --git a/a b/a\n"
-    assert Streamed(diff, {}, "").speaks_for(b"From x\nSubject: s\n\nbody\n---\n" + diff)
-    assert not Streamed(diff, {}, "").speaks_for(b"From x\n\n--- a/a\n+++ b/a\n---\n" + diff)
-    assert not Streamed(diff, {}, "").speaks_for(b"From x\n---\n" + diff + b"trailer\n")
+    assert Streamed(b"From x\nSubject: s\n\nbody\n---\n" + diff, diff, {}, "").speaks
+    assert not Streamed(b"From x\n\n--- a/a\n+++ b/a\n---\n" + diff, diff, {}, "").speaks
+    assert not Streamed(b"From x\n---\n" + diff + b"trailer\n", diff, {}, "").speaks

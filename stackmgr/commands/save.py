@@ -266,21 +266,23 @@ def _build(
     data = patchfile.render(tree=tree, base=base, subject=subject, body=body, name=author, email=email,
                             date=date, stat_and_diff=stat_and_diff, original=original,
                             original_name=original_name)  # fmt: skip
-    return data, expected, Streamed(stat_and_diff, result, failure)
+    return data, expected, Streamed(data, stat_and_diff, result, failure)
 
 
 class Streamed:
     """What the diff's own bytes made of the base files (`apply_while_diffing`): the round trip of the written
     patch, when the header in front of them holds nothing `git apply` would read as a patch."""
 
-    def __init__(self, diff: bytes, result: dict[bytes, tuple[str, str]] | None, failure: str) -> None:
-        self.diff, self.result, self.failure = diff, result, failure
+    def __init__(self, data: bytes, diff: bytes, result: dict[bytes, tuple[str, str]] | None, failure: str) -> None:
+        self.result, self.failure = result, failure
+        # the patch `data` is its header and then these bytes, and nothing in the header is read as a patch
+        self.speaks = data.endswith(diff) and _no_patch_in(data[: len(data) - len(diff)])
 
-    def speaks_for(self, data: bytes) -> bool:
-        if not data.endswith(self.diff):
-            return False
-        header = b"\n" + data[: len(data) - len(self.diff)]
-        return not any(start in header for start in (b"\ndiff ", b"\n--- ", b"\n+++ ", b"\n@@ ", b"\nGIT binary"))
+
+def _no_patch_in(header: bytes) -> bool:
+    """Nothing `git apply` would read as the start of a patch: no line of a diff's header or a hunk."""
+    header = b"\n" + header
+    return not any(start in header for start in (b"\ndiff ", b"\n--- ", b"\n+++ ", b"\n@@ ", b"\nGIT binary"))
 
 
 def _existing_header(existing: bytes) -> patchfile.PatchHeader | None:
@@ -328,11 +330,11 @@ def _write_verified(
     if existing is not None and not update:
         raise StackmgrError(f"patch {os.path.basename(target)} already exists",
                             "pass --update to replace it, or pick another name")  # fmt: skip
-    if applied.speaks_for(data):  # the diff's bytes were applied as git wrote them: the round trip, done
+    if applied.speaks:  # the diff's bytes were applied as git wrote them: the round trip, done
         _judge_round_trip(applied.result, applied.failure, expected)
     tmp = write_temp(target, data, root=store.root)
     try:
-        if not applied.speaks_for(data):
+        if not applied.speaks:
             _verify_round_trip(snap, tmp, expected)
         if existing is not None:
             keep_previous(store, os.path.basename(target), existing)

@@ -73,6 +73,7 @@ def file_sections(patch_path: str, size: int) -> Iterator[bytes]:
 
 
 STREAM_PART = 1 << 20  # bytes of a diff per `git apply` while git is still writing the diff
+WAITING_PARTS = 4  # parts read ahead of the applying thread, at most
 
 
 def apply_while_diffing(
@@ -87,27 +88,37 @@ def apply_while_diffing(
     parts: list[bytes | None] = []  # handed to the thread under `ready`; None: the diff has ended
     ready = threading.Condition()
     failure: list[str] = []
+    made: list[bytes] = []  # every part, in order: the diff's bytes
+    raised: list[Exception] = []  # what the thread's git call raised (a full disk), raised again here
 
     def put(part: bytes | None) -> None:
-        with ready:
+        with ready:  # at most a few parts wait for the thread: git's diff waits on its pipe meanwhile
+            ready.wait_for(lambda: len(parts) < WAITING_PARTS)
             parts.append(part)
-            ready.notify()
+            ready.notify_all()
 
     def get() -> bytes | None:
         with ready:
             ready.wait_for(lambda: bool(parts))
-            return parts.pop(0)
+            part = parts.pop(0)
+            ready.notify_all()
+            return part
 
-    chunks: list[bytes] = []
     with TempIndex.scratch(repo, "verify") as index:
         index.set_entries({path: (mode, blob) for mode, blob, path in before})
 
-        def applier() -> None:
+        def applier() -> None:  # takes every part to the end, whatever happens, so `put` never waits forever
             while (part := get()) is not None:
-                if not failure:
+                if failure:
+                    continue
+                try:
                     ok, err = index.apply_bytes(part)
-                    if not ok:
-                        failure.append(err.splitlines()[0] if err else "does not apply")
+                except Exception as exc:  # a full disk under the scratch index: raised below, never a stuck save
+                    raised.append(exc)
+                    failure.append(str(exc))
+                    continue
+                if not ok:
+                    failure.append(err.splitlines()[0] if err else "does not apply")
 
         worker = threading.Thread(target=applier, name="stackmgr-verify", daemon=True)
         worker.start()
@@ -115,23 +126,26 @@ def apply_while_diffing(
             pending: list[bytes] = []
             size = 0
             for block in diff.stream():
-                chunks.append(block)
                 pending.append(block)
                 size += len(block)
                 if size >= STREAM_PART:
                     buf = b"".join(pending)
                     first, cut = buf.find(b"\ndiff --git "), buf.rfind(b"\ndiff --git ")
                     if first >= 0 and cut > first:
-                        put(buf[: cut + 1])
+                        made.append(buf[: cut + 1])
+                        put(made[-1])
                         buf = buf[cut + 1 :]
                     pending, size = [buf], len(buf)
             if size:
-                put(b"".join(pending))
+                made.append(b"".join(pending))
+                put(made[-1])
         finally:
             put(None)
             worker.join()
             finish(diff)  # the diff's own failure (git's error, a full disk) raised as any git call's
-        data = b"".join(chunks)
+        if raised:
+            raise raised[0]
+        data = b"".join(made)
         if failure:
             return data, None, failure[0]
         return data, (index.entries() if data else {}), ""
