@@ -195,3 +195,44 @@ def test_a_series_upstream_took_in_one_release_is_found_upstream_without_a_git_c
     assert (lab.store / "series" / "S").read_text().endswith(f"# stackmgr-base vllm {onto}\n")
     assert lab.sm("apply", "S").code == 0
     assert lab.worktree_id() == git_text(lab.tree, "rev-parse", f"{onto}^{{tree}}")
+
+
+def test_a_save_into_an_empty_series_from_another_commit_than_its_base_is_refused(lab: Lab) -> None:
+    """The empty series keeps its base; a patch made on another commit would contradict its base line (and every
+    later apply would refuse the series): refused with the line, nothing written."""
+    onto = _all_upstream(lab)
+    assert lab.sm("rebase", "S", "--onto", onto).code == 0
+    before = (lab.store / "series" / "S").read_bytes()
+    (lab.tree / "notes.txt").write_text("made on the old base\n")
+    refused = lab.sm("save", "mine", "--series", "S", "-m", "mine")
+    assert refused.code == 3 and "series S is empty at its base" in refused.err, refused
+    assert "git switch --detach" in refused.err
+    assert (lab.store / "series" / "S").read_bytes() == before
+    assert not (lab.store / "patches" / "mine.patch").exists()
+
+
+@pytest.mark.parametrize("base", ["1" * 40, "tree", "disagrees"])
+def test_lint_names_a_base_line_that_names_no_commit_or_disagrees_with_the_patches(lab: Lab, base: str) -> None:
+    one_patch_series(lab, {"src/model.py": "def f():\n    return 2\n"}, "p1")
+    head = git_text(lab.tree, "rev-parse", "HEAD")
+    if base == "disagrees":
+        commit(lab.tree, {"NEWS": "news\n"}, "later")
+        line = f"# stackmgr-base vllm {git_text(lab.tree, 'rev-parse', 'HEAD')}\n"
+        text = "p1.patch\n" + line
+    else:
+        oid = git_text(lab.tree, "rev-parse", "HEAD^{tree}") if base == "tree" else base
+        text = f"# stackmgr-base vllm {oid}\n"
+    (lab.store / "series" / "E").write_text(text)
+    linted = lab.sm("lint")
+    assert linted.code == 1, linted
+    line_no = 2 if base == "disagrees" else 1
+    assert f"series/E:{line_no}" in linted.out and "base" in linted.out, linted.out
+    assert head
+
+
+def test_an_mbox_export_of_an_empty_series_is_refused_with_the_branch_way(lab: Lab, tmp_path: Path) -> None:
+    onto = _all_upstream(lab)
+    assert lab.sm("rebase", "S", "--onto", onto).code == 0
+    refused = lab.sm("export", "S", "--mbox", str(tmp_path / "S.mbox"))
+    assert refused.code == 3 and "series S has no patches: it is empty at its base" in refused.err, refused
+    assert "--git BRANCH" in refused.err and not (tmp_path / "S.mbox").exists()

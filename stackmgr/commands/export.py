@@ -107,6 +107,9 @@ def export_mbox(store: Store, series: str, path: str, guards: tuple[str, ...] = 
     plans = _single_tree(store, series, guards)
     if os.path.exists(path):
         raise UsageProblem(f"{path} already exists", "give a new file name")
+    if not plans[0].patches:  # an mbox of no message: `git am` finds no patch in it
+        raise StackmgrError(f"series {series} has no patches: it is empty at its base {plans[0].base[:12]}",
+                            f"`stackmgr export {series} --git BRANCH` makes a branch at that base")  # fmt: skip
     parts = [p.data if p.data.endswith(b"\n") else p.data + b"\n" for p in plans[0].patches]
     atomic_write(path, b"".join(parts))
     return [p.name for p in plans[0].patches]

@@ -85,6 +85,7 @@ def lint_store(store: Store) -> list[Finding]:
         if filename not in listed and not unknown_listing:
             findings.append(Finding("patch", f"patches/{filename}", "in no series (orphaned)"))
     for name, entries in sorted(series_entries.items()):
+        _lint_base_lines(store, name, [headers[e] for e in entries if e in headers], findings)
         _lint_applies(store, name, [e for e in entries if e in headers], headers, findings)
     for filename in sorted(set(patches) - listed):
         if filename in headers:
@@ -166,6 +167,33 @@ def _lint_patch(store: Store, filename: str, findings: list[Finding]) -> patchfi
         findings.append(Finding("patch", where, exc.message.removeprefix(f"{where}: ")))
         return None
     return header
+
+
+def _lint_base_lines(store: Store, name: str, headers: list[patchfile.PatchHeader], findings: list[Finding]) -> None:
+    """Each `# stackmgr-base TREE COMMIT` line: a tree this store knows, the base its first patch records (when the
+    series has patches of that tree), a commit the tree has."""
+    from stackmgr.git.repo import open_repo
+
+    first = {}
+    for header in reversed(headers):
+        first[header.tree] = header.base
+    for tree, (commit, lineno) in SeriesFile.load(store, name).base_lines().items():
+        where = f"series/{name}:{lineno}"
+        if not store.knows(tree):
+            findings.append(Finding("series", where, f"the base line names tree {tree}, which this store does not "
+                                    "know"))  # fmt: skip
+        elif tree in first and first[tree] != commit:
+            findings.append(Finding("series", where, f"the base line says tree {tree} at {commit[:12]}, but the "
+                                    f"series' first patch of it records {first[tree][:12]}"))  # fmt: skip
+        elif tree not in first and os.path.isdir(store.tree(tree).path):
+            try:
+                there = open_repo(store.tree(tree).path).has_commit(commit)
+            except StackmgrError as exc:  # not an id of that repository's hash, or no repository there
+                findings.append(Finding("series", where, f"the base of tree {tree}: {exc.message}"))
+                continue
+            if not there:
+                findings.append(Finding("series", where, f"the base {commit[:12]} of tree {tree} is not a commit "
+                                        "there (fetch it, or rebase the series)"))  # fmt: skip
 
 
 def _lint_applies(store: Store, series: str | None, filenames: list[str], headers: dict[str, patchfile.PatchHeader],

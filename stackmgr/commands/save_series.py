@@ -163,6 +163,12 @@ def stack_for(
     else:
         mine = [e for e in series.entries if (rec := index.record(e.patch)) is not None and rec["tree"] == tree]
     if not mine:
+        recorded = series.base_lines().get(tree)
+        if recorded is not None and recorded[0] != base:  # an empty series keeps its base: a patch goes on it
+            raise StackmgrError(f"series {series_name} is empty at its base {recorded[0][:12]} for tree {tree} "
+                                f"(series/{series_name}:{recorded[1]}), but the patch would be made on "
+                                f"{base[:12]}", f"`git switch --detach {recorded[0][:12]}` (your edits come "
+                                "along where git can carry them), then save; or save into another series")  # fmt: skip
         return Stack(series, tree, base, base, [])
     names = [e.name for e in mine]
     if explicit_base:

@@ -29,6 +29,17 @@ def empty_patch(data: bytes, quilt: bool) -> str | None:
         return QUILT_EMPTY if quilt else GIT_AM_EMPTY
     if quilt:
         return None
-    if not data.strip() or (diff_start(data) < 0 and _MAIL_HEAD.match(data)):
+    if not data.strip() or (diff_start(data) < 0 and _MAIL_HEAD.match(data) and not _encoded(data)):
         return GIT_AM_EMPTY
     return None
+
+
+_ENCODED = re.compile(rb"^content-(?:transfer-encoding:[ \t]*(?!(?:7bit|8bit|binary)[ \t]*$)\S|type:[ \t]*multipart/)",
+                      re.I | re.M)  # fmt: skip
+
+
+def _encoded(data: bytes) -> bool:
+    """A mail whose body is encoded (base64, quoted-printable) or in parts (an attachment): its diff may be in
+    there, as `git am` finds it, so it is never taken for empty (the reader refuses what it cannot read)."""
+    head = data.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0]
+    return _ENCODED.search(head) is not None
