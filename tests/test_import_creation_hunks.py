@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import Lab, git, git_text
 from tests.test_import import imp, patches
+from tests.test_import_empty import applied_tree
 
 DSCVERIFY = (b"Author: Debian zsh Maintainers\nDescription: Add completion for dscverify\n\n"
              b"--- a/Completion/Debian/Command/_dscverify\n+++ b/Completion/Debian/Command/_dscverify\n"
@@ -44,13 +45,6 @@ def quilt_tree(lab: Lab, quilt: Path, tmp: Path) -> str:
                    capture_output=True, stdin=subprocess.DEVNULL)  # fmt: skip
     git(work, "add", "-A")
     return git_text(work, "write-tree")
-
-
-def applied_tree(lab: Lab, series: str) -> str:
-    assert lab.sm("apply", series).code == 0
-    tree = lab.worktree_id()
-    assert lab.sm("reset").code == 0
-    return tree
 
 
 def test_a_quilt_creation_hunk_without_dev_null_creates_the_file_as_quilt_does(lab: Lab, tmp_path: Path) -> None:

@@ -78,14 +78,7 @@ def test_an_upstream_that_took_the_start_and_changed_it_again_still_stops(lab: L
     commit(lab.tree, {"README": "hello\nc2\n"}, "c2")
     git(lab.tree, "checkout", "-q", "-b", "upstream", base)
     onto = commit(lab.tree, {"f.txt": LINES.replace("line 10\n", "line 10 by c1, reviewed\n")}, "upstream: c1 edited")
-    git(lab.tree, "checkout", "-q", base)
-    mails = tmp_path / "mails"
-    git(lab.tree, "format-patch", "-q", "--no-signature", "-o", str(mails), f"{base}..work")
-    assert lab.sm("import", "--series", "S", "--base", base, *map(str, sorted(mails.glob("*.patch")))).code == 0
-    git_side = tmp_path / "git-side"
-    git(tmp_path, "clone", "-q", "--no-local", str(lab.tree), str(git_side))
-    git(git_side, "branch", "-q", "work", "origin/work")
-    theirs, stops = git_rebase_the_upstream_way(git_side, onto, "work")
+    theirs, stops = imported_and_git_side(lab, tmp_path, base, onto)
     assert stops == 1
     stopped = lab.sm("rebase", "S", "--onto", onto)
     assert stopped.code == 3 and "conflicts in f.txt" in stopped.err, stopped.err
@@ -96,6 +89,20 @@ def test_an_upstream_that_took_the_start_and_changed_it_again_still_stops(lab: L
     assert done.code == 0, done.err
     assert lab.sm("apply", "S").code == 0
     assert lab.worktree_id() == theirs
+
+
+def imported_and_git_side(lab: Lab, tmp_path: Path, base: str, onto: str) -> tuple[str, int]:
+    """Branch `work` (made at `base`) as `git format-patch` mails imported as series S at `base`, the user's tree
+    back at `base`; and git's own rebase of it onto `onto` in a clone, resolved the upstream way: (its tree, the
+    number of stops)."""
+    git(lab.tree, "checkout", "-q", base)
+    mails = tmp_path / "mails"
+    git(lab.tree, "format-patch", "-q", "--no-signature", "-o", str(mails), f"{base}..work")
+    assert lab.sm("import", "--series", "S", "--base", base, *map(str, sorted(mails.glob("*.patch")))).code == 0
+    git_side = tmp_path / "git-side"
+    git(tmp_path, "clone", "-q", "--no-local", str(lab.tree), str(git_side))
+    git(git_side, "branch", "-q", "work", "origin/work")
+    return git_rebase_the_upstream_way(git_side, onto, "work")
 
 
 def test_a_deletion_and_recreation_upstream_took_as_one_edit_is_upstream(lab: Lab, tmp_path: Path) -> None:
@@ -110,14 +117,7 @@ def test_a_deletion_and_recreation_upstream_took_as_one_edit_is_upstream(lab: La
     commit(lab.tree, {"README": "hello\nc3\n"}, "c3")
     git(lab.tree, "checkout", "-q", "-b", "upstream", base)
     onto = commit(lab.tree, {"f.txt": again, "NEWS": "news\n"}, "upstream: f edited")
-    git(lab.tree, "checkout", "-q", base)
-    mails = tmp_path / "mails"
-    git(lab.tree, "format-patch", "-q", "--no-signature", "-o", str(mails), f"{base}..work")
-    assert lab.sm("import", "--series", "S", "--base", base, *map(str, sorted(mails.glob("*.patch")))).code == 0
-    git_side = tmp_path / "git-side"
-    git(tmp_path, "clone", "-q", "--no-local", str(lab.tree), str(git_side))
-    git(git_side, "branch", "-q", "work", "origin/work")
-    theirs, stops = git_rebase_the_upstream_way(git_side, onto, "work")
+    theirs, stops = imported_and_git_side(lab, tmp_path, base, onto)
     assert stops == 1
     done = lab.sm("rebase", "S", "--onto", onto, "--json")
     assert done.code == 0, done.err

@@ -34,6 +34,13 @@ def _upgrade(sub: Path, new: str) -> None:
     git(sub, "checkout", "-q", new)
 
 
+def _saved_and_reset(lab: Lab, sub: Path, new: str) -> None:
+    """The upgrade saved as series `s` (its only patch), and the tree reset to its base."""
+    _upgrade(sub, new)
+    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
+    assert lab.sm("reset").code == 0
+
+
 def test_an_upgraded_submodule_is_saved_reset_and_applied_back_with_its_checkout(lab: Lab, tmp_path: Path) -> None:
     sub, old, new = _with_submodule(lab, tmp_path)
     _upgrade(sub, new)
@@ -79,9 +86,7 @@ def test_a_submodule_not_initialized_here_is_refused_with_the_command_that_initi
     lab: Lab, tmp_path: Path
 ) -> None:
     sub, _old, new = _with_submodule(lab, tmp_path)
-    _upgrade(sub, new)
-    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
-    assert lab.sm("reset").code == 0
+    _saved_and_reset(lab, sub, new)
     git(lab.tree, "submodule", "deinit", "-q", "-f", "third_party/oneDNN")
     assert list(sub.iterdir()) == []
     applied = lab.sm("apply", "s")
@@ -99,9 +104,7 @@ def test_apply_refuses_to_move_a_submodule_with_uncommitted_work_inside_and_chan
     lab: Lab, tmp_path: Path
 ) -> None:
     sub, old, new = _with_submodule(lab, tmp_path)
-    _upgrade(sub, new)
-    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
-    assert lab.sm("reset").code == 0
+    _saved_and_reset(lab, sub, new)
     (sub / "version.txt").write_text("3.4 with a local experiment\n")
     before = tree_files(lab.tree), git(lab.tree, "status", "--porcelain")
     applied = lab.sm("apply", "s")
@@ -114,9 +117,7 @@ def test_apply_refuses_to_move_a_submodule_with_uncommitted_work_inside_and_chan
 
 def test_apply_refuses_a_submodule_commit_its_repository_lacks(lab: Lab, tmp_path: Path) -> None:
     sub, old, new = _with_submodule(lab, tmp_path)
-    _upgrade(sub, new)
-    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
-    assert lab.sm("reset").code == 0
+    _saved_and_reset(lab, sub, new)
     for ref in git_text(sub, "for-each-ref", "--contains", new, "--format=%(refname)").split():
         git(sub, "update-ref", "-d", ref)  # as if this clone never fetched the upgrade
     git(sub, "reflog", "expire", "--expire=now", "--all")
@@ -182,9 +183,7 @@ def test_apply_link_rebuilds_the_measured_submodule_commit(lab: Lab, tmp_path: P
 def test_rebase_carries_a_submodule_bump_onto_a_new_upstream(lab: Lab, tmp_path: Path) -> None:
     sub, _old, new = _with_submodule(lab, tmp_path)
     base = _head(lab.tree)
-    _upgrade(sub, new)
-    assert lab.sm("save", "bump", "--series", "s", "-m", "bump").code == 0
-    assert lab.sm("reset").code == 0
+    _saved_and_reset(lab, sub, new)
     (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
     git(lab.tree, "commit", "-qam", "upstream moves on")
     onto = _head(lab.tree)
