@@ -1,7 +1,7 @@
 """Empty patches in an import: a branch with an empty commit ("Initial plan", which GitHub's agents push first) comes
 out of `git format-patch` as a 0-byte file (git 2.39) or as a mail with a subject and no diff (newer git). It
-changes nothing: `import` skips it with a note and goes on with the rest, as `git am --empty=drop` and `git rebase`
-drop it; the tree equals `git am` of the others. An import where every patch is empty imports nothing: exit 3.
+changes nothing: `import` skips it with a note and goes on with the rest, as `git am --empty=drop` drops it;
+the tree equals `git am` of the others. An import where every patch is empty imports nothing: exit 3.
 """
 
 from __future__ import annotations
