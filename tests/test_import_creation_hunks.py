@@ -82,24 +82,36 @@ def test_a_plain_diff_u_creation_hunk_imports_as_a_new_file(lab: Lab, tmp_path: 
     assert applied_tree(lab, "todo") == wanted
 
 
-@pytest.mark.parametrize("where", ["quilt", "plain"])
-def test_a_creation_hunk_against_an_existing_file_is_refused_as_git_apply_refuses_it(
-    lab: Lab, tmp_path: Path, where: str
+def test_a_creation_hunk_against_an_existing_file_in_a_plain_diff_is_refused_as_git_apply_refuses_it(
+    lab: Lab, tmp_path: Path
 ) -> None:
     onto = b"--- a/README\n+++ b/README\n@@ -0,0 +1 @@\n+a line on top\n"
-    if where == "quilt":
-        paths = [str(quilt_series(tmp_path, {"top.diff": onto}))]
-    else:
-        (tmp_path / "top.diff").write_bytes(onto)
-        paths = [str(tmp_path / "top.diff")]
-    result = imp(lab, *paths)
+    (tmp_path / "top.diff").write_bytes(onto)
+    result = imp(lab, str(tmp_path / "top.diff"))
     assert result.code == 3
     hunk = ("error: patch failed: README:0 (hunk 1 of 1, @@ -0,0 +1 @@; it creates README, which is there already: "
             "GNU patch would put these lines above its own)")  # fmt: skip
     at = "does not apply to tree vllm at HEAD or the 1000 commits before it (at HEAD: "
-    source = paths[0] if where == "plain" else tmp_path / "zsh" / "debian" / "patches" / "top.diff"
-    assert result.err == f"stackmgr: refused {source}: {at}{hunk})\n"
+    assert result.err == f"stackmgr: refused {tmp_path / 'top.diff'}: {at}{hunk})\n"
     assert patches(lab.store) == {}
+
+
+@pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed")
+def test_in_a_quilt_series_a_creation_hunk_against_an_existing_file_goes_above_it_as_quilt_puts_it(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """For a quilt series quilt is the reference: zsh 5.9's `completion-dscverify.diff` creates a file the tarball
+    has; GNU patch puts its lines above the file's own. The import does the same, says so, and the stored patch is
+    git's form of that change."""
+    quilt = quilt_series(tmp_path, {"top.diff": b"--- a/README\n+++ b/README\n@@ -0,0 +1,2 @@\n+a line on top\n"
+                                                b"+and another\n"})  # fmt: skip
+    wanted = quilt_tree(lab, quilt, tmp_path)
+    assert (tmp_path / "quilt-work" / "README").read_bytes() == b"a line on top\nand another\nhello\n"
+    result = imp(lab, str(quilt))
+    assert result.code == 0, result.err
+    assert "its hunk creating README, which is there already, puts its lines above the file's own" in result.err
+    assert b"@@ -1 +1,3 @@\n+a line on top\n+and another\n hello\n" in patches(lab.store)["top.patch"]
+    assert applied_tree(lab, "zsh") == wanted
 
 
 def test_a_git_diff_creation_hunk_without_new_file_mode_is_left_to_git(lab: Lab, tmp_path: Path) -> None:
@@ -108,12 +120,3 @@ def test_a_git_diff_creation_hunk_without_new_file_mode_is_left_to_git(lab: Lab,
     mail.write_bytes(b"diff --git a/notes/todo b/notes/todo\n" + NO_NEWLINE)
     result = imp(lab, str(mail))
     assert result.code == 3 and "notes/todo" in result.err
-
-
-@pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed")
-def test_quilt_puts_a_creation_hunk_above_an_existing_file(lab: Lab, tmp_path: Path) -> None:
-    """What stackmgr refuses (above) quilt applies silently, the file's own lines kept below the new ones: zsh
-    5.9's `completion-dscverify.diff`, already upstream, leaves `_dscverify` with two definitions (field/known.toml)."""
-    quilt = quilt_series(tmp_path, {"top.diff": b"--- a/README\n+++ b/README\n@@ -0,0 +1 @@\n+a line on top\n"})
-    quilt_tree(lab, quilt, tmp_path)
-    assert (tmp_path / "quilt-work" / "README").read_bytes() == b"a line on top\nhello\n"

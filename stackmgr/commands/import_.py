@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+from stackmgr import output
 from stackmgr.commands.import_tree import SEARCH_DEPTH, ImportReport, Workspace
 from stackmgr.errors import StackmgrError, UsageProblem
 from stackmgr.incoming.read import Empty, Incoming, QuiltDir, Refused, read_inputs
@@ -23,6 +24,7 @@ from stackmgr.store.config import Store
 from stackmgr.store.fs import read_or_none
 from stackmgr.store.names import patch_name, refuse_linked_dirs, valid_name
 from stackmgr.store.series import SeriesError, SeriesFile
+from stackmgr.types import show_path
 
 
 def import_patches(
@@ -166,6 +168,8 @@ def _import_stack(
             commit, label = patchfile.parse_header(below[0][1], "series patch").base, f"series {series}"
             current = _rebuilt(ws, series, commit, [p for p, _ in below])
         else:
+            if quilt is not None:  # quilt is the reference: its patches read as GNU patch reads them
+                _as_gnu_patch_reads(ws, items, base)
             hit = (ws.repo.resolve_commit(base), "--base") if whole and base else ws.find_base(items, base)
             if hit is None:
                 _refuse_stack(ws, items, tree, base, report)
@@ -211,6 +215,25 @@ def _import_stack(
             for text in quilt.trailing:
                 sf.append_line(text)
         sf.write()
+
+
+def _as_gnu_patch_reads(ws: Workspace, items: list[Incoming], base: str | None) -> None:
+    """A quilt patch's all-added hunk against a file that exists (at `--base`, else HEAD) and no patch above it
+    changed: the lines put above the file's own, as GNU patch puts them (incoming/gnu_patch.py)."""
+    from stackmgr.incoming.gnu_patch import prepend_creations
+
+    at = ws.repo.resolve_commit(base or "HEAD")
+    touched: set[bytes] = set()
+    for item in items:
+        if b"@@ -0,0 +1" in item.diff:
+            strip = ws.strip(item)
+            item.diff, done = prepend_creations(item.diff, strip, lambda p: None if p in touched else
+                                                ws.repo.file_bytes(at, p))  # fmt: skip
+            for path in done:
+                output.err(output.show_text(f"stackmgr: note: {item.source}: its hunk creating {show_path(path)}, "
+                                            "which is there already, puts its lines above the file's own, as GNU "
+                                            "patch (quilt) does"))  # fmt: skip
+        touched.update(item.paths(ws.strip(item)))
 
 
 def _refuse_stack(ws: Workspace, items: list[Incoming], tree: str, base: str | None, report: ImportReport) -> None:

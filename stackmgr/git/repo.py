@@ -160,6 +160,13 @@ class Repo:
         """path -> (mode, blob) of `paths` in commit `rev`."""
         return blob_entries_answer(self.start_blob_entries(rev, paths))
 
+    def file_bytes(self, rev: str, path: bytes) -> bytes | None:
+        """The bytes of the regular file `path` at `rev`; None when it is not one there."""
+        entry = self.blob_entries(rev, [path]).get(path)
+        if entry is None or entry[0] not in ("100644", "100755"):
+            return None
+        return run(self.top, ["cat-file", "blob", self.object_id(entry[1])])
+
     def start_blob_entries(self, rev: str, paths: Sequence[bytes]) -> Process:
         """`blob_entries`, started (read with `blob_entries_answer`)."""
         return start(self.top, ["ls-tree", "-z", "--full-tree", revision(rev), "--", *literal(paths)])
