@@ -166,3 +166,17 @@ def test_a_base64_mail_or_an_attachment_is_never_taken_for_an_empty_patch(lab: L
         assert result.code != 0, result
         assert "empty" not in result.err and "skipped" not in result.err, result.err
         assert not (lab.store / "series" / "s").exists() or b"greet" not in (lab.store / "series" / "s").read_bytes()
+
+
+def test_a_quilt_series_listing_a_patch_twice_stops_there_as_quilt_push_does(lab: Lab, tmp_path: Path) -> None:
+    """quilt pushes up to the second line of one patch and refuses it ("already applied; check your series
+    file"): the import keeps what comes before and refuses the rest, an empty patch or not."""
+    quilt = tmp_path / "pkg" / "debian" / "patches"
+    quilt.mkdir(parents=True)
+    (quilt / "placeholder").write_bytes(b"")
+    (quilt / "fix.patch").write_bytes(b"--- a/README\n+++ b/README\n@@ -1 +1 @@\n-hello\n+hi\n")
+    (quilt / "series").write_bytes(b"placeholder\nfix.patch\nplaceholder\nfix.patch\n")
+    result = imp(lab, str(quilt))
+    assert result.code == 1, result
+    assert f"refused {quilt / 'series'}:3: placeholder is listed twice (first on line 1)" in result.err
+    assert list(patches(lab.store)) == ["fix.patch"]

@@ -127,6 +127,7 @@ def read_quilt_dir(path: str) -> QuiltDir:
     if lines and not lines[-1]:
         lines.pop()
     pending: list[str] = []
+    listed: dict[str, int] = {}
     for lineno, line in enumerate(lines, start=1):
         cut = _SERIES_COMMENT.search(line)
         text = (line[: cut.start()] if cut else line).strip()
@@ -135,6 +136,11 @@ def read_quilt_dir(path: str) -> QuiltDir:
             continue
         words = text.split()
         where = f"{series}:{lineno}"
+        if words[0] in listed:  # quilt refuses the series at its second push of one patch: so does the import
+            found.items.append(Refused(where, f"{words[0]} is listed twice (first on line {listed[words[0]]}), as "
+                                       "`quilt push` refuses it"))  # fmt: skip
+            continue
+        listed[words[0]] = lineno
         strip = 1
         for opt in words[1:]:
             if re.fullmatch(r"-p\d", opt):
