@@ -5,7 +5,6 @@ The user's tree, index and HEAD are never touched."""
 from __future__ import annotations
 
 import os
-import shutil
 
 from stackmgr.errors import StackmgrError
 from stackmgr.git.repo import author_ident, open_repo
@@ -94,6 +93,8 @@ class Workspace:
         return self
 
     def __exit__(self, kind: object, *exc: object) -> None:
+        import shutil  # only as the workspace goes: its own start-up is import's
+
         shutil.rmtree(self.dir, ignore_errors=True)
         if kind is None and self._written:
             self._record_verified()

@@ -157,8 +157,6 @@ class Store:
 
 
 def _parse(path: str, data: bytes) -> Table:
-    import tomllib
-
     from stackmgr.store.bounded import load_toml  # nesting bounded: a pulled config is untrusted input
 
     if b"<<<<<<<" in data:
@@ -167,7 +165,7 @@ def _parse(path: str, data: bytes) -> Table:
         refuse_conflicted(data, os.path.basename(path))  # a config sits at the store's top: named as in `lint`
     try:
         return load_toml(data, path)
-    except (tomllib.TOMLDecodeError, ValueError) as exc:  # ValueError: an integer of over 4,300 digits
+    except ValueError as exc:  # rtoml's and tomllib's errors are ValueErrors, as is an integer of over 4,300 digits
         raise StackmgrError(f"{path}: not valid TOML ({str(exc)[:200]})", "fix the file by hand") from None
 
 
