@@ -149,23 +149,28 @@ def test_a_stack_whose_first_patch_does_not_apply_at_base_is_refused_whole(lab: 
 
 def test_a_base64_mail_or_an_attachment_is_never_taken_for_an_empty_patch(lab: Lab, tmp_path: Path) -> None:
     """Their diff is in the encoded body or the attachment, where `git am` finds it: skipping them as empty would
-    build a tree without their change, silently. They are refused as before, and nothing is written."""
+    build a tree without their change, silently. A base64 or quoted-printable body is decoded as git am decodes
+    it (the tree equals git am's); a base64 attachment is refused, never skipped."""
     import base64
+    import quopri
 
     _work, files = agent_branch(lab, tmp_path)
     mail = files[2].read_bytes()
     head, _, body = mail.partition(b"\n\n")
-    encoded = tmp_path / "base64.patch"
-    encoded.write_bytes(head + b"\nContent-Transfer-Encoding: base64\n\n" + base64.encodebytes(body))
+    wanted = git_am_tree(lab, tmp_path, [files[0], files[2]])
+    for n, (how, coded) in enumerate((("base64", base64.encodebytes(body)), ("quoted-printable",
+                                                                             quopri.encodestring(body)))):  # fmt: skip
+        encoded = tmp_path / f"{how}.patch"
+        encoded.write_bytes(head + f"\nContent-Transfer-Encoding: {how}\n\n".encode() + coded)
+        result = imp(lab, "--series", f"s{n}", str(files[0]), str(encoded))
+        assert result.code == 0 and "skipped" not in result.err, result
+        assert applied_tree(lab, f"s{n}") == wanted
     attached = tmp_path / "attached.patch"
     attached.write_bytes(head + b'\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="b"\n\n--b\n'
                          b"Content-Type: text/plain\n\nsee attached\n--b\nContent-Type: text/x-patch\n"
                          b"Content-Transfer-Encoding: base64\n\n" + base64.encodebytes(body) + b"--b--\n")  # fmt: skip
-    for given in (encoded, attached):
-        result = imp(lab, "--series", "s", str(files[0]), str(given))
-        assert result.code != 0, result
-        assert "empty" not in result.err and "skipped" not in result.err, result.err
-        assert not (lab.store / "series" / "s").exists() or b"greet" not in (lab.store / "series" / "s").read_bytes()
+    result = imp(lab, "--series", "s3", str(files[0]), str(attached))
+    assert result.code != 0 and "empty" not in result.err and "skipped" not in result.err, result
 
 
 def test_a_quilt_series_listing_a_patch_twice_stops_there_as_quilt_push_does(lab: Lab, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import stat
 from stackmgr.errors import StackmgrError
 from stackmgr.incoming.descriptions import describe
 from stackmgr.incoming.empty import GIT_AM_EMPTY, diff_start, empty_patch
+from stackmgr.incoming.mime import decoded
 from stackmgr.incoming.names import file_name, git_header_names, header_strip
 from stackmgr.store import patchfile
 from stackmgr.store.inside import OutsideStore, is_link_inside
@@ -233,6 +234,7 @@ def read_patch(source: str, data: bytes, name: str | None, strip: int | None) ->
 
 
 def _read_patch(source: str, data: bytes, name: str | None, strip: int | None) -> Incoming | Refused:
+    data = decoded(data)  # a base64 or quoted-printable mail body, as git am decodes it
     if b"\0" in data[:8192] and b"GIT binary patch" not in data:
         return Refused(source, "not a patch (a binary file)")
     at = diff_start(data)
