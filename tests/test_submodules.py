@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Lab, git, git_text, link_id, make_repo, one_line_error, recovery_id, tree_files
 
 
@@ -258,9 +260,13 @@ exec '{git}' "$@"
 """
 
 
-def test_a_kill_between_the_submodules_files_and_its_head_is_put_back_by_recover(lab: Lab, tmp_path: Path) -> None:
+@pytest.mark.parametrize("locks", [(), ("HEAD.lock", "index.lock")], ids=["no-locks", "locks-left"])
+def test_a_kill_between_the_submodules_files_and_its_head_is_put_back_by_recover(
+    lab: Lab, tmp_path: Path, locks: tuple[str, ...]
+) -> None:
     """stackmgr (and its git) SIGKILLed after the submodule's files moved and before its HEAD did: `recover` puts
-    the superproject back and the submodule's files back at its HEAD, with no work of the user's taken for it."""
+    the superproject back and the submodule's files back at its HEAD, with no work of the user's taken for it; the
+    locks the killed git left in the submodule's git dir are gone with it."""
     import os
     import shutil
     import subprocess
@@ -281,9 +287,13 @@ def test_a_kill_between_the_submodules_files_and_its_head_is_put_back_by_recover
                             capture_output=True, env=env, start_new_session=True)  # fmt: skip
     assert killed.returncode == -9
     assert (sub / "version.txt").read_text() == "3.5\n" and _head(sub) == old, "killed half way"
+    sub_git = Path(git(sub, "rev-parse", "--absolute-git-dir").decode().strip())
+    for name in locks:  # what a git killed inside its own update-ref would leave
+        (sub_git / name).write_bytes(b"")
     assert lab.sm("check").code == 1
     recovered = lab.sm("recover")
     assert recovered.code == 0, recovered.err
+    assert not any((sub_git / name).exists() for name in locks)
     assert _head(sub) == old and git(sub, "status", "--porcelain") == b""
     assert lab.worktree_id() == base and lab.sm("check").code == 0
     applied = lab.sm("apply", "s")

@@ -43,6 +43,21 @@ def drop_dead_ref_locks(git_dir: str) -> None:
                 drop_stale_lock(os.path.join(dirpath, name))
 
 
+def drop_killed_git_locks(git_dir: str, since: int, names: tuple[str, ...] = ("HEAD.lock",)) -> None:
+    """The locks (`HEAD.lock`: `symbolic-ref`, `update-ref --no-deref`) a git killed while an operation moved this
+    git dir's HEAD or index left: made since the operation started (`since`, seconds) and held by no running
+    process. Left there, every later move fails with git's "Unable to create HEAD.lock". An older lock is not
+    this operation's: it stays, for its owner."""
+    for name in names:
+        lock = os.path.join(git_dir, name)
+        try:
+            made = os.lstat(lock).st_mtime
+        except FileNotFoundError:
+            continue
+        if made >= since - 1:
+            drop_stale_lock(lock)
+
+
 def drop_stale_lock(lock: str) -> bool:
     """Remove a git lock file no running process holds open; False when one may (or /proc cannot tell). One made
     a moment ago is given the rest of a second first: a git closes it just before renaming it into place."""

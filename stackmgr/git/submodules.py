@@ -114,14 +114,22 @@ def follow_pointers(repo: Repo, index: str, trees: tuple[str, str], gitlinks: Se
         raise
 
 
-def settle(repo: Repo, changes: Sequence[Change]) -> None:
-    """After a kill: each submodule a move along `changes` was moving, whose index and files hold one end of that
-    move while HEAD holds the other (killed between the two), is put back at its HEAD's commit, the pointer the
-    superproject's snapshot then reads. Anything else inside it is left as it is."""
+def settle(repo: Repo, changes: Sequence[Change], since: int) -> None:
+    """After a kill of an operation started at `since` (seconds): each submodule a move along `changes` was
+    moving loses the locks its killed git left there (`index.lock`, `HEAD.lock`, on `refs/stackmgr/kept/`); one
+    whose index and files hold one end of that move while HEAD holds the other (killed between the two), is put
+    back at its HEAD's commit, the pointer the superproject's snapshot then reads. Anything else inside it is left
+    as it is."""
+    from stackmgr.git.leftovers import drop_dead_ref_locks, drop_killed_git_locks
+
     for c in _gitlinks(changes):
         where = _checkout(repo, c.path)
         if where is None or c.old_mode != GITLINK_MODE or c.new_mode != GITLINK_MODE:
             continue
+        rc, out, _ = run_rc(where, ["rev-parse", "--absolute-git-dir"])
+        if rc == 0:
+            drop_killed_git_locks(os.fsdecode(out.strip()), since, ("index.lock", "HEAD.lock"))
+            drop_dead_ref_locks(os.fsdecode(out.strip()))
         head, held = _head(where), _moving_from(where, c)
         if head and held is not None and held != _tree(where, head):
             run_rc(where, ["read-tree", "--no-recurse-submodules", "-m", "-u", held, head])

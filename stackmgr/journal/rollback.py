@@ -14,7 +14,7 @@ import time
 
 from stackmgr.errors import NotPreserved, StackmgrError
 from stackmgr.git import refs
-from stackmgr.git.leftovers import drop_dead_ref_locks, drop_dead_scratch_indexes
+from stackmgr.git.leftovers import drop_dead_ref_locks, drop_dead_scratch_indexes, drop_killed_git_locks
 from stackmgr.git.real_index import drop_dead_locks, drop_own_lock
 from stackmgr.git.repo import Repo, open_repo, read_changes
 from stackmgr.git.scratch import tree_with_entries
@@ -215,11 +215,12 @@ def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, a
     drop_dead_locks(repo)
     drop_dead_scratch_indexes(repo.stackmgr_dir)
     drop_dead_ref_locks(repo.git_dir)  # a killed update of this operation's anchors
+    drop_killed_git_locks(repo.git_dir, record.started)  # a killed move of HEAD
     if move.state == "planned":  # killed before git changed anything: the index.lock was all it left
         return []
     from stackmgr.git.submodules import settle
 
-    settle(repo, read_changes(start_tree_diff(repo, move.before, move.target)))  # a submodule killed mid-move
+    settle(repo, read_changes(start_tree_diff(repo, move.before, move.target)), record.started)  # killed mid-move
     blocked = StackmgrError if after_only else LeftAsIs
     reason = f"stackmgr: back to before {record.command}"
     saved = read_or_none(os.path.join(directory, "index", move.tree)) if move.index == "saved" else None

@@ -640,3 +640,39 @@ def test_recover_removes_a_killed_gits_lock_on_stackmgrs_own_refs(lab: Lab) -> N
     finally:
         holder.kill()
         holder.wait()
+
+
+def _interrupt_last(lab: Lab) -> None:
+    """The last operation's record left `running`, as a kill leaves it."""
+    ops = lab.store / ".stackmgr" / "ops"
+    name = next(n.name for n in ops.iterdir() if n.name.endswith(str(_ops(lab)[0]["id"])))
+    record = ops / name / "op"
+    record.write_text(record.read_text().replace("state\tdone", "state\trunning"))
+    (ops / "CURRENT").write_text(name + "\n")
+
+
+@pytest.mark.regression("a git killed moving HEAD during undo left .git/HEAD.lock; recover rolled back and the "
+                        "re-run failed with git's 'Unable to create HEAD.lock' (kill-anywhere, undo seed 1)")
+def test_recover_removes_the_head_lock_a_git_killed_moving_head_left(lab: Lab) -> None:
+    _saved_and_reset(lab)
+    before = _state(lab)
+    assert lab.sm("apply", "S").code == 0
+    _interrupt_last(lab)
+    lock = lab.tree / ".git" / "HEAD.lock"
+    lock.write_text("0" * 40 + "\n")  # made during the operation, and no process holds it
+    recovered = lab.sm("recover")
+    assert recovered.code == 0 and "rolled back" in recovered.err
+    assert not lock.exists() and _state(lab) == before
+    assert lab.sm("apply", "S").code == 0
+
+
+def test_recover_leaves_a_head_lock_older_than_the_operation(lab: Lab) -> None:
+    """A HEAD.lock made before the operation started is not its git's: whoever made it decides."""
+    _saved_and_reset(lab)
+    assert lab.sm("apply", "S").code == 0
+    _interrupt_last(lab)
+    lock = lab.tree / ".git" / "HEAD.lock"
+    lock.write_text("0" * 40 + "\n")
+    os.utime(lock, (1, 1))
+    lab.sm("recover")
+    assert lock.exists()
