@@ -216,6 +216,7 @@ def tree_back(store: Store, move: TreeMove, directory: str, record: Record, *, a
     drop_dead_scratch_indexes(repo.stackmgr_dir)
     drop_dead_ref_locks(repo.git_dir)  # a killed update of this operation's anchors
     drop_killed_git_locks(repo.git_dir, record.started)  # a killed move of HEAD
+    drop_killed_git_locks(repo.common_dir, record.started, ("packed-refs.lock",))  # a killed delete of a packed ref
     if move.state == "planned":  # killed before git changed anything: the index.lock was all it left
         return []
     from stackmgr.git.submodules import settle
