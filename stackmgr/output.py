@@ -290,6 +290,7 @@ def render_status(report: TreeReport) -> set[str]:
             above = again if hit < total else ""
             series = show_text(applied["series"] or "no series")  # as the position line says it
             where = f"not in {series}" if name in applied.get("not_in_series", ()) else series
+            where = f"upstream now, was in {series}" if name in applied.get("upstream", ()) else where
             out(f"  patch {name}: applied ({where}){above}")
             continue
         out(f"  patch {name}: " + ("fully present" if hit == total else f"partly present ({hit}/{total} files)"))

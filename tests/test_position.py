@@ -152,7 +152,9 @@ def test_a_patch_a_later_applied_patch_changes_again_is_said_applied_not_partly_
     assert shown["notes"]["applied"] is True and shown["again"]["applied"] is True
 
 
-def test_status_after_a_rebase_dropped_an_applied_patch_names_it_out_of_the_series(lab: Lab, tmp_path: Path) -> None:
+def test_status_after_a_rebase_found_an_applied_patch_upstream_says_so_and_apply_moves_onto_it(
+    lab: Lab, tmp_path: Path
+) -> None:
     (lab.tree / "src" / "model.py").write_text("def f():\n    return 2\n")
     assert lab.sm("save", "p1", "--series", "S", "-m", "p1").code == 0
     (lab.tree / "README").write_text("hello\nmore\n")
@@ -168,8 +170,13 @@ def test_status_after_a_rebase_dropped_an_applied_patch_names_it_out_of_the_seri
     assert lab.worktree_id() == held
     state = applied(lab)
     assert state["patches"] == ["p1", "p2"] and state["top"] == "p2" and state["not_in_series"] == ["p1"]
-    assert state["position"] == "S: 1 of 1 applied + p1 (not in S), top p2" and state["matches"] is False
-    assert "S: 1 of 1 applied + p1 (not in S), top p2" in lab.sm("status").out
+    assert state["upstream"] == ["p1"]
+    assert state["position"] == "S: 1 of 1 applied + p1 (upstream now), top p2" and state["matches"] is False
+    said = lab.sm("status").out
+    assert "S: 1 of 1 applied + p1 (upstream now), top p2" in said and "p1 found upstream by a rebase" in said
+    assert "`stackmgr apply S` moves the tree onto the rebased series" in said
+    assert lab.sm("apply", "S").code == 0
+    assert "S: 1 of 1 applied, top p2" in lab.sm("status").out
 
 
 def test_status_after_apply_link_of_a_chain_holding_a_patch_of_no_series_names_it(lab: Lab) -> None:

@@ -433,12 +433,13 @@ def test_a_series_found_all_upstream_says_a_next_step_that_works(lab: Lab, tmp_p
     git(lab.tree, "fetch", "-q", str(upstream), "HEAD:refs/heads/upstream")
     result = lab.sm("rebase", "S", "--onto", "upstream")
     assert result.code == 0, result.err
-    step = [ln for ln in result.out.splitlines() if "moves it there" in ln]
+    step = [ln for ln in result.out.splitlines() if "every patch is upstream now" in ln]
     assert step, result.out
     command = step[0].split("`")[1].split()
-    assert command[:2] == ["stackmgr", "reset"]
+    assert command == ["stackmgr", "apply", "S"]
     assert lab.sm(*command[1:]).code == 0
     assert git_text(lab.tree, "rev-parse", "HEAD") == onto and lab.sm("check").code == 0
+    assert "S: 0 of 0 applied (on " in lab.sm("status").out
     assert lab.sm("lint").code == 0, lab.sm("lint").out
 
 

@@ -71,6 +71,6 @@ def _say(store: Store, result: Outcome) -> None:
     if old_series_applied(store, s):
         if len(upstream) == len(s["steps"]):  # nothing left to apply: the tree goes to the new base
             output.out(f"tree {s['tree']} still holds the old series; every patch is upstream now: "
-                       f"`stackmgr reset {s['tree']} --to {s['onto'][:12]}` moves it there")  # fmt: skip
+                       f"`stackmgr apply {s['series']}` moves it to {s['onto'][:12]}")  # fmt: skip
         else:
             output.out(f"tree {s['tree']} still holds the old series; `stackmgr apply {s['series']}` moves it")

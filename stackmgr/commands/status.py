@@ -162,7 +162,8 @@ def _applied(store: Store, snap: Snapshot) -> dict[str, Any] | None:
                 "not_in_series": where.not_in_series} if applied.link else None
     return {"series": applied.series, "base": applied.base, "patches": where.stack, "in_series": len(where.in_series),
             "top": where.top, "total": where.total, "series_patches": where.names, "in_order": where.in_order,
-            "not_in_series": where.not_in_series, "renamed": where.renamed, "position": where.summary(),
+            "not_in_series": where.not_in_series, "renamed": where.renamed,
+            "upstream": [n for n in where.not_in_series if n in where.upstream], "position": where.summary(),
             "to_do": "a bisect, ab or ablate was interrupted here; `stackmgr recover` puts the tree back as it was"
             if walked else None if where.in_order or not applied.series or applied.link else where.what_to_do(),
             "result_tree": applied.result_tree, "matches": not drift and not edited, "drift": drift,

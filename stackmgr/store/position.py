@@ -25,13 +25,14 @@ class Position:
     followed); `unreadable`: why the series cannot be read ("" when it can)."""
 
     def __init__(self, tree: str, applied: Applied, names: list[str], stack: list[str], unreadable: str = "",
-                 renamed: dict[str, str] | None = None) -> None:  # fmt: skip
+                 renamed: dict[str, str] | None = None, upstream: frozenset[str] = frozenset()) -> None:  # fmt: skip
         self.tree = tree
         self.applied = applied
         self.names = names
         self.stack = stack
         self.unreadable = unreadable
         self.renamed = renamed or {}  # applied name -> its name in the series now
+        self.upstream = upstream  # patches a rebase found upstream (the series keeps them as comments)
 
     @property
     def series(self) -> str:
@@ -73,7 +74,8 @@ class Position:
         before applied ones, applied ones reordered."""
         if self.unreadable or not self.series:
             return [self.unreadable] if self.unreadable else []
-        said = [f"{n} no longer in the series" for n in self.not_in_series]
+        said = [f"{n} found upstream by a rebase" if n in self.upstream else f"{n} no longer in the series"
+                for n in self.not_in_series]
         kept = self.in_series
         at = {n: self.names.index(n) for n in kept}
         if kept != sorted(kept, key=at.__getitem__):
@@ -98,12 +100,17 @@ class Position:
             return f"{self.count} patch{'es' if self.count != 1 else ''} applied{top}"
         if self.unreadable:
             return f"{self.series}: {self.count} applied{top} (the series cannot be read)"
-        others = self.not_in_series
-        extra = f" + {', '.join(others)} (not in {self.series})" if others else ""
+        gone = [n for n in self.not_in_series if n not in self.upstream]
+        found = [n for n in self.not_in_series if n in self.upstream]
+        extra = f" + {', '.join(gone)} (not in {self.series})" if gone else ""
+        extra += f" + {', '.join(found)} (upstream now)" if found else ""
         return f"{self.series}: {len(self.in_series)} of {self.total} applied{extra}{top}"
 
     def what_to_do(self) -> str:
         """For a stack that is not the series' first k: the move that makes it so."""
+        if self.not_in_series and all(n in self.upstream for n in self.not_in_series):
+            return (f"`stackmgr apply {self.series}` moves the tree onto the rebased series (what a rebase found "
+                    "upstream comes with its new base)")  # fmt: skip
         if self.not_in_series:
             return (f"`stackmgr pop` takes off what the series does not list (pop works from what is applied), "
                     f"or `stackmgr apply {self.series}` rebuilds the tree from the series")  # fmt: skip
@@ -170,14 +177,17 @@ def applied_position(store: Store, tree: str) -> Position | None:
     from stackmgr.store.series import SeriesFile
 
     try:
-        entries = SeriesFile.load(store, applied.series).entries
+        series = SeriesFile.load(store, applied.series)
+        entries = series.entries
     except StackmgrError as exc:
         if exc.message.startswith("unresolved merge conflict"):
             raise
         return Position(tree, applied, [], names, f"series {applied.series} is missing or unreadable")
     listed = [e.name for e in tree_entries(store, entries, tree, applied.guards)]
     renamed = _renamed(store, applied, listed)
-    return Position(tree, applied, listed, [renamed.get(n, n) for n in names], renamed=renamed)
+    gone = len(listed) < len(names)  # the history comments are read only when an applied patch left the series
+    upstream = frozenset(p.removesuffix(".patch") for p in series.kept_as_history()) if gone else frozenset()
+    return Position(tree, applied, listed, [renamed.get(n, n) for n in names], renamed=renamed, upstream=upstream)
 
 
 def _renamed(store: Store, applied: Applied, listed: list[str]) -> dict[str, str]:
