@@ -255,7 +255,8 @@ def test_drop_refuses_a_listed_patch_and_keeps_the_links_of_a_dropped_one(ev: La
     link_id(ev, "gemm-tile", "results/n.log", "--verdict", "rejected", "--lesson", "tile 128 spills")
     refused = ev.sm("drop", "gemm-tile")
     one_line_error(refused, 3)
-    assert "applied to tree vllm-xpu-kernels" in refused.err and "stackmgr pop gemm-tile" in refused.err
+    assert "applied to tree vllm-xpu-kernels and in series kernels; nothing changed" in refused.err, "every blocker"
+    assert "stackmgr pop gemm-tile" in refused.err and "`stackmgr series remove kernels gemm-tile`" in refused.err
     assert ev.sm("reset", "vllm-xpu-kernels", "--to", "HEAD").code == 0
     refused = ev.sm("drop", "gemm-tile")
     one_line_error(refused, 3)

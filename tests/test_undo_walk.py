@@ -303,3 +303,26 @@ def test_the_walk_goes_on_after_gc_forgot_what_an_undo_reverted(lab: Lab) -> Non
     assert redone.code == 0 and redone.out.startswith("redid `save p3`"), redone
     assert _store_bytes(lab) == states[3]
     assert lab.sm("undo").code == 0 and _store_bytes(lab) == states[2]
+
+
+def test_undo_of_a_refresh_says_the_tree_keeps_edits_no_patch_preserves_now(lab: Lab) -> None:
+    """The patch file goes back; the tree's newer edit stays and is unsaved again: said, never silent."""
+    (lab.tree / "README").write_text("first\n")
+    assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
+    (lab.tree / "README").write_text("first\nsecond\n")
+    assert lab.sm("refresh").code == 0 and lab.sm("check").code == 0
+    undone = lab.sm("undo")
+    assert undone.code == 0, undone.err
+    assert undone.err == ("stackmgr: note: tree vllm keeps its edits; 1 path no patch preserves now (README): "
+                          "`stackmgr redo`, or `stackmgr save NAME`\n")  # fmt: skip
+    assert (lab.tree / "README").read_text() == "first\nsecond\n" and lab.sm("check").code == 1
+    redone = lab.sm("--json", "redo")
+    assert redone.code == 0 and json.loads(redone.out)["unsaved"] == [] and lab.sm("check").code == 0
+
+
+def test_undo_of_an_apply_adds_no_unsaved_note(lab: Lab) -> None:
+    (lab.tree / "README").write_text("first\n")
+    assert lab.sm("save", "p", "--series", "S", "-m", "p").code == 0
+    assert lab.sm("reset").code == 0 and lab.sm("apply", "S").code == 0
+    undone = lab.sm("undo")
+    assert undone.code == 0 and "note:" not in undone.err

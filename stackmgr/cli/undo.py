@@ -56,9 +56,11 @@ def log_cmd(ctx: Context, limit: int | None) -> None:
 def undo_cmd(ctx: Context, op_id: str | None, steps: int) -> None:
     """Walk back one step: revert the newest operation not undone yet (its store files and its trees); again
     goes one step further back, `redo` forward. With OP: revert that operation."""
-    from stackmgr.commands.undo import undo
+    from stackmgr.commands.undo import undo, unsaved_after
 
-    _said(ctx, undo(open_store(ctx.store), op_id, steps))
+    store = open_store(ctx.store)
+    done = undo(store, op_id, steps)
+    _said(ctx, done, unsaved_after(store, done))
 
 
 @click.command("redo")
@@ -72,8 +74,9 @@ def redo_cmd(ctx: Context, steps: int) -> None:
     _said(ctx, redo(open_store(ctx.store), steps))
 
 
-def _said(ctx: Context, done: list[Undone]) -> None:
-    """Each step of an undo or redo, one line each (`--json`: the last step, with every step under `steps`)."""
+def _said(ctx: Context, done: list[Undone], unsaved: list[str] | None = None) -> None:
+    """Each step of an undo or redo, one line each (`--json`: the last step, with every step under `steps`), then
+    the trees whose edits no patch holds now (`unsaved`: an undone save or refresh)."""
     from stackmgr.commands.undo import record_json
 
     first, last = done[0], done[-1]
@@ -83,7 +86,8 @@ def _said(ctx: Context, done: list[Undone]) -> None:
                           first.rolled_back, "verb": last.verb, "step": last.step,
                           "steps": [{"verb": d.verb, "step": d.step, "command": d.command, "undone": d.record.id,
                                      "operation": d.mine and d.mine.id} for d in done],
-                          "undo_left": last.undo_left, "redo_left": last.redo_left})  # fmt: skip
+                          "undo_left": last.undo_left, "redo_left": last.redo_left,
+                          "unsaved": unsaved or []})  # fmt: skip
         return
     for d in done:
         if d.hidden:
@@ -103,6 +107,8 @@ def _said(ctx: Context, done: list[Undone]) -> None:
                    "back, changing nothing")  # fmt: skip
         further = ", `stackmgr undo` goes one step further back" if d.undo_left else " (nothing before it to undo)"
         output.out(f"undid {what}{why}; `stackmgr redo` redoes it{further}")
+    for note in unsaved or []:
+        output.err(f"stackmgr: note: {note}")
 
 
 @click.command("gc")

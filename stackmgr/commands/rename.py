@@ -101,15 +101,15 @@ def drop_patch(store: Store, name: str, with_links: bool) -> str:
             return f"links/{name}/ (removed)"
         if data is None:
             raise no_patch(store, name, f"no patch {name} in patches/")
-        applied = [t for t, a in load_applied(store).items() if name in a.names]
-        if applied:
-            raise StackmgrError(f"patch {name} is applied to tree {applied[0]}; nothing changed",
-                                f"`stackmgr pop {name}` and one more `stackmgr pop` (or `stackmgr reset "
-                                f"{applied[0]}`) first")  # fmt: skip
+        applied = sorted(t for t, a in load_applied(store).items() if name in a.names)
         users = series_listing(store, name)
-        if users:
-            raise StackmgrError(f"patch {name} is in series {', '.join(users)}; nothing changed",
-                                f"`stackmgr series remove {users[0]} {name}` first")  # fmt: skip
+        if applied or users:  # every blocker at once, and every step that clears it
+            said = ([f"applied to tree{'s' if len(applied) > 1 else ''} {', '.join(applied)}"] if applied else []) + (
+                [f"in series {', '.join(users)}"] if users else [])  # fmt: skip
+            steps = [f"`stackmgr reset {t}` (or `stackmgr pop {name}` and one more `stackmgr pop -t {t}`)"
+                     for t in applied] + [f"`stackmgr series remove {u} {name}`" for u in users]  # fmt: skip
+            raise StackmgrError(f"patch {name} is {' and '.join(said)}; nothing changed",
+                                f"{', then '.join(steps)} first")  # fmt: skip
         kept = os.path.join(store.patches_dir, VERSIONS, name, sha256_hex(data)[:12] + ".patch")
         if read_or_none(kept) != data:
             _write(store, kept, data)

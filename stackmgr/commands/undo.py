@@ -84,6 +84,24 @@ def undo(store: Store, wanted: str | None, steps: int = 1) -> list[Undone]:
     return _steps(store, steps, lambda: _undo_one(store, wanted))
 
 
+def unsaved_after(store: Store, done: list[Undone]) -> list[str]:
+    """After an undo of a `save` or `refresh` (the patch file goes back; the tree keeps its edits): the trees whose
+    edits no patch holds now, one line each, so the walk back is never taken for a loss of work."""
+    if not any(d.verb == "undo" and d.command.split()[:1] in (["save"], ["refresh"]) for d in done):
+        return []
+    from stackmgr.commands.check import check
+    from stackmgr.types import show_path
+
+    notes = []
+    for report in check(store, ()).unsafe:
+        paths = sorted({path for path, _why in report.blockers})
+        if paths:
+            shown = ", ".join(show_path(p) for p in paths[:3]) + (" …" if len(paths) > 3 else "")
+            notes.append(f"tree {report.name} keeps its edits; {len(paths)} path{'s' if len(paths) != 1 else ''} "
+                         f"no patch preserves now ({shown}): `stackmgr redo`, or `stackmgr save NAME`")  # fmt: skip
+    return notes
+
+
 def redo(store: Store, steps: int = 1) -> list[Undone]:
     """Walk forward `steps` steps: each redoes the step the newest standing undo took back (reverting that
     undo, as an operation of its own). A new operation (not an undo or redo) clears what could be redone."""
