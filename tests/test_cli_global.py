@@ -82,6 +82,14 @@ def test_a_store_that_does_not_exist_is_said_so(tmp_path: Path, path: str) -> No
     assert not missing.exists()
 
 
+def test_a_typo_of_a_store_beside_it_is_named_before_init_is_offered(lab: Lab, path: str) -> None:
+    typo = lab.store.parent / (lab.store.name[:-1] + lab.store.name[-1] * 2)  # `store` -> `storee`
+    result = run_stackmgr("status", "--store", str(typo))
+    one_line_error(result, 2)
+    assert f"store {typo} does not exist, but {lab.store} beside it is a store" in result.err
+    assert f"give --store {lab.store};" in result.err and not typo.exists()
+
+
 def test_a_source_checkout_given_as_store_is_never_told_to_init(lab: Lab, path: str) -> None:
     result = run_stackmgr("status", "--store", str(lab.tree))
     one_line_error(result, 2)

@@ -60,6 +60,10 @@ def not_a_store(root: str, is_store: Callable[[str], bool], by_env: bool = False
     via = " (STACKMGR_STORE)" if by_env else ""
     give = "set STACKMGR_STORE to" if by_env else "give --store"
     if not os.path.lexists(root):
+        near = _store_nearby(root, is_store)
+        if near is not None:  # a typo of a store beside it: never offer to make a second store there
+            return UsageProblem(f"store {root}{via} does not exist, but {near} beside it is a store",
+                                f"did you mean it? {give} {near}; `stackmgr init {root}` makes a new store")
         return UsageProblem(f"store {root}{via} does not exist",
                             f"`stackmgr init {root}` creates a new store there, or {give} an existing store's "
                             "directory")  # fmt: skip
@@ -82,6 +86,22 @@ def not_a_store(root: str, is_store: Callable[[str], bool], by_env: bool = False
     if empty:
         return UsageProblem(what, f"`stackmgr init {root}` makes this empty directory a store")
     return UsageProblem(what, f"{give} the directory that holds the store's stackmgr.toml")
+
+
+def _store_nearby(root: str, is_store: Callable[[str], bool]) -> str | None:
+    """A store in ROOT's parent directory whose name is close to ROOT's (a typo), else None."""
+    import difflib
+
+    parent, name = os.path.split(os.path.normpath(root))
+    try:
+        with os.scandir(parent or ".") as entries:
+            names = [e.name for _, e in zip(range(5000), entries, strict=False) if e.is_dir()]
+    except OSError:
+        return None
+    for close in difflib.get_close_matches(name, names, n=3, cutoff=0.75):
+        if is_store(os.path.join(parent, close)):
+            return os.path.join(parent, close)
+    return None
 
 
 def no_store_found(cwd: str) -> UsageProblem:
