@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_debian:
             jobs += [(p, debian.run_package) for p in debian.PACKAGES]
         if not args.skip_rebase:
-            jobs += [(p.name, history.run_project) for p in history.PROJECTS]
+            jobs += [(p.label, history.run_project) for p in history.PROJECTS]
             jobs += [(pair[0] + "+" + pair[1], submodules.run_pair) for pair in submodules.PAIRS]
         for name, job in jobs:
             if args.only and name not in args.only:

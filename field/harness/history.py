@@ -9,6 +9,7 @@ in the middle of the stack, and a file's two releases' changes carried as two co
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,12 @@ GENERATED = ("PKG-INFO", ".egg-info/")  # the sdist's metadata: regenerated per 
 class Project:
     name: str
     versions: tuple[str, ...]
+    per_file: bool = False  # upstream commits each changed file of a release on its own (as a real history
+    # does), so git's rebase skips a carried patch whose patch-id an upstream commit has
+
+    @property
+    def label(self) -> str:
+        return self.name + (" per-file" if self.per_file else "")
 
 
 PROJECTS = (
@@ -36,6 +43,8 @@ PROJECTS = (
     Project("iniconfig", ("1.1.1", "2.0.0", "2.1.0")),
     Project("idna", ("3.4", "3.5", "3.6", "3.7")),
     Project("pluggy", ("1.3.0", "1.4.0", "1.5.0")),
+    Project("pluggy", ("1.3.0", "1.4.0", "1.5.0"), per_file=True),
+    Project("requests", ("2.30.0", "2.31.0", "2.32.0"), per_file=True),
 )
 
 
@@ -88,13 +97,20 @@ def build_upstream(env: Env, cache: Cache, project: Project, work: Path) -> tupl
     """One commit per release, each the sdist's files exactly (files a release dropped are deleted)."""
     repo = new_repo(env, work / "upstream")
     commits = []
-    for version in project.versions:
+    for k, version in enumerate(project.versions):
         sdist = cache.sdist(project.name, version, env)
         for entry in repo.iterdir():
             if entry.name != ".git":
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         extract(sdist, repo)
-        commits.append(commit_all(env, repo, f"{project.name} {version}"))
+        if project.per_file and k:
+            env.must(["git", "add", "-A", "-f"], repo)
+            changed = env.must(["git", "diff", "--cached", "--no-renames", "--name-only", "-z"], repo).split(b"\0")
+            env.must(["git", "reset", "-q"], repo)
+            for name in (os.fsdecode(n) for n in changed if n):
+                env.must(["git", "add", "-A", "-f", "--", name], repo)
+                env.must(["git", "commit", "-q", "--no-verify", "-m", f"{version}: {name}"], repo)
+        commits.append(commit_all(env, repo, f"{project.name} {version}"))  # per file: an empty commit marks it
     return repo, commits
 
 
@@ -130,17 +146,25 @@ def make_stack(env: Env, upstream: Path, at: str, patches: list[tuple[str, bytes
 
 def git_rebase(env: Env, repo: Path, at: str, onto: str, carried: list[str],
                upstream_way: bool = False) -> tuple[Side, dict[str, str]]:  # fmt: skip
-    """`git rebase --onto`; a conflict stops it (the side fails there), or with `upstream_way` is resolved by
-    taking upstream's version of each conflicted file (`--ours` in a rebase) and `git rebase --continue`."""
-    done = env.run(["git", "rebase", "-q", "--onto", onto, at, "stack"], repo)
+    """`git rebase ONTO stack` where the stack was made on an ancestor of ONTO (git then skips a commit whose
+    patch-id an upstream commit has, as its cherry finds them), else `git rebase --onto ONTO AT` (a backport: the
+    form that skips nothing); a conflict stops it (the side fails there), or with `upstream_way` is resolved by
+    taking upstream's version of each conflicted file (`--ours` in a rebase; upstream's deletion of a file is its
+    version too) and `git rebase --continue`."""
+    forward = env.run(["git", "merge-base", "--is-ancestor", at, onto], repo).code == 0
+    done = env.run(["git", "rebase", "-q", onto, "stack"] if forward else
+                   ["git", "rebase", "-q", "--onto", onto, at, "stack"], repo)  # fmt: skip
     resolved: list[str] = []  # the commits git stopped at
     while upstream_way and done.code != 0 and len(resolved) <= len(carried):
         conflicted = env.git(repo, "diff", "--name-only", "-z", "--diff-filter=U").split("\0")
         if not any(conflicted):
             break
         resolved.append(env.git(repo, "log", "-1", "--format=%s", "REBASE_HEAD").removeprefix("carry "))
-        env.must(["git", "checkout", "--ours", "--", *filter(None, conflicted)], repo)
-        env.must(["git", "add", "--", *filter(None, conflicted)], repo)
+        for path in filter(None, conflicted):
+            if env.run(["git", "checkout", "--ours", "--", path], repo).code == 0:
+                env.must(["git", "add", "--", path], repo)
+            else:  # `path 'F' does not have our version`: upstream deleted it
+                env.must(["git", "rm", "-q", "--", path], repo)
         done = env.run(["git", "-c", "core.editor=true", "rebase", "--continue"], repo)
     if done.code != 0:
         stopped = env.run(["git", "log", "-1", "--format=%s", "REBASE_HEAD"], repo).out.decode().strip()
@@ -212,7 +236,7 @@ def rebase_case(env: Env, project: Project, upstream: Path, commits: list[str], 
     """One case, or None when no file patch of the plan applies at its starting release."""
     v = project.versions
     old, new = plan.changes
-    case = f"{project.name} {plan.kind}: {v[old]}→{v[new]} at {v[plan.at]} onto {v[plan.onto]}"
+    case = f"{project.label} {plan.kind}: {v[old]}→{v[new]} at {v[plan.at]} onto {v[plan.onto]}"
     if left_out:
         case += f", without {len(left_out)} conflicting"
     if plan.kind == "moved":  # git rebase follows a rename; does stackmgr carry the change, or refuse?
@@ -251,7 +275,7 @@ def rebase_case(env: Env, project: Project, upstream: Path, commits: list[str], 
 
 
 def run_project(env: Env, cache: Cache, name: str, work: Path) -> list[Result]:
-    project = next(p for p in PROJECTS if p.name == name)
+    project = next(p for p in PROJECTS if p.label == name)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     upstream, commits = build_upstream(env, cache, project, work)

@@ -28,7 +28,7 @@ import shutil
 from stackmgr.commands import rebase_state
 from stackmgr.commands.rebase_empty import keep_base, move_base
 from stackmgr.commands.rebase_fast import carry_at_once
-from stackmgr.commands.rebase_merge import carry_by_merge
+from stackmgr.commands.rebase_merge import carry_by_merge, squash_merged
 from stackmgr.commands.rebase_shared import own_copies, refuse_shared
 from stackmgr.commands.rebase_state import Carried, claim, load_state, save_state, state_path, where
 from stackmgr.errors import StackmgrError, UsageProblem
@@ -193,13 +193,14 @@ def _run(store: Store, state: State) -> Outcome:
     upstream = work.patch_ids(state["old_base"], state["onto"])  # as git's cherry sees them
     carried = Carried(store, state)
     head = at = work.head()  # the commit the patches so far make, and where HEAD is (moved when someone looks)
+    merged: dict[tuple[str, int], set[int]] = {}  # the merged test's walks (squash_merged)
     while state["position"] < len(steps):
         output.tick()
         step = steps[state["position"]]
         path = os.path.join(store.patches_dir, step["file"])
         parent = step["parent"] = head
         how = "already upstream" if upstream and carried.old_patch_id(step) in upstream else _carry(wt, path, carried)
-        if _stuck(how) and _squash_merged(work, store, steps, state["position"]):
+        if _stuck(how) and squash_merged(work, store, steps, state["position"], merged):
             work.go_to(parent)  # StGit's rule: the stack from here up is in upstream already (a squash merge)
             how = "already upstream"
         if (how == "conflict" or how.startswith("no merge")) and carry_by_merge(store, state, work, parent):
@@ -242,12 +243,6 @@ def _run(store: Store, state: State) -> Outcome:
 def _stuck(how: str) -> bool:
     """Not carried by its blobs: a conflict, or no merge, except a deletion of a file upstream moved (git decides)."""
     return how == "conflict" or (how.startswith("no merge") and not how.endswith("was moved upstream"))
-
-
-def _squash_merged(work: ScratchWorktree, store: Store, steps: list[State], position: int) -> bool:
-    """StGit's merged test: its change, and every merged one's above it, reverses on the state it was carried onto."""
-    files = [os.path.join(store.patches_dir, s["file"]) for s in steps[position:]]
-    return 0 in work.merged_from_top(steps[position]["parent"], files)
 
 
 def _carry(wt: str, patch: str, carried: Carried) -> str:

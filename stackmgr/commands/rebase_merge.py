@@ -1,6 +1,7 @@
 """A patch that does not carry by its recorded blobs, carried as `git rebase` carries a commit: the change it made
 to the old series' state (the old base and the patches below it), merged by git onto the new state, following
-the renames git sees. Tried only where carrying by the blobs would stop (a conflict, or no merge possible)."""
+the renames git sees. Tried only where carrying by the blobs would stop (a conflict, or no merge possible), after
+StGit's merged test (`squash_merged`) found it is not upstream already."""
 
 from __future__ import annotations
 
@@ -38,3 +39,16 @@ def carry_by_merge(store: Store, state: State, work: ScratchWorktree, parent: st
         work.go_to(parent)
         work.merge_change(before, after, keep_conflict=True)
     return False
+
+
+def squash_merged(work: ScratchWorktree, store: Store, steps: list[State], position: int,
+                  merged: dict[tuple[str, int], set[int]]) -> bool:  # fmt: skip
+    """StGit's merged test: its change, and every merged one's above it, reverses on the state it was carried onto.
+    One walk down from the top answers for every position above where it starts: while the parent stays (a patch
+    found merged leaves it), a later stuck patch reads its answer from `merged` (parent, start) -> positions."""
+    parent = steps[position]["parent"]
+    known = next((found for (on, start), found in merged.items() if on == parent and start <= position), None)
+    if known is None:
+        files = [os.path.join(store.patches_dir, s["file"]) for s in steps[position:]]
+        known = merged[parent, position] = {position + n for n in work.merged_from_top(parent, files)}
+    return position in known
