@@ -169,7 +169,7 @@ def mails_from_quilt(env: Env, u: Unpacked, work: Path) -> tuple[list[Path], int
 def git_am_takes(mails: list[Path]) -> list[Path]:
     """The mails `git am` is given: an empty commit's (no diff) is left out, as `git am --skip` leaves it (git
     2.39's `git am` stops at it: "empty mbox", or "No valid patches in input" even with --empty=drop)."""
-    return [m for m in mails if b"\ndiff --git " in m.read_bytes()]
+    return [m for m in mails if re.search(rb"^(?:diff --git |--- \S)", m.read_bytes(), re.M)]  # a plain diff too
 
 
 def subject_of(patch: Path, name: str) -> str:

@@ -50,6 +50,9 @@ def import_patches(
         n = len(report.skipped)
         raise StackmgrError(f"nothing to import: every patch given is empty ({n} file{'s' if n != 1 else ''})",
                             "give the patches that change something")  # fmt: skip
+    if not read and quilt is not None:  # quilt push: "No patches in series"
+        raise StackmgrError(f"nothing to import: the quilt series in {', '.join(paths)} lists no patch; no series "
+                            "was made", "give a quilt directory whose series lists patches")  # fmt: skip
     if name is not None and len(items) != 1:
         raise UsageProblem(f"--name names one patch, and {len(items)} were given", "drop --name")
     report.series = series or (quilt.suggested_series if quilt else None)
@@ -220,11 +223,17 @@ def _import_stack(
 def _as_gnu_patch_reads(ws: Workspace, items: list[Incoming], base: str | None) -> None:
     """A quilt patch's all-added hunk against a file that exists (at `--base`, else HEAD) and no patch above it
     changed: the lines put above the file's own, as GNU patch puts them (incoming/gnu_patch.py)."""
-    from stackmgr.incoming.gnu_patch import prepend_creations
+    from stackmgr.incoming.gnu_patch import old_names_as_git_header, prepend_creations
 
     at = ws.repo.resolve_commit(base or "HEAD")
     touched: set[bytes] = set()
     for item in items:
+        if b"diff --git a/" in item.diff and ws.strip(item) == 1:
+            item.diff, renamed = old_names_as_git_header(item.diff, lambda p: ws.repo.file_bytes(at, p) is not None)
+            for path in renamed:
+                output.err(output.show_text(f"stackmgr: note: {item.source}: its `---` line names a file that is "
+                                            f"not there; {show_path(path)}, as its `diff --git` line says, is "
+                                            "patched, as GNU patch (quilt) does"))  # fmt: skip
         if b"@@ -0,0 +1" in item.diff:
             strip = ws.strip(item)
             item.diff, done = prepend_creations(item.diff, strip, lambda p: None if p in touched else

@@ -3,7 +3,9 @@
 for the creation of a new file and refuses it; GNU patch, and so `quilt push`, puts the N lines above the file's
 own first line (zsh's Debian series has one: docs/FORMATS.md#imported-patches). For a quilt series quilt is the
 reference, so the section is rewritten into the same change in the form git applies: the hunk gains the file's
-first lines as context below the added ones. Everything else is left byte for byte.
+first lines as context below the added ones. Likewise a git section whose `---` line names a file that is not
+there, under a `diff --git` line naming one that is: GNU patch patches the one that exists. Everything else is
+left byte for byte.
 """
 
 from __future__ import annotations
@@ -66,3 +68,29 @@ def _added_lines(diff: bytes, start: int, count: int) -> tuple[bytes | None, int
     if diff.startswith((b"\\", b"@@"), pos):
         return None, start
     return diff[start:pos], pos
+
+
+_GIT_SECTION = re.compile(
+    rb"^diff --git a/(\S+) b/(\S+)\n((?:(?!---|@@|diff)[^\n]*\n)*)--- a/([^\t\n]+)([^\n]*)\n", re.M
+)
+
+
+def old_names_as_git_header(diff: bytes, exists: Callable[[bytes], bool]) -> tuple[bytes, list[bytes]]:
+    """`diff` with each git section whose `--- a/NAME` names a file that does not exist, under a `diff --git a/X
+    b/X` header naming one that does (no rename: a hand-edited header, grub2's gcc12_build_dangling_pointer.patch),
+    rewritten to `--- a/X`: GNU patch patches the name that exists, `git apply` the missing one and refuses. The
+    paths rewritten."""
+    out: list[bytes] = []
+    done: list[bytes] = []
+    pos = 0
+    for m in _GIT_SECTION.finditer(diff):
+        header, old = m.group(1), m.group(4)
+        if header != m.group(2) or old == header or re.search(rb"^(?:rename|copy) ", m.group(3), re.M):
+            continue
+        if exists(old) or not exists(header):
+            continue
+        out += [diff[pos : m.start(4)], header]
+        pos = m.end(4)
+        done.append(header)
+    out.append(diff[pos:])
+    return b"".join(out), done

@@ -208,32 +208,35 @@ def read_file(path: str, strip: int | None = None, quilt: bool = False) -> list[
     said = empty_patch(data, quilt)
     if said is not None:
         return [Empty(path, said)]
-    starts = [m.start() for m in _MBOX_FROM.finditer(data)] if data.startswith(b"From ") else []
+    # A quilt patch is one patch however many mail headers it holds (a backport squashing two upstream commits:
+    # `From <sha>` twice, then one diff), as GNU patch reads it; a file given as mails is split at each.
+    starts = [m.start() for m in _MBOX_FROM.finditer(data)] if data.startswith(b"From ") and not quilt else []
     if len(starts) > 1:
         messages = [data[a:b] for a, b in zip(starts, [*starts[1:], len(data)], strict=True)]
         results = [Empty(f"{path} (message {n})", GIT_AM_EMPTY) if empty_patch(m, quilt) else
                    read_patch(f"{path} (message {n})", m, None, strip)
                    for n, m in enumerate(messages, start=1)]  # fmt: skip
     else:
-        results = [read_patch(path, data, _stem(path), strip)]
+        results = [read_patch(path, data, _stem(path), strip, quilt)]
     for r in results:
         if isinstance(r, Incoming):
             r.mtime = mtime
     return results
 
 
-def read_patch(source: str, data: bytes, name: str | None, strip: int | None) -> Incoming | Refused:
+def read_patch(source: str, data: bytes, name: str | None, strip: int | None,
+               quilt: bool = False) -> Incoming | Refused:  # fmt: skip
     """One patch: its description and diff, checked for what git apply would take wrongly or not at all. Whatever
     goes wrong reading one file is that file's refusal, never the end of the import."""
     try:
-        return _read_patch(source, data, name, strip)
+        return _read_patch(source, data, name, strip, quilt)
     except StackmgrError as exc:
         return Refused(source, exc.message)
     except (ValueError, LookupError, UnicodeError) as exc:
         return Refused(source, f"unreadable header ({exc})")
 
 
-def _read_patch(source: str, data: bytes, name: str | None, strip: int | None) -> Incoming | Refused:
+def _read_patch(source: str, data: bytes, name: str | None, strip: int | None, quilt: bool) -> Incoming | Refused:
     data = decoded(data)  # a base64 or quoted-printable mail body, as git am decodes it
     if b"\0" in data[:8192] and b"GIT binary patch" not in data:
         return Refused(source, "not a patch (a binary file)")
@@ -241,7 +244,7 @@ def _read_patch(source: str, data: bytes, name: str | None, strip: int | None) -
     if at < 0:
         return Refused(source, "not a patch (no diff found)")
     head, diff = data[:at], data[at:]
-    problem = _check_diff(diff) or _check_stat(head, diff)
+    problem = _check_diff(diff) or (None if quilt else _check_stat(head, diff))  # a series entry's stat: trimmed
     if problem:
         return Refused(source, problem)
     git_style = diff.startswith(b"diff --git ") or b"\ndiff --git " in diff
@@ -313,7 +316,8 @@ def _signed(diff: bytes) -> bool:
 def _check_stat(head: bytes, diff: bytes) -> str | None:
     """A mail's diffstat says how many files follow; fewer is a truncated file. A diffstat that does not agree
     with itself (a hand-trimmed patch whose stat lines and total differ, as in glibc's Debian series) says
-    nothing: quilt and git am never read it."""
+    nothing: quilt and git am never read it. Not asked of a quilt series' patch: security backports drop files
+    of the upstream mail and keep its diffstat (jq, sqlite3, cyrus-sasl2 in Debian), and quilt applies them."""
     sep = head.rfind(b"\n---\n")
     m = _STAT_FILES.search(head, sep) if sep >= 0 else None
     if m is None:
