@@ -105,3 +105,59 @@ def test_a_quilt_series_listing_no_patch_is_refused_in_one_line_and_makes_no_ser
     assert result.code == 3 and result.out == ""
     assert result.err.startswith(f"stackmgr: nothing to import: the quilt series in {quilt} lists no patch; no series")
     assert result.err.count("\n") == 1 and not (lab.store / "series" / "pkg").exists()
+
+
+OFFSET_TOP = b"""--- a/Makefile.obexd
++++ b/Makefile.obexd
+@@ -1,6 +1,7 @@
+ l1
+ l2
+ l3
++NEW
+ l4
+ l5
+ l6
+"""
+
+
+@pytest.mark.regression(
+    "a hunk at line 1 whose file gained a line on top was refused: git pins it to the start, GNU patch applies it "
+    "one line lower (bluez's allow-using-obexd-without-systemd-in-the-user-sessio.patch)"
+)
+def test_a_hunk_at_line_one_applies_where_its_lines_moved_as_gnu_patch_does(lab: Lab, tmp_path: Path) -> None:
+    commit(lab.tree, {"Makefile.obexd": "# SPDX\n# more\nl1\nl2\nl3\nl4\nl5\nl6\nl7\n"}, "a new header on top")
+    said = _imported_and_applied_as_quilt_does(lab, tmp_path, _series(tmp_path, {"obexd.patch": OFFSET_TOP}))
+    assert "a hunk of Makefile.obexd that git would pin to the file's start or end is applied where its lines" in said
+
+
+ZERO_CONTEXT = b"""Subject: use bzero
+
+diff --git a/lib/util.c b/lib/util.c
+--- a/lib/util.c
++++ b/lib/util.c
+@@ -5 +5 @@
+-5
++FIVE
+"""
+
+
+@pytest.mark.regression(
+    "a diff -U0 hunk in the middle of a file was refused: git pins a hunk without context below it to the file's "
+    "end (samba's use-bzero-instead-of-memset_s.diff)"
+)
+def test_a_zero_context_hunk_applies_where_its_line_is_as_gnu_patch_does(lab: Lab, tmp_path: Path) -> None:
+    commit(lab.tree, {"lib/util.c": "".join(f"{n}\n" for n in range(1, 11))}, "ten lines")
+    _imported_and_applied_as_quilt_does(lab, tmp_path, _series(tmp_path, {"bzero.diff": ZERO_CONTEXT}))
+    assert lab.sm("apply", "pkg").code == 0
+    assert (lab.tree / "lib" / "util.c").read_text() == "".join(f"{n}\n" for n in range(1, 11)).replace("5\n", "FIVE\n")
+
+
+def test_a_hunk_git_finds_where_it_pins_it_is_left_byte_for_byte(lab: Lab, tmp_path: Path) -> None:
+    from stackmgr.incoming.gnu_patch import unpin_hunks
+
+    content = b"".join(b"%d\n" % n for n in range(1, 11))
+    at_start = b"--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n 1\n-2\n+TWO\n 3\n"
+    at_end = b"--- a/f\n+++ b/f\n@@ -9,2 +9,3 @@\n 9\n 10\n+11\n"
+    nowhere = b"--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-x\n+y\n z\n"
+    for diff in (at_start, at_end, nowhere):
+        assert unpin_hunks(diff, 1, lambda _p: content) == (diff, [])

@@ -19,9 +19,11 @@ from harness.sh import Env, FieldError, clone_at, commit_all, new_repo, worktree
 # and delete one (cowsay), series with comments (screen) and with patches in subdirectories (rsync), patches to files
 # the tarball's own .gitignore names (rsync's aclocal.m4), an empty patch (procps' ps_checks), security fixes of
 # stable updates (sudo, wget, tar), a creation hunk without /dev/null against a file upstream has already (zsh's
-# completion-dscverify.diff: field/known.toml).
+# completion-dscverify.diff), a trimmed diffstat (jq's CVE backport), two mail headers above one diff (libwebp), a
+# hunk at line 1 under a new line on top (bluez), a series with a plain-diff mail (libtasn1-6).
 PACKAGES = ("bc", "bzip2", "cowsay", "cpio", "dash", "gzip", "less", "nano", "patch", "screen", "xz-utils", "grep",
-            "openssh", "rsync", "zsh", "tar", "coreutils", "procps", "sudo", "wget")  # fmt: skip
+            "openssh", "rsync", "zsh", "tar", "coreutils", "procps", "sudo", "wget", "jq", "libwebp", "bluez",
+            "libtasn1-6")  # fmt: skip
 SERIES = "debian"
 MAIL = re.compile(rb"From [0-9a-f]{40} ")  # the first line of a git format-patch mail
 

@@ -223,7 +223,7 @@ def _import_stack(
 def _as_gnu_patch_reads(ws: Workspace, items: list[Incoming], base: str | None) -> None:
     """A quilt patch's all-added hunk against a file that exists (at `--base`, else HEAD) and no patch above it
     changed: the lines put above the file's own, as GNU patch puts them (incoming/gnu_patch.py)."""
-    from stackmgr.incoming.gnu_patch import old_names_as_git_header, prepend_creations
+    from stackmgr.incoming.gnu_patch import old_names_as_git_header, prepend_creations, unpin_hunks
 
     at = ws.repo.resolve_commit(base or "HEAD")
     touched: set[bytes] = set()
@@ -242,6 +242,14 @@ def _as_gnu_patch_reads(ws: Workspace, items: list[Incoming], base: str | None) 
                 output.err(output.show_text(f"stackmgr: note: {item.source}: its hunk creating {show_path(path)}, "
                                             "which is there already, puts its lines above the file's own, as GNU "
                                             "patch (quilt) does"))  # fmt: skip
+        def unchanged_above(p: bytes) -> bytes | None:  # the file at the base, when no patch above changed it
+            return None if p in touched else ws.repo.file_bytes(at, p)
+
+        item.diff, floated = unpin_hunks(item.diff, ws.strip(item), unchanged_above)
+        for path in floated:
+            output.err(output.show_text(f"stackmgr: note: {item.source}: a hunk of {show_path(path)} that git would "
+                                        "pin to the file's start or end is applied where its lines are, as GNU patch "
+                                        "(quilt) does"))  # fmt: skip
         touched.update(item.paths(ws.strip(item)))
 
 

@@ -94,3 +94,107 @@ def old_names_as_git_header(diff: bytes, exists: Callable[[bytes], bool]) -> tup
         done.append(header)
     out.append(diff[pos:])
     return b"".join(out), done
+
+
+_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@([^\n]*)\n", re.M)
+
+
+def unpin_hunks(diff: bytes, strip: int, existing: Callable[[bytes], bytes | None]) -> tuple[bytes, list[bytes]]:
+    """`diff` with each hunk `git apply` pins where it does not match, and GNU patch lets float, rewritten to where
+    its old lines are in the file (`existing(path)`: its bytes; None: missing or changed above, left alone). git
+    pins a hunk that starts at line 1 to the file's start, and one with no context
+    below its change (a `diff -U0` hunk, samba; a last hunk missing its trailing blank line) to the file's end;
+    GNU patch finds either where its lines are (bluez's hunk at line 1 under a new SPDX line). Such a hunk gets
+    the line it matches at nearest to the one it names, and up to three of the file's lines below as context;
+    the hunk is then the same change in the form git applies. A hunk that matches where git pins it, or nowhere,
+    is left byte for byte. The paths so rewritten."""
+    out: list[bytes] = []
+    done: list[bytes] = []
+    pos = 0
+    sections = list(re.finditer(rb"^--- ([^\n]*)\n\+\+\+ ([^\n]*)\n", diff, re.M))
+    for n, m in enumerate(sections):
+        old = m.group(1).split(b"\t")[0]
+        path = None if old.startswith(b"/dev/null") else _stripped(old, strip)
+        end = sections[n + 1].start() if n + 1 < len(sections) else len(diff)
+        hunks = [(h, *_hunk_body(diff, h)) for h in _HUNK.finditer(diff, m.end(), end)]
+        pinned = [(h, body, after) for h, body, after in hunks if body is not None and _pinned(h, body)]
+        content = existing(path) if path is not None and pinned else None  # the file read only when needed
+        if not content or path is None:
+            continue
+        lines = content.splitlines(keepends=True)
+        for h, body, after in pinned:
+            if h.start() < pos:
+                continue
+            moved = _unpinned(h, body, lines)
+            if moved is not None:
+                out += [diff[pos : h.start()], moved]
+                pos = after
+                if path not in done:
+                    done.append(path)
+    out.append(diff[pos:])
+    return b"".join(out), done
+
+
+def _hunk_body(diff: bytes, h: re.Match[bytes]) -> tuple[list[bytes] | None, int]:
+    """The hunk's lines (with their ` `/`-`/`+` tags), and where it ends; None when it is not exactly as many lines
+    as its header says, or has a `\\ No newline` line (left to git)."""
+    old_n = int(h.group(2)) if h.group(2) is not None else 1
+    new_n = int(h.group(4)) if h.group(4) is not None else 1
+    body: list[bytes] = []
+    pos = h.end()
+    while old_n > 0 or new_n > 0:
+        end = diff.find(b"\n", pos)
+        if end < 0:
+            return None, pos
+        line = diff[pos : end + 1]
+        tag = line[:1]
+        if tag == b" ":
+            old_n, new_n = old_n - 1, new_n - 1
+        elif tag == b"-":
+            old_n -= 1
+        elif tag == b"+":
+            new_n -= 1
+        else:
+            return None, pos
+        body.append(line)
+        pos = end + 1
+    if old_n or new_n or diff.startswith(b"\\", pos):
+        return None, pos
+    return body, pos
+
+
+def _pinned(h: re.Match[bytes], body: list[bytes]) -> bool:
+    """Whether git pins the hunk to the file's start or end (apply.c: match_beginning, match_end; no
+    --unidiff-zero), and it is not a creation's."""
+    return int(h.group(1)) != 0 and (int(h.group(1)) == 1 or _leading(body[::-1]) == 0)
+
+
+def _unpinned(h: re.Match[bytes], body: list[bytes], lines: list[bytes]) -> bytes | None:
+    old_at = int(h.group(1))
+    old = [ln[1:] for ln in body if ln[:1] in (b" ", b"-")]
+    pin_start, pin_end = old_at == 1, _leading(body[::-1]) == 0
+    if not old:
+        return None
+    if (pin_start and lines[: len(old)] == old) or (pin_end and not pin_start and lines[-len(old) :] == old):
+        return None  # git finds it where it pins it
+    found = [i for i in range(len(lines) - len(old) + 1) if lines[i : i + len(old)] == old]
+    if not found:
+        return None
+    at = min(found, key=lambda i: (abs(i - (old_at - 1)), i))
+    below = [ln for ln in lines[at + len(old) : at + len(old) + CONTEXT] if ln.endswith(b"\n")]
+    if pin_end and not below and at + len(old) < len(lines):
+        return None  # only a last line without its newline below: left to git
+    tail = [b" " + ln for ln in below] if pin_end else []
+    old_n, new_n = len(old) + len(tail), len(body) - len(old) + len([ln for ln in body if ln[:1] == b" "]) + len(tail)
+    shift = at + 1 - old_at
+    new_at = int(h.group(3)) + shift
+    header = f"@@ -{at + 1},{old_n} +{new_at},{new_n} @@".encode() + h.group(5) + b"\n"
+    return header + b"".join(body) + b"".join(tail)
+
+
+def _leading(body: list[bytes]) -> int:
+    """How many context lines the hunk starts with (of `body[::-1]`: ends with)."""
+    n = 0
+    while n < len(body) and body[n][:1] == b" ":
+        n += 1
+    return n
