@@ -161,3 +161,18 @@ def test_a_hunk_git_finds_where_it_pins_it_is_left_byte_for_byte(lab: Lab, tmp_p
     nowhere = b"--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-x\n+y\n z\n"
     for diff in (at_start, at_end, nowhere):
         assert unpin_hunks(diff, 1, lambda _p: content) == (diff, [])
+
+
+NUL_IN_HUNK = (
+    b"Subject: add a crash reproducer\n\n---\ndiff --git a/poc b/poc\nnew file mode 100644\nindex 0000000..1111111\n"
+    b"--- /dev/null\n+++ b/poc\n@@ -0,0 +1,2 @@\n+a\x00b\n+c\n"
+)
+
+
+@pytest.mark.regression(
+    "a NUL byte inside a text hunk (a test file vim's CVE-2023-4781.patch adds; libsoup3) was refused as 'a binary "
+    "file'; git apply and quilt take it"
+)
+def test_a_nul_byte_inside_a_text_hunk_is_a_patch(lab: Lab, tmp_path: Path) -> None:
+    _imported_and_applied_as_quilt_does(lab, tmp_path, _series(tmp_path, {"CVE-2023-4781.patch": NUL_IN_HUNK}))
+    assert lab.sm("apply", "pkg").code == 0 and (lab.tree / "poc").read_bytes() == b"a\x00b\nc\n"

@@ -238,9 +238,9 @@ def read_patch(source: str, data: bytes, name: str | None, strip: int | None,
 
 def _read_patch(source: str, data: bytes, name: str | None, strip: int | None, quilt: bool) -> Incoming | Refused:
     data = decoded(data)  # a base64 or quoted-printable mail body, as git am decodes it
-    if b"\0" in data[:8192] and b"GIT binary patch" not in data:
-        return Refused(source, "not a patch (a binary file)")
     at = diff_start(data)
+    if b"\0" in data[: at if at >= 0 else 8192][:8192] and b"GIT binary patch" not in data:  # a NUL in a text
+        return Refused(source, "not a patch (a binary file)")  # hunk (a test file vim's CVE fix adds) is git's to read
     if at < 0:
         return Refused(source, "not a patch (no diff found)")
     head, diff = data[:at], data[at:]
