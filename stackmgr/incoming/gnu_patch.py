@@ -117,15 +117,24 @@ def unpin_hunks(diff: bytes, strip: int, existing: Callable[[bytes], bytes | Non
         path = None if old.startswith(b"/dev/null") else _stripped(old, strip)
         end = sections[n + 1].start() if n + 1 < len(sections) else len(diff)
         hunks = [(h, *_hunk_body(diff, h)) for h in _HUNK.finditer(diff, m.end(), end)]
-        pinned = [(h, body, after) for h, body, after in hunks if body is not None and _pinned(h, body)]
+        pinned = any(body is not None and _pinned(h, body) for h, body, _after in hunks)
         content = existing(path) if path is not None and pinned else None  # the file read only when needed
         if not content or path is None:
             continue
         lines = content.splitlines(keepends=True)
-        for h, body, after in pinned:
-            if h.start() < pos:
+        offset = 0  # GNU patch looks for each hunk where the one before it was found, moved as that one was
+        for h, body, after in hunks:
+            if body is None or h.start() < pos:
                 continue
-            moved = _unpinned(h, body, lines)
+            old_lines = [ln[1:] for ln in body if ln[:1] in (b" ", b"-")]
+            if old_lines:
+                at = _gnu_position(old_lines, lines, int(h.group(1)) - 1 + offset)
+                offset = at - (int(h.group(1)) - 1) if at is not None else offset
+                moved = _unpinned(h, body, lines, at) if _pinned(h, body) else None
+            elif _pinned(h, body):  # a `diff -U0` insertion (`@@ -5,0 +6 @@`): after line 5, where git adds at the end
+                moved = _inserted(h, body, lines, min(max(int(h.group(1)) + offset, 0), len(lines)))
+            else:
+                moved = None
             if moved is not None:
                 out += [diff[pos : h.start()], moved]
                 pos = after
@@ -164,32 +173,63 @@ def _hunk_body(diff: bytes, h: re.Match[bytes]) -> tuple[list[bytes] | None, int
 
 
 def _pinned(h: re.Match[bytes], body: list[bytes]) -> bool:
-    """Whether git pins the hunk to the file's start or end (apply.c: match_beginning, match_end; no
-    --unidiff-zero), and it is not a creation's."""
-    return int(h.group(1)) != 0 and (int(h.group(1)) == 1 or _leading(body[::-1]) == 0)
+    """Whether git pins the hunk (apply.c, no --unidiff-zero: one at line 1 to the file's start, one with no
+    context below to its end) where GNU patch lets it float (patch.c, locate_hunk: a hunk with as much context
+    above its change as below is looked for anywhere; one with less below is pinned to the end by GNU patch too,
+    one at line 1 with less above to the start). Not a creation's (`@@ -0,0`)."""
+    old_at, above, below = int(h.group(1)), _leading(body), _leading(body[::-1])
+    return old_at != 0 and ((old_at == 1 and above >= below) or above == below == 0)
 
 
-def _unpinned(h: re.Match[bytes], body: list[bytes], lines: list[bytes]) -> bytes | None:
+def _gnu_position(old: list[bytes], lines: list[bytes], guess: int) -> int | None:
+    """Where GNU patch finds a hunk's old lines exactly (no fuzz): at `guess`, else one line later, one earlier,
+    two later… (patch.c: locate_hunk); None when they are nowhere."""
+    if not old:
+        return None
+    last = len(lines) - len(old)
+    guess = min(max(guess, 0), max(last, 0))
+    for step in range(max(guess, last - guess) + 1):
+        for at in (guess + step, guess - step) if step else (guess,):
+            if 0 <= at <= last and lines[at : at + len(old)] == old:
+                return at
+    return None
+
+
+def _unpinned(h: re.Match[bytes], body: list[bytes], lines: list[bytes], at: int | None) -> bytes | None:
+    """The pinned hunk rewritten to start at line `at` (GNU patch's place for it), with the file's lines below it as
+    context when git pins it to the end; None when git puts it there too, or GNU patch finds it nowhere."""
     old_at = int(h.group(1))
     old = [ln[1:] for ln in body if ln[:1] in (b" ", b"-")]
     pin_start, pin_end = old_at == 1, _leading(body[::-1]) == 0
-    if not old:
-        return None
-    if (pin_start and lines[: len(old)] == old) or (pin_end and not pin_start and lines[-len(old) :] == old):
-        return None  # git finds it where it pins it
-    found = [i for i in range(len(lines) - len(old) + 1) if lines[i : i + len(old)] == old]
-    if not found:
-        return None
-    at = min(found, key=lambda i: (abs(i - (old_at - 1)), i))
+    if at is None:
+        return None  # GNU patch finds it nowhere (exactly): git's answer stands
+    git_at = 0 if pin_start else len(lines) - len(old)
+    if at == git_at and (not pin_end or at + len(old) == len(lines)):
+        return None  # git puts it where GNU patch does
     below = [ln for ln in lines[at + len(old) : at + len(old) + CONTEXT] if ln.endswith(b"\n")]
     if pin_end and not below and at + len(old) < len(lines):
         return None  # only a last line without its newline below: left to git
     tail = [b" " + ln for ln in below] if pin_end else []
     old_n, new_n = len(old) + len(tail), len(body) - len(old) + len([ln for ln in body if ln[:1] == b" "]) + len(tail)
-    shift = at + 1 - old_at
-    new_at = int(h.group(3)) + shift
+    new_at = int(h.group(3)) + at + 1 - old_at
     header = f"@@ -{at + 1},{old_n} +{new_at},{new_n} @@".encode() + h.group(5) + b"\n"
     return header + b"".join(body) + b"".join(tail)
+
+
+def _inserted(h: re.Match[bytes], body: list[bytes], lines: list[bytes], at: int) -> bytes | None:
+    """A hunk of added lines only, no context (`diff -U0`), rewritten with the file's lines around line `at` (GNU
+    patch adds them after that line; git, pinning a hunk with no context below to the file's end, would add them
+    there); None where that is the end, or only a last line without its newline follows."""
+    if at >= len(lines):
+        return None  # the end: where git puts it too
+    before = lines[max(0, at - CONTEXT) : at]
+    after = [ln for ln in lines[at : at + CONTEXT] if ln.endswith(b"\n")]
+    if not after:
+        return None
+    new_first = int(h.group(3)) + at - int(h.group(1)) - len(before)
+    context = len(before) + len(after)
+    header = f"@@ -{at - len(before) + 1},{context} +{new_first},{context + len(body)} @@".encode() + h.group(5)
+    return header + b"\n" + b"".join(b" " + ln for ln in before) + b"".join(body) + b"".join(b" " + ln for ln in after)
 
 
 def _leading(body: list[bytes]) -> int:
