@@ -163,7 +163,7 @@ def test_a_hunk_git_finds_where_it_pins_it_is_left_byte_for_byte(lab: Lab, tmp_p
     at_end = b"--- a/f\n+++ b/f\n@@ -9,2 +9,3 @@\n 9\n 10\n+11\n"
     nowhere = b"--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-x\n+y\n z\n"
     for diff in (at_start, at_end, nowhere):
-        assert unpin_hunks(diff, 1, lambda _p: content) == (diff, [])
+        assert unpin_hunks(diff, 1, lambda _p: content) == (diff, [], [])
 
 
 NUL_IN_HUNK = (
@@ -223,8 +223,9 @@ def test_hunks_git_would_pin_land_where_gnu_patch_puts_them_on_random_edits() ->
     """Seeded random edits of small repetitive files, each diff applied to the file moved down by lines put on
     top: GNU patch (`patch -F0`, quilt's program) against `git apply` of the diff as `unpin_hunks` rewrites it.
     git alone gave 42 different files where both applied (a `diff -U0` insertion added at the end, a hunk at
-    line 1 pinned there) and refused 119 that GNU patch applied; rewritten, one differs (two hunks whose lines
-    repeat nearby: git's search and GNU patch's differ there) and 33 are refused."""
+    line 1 pinned there, a hunk found from its own line where GNU patch looks from where the one before it moved)
+    and refused 119 that GNU patch applied; rewritten, none differs and 21 are refused (GNU patch needs no fuzz
+    with -F0, but git finds no place it would take)."""
     from stackmgr.incoming.gnu_patch import unpin_hunks
 
     rnd = random.Random(1)
@@ -234,10 +235,63 @@ def test_hunks_git_would_pin_land_where_gnu_patch_puts_them_on_random_edits() ->
         if not diff:
             continue
         gnu = _applied(["patch", "-s", "-F0", "-p1", "--no-backup-if-mismatch", "-r", "-"], content, diff)
-        rewritten, _paths = unpin_hunks(diff, 1, functools.partial(_same, content))
+        rewritten, _paths, _unsure = unpin_hunks(diff, 1, functools.partial(_same, content))
         ours = _applied(["git", "apply", "-"], content, rewritten)
         differ += gnu is not None and ours is not None and gnu != ours
         refused += gnu is not None and ours is None
         both += gnu is not None and ours is not None
         assert not (gnu is None and ours is not None), "git applies what GNU patch refuses"
-    assert differ <= 1 and refused <= 40 and both >= 280, (differ, refused, both)
+    assert differ == 0 and refused <= 25 and both >= 290, (differ, refused, both)
+
+
+FIRST = b"--- a/f\n+++ b/f\n@@ -5,3 +5,3 @@\n c\n-d\n+D\n e\n"
+SECOND_U0 = b"--- a/f\n+++ b/f\n@@ -3 +3 @@\n-x\n+y\n"
+
+
+def test_a_zero_context_hunk_in_a_file_a_patch_above_changed_lands_where_quilt_puts_it(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """The file as the patches above leave it is asked (not the base's, nor left to git, which would pin the
+    hunk to the file's end and change its last `x`)."""
+    commit(lab.tree, {"f": "a\nb\nx\nc\nd\ne\nf\ng\nh\ni\nx\n"}, "two x")
+    _imported_and_applied_as_quilt_does(lab, tmp_path, _series(tmp_path, {"1.patch": FIRST, "2.patch": SECOND_U0}))
+    assert lab.sm("apply", "pkg").code == 0
+    assert (lab.tree / "f").read_text() == "a\nb\ny\nc\nD\ne\nf\ng\nh\ni\nx\n"
+
+
+SECOND_HUNK_MOVED = b"--- a/f\n+++ b/f\n@@ -2,3 +2,3 @@\n a1\n-OLD\n+NEW\n a3\n@@ -20,3 +20,3 @@\n k1\n-z\n+Z\n k2\n"
+
+
+def test_a_hunk_is_looked_for_where_the_hunk_before_it_moved_as_gnu_patch_does(lab: Lab, tmp_path: Path) -> None:
+    """Three lines on top move the first hunk three lines down; GNU patch looks for the second there too, and
+    finds `k1 z k2` at line 23, where git, looking from line 20, finds the copy at line 19."""
+    lines = ["new1", "new2", "new3", "a0", "a1", "OLD", "a3", *(f"fill{n}" for n in range(8, 19)), "k1", "z", "k2",
+             "fill22", "k1", "z", "k2", *(f"fill{n}" for n in range(26, 31))]  # fmt: skip
+    commit(lab.tree, {"f": "".join(f"{ln}\n" for ln in lines)}, "moved down")
+    _imported_and_applied_as_quilt_does(lab, tmp_path, _series(tmp_path, {"p.patch": SECOND_HUNK_MOVED}))
+    assert lab.sm("apply", "pkg").code == 0
+    assert (lab.tree / "f").read_text().split("\n")[18:25] == ["k1", "z", "k2", "fill22", "k1", "Z", "k2"]
+
+
+MINUS_MISSING_PLUS_OTHER = b"diff --git a/X b/X\n--- a/missing\n+++ b/Y\n@@ -1,3 +1,3 @@\n 1\n-2\n+TWO\n 3\n"
+
+
+def test_a_minus_line_naming_a_missing_file_under_a_plus_line_naming_another_is_not_taken_for_the_header(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """GNU patch patches the `+++` file (Y); rewriting `---` to the `diff --git` name (X) made git delete X."""
+    commit(lab.tree, {"X": "1\n2\n3\n", "Y": "1\n2\n3\n"}, "X and Y")
+    result = imp(lab, str(_series(tmp_path, {"odd.patch": MINUS_MISSING_PLUS_OTHER})), "--series", "pkg")
+    assert result.code == 3 and "its `---` line names" not in result.err
+    assert (lab.tree / "X").read_text() == "1\n2\n3\n" and not (lab.store / "series" / "pkg").exists()
+
+
+def test_a_quilt_series_imported_onto_a_series_reads_its_patches_as_gnu_patch_does(lab: Lab, tmp_path: Path) -> None:
+    commit(lab.tree, {"f": "".join(f"{n}\n" for n in range(1, 11)), "g": "g\n"}, "ten lines")
+    first = _series(tmp_path / "one", {"g.patch": b"--- a/g\n+++ b/g\n@@ -1 +1 @@\n-g\n+G\n"})
+    assert imp(lab, str(first), "--series", "pkg").code == 0
+    insert = _series(tmp_path / "two", {"u0.patch": b"--- a/f\n+++ b/f\n@@ -5,0 +6 @@\n+NEW\n"})
+    result = imp(lab, str(insert), "--series", "pkg")
+    assert result.code == 0, result.err
+    assert lab.sm("apply", "pkg").code == 0
+    assert (lab.tree / "f").read_text().split("\n")[4:7] == ["5", "NEW", "6"]  # after line 5, as quilt puts it

@@ -170,9 +170,11 @@ def _import_stack(
                                    "drop --base: the series' own base is used")  # fmt: skip
             commit, label = patchfile.parse_header(below[0][1], "series patch").base, f"series {series}"
             current = _rebuilt(ws, series, commit, [p for p, _ in below])
+            if quilt is not None and not _read_as_gnu_patch(ws, items, current, report):
+                return
         else:
-            if quilt is not None:  # quilt is the reference: its patches read as GNU patch reads them
-                _as_gnu_patch_reads(ws, items, base)
+            if quilt is not None and not _read_as_gnu_patch(ws, items, ws.repo.resolve_commit(base or "HEAD"), report):
+                return
             hit = (ws.repo.resolve_commit(base), "--base") if whole and base else ws.find_base(items, base)
             if hit is None:
                 _refuse_stack(ws, items, tree, base, report)
@@ -220,14 +222,30 @@ def _import_stack(
         sf.write()
 
 
-def _as_gnu_patch_reads(ws: Workspace, items: list[Incoming], base: str | None) -> None:
-    """A quilt patch's all-added hunk against a file that exists (at `--base`, else HEAD) and no patch above it
-    changed: the lines put above the file's own, as GNU patch puts them (incoming/gnu_patch.py)."""
+def _read_as_gnu_patch(ws: Workspace, items: list[Incoming], at: str, report: ImportReport) -> bool:
+    """Quilt is the reference for a quilt series: `_as_gnu_patch_reads`; False when a patch had to be refused (it
+    and the rest are, in `report`, as quilt push stops there)."""
+    stop = _as_gnu_patch_reads(ws, items, at)
+    if stop is None:
+        return True
+    n, why = stop
+    report.refused.append(Refused(items[n].source, why))
+    report.refused.extend(Refused(i.source, "not imported: an earlier patch of the stack was refused")
+                          for i in items[n + 1 :])  # fmt: skip
+    del items[n:]
+    return bool(items)
+
+
+def _as_gnu_patch_reads(ws: Workspace, items: list[Incoming], at: str) -> tuple[int, str] | None:
+    """The quilt series' patches read as GNU patch reads them where git reads them otherwise (incoming/gnu_patch.py),
+    against the tree-ish `at` (`--base`, HEAD, or the series' result the patches go on): an all-added hunk against
+    a file that exists; a `---` name that is not there; a hunk git pins where GNU patch looks for it. The first
+    patch that cannot be read so, and why (the caller refuses it and the rest)."""
     from stackmgr.incoming.gnu_patch import old_names_as_git_header, prepend_creations, unpin_hunks
 
-    at = ws.repo.resolve_commit(base or "HEAD")
     touched: set[bytes] = set()
-    for item in items:
+    after: dict[int, str | None] = {}  # the tree the first n patches make at `at` (None: they do not apply)
+    for n, item in enumerate(items):
         if b"diff --git a/" in item.diff and ws.strip(item) == 1:
             item.diff, renamed = old_names_as_git_header(item.diff, lambda p: ws.repo.file_bytes(at, p) is not None)
             for path in renamed:
@@ -242,15 +260,27 @@ def _as_gnu_patch_reads(ws: Workspace, items: list[Incoming], base: str | None) 
                 output.err(output.show_text(f"stackmgr: note: {item.source}: its hunk creating {show_path(path)}, "
                                             "which is there already, puts its lines above the file's own, as GNU "
                                             "patch (quilt) does"))  # fmt: skip
-        def unchanged_above(p: bytes) -> bytes | None:  # the file at the base, when no patch above changed it
-            return None if p in touched else ws.repo.file_bytes(at, p)
+        def now(p: bytes, above: int = n) -> bytes | None:  # the file as the patches above leave it
+            if p not in touched:
+                return ws.repo.file_bytes(at, p)
+            if above not in after:
+                after[above] = ws.index.write_tree() if ws.applies(at, items[:above]) == above else None
+            if after[above] is None:
+                raise LookupError(p)
+            return ws.repo.file_bytes(after[above] or "", p)
 
-        item.diff, floated = unpin_hunks(item.diff, ws.strip(item), unchanged_above)
+        item.diff, floated, unsure = unpin_hunks(item.diff, ws.strip(item), now)
+        if unsure:  # git could put the hunk elsewhere than GNU patch: refused, never a silently different tree
+            return n, (f"a hunk of {show_path(unsure[0])} (at line 1, or with no context below its change) where git "
+                       "would pin it to the file's start or end, and GNU patch (quilt) looks for it from its line; "
+                       "stackmgr cannot tell where quilt puts it (an earlier part of the series changed the file and "
+                       "does not apply strictly)")  # fmt: skip
         for path in floated:
             output.err(output.show_text(f"stackmgr: note: {item.source}: a hunk of {show_path(path)} that git would "
                                         "pin to the file's start or end is applied where its lines are, as GNU patch "
                                         "(quilt) does"))  # fmt: skip
         touched.update(item.paths(ws.strip(item)))
+    return None
 
 
 def _refuse_stack(ws: Workspace, items: list[Incoming], tree: str, base: str | None, report: ImportReport) -> None:

@@ -71,21 +71,23 @@ def _added_lines(diff: bytes, start: int, count: int) -> tuple[bytes | None, int
 
 
 _GIT_SECTION = re.compile(
-    rb"^diff --git a/(\S+) b/(\S+)\n((?:(?!---|@@|diff)[^\n]*\n)*)--- a/([^\t\n]+)([^\n]*)\n", re.M
+    rb"^diff --git a/(\S+) b/(\S+)\n((?:(?!---|@@|diff)[^\n]*\n)*)--- a/([^\t\n]+)([^\n]*)\n\+\+\+ b/([^\t\n]+)", re.M
 )
 
 
 def old_names_as_git_header(diff: bytes, exists: Callable[[bytes], bool]) -> tuple[bytes, list[bytes]]:
     """`diff` with each git section whose `--- a/NAME` names a file that does not exist, under a `diff --git a/X
-    b/X` header naming one that does (no rename: a hand-edited header, grub2's gcc12_build_dangling_pointer.patch),
-    rewritten to `--- a/X`: GNU patch patches the name that exists, `git apply` the missing one and refuses. The
-    paths rewritten."""
+    b/X` header and a `+++ b/X` line naming one that does (no rename: a hand-edited header, grub2's
+    gcc12_build_dangling_pointer.patch), rewritten to `--- a/X`: GNU patch patches the `+++` name that exists,
+    `git apply` the missing one and refuses. The paths rewritten."""
     out: list[bytes] = []
     done: list[bytes] = []
     pos = 0
     for m in _GIT_SECTION.finditer(diff):
         header, old = m.group(1), m.group(4)
-        if header != m.group(2) or old == header or re.search(rb"^(?:rename|copy) ", m.group(3), re.M):
+        if header != m.group(2) or header != m.group(6) or old == header:
+            continue  # GNU patch takes the `+++` name when the `---` one is missing: only where it is the header's
+        if re.search(rb"^(?:rename|copy|new file|deleted file) ", m.group(3), re.M):
             continue
         if exists(old) or not exists(header):
             continue
@@ -99,17 +101,24 @@ def old_names_as_git_header(diff: bytes, exists: Callable[[bytes], bool]) -> tup
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@([^\n]*)\n", re.M)
 
 
-def unpin_hunks(diff: bytes, strip: int, existing: Callable[[bytes], bytes | None]) -> tuple[bytes, list[bytes]]:
-    """`diff` with each hunk `git apply` pins where it does not match, and GNU patch lets float, rewritten to where
-    its old lines are in the file (`existing(path)`: its bytes; None: missing or changed above, left alone). git
-    pins a hunk that starts at line 1 to the file's start, and one with no context
-    below its change (a `diff -U0` hunk, samba; a last hunk missing its trailing blank line) to the file's end;
-    GNU patch finds either where its lines are (bluez's hunk at line 1 under a new SPDX line). Such a hunk gets
-    the line it matches at nearest to the one it names, and up to three of the file's lines below as context;
-    the hunk is then the same change in the form git applies. A hunk that matches where git pins it, or nowhere,
-    is left byte for byte. The paths so rewritten."""
+def unpin_hunks(diff: bytes, strip: int, existing: Callable[[bytes], bytes | None]
+                ) -> tuple[bytes, list[bytes], list[bytes]]:  # fmt: skip
+    """`diff` with each hunk put where GNU patch puts it where `git apply` would put it elsewhere or refuse it
+    (`existing(path)`: the file's bytes; None: missing, left to git). GNU patch looks for a hunk's old lines from
+    the line it names moved as the hunk before it was (patch.c, locate_hunk), never above that hunk, one line later
+    first, then one earlier…; it pins a hunk with less context below its change than above to the file's end, and
+    one at line 1 with less above to its start. git looks from the line the hunk names, and pins one at line 1 to
+    the file's start and one with no context below to its end (bluez's hunk at line 1 under a new top line, samba's
+    `diff -U0` hunk; a `diff -U0` insertion git would add at the end). Such a hunk gets the line GNU patch finds its
+    lines at (exactly, no fuzz), and up to three of the file's lines below as context where git would pin it to the
+    end: the same change in the form git puts there. A hunk GNU patch finds nowhere without fuzz ends the rewriting
+    of its file. Read only for files where a hunk is pinned or follows another. The paths so rewritten, and those
+    with such a hunk whose file is not known here (`existing` raises LookupError, or an earlier section of this
+    diff changed it): where git would put it is not known to be GNU patch's place."""
     out: list[bytes] = []
     done: list[bytes] = []
+    unsure: list[bytes] = []
+    seen: set[bytes] = set()
     pos = 0
     sections = list(re.finditer(rb"^--- ([^\n]*)\n\+\+\+ ([^\n]*)\n", diff, re.M))
     for n, m in enumerate(sections):
@@ -117,31 +126,62 @@ def unpin_hunks(diff: bytes, strip: int, existing: Callable[[bytes], bytes | Non
         path = None if old.startswith(b"/dev/null") else _stripped(old, strip)
         end = sections[n + 1].start() if n + 1 < len(sections) else len(diff)
         hunks = [(h, *_hunk_body(diff, h)) for h in _HUNK.finditer(diff, m.end(), end)]
-        pinned = any(body is not None and _pinned(h, body) for h, body, _after in hunks)
-        content = existing(path) if path is not None and pinned else None  # the file read only when needed
-        if not content or path is None:
+        asked = len(hunks) > 1 or any(body is not None and _pinned(h, body) for h, body, _after in hunks)
+        again = path in seen
+        seen.add(path or b"")
+        if not asked or path is None:
+            continue
+        try:
+            if again:  # an earlier section of this diff changed it
+                raise LookupError(path)
+            content = existing(path)
+        except LookupError:
+            if any(body is not None and _pinned(h, body) for h, body, _after in hunks):
+                unsure.append(path)
+            continue
+        if not content:
             continue
         lines = content.splitlines(keepends=True)
-        offset = 0  # GNU patch looks for each hunk where the one before it was found, moved as that one was
+        offset = frozen = 0  # GNU patch's in_offset and last_frozen_line
+        placed: list[tuple[re.Match[bytes], list[bytes], int, int, int]] = []  # hunk, body, end, found, old lines
         for h, body, after in hunks:
             if body is None or h.start() < pos:
-                continue
+                break
+            old_at = int(h.group(1))
             old_lines = [ln[1:] for ln in body if ln[:1] in (b" ", b"-")]
-            if old_lines:
-                at = _gnu_position(old_lines, lines, int(h.group(1)) - 1 + offset)
-                offset = at - (int(h.group(1)) - 1) if at is not None else offset
-                moved = _unpinned(h, body, lines, at) if _pinned(h, body) else None
-            elif _pinned(h, body):  # a `diff -U0` insertion (`@@ -5,0 +6 @@`): after line 5, where git adds at the end
-                moved = _inserted(h, body, lines, min(max(int(h.group(1)) + offset, 0), len(lines)))
+            if not old_lines:  # an insertion with no context (`@@ -5,0 +6 @@`): after line 5, as GNU patch does
+                if not old_at:
+                    break
+                found = min(max(old_at + offset, frozen), len(lines))
             else:
-                moved = None
+                where = _gnu_place(old_lines, lines, old_at, offset, frozen, (_leading(body), _leading(body[::-1])))
+                if where is None:
+                    break  # GNU patch would need fuzz: where it puts this and the rest is not known here
+                found, offset = where, where - (old_at - 1)
+            frozen = found + len(old_lines)
+            placed.append((h, body, after, found, len(old_lines)))
+        joined: list[tuple[re.Match[bytes], list[bytes], int, int, int, bool]] = []
+        for h, body, after, found, old_n in placed:  # a hunk that ends where the next starts: one hunk for git
+            if joined and joined[-1][3] + joined[-1][4] == found:
+                first, above, _end, at, n_above, _ = joined[-1]
+                joined[-1] = (first, above + body, after, at, n_above + old_n, True)
+            else:
+                joined.append((h, body, after, found, old_n, False))
+        delta = 0  # the lines the hunks above add
+        for k, (h, body, after, found, old_n, merged) in enumerate(joined):
+            room = (joined[k + 1][3] if k + 1 < len(joined) else len(lines)) - (found + old_n)  # up to the next
+            if old_n:
+                moved = _placed(h, body, lines, found, delta, room, merged)
+            else:
+                moved = _inserted(h, body, lines, found, room)
+            delta += len(body) - len([ln for ln in body if ln[:1] == b"-"]) - old_n  # new count - old
             if moved is not None:
                 out += [diff[pos : h.start()], moved]
                 pos = after
                 if path not in done:
                     done.append(path)
     out.append(diff[pos:])
-    return b"".join(out), done
+    return b"".join(out), done, unsure
 
 
 def _hunk_body(diff: bytes, h: re.Match[bytes]) -> tuple[list[bytes] | None, int]:
@@ -181,49 +221,58 @@ def _pinned(h: re.Match[bytes], body: list[bytes]) -> bool:
     return old_at != 0 and ((old_at == 1 and above >= below) or above == below == 0)
 
 
-def _gnu_position(old: list[bytes], lines: list[bytes], guess: int) -> int | None:
-    """Where GNU patch finds a hunk's old lines exactly (no fuzz): at `guess`, else one line later, one earlier,
-    two later… (patch.c: locate_hunk); None when they are nowhere."""
-    if not old:
-        return None
-    last = len(lines) - len(old)
-    guess = min(max(guess, 0), max(last, 0))
-    for step in range(max(guess, last - guess) + 1):
-        for at in (guess + step, guess - step) if step else (guess,):
-            if 0 <= at <= last and lines[at : at + len(old)] == old:
-                return at
+def _gnu_place(old: list[bytes], lines: list[bytes], old_at: int, offset: int, frozen: int,
+               context: tuple[int, int]) -> int | None:  # fmt: skip
+    """Where GNU patch (no fuzz) finds a hunk's old lines, 0-based: with less context below than above only at the
+    file's end, at line 1 with less above than below only at its start, else from line `old_at` moved by `offset`
+    one line later, one earlier, two later…, never above `frozen` (the end of the hunk before); None when
+    nowhere. `context`: the hunk's context lines above and below its change."""
+    above, below = context
+    last, guess = len(lines) - len(old), old_at - 1 + offset
+
+    def at(i: int) -> bool:
+        return frozen <= i <= last and lines[i : i + len(old)] == old
+
+    if above < below and old_at <= 1:  # patch.c: "Can only match start of file"
+        return 0 if frozen <= above and at(0) else None
+    if below < above:  # "Can only match end of file"
+        return last if at(last) else None
+    for step in range(max(abs(guess - frozen), abs(last - guess)) + 1):
+        for i in (guess + step, guess - step) if step else (guess,):
+            if at(i):
+                return i
     return None
 
 
-def _unpinned(h: re.Match[bytes], body: list[bytes], lines: list[bytes], at: int | None) -> bytes | None:
-    """The pinned hunk rewritten to start at line `at` (GNU patch's place for it), with the file's lines below it as
-    context when git pins it to the end; None when git puts it there too, or GNU patch finds it nowhere."""
+def _placed(h: re.Match[bytes], body: list[bytes], lines: list[bytes], found: int, delta: int, room: int,
+            merged: bool = False) -> bytes | None:  # fmt: skip
+    """The hunk rewritten to start at line `found` (GNU patch's place for it; the hunks above added `delta` lines),
+    with the file's lines below it as context where git would pin it to the end (at most `room`: up to the next
+    hunk's lines); None when git puts it there as written, or the context it needs is not there."""
     old_at = int(h.group(1))
     old = [ln[1:] for ln in body if ln[:1] in (b" ", b"-")]
-    pin_start, pin_end = old_at == 1, _leading(body[::-1]) == 0
-    if at is None:
-        return None  # GNU patch finds it nowhere (exactly): git's answer stands
-    git_at = 0 if pin_start else len(lines) - len(old)
-    if at == git_at and (not pin_end or at + len(old) == len(lines)):
-        return None  # git puts it where GNU patch does
-    below = [ln for ln in lines[at + len(old) : at + len(old) + CONTEXT] if ln.endswith(b"\n")]
-    if pin_end and not below and at + len(old) < len(lines):
+    pin_end = _leading(body[::-1]) == 0 and found + len(old) < len(lines)
+    if found == old_at - 1 and not pin_end and int(h.group(3)) == found + 1 + delta and not merged:
+        return None  # git's first try is GNU patch's place
+    below = lines[found + len(old) : found + len(old) + min(CONTEXT, room)] if pin_end else []
+    below = below[: len(below) - 1] if below and not below[-1].endswith(b"\n") else below
+    if pin_end and not below and not merged:
         return None  # only a last line without its newline below: left to git
-    tail = [b" " + ln for ln in below] if pin_end else []
-    old_n, new_n = len(old) + len(tail), len(body) - len(old) + len([ln for ln in body if ln[:1] == b" "]) + len(tail)
-    new_at = int(h.group(3)) + at + 1 - old_at
-    header = f"@@ -{at + 1},{old_n} +{new_at},{new_n} @@".encode() + h.group(5) + b"\n"
+    tail = [b" " + ln for ln in below]
+    new_n = len(body) - len([ln for ln in body if ln[:1] == b"-"]) + len(tail)
+    header = f"@@ -{found + 1},{len(old) + len(tail)} +{found + 1 + delta},{new_n} @@".encode() + h.group(5) + b"\n"
     return header + b"".join(body) + b"".join(tail)
 
 
-def _inserted(h: re.Match[bytes], body: list[bytes], lines: list[bytes], at: int) -> bytes | None:
+def _inserted(h: re.Match[bytes], body: list[bytes], lines: list[bytes], at: int, room: int) -> bytes | None:
     """A hunk of added lines only, no context (`diff -U0`), rewritten with the file's lines around line `at` (GNU
     patch adds them after that line; git, pinning a hunk with no context below to the file's end, would add them
     there); None where that is the end, or only a last line without its newline follows."""
     if at >= len(lines):
         return None  # the end: where git puts it too
     before = lines[max(0, at - CONTEXT) : at]
-    after = [ln for ln in lines[at : at + CONTEXT] if ln.endswith(b"\n")]
+    after = lines[at : at + min(CONTEXT, room)]  # up to the next hunk's lines
+    after = after[: len(after) - 1] if after and not after[-1].endswith(b"\n") else after
     if not after:
         return None
     new_first = int(h.group(3)) + at - int(h.group(1)) - len(before)
