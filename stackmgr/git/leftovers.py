@@ -54,8 +54,30 @@ def drop_killed_git_locks(git_dir: str, since: int, names: tuple[str, ...] = ("H
             made = os.lstat(lock).st_mtime
         except FileNotFoundError:
             continue
-        if made >= since - 1:
+        if made >= since - 1 and not git_at_work(git_dir):
             drop_stale_lock(lock)
+
+
+def git_at_work(git_dir: str) -> bool:
+    """Whether a running git has its working directory in or under the repository of `git_dir` (a git holds a ref's
+    lock with no file open while its reference-transaction hook runs); True when /proc cannot tell."""
+    if not os.path.isdir("/proc/self"):
+        return True
+    git_dir = os.path.realpath(git_dir)
+    top = os.path.dirname(git_dir) if os.path.basename(git_dir) == ".git" else git_dir
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as f:
+                if f.read().strip() != b"git":
+                    continue
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if cwd in (top, git_dir) or cwd.startswith((top + os.sep, git_dir + os.sep)):
+            return True
+    return False
 
 
 def drop_stale_lock(lock: str) -> bool:

@@ -676,3 +676,26 @@ def test_recover_leaves_a_head_lock_older_than_the_operation(lab: Lab) -> None:
     os.utime(lock, (1, 1))
     lab.sm("recover")
     assert lock.exists()
+
+
+@pytest.mark.regression("recover could remove the HEAD.lock of a live git whose reference-transaction hook ran "
+                        "(git holds no file open then)")  # fmt: skip
+def test_recover_leaves_a_head_lock_while_a_git_is_at_work_in_the_tree(lab: Lab, tmp_path: Path) -> None:
+    import shutil
+
+    _saved_and_reset(lab)
+    assert lab.sm("apply", "S").code == 0
+    _interrupt_last(lab)
+    lock = lab.tree / ".git" / "HEAD.lock"
+    lock.write_text("0" * 40 + "\n")
+    fake = tmp_path / "bin" / "git"  # a process named git, at work in the tree, holding nothing open
+    fake.parent.mkdir()
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", fake)
+    holder = subprocess.Popen([str(fake), "30"], cwd=lab.tree)
+    try:
+        lab.sm("recover")
+        assert lock.exists(), "a live git's lock is its own"
+    finally:
+        holder.kill()
+        holder.wait()
+    assert lab.sm("recover").code == 0 and not lock.exists()
