@@ -15,15 +15,7 @@ import pytest
 
 from tests.conftest import Lab, commit
 from tests.test_import import imp
-
-
-def _series(tmp_path: Path, patches: dict[str, bytes]) -> Path:
-    quilt = tmp_path / "debian" / "patches"
-    quilt.mkdir(parents=True)
-    for name, data in patches.items():
-        (quilt / name).write_bytes(data)
-    (quilt / "series").write_text("".join(f"{name}\n" for name in patches))
-    return quilt
+from tests.test_import_creation_hunks import quilt_series
 
 
 def _imported_and_applied_as_quilt_does(lab: Lab, tmp_path: Path, quilt: Path) -> str:
@@ -42,15 +34,7 @@ def _imported_and_applied_as_quilt_does(lab: Lab, tmp_path: Path, quilt: Path) -
     return wanted + "\n" + result.err
 
 
-TRIMMED = b"""From: A U Thor <a@example.com>
-Subject: [PATCH] fix a (backport: the change to b dropped)
-
----
- a.txt | 2 +-
- b.txt | 2 +-
- 2 files changed, 2 insertions(+), 2 deletions(-)
-
-diff --git a/a.txt b/a.txt
+A_DIFF = b"""diff --git a/a.txt b/a.txt
 --- a/a.txt
 +++ b/a.txt
 @@ -1 +1 @@
@@ -58,17 +42,31 @@ diff --git a/a.txt b/a.txt
 +ONE
 """
 
+TRIMMED = (
+    b"""From: A U Thor <a@example.com>
+Subject: [PATCH] fix a (backport: the change to b dropped)
+
+---
+ a.txt | 2 +-
+ b.txt | 2 +-
+ 2 files changed, 2 insertions(+), 2 deletions(-)
+
+"""
+    + A_DIFF
+)
+
 
 @pytest.mark.regression("a security backport that dropped a file of the upstream mail and kept its diffstat was "
                         "refused as truncated (jq, sqlite3, cyrus-sasl2, cdparanoia in Debian)")  # fmt: skip
 def test_a_quilt_patch_whose_diffstat_lists_files_it_dropped_is_applied(lab: Lab, tmp_path: Path) -> None:
     commit(lab.tree, {"a.txt": "one\n", "b.txt": "two\n"}, "two files")
     before = lab.worktree_id()
-    said = _imported_and_applied_as_quilt_does(lab, tmp_path, _series(tmp_path, {"CVE-1.patch": TRIMMED}))
+    said = _imported_and_applied_as_quilt_does(lab, tmp_path, quilt_series(tmp_path, {"CVE-1.patch": TRIMMED}))
     assert said.split("\n")[0] != before
 
 
-SQUASHED = b"""From 1111111111111111111111111111111111111111 Mon Sep 17 00:00:00 2001
+SQUASHED = (
+    b"""From 1111111111111111111111111111111111111111 Mon Sep 17 00:00:00 2001
 From: A U Thor <a@example.com>
 Subject: [PATCH] first upstream fix
 
@@ -77,30 +75,29 @@ From: A U Thor <a@example.com>
 Subject: [PATCH] second upstream fix
 
 ---
-diff --git a/a.txt b/a.txt
---- a/a.txt
-+++ b/a.txt
-@@ -1 +1 @@
--one
-+ONE
-diff --git a/b.txt b/b.txt
+"""
+    + A_DIFF
+    + b"""diff --git a/b.txt b/b.txt
 --- a/b.txt
 +++ b/b.txt
 @@ -1 +1 @@
 -two
 +TWO
 """
+)
 
 
 @pytest.mark.regression("a quilt patch squashing two upstream commits' headers above one diff was split into "
                         "mails, the first 'not a patch' (libwebp's CVE-2023-4863.patch, lcms2)")  # fmt: skip
 def test_a_quilt_patch_with_two_mail_headers_is_one_patch(lab: Lab, tmp_path: Path) -> None:
     commit(lab.tree, {"a.txt": "one\n", "b.txt": "two\n"}, "two files")
-    _imported_and_applied_as_quilt_does(lab, tmp_path, _series(tmp_path, {"CVE-2023-4863.patch": SQUASHED}))
+    _imported_and_applied_as_quilt_does(lab, tmp_path, quilt_series(tmp_path, {"CVE-2023-4863.patch": SQUASHED}))
     assert [p.name for p in (lab.store / "patches").glob("*.patch")] == ["CVE-2023-4863.patch"]
 
 
-def test_a_quilt_series_listing_no_patch_is_refused_in_one_line_and_makes_no_series(lab: Lab, tmp_path: Path) -> None:
+def test_a_quilt_series_listing_no_patch_is_refused_in_one_line_and_makes_noquilt_series(
+    lab: Lab, tmp_path: Path
+) -> None:
     quilt = tmp_path / "debian" / "patches"
     quilt.mkdir(parents=True)
     (quilt / "series").write_text("# nothing to patch in this release\n")
@@ -129,7 +126,7 @@ OFFSET_TOP = b"""--- a/Makefile.obexd
 )
 def test_a_hunk_at_line_one_applies_where_its_lines_moved_as_gnu_patch_does(lab: Lab, tmp_path: Path) -> None:
     commit(lab.tree, {"Makefile.obexd": "# SPDX\n# more\nl1\nl2\nl3\nl4\nl5\nl6\nl7\n"}, "a new header on top")
-    said = _imported_and_applied_as_quilt_does(lab, tmp_path, _series(tmp_path, {"obexd.patch": OFFSET_TOP}))
+    said = _imported_and_applied_as_quilt_does(lab, tmp_path, quilt_series(tmp_path, {"obexd.patch": OFFSET_TOP}))
     assert "a hunk of Makefile.obexd that git would pin to the file's start or end is applied where its lines" in said
 
 
@@ -150,7 +147,7 @@ diff --git a/lib/util.c b/lib/util.c
 )
 def test_a_zero_context_hunk_applies_where_its_line_is_as_gnu_patch_does(lab: Lab, tmp_path: Path) -> None:
     commit(lab.tree, {"lib/util.c": "".join(f"{n}\n" for n in range(1, 11))}, "ten lines")
-    _imported_and_applied_as_quilt_does(lab, tmp_path, _series(tmp_path, {"bzero.diff": ZERO_CONTEXT}))
+    _imported_and_applied_as_quilt_does(lab, tmp_path, quilt_series(tmp_path, {"bzero.diff": ZERO_CONTEXT}))
     assert lab.sm("apply", "pkg").code == 0
     assert (lab.tree / "lib" / "util.c").read_text() == "".join(f"{n}\n" for n in range(1, 11)).replace("5\n", "FIVE\n")
 
@@ -177,7 +174,7 @@ NUL_IN_HUNK = (
     "file'; git apply and quilt take it"
 )
 def test_a_nul_byte_inside_a_text_hunk_is_a_patch(lab: Lab, tmp_path: Path) -> None:
-    _imported_and_applied_as_quilt_does(lab, tmp_path, _series(tmp_path, {"CVE-2023-4781.patch": NUL_IN_HUNK}))
+    _imported_and_applied_as_quilt_does(lab, tmp_path, quilt_series(tmp_path, {"CVE-2023-4781.patch": NUL_IN_HUNK}))
     assert lab.sm("apply", "pkg").code == 0 and (lab.tree / "poc").read_bytes() == b"a\x00b\nc\n"
 
 
@@ -254,7 +251,7 @@ def test_a_zero_context_hunk_in_a_file_a_patch_above_changed_lands_where_quilt_p
     """The file as the patches above leave it is asked (not the base's, nor left to git, which would pin the
     hunk to the file's end and change its last `x`)."""
     commit(lab.tree, {"f": "a\nb\nx\nc\nd\ne\nf\ng\nh\ni\nx\n"}, "two x")
-    _imported_and_applied_as_quilt_does(lab, tmp_path, _series(tmp_path, {"1.patch": FIRST, "2.patch": SECOND_U0}))
+    _imported_and_applied_as_quilt_does(lab, tmp_path, quilt_series(tmp_path, {"1.patch": FIRST, "2.patch": SECOND_U0}))
     assert lab.sm("apply", "pkg").code == 0
     assert (lab.tree / "f").read_text() == "a\nb\ny\nc\nD\ne\nf\ng\nh\ni\nx\n"
 
@@ -268,7 +265,7 @@ def test_a_hunk_is_looked_for_where_the_hunk_before_it_moved_as_gnu_patch_does(l
     lines = ["new1", "new2", "new3", "a0", "a1", "OLD", "a3", *(f"fill{n}" for n in range(8, 19)), "k1", "z", "k2",
              "fill22", "k1", "z", "k2", *(f"fill{n}" for n in range(26, 31))]  # fmt: skip
     commit(lab.tree, {"f": "".join(f"{ln}\n" for ln in lines)}, "moved down")
-    _imported_and_applied_as_quilt_does(lab, tmp_path, _series(tmp_path, {"p.patch": SECOND_HUNK_MOVED}))
+    _imported_and_applied_as_quilt_does(lab, tmp_path, quilt_series(tmp_path, {"p.patch": SECOND_HUNK_MOVED}))
     assert lab.sm("apply", "pkg").code == 0
     assert (lab.tree / "f").read_text().split("\n")[18:25] == ["k1", "z", "k2", "fill22", "k1", "Z", "k2"]
 
@@ -281,16 +278,16 @@ def test_a_minus_line_naming_a_missing_file_under_a_plus_line_naming_another_is_
 ) -> None:
     """GNU patch patches the `+++` file (Y); rewriting `---` to the `diff --git` name (X) made git delete X."""
     commit(lab.tree, {"X": "1\n2\n3\n", "Y": "1\n2\n3\n"}, "X and Y")
-    result = imp(lab, str(_series(tmp_path, {"odd.patch": MINUS_MISSING_PLUS_OTHER})), "--series", "pkg")
+    result = imp(lab, str(quilt_series(tmp_path, {"odd.patch": MINUS_MISSING_PLUS_OTHER})), "--series", "pkg")
     assert result.code == 3 and "its `---` line names" not in result.err
     assert (lab.tree / "X").read_text() == "1\n2\n3\n" and not (lab.store / "series" / "pkg").exists()
 
 
 def test_a_quilt_series_imported_onto_a_series_reads_its_patches_as_gnu_patch_does(lab: Lab, tmp_path: Path) -> None:
     commit(lab.tree, {"f": "".join(f"{n}\n" for n in range(1, 11)), "g": "g\n"}, "ten lines")
-    first = _series(tmp_path / "one", {"g.patch": b"--- a/g\n+++ b/g\n@@ -1 +1 @@\n-g\n+G\n"})
+    first = quilt_series(tmp_path / "one", {"g.patch": b"--- a/g\n+++ b/g\n@@ -1 +1 @@\n-g\n+G\n"})
     assert imp(lab, str(first), "--series", "pkg").code == 0
-    insert = _series(tmp_path / "two", {"u0.patch": b"--- a/f\n+++ b/f\n@@ -5,0 +6 @@\n+NEW\n"})
+    insert = quilt_series(tmp_path / "two", {"u0.patch": b"--- a/f\n+++ b/f\n@@ -5,0 +6 @@\n+NEW\n"})
     result = imp(lab, str(insert), "--series", "pkg")
     assert result.code == 0, result.err
     assert lab.sm("apply", "pkg").code == 0
