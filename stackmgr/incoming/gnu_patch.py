@@ -231,7 +231,7 @@ def _gnu_place(old: list[bytes], lines: list[bytes], old_at: int, offset: int, f
     last, guess = len(lines) - len(old), old_at - 1 + offset
 
     def at(i: int) -> bool:
-        return frozen <= i <= last and lines[i : i + len(old)] == old
+        return frozen <= i <= last and lines[i] == old[0] and lines[i : i + len(old)] == old
 
     if above < below and old_at <= 1:  # patch.c: "Can only match start of file"
         return 0 if frozen <= above and at(0) else None
